@@ -1,0 +1,60 @@
+"""The feature registry: every feature's one declaration, by libvmaf's extractor name."""
+
+from __future__ import annotations
+
+import importlib
+
+from .declaration import FeatureDeclaration, Option, OptionError
+
+__all__ = ["FeatureDeclaration", "Option", "OptionError", "get", "all_declarations", "provider", "UnknownFeature"]
+
+# One module per feature; each exposes DECLARATION.
+_MODULES = ("vif", "adm", "motion", "psnr", "ssim", "ms_ssim")
+
+
+class UnknownFeature(KeyError):
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+    def __str__(self) -> str:
+        known = ", ".join(sorted(d.name for d in all_declarations()))
+        return f"unknown feature {self.name!r} (known: {known})"
+
+
+_registry: dict[str, FeatureDeclaration] | None = None
+
+
+def _load() -> dict[str, FeatureDeclaration]:
+    global _registry
+    if _registry is None:
+        reg: dict[str, FeatureDeclaration] = {}
+        for mod in _MODULES:
+            decl = importlib.import_module(f"{__name__}.{mod}").DECLARATION
+            for key in (decl.name, *decl.aliases):
+                reg[key] = decl
+        _registry = reg
+    return _registry
+
+
+def get(name: str) -> FeatureDeclaration:
+    """The declaration for ``name`` (libvmaf's extractor name or one of its aliases)."""
+    try:
+        return _load()[name]
+    except KeyError:
+        raise UnknownFeature(name) from None
+
+
+def all_declarations() -> list[FeatureDeclaration]:
+    seen: dict[str, FeatureDeclaration] = {}
+    for decl in _load().values():
+        seen[decl.name] = decl
+    return list(seen.values())
+
+
+def provider(metric: str) -> FeatureDeclaration:
+    """The declaration that provides output base name ``metric`` (``integer_adm2`` -> adm)."""
+    for decl in all_declarations():
+        if metric in decl.provides or metric in decl.debug_provides:
+            return decl
+    raise UnknownFeature(metric)

@@ -1,0 +1,177 @@
+"""One declaration per feature, shared by its CPU twin and its GPU kernel.
+
+libvmaf's lesson in reverse: its CUDA extractors copy the option table, the
+feature names and the score-writing code of the CPU ones word for word.  Here
+each feature is declared once (:class:`FeatureDeclaration`): its name, the
+metric names it provides, its options with defaults and bounds, whether it is
+temporal, the kernel source the GPU lanes compile, and the CPU twin class.
+The GPU lanes produce the same *statistics* the CPU twin produces and call the
+same pure ``metrics_from_stats`` function, so the two cannot drift apart.
+
+Metric naming follows libvmaf's ``feature_name.c``: an option flagged as a
+*feature parameter* that is set to a non-default value appends
+``_<alias>_<value>`` (``%g`` formatting; booleans append ``_<alias>``) to every
+metric the feature provides, options sorted alphabetically by name.  That is
+how ``vmaf_v0.6.1neg`` (``adm_enhn_gain_limit=1``) yields
+``integer_adm2_egl_1``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Protocol
+
+__all__ = [
+    "Option",
+    "FeatureDeclaration",
+    "FeatureExtractor",
+    "OptionError",
+    "FrameScores",
+    "format_g",
+]
+
+
+class OptionError(ValueError):
+    """A feature option is unknown, of the wrong type, or out of bounds.
+
+    ``field`` names the offending option as ``<feature>.<option>``.
+    """
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+def format_g(value: float) -> str:
+    """C's ``%g`` for a double, as libvmaf uses it in feature names."""
+    return "%g" % value
+
+
+@dataclass(frozen=True)
+class Option:
+    """An option of a feature: name, type, default and bounds (libvmaf's ``VmafOption``)."""
+
+    name: str
+    type: type  # bool, int or float
+    default: Any
+    help: str = ""
+    alias: str | None = None
+    min: float | None = None
+    max: float | None = None
+    #: a feature parameter changes the metric names when not at its default
+    feature_param: bool = False
+
+    def parse(self, feature: str, value: Any) -> Any:
+        """Coerce ``value`` (a string from a command line or a JSON value) and check bounds."""
+        field_name = f"{feature}.{self.name}"
+        if self.type is bool:
+            if isinstance(value, bool):
+                return value
+            s = str(value).strip().lower()
+            if s in ("true", "1", "yes"):
+                return True
+            if s in ("false", "0", "no"):
+                return False
+            raise OptionError(field_name, f"expected true or false, got {value!r}")
+        try:
+            if isinstance(value, bool):
+                raise ValueError
+            v = self.type(value) if not isinstance(value, str) else self.type(value.strip())
+        except (TypeError, ValueError):
+            raise OptionError(field_name, f"expected a {self.type.__name__}, got {value!r}") from None
+        if self.type is float and not math.isfinite(v):
+            raise OptionError(field_name, f"must be finite, got {value!r}")
+        if self.min is not None and v < self.min:
+            raise OptionError(field_name, f"{v!r} is below the minimum {self.min!r}")
+        if self.max is not None and v > self.max:
+            raise OptionError(field_name, f"{v!r} is above the maximum {self.max!r}")
+        return v
+
+    def name_suffix(self, value: Any) -> str:
+        """The suffix this option adds to metric names (empty at its default)."""
+        if not self.feature_param or value == self.default:
+            return ""
+        key = self.alias or self.name
+        if self.type is bool:
+            return f"_{key}"
+        if self.type is float:
+            return f"_{key}_{format_g(float(value))}"
+        return f"_{key}_{value}"
+
+
+#: per-frame output of an extractor: (frame index, {metric name: value})
+FrameScores = tuple[int, dict[str, float]]
+
+
+class FeatureExtractor(Protocol):
+    """The CPU twin's interface (one instance per session and feature).
+
+    ``extract`` is called once per frame in index order.  It returns the
+    scores that became final with this frame, which for temporal features may
+    belong to an earlier frame (``integer_motion2`` of frame *i* is known once
+    frame *i + 1* is seen); ``flush`` returns what is left after the last one.
+    Metric names are the *base* names of the declaration (``provides`` and
+    ``debug_provides``); the session applies option suffixes.
+    """
+
+    def __init__(self, options: Mapping[str, Any], width: int, height: int, bitdepth: int) -> None: ...
+
+    def extract(self, index: int, ref: Any, dist: Any) -> Iterable[FrameScores]: ...
+
+    def flush(self) -> Iterable[FrameScores]: ...
+
+
+@dataclass(frozen=True)
+class FeatureDeclaration:
+    """Everything about one feature that both lanes share."""
+
+    #: libvmaf's extractor name, as ``--feature NAME`` takes it (``vif``, ``adm``, ``motion``, ``psnr``, ...)
+    name: str
+    #: metric names always provided
+    provides: tuple[str, ...]
+    #: metric names provided only with ``debug=true``
+    debug_provides: tuple[str, ...] = ()
+    options: tuple[Option, ...] = ()
+    #: True when a frame's scores depend on other frames (motion)
+    temporal: bool = False
+    #: the most frames after frame *i* that must be seen before frame *i*'s
+    #: scores are final (motion2 of frame *i* needs frame *i + 1*)
+    max_lag: int = 0
+    #: kernel source file under ``vmafxd/features/kernels/`` (None: CPU only)
+    kernel: str | None = None
+    #: the CPU twin class (a :class:`FeatureExtractor`)
+    cpu: Callable[..., FeatureExtractor] | None = field(default=None, compare=False)
+    #: other names libvmaf accepts for this feature on the command line
+    aliases: tuple[str, ...] = ()
+    help: str = ""
+
+    def option(self, name: str) -> Option:
+        for opt in self.options:
+            if opt.name == name or (opt.alias is not None and opt.alias == name):
+                return opt
+        raise OptionError(f"{self.name}.{name}", f"{self.name} has no option {name!r}")
+
+    def resolve_options(self, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Defaults overlaid with ``given`` (names or aliases), each parsed and bounded."""
+        values = {opt.name: opt.default for opt in self.options}
+        for key, value in (given or {}).items():
+            opt = self.option(key)
+            values[opt.name] = opt.parse(self.name, value)
+        return values
+
+    def name_suffix(self, values: Mapping[str, Any]) -> str:
+        """libvmaf's option suffix, options sorted alphabetically by name."""
+        return "".join(
+            opt.name_suffix(values[opt.name])
+            for opt in sorted(self.options, key=lambda o: o.name)
+            if opt.name in values
+        )
+
+    def metric_names(self, values: Mapping[str, Any]) -> dict[str, str]:
+        """Map base metric name -> output name for the given resolved options."""
+        suffix = self.name_suffix(values)
+        names = list(self.provides)
+        if values.get("debug"):
+            names += list(self.debug_provides)
+        return {n: n + suffix for n in names}

@@ -1,0 +1,96 @@
+"""nu-SVR with an RBF kernel, as libsvm evaluates it inside libvmaf.
+
+The libsvm model text in each VMAF model is parsed once into a dense matrix of
+support vectors (a feature missing from a sparse vector is 0, and libsvm's
+sparse kernel then adds ``x_k * x_k``, which is exactly ``(x_k - 0)**2``).
+Prediction follows libsvm's order: squared distances summed feature by
+feature in index order, ``exp(-gamma * d2)``, then ``sum(coef_i * k_i)``
+accumulated support vector by support vector, minus ``rho``.  The running sum
+is a cumulative sum so the order is the sequential one libsvm uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["SvmModel", "parse_libsvm", "SvmParseError"]
+
+
+class SvmParseError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class SvmModel:
+    gamma: float
+    rho: float
+    coef: np.ndarray  # (n_sv,)
+    sv: np.ndarray  # (n_sv, n_features), float64
+    n_features: int
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """Decision values for ``x`` of shape (n_frames, n_features)."""
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim == 1:
+            x = x[None, :]
+        if x.shape[1] < self.sv.shape[1]:
+            raise ValueError(f"model needs {self.sv.shape[1]} features, got {x.shape[1]}")
+        d2 = np.zeros((x.shape[0], self.sv.shape[0]))
+        for k in range(self.sv.shape[1]):
+            d = x[:, k : k + 1] - self.sv[None, :, k]
+            d2 = d2 + d * d
+        kern = np.exp((-self.gamma) * d2)
+        terms = self.coef[None, :] * kern
+        total = np.cumsum(terms, axis=1)[:, -1] if terms.shape[1] else np.zeros(x.shape[0])
+        return total - self.rho
+
+
+def parse_libsvm(text: str) -> SvmModel:
+    lines = text.splitlines()
+    header: dict[str, str] = {}
+    i = 0
+    while i < len(lines):
+        line = lines[i].strip()
+        i += 1
+        if line == "SV":
+            break
+        if not line:
+            continue
+        key, _, val = line.partition(" ")
+        header[key] = val.strip()
+    else:
+        raise SvmParseError("libsvm model has no SV section")
+    if header.get("svm_type") != "nu_svr":
+        raise SvmParseError(f"svm_type {header.get('svm_type')!r} is not nu_svr")
+    if header.get("kernel_type") != "rbf":
+        raise SvmParseError(f"kernel_type {header.get('kernel_type')!r} is not rbf")
+    try:
+        gamma = float(header["gamma"])
+        rho = float(header["rho"].split()[0])
+        total = int(header["total_sv"])
+    except (KeyError, ValueError, IndexError) as e:
+        raise SvmParseError(f"libsvm header incomplete: {e}") from None
+    coefs: list[float] = []
+    rows: list[dict[int, float]] = []
+    for line in lines[i:]:
+        parts = line.split()
+        if not parts:
+            continue
+        coefs.append(float(parts[0]))
+        row = {}
+        for p in parts[1:]:
+            idx, _, val = p.partition(":")
+            row[int(idx)] = float(val)
+        rows.append(row)
+    if len(rows) != total:
+        raise SvmParseError(f"total_sv says {total}, found {len(rows)} support vectors")
+    n_feat = max((max(r) for r in rows if r), default=0)
+    sv = np.zeros((len(rows), n_feat))
+    for r, row in enumerate(rows):
+        for idx, val in row.items():
+            if idx < 1:
+                raise SvmParseError(f"support vector {r} has index {idx} < 1")
+            sv[r, idx - 1] = val
+    return SvmModel(gamma, rho, np.array(coefs), sv, n_feat)

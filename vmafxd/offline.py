@@ -1,0 +1,106 @@
+"""Scoring a pair of video files in this process on the CPU lane.
+
+This is what ``vmafxctl score --lane cpu`` runs without a daemon, what the
+daemon's tests compare against, and what the CPU benchmark times.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from vmafx.formats import PixelFormat
+from vmafx.io.video import VideoInfo, open_video
+
+from .model import ModelSet, load_model
+from .picture import picture_from_stored
+from .scoring import CpuScorer, FeatureRequest, ScoringPlan
+
+__all__ = ["Report", "score_files", "resolve_models", "GeometryError"]
+
+
+class GeometryError(ValueError):
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+@dataclass
+class Report:
+    frames: list[tuple[int, dict[str, float]]]
+    pooled: dict[str, dict[str, float]]
+    aggregate: dict[str, float] = field(default_factory=dict)
+    width: int = 0
+    height: int = 0
+    fps: float | None = None
+    models: list[str] = field(default_factory=list)
+
+
+def resolve_models(specs: Sequence[str]) -> list[ModelSet]:
+    """Load ``--model`` specifications; with several, unnamed ones are named after their version."""
+    from .model import parse_model_spec
+    import os
+
+    parsed = [parse_model_spec(s) for s in specs] or [parse_model_spec("version=vmaf_v0.6.1")]
+    out = []
+    for spec in parsed:
+        default = "vmaf"
+        if len(parsed) > 1 and spec.name is None:
+            default = spec.version or os.path.splitext(os.path.basename(spec.path or "model"))[0]
+        out.append(load_model(spec, default_name=default))
+    return out
+
+
+def _check_pair(ref: VideoInfo, dist: VideoInfo) -> None:
+    for attr in ("width", "height", "bitdepth"):
+        if getattr(ref, attr) != getattr(dist, attr):
+            raise GeometryError(
+                f"distorted.{attr}", f"{getattr(dist, attr)} differs from the reference's {getattr(ref, attr)}"
+            )
+    if ref.pixel_format.subsampling != dist.pixel_format.subsampling:
+        raise GeometryError("distorted.pixel_format", f"{dist.pixel_format.value} vs {ref.pixel_format.value}")
+
+
+def score_files(
+    reference: str,
+    distorted: str,
+    models: Sequence[ModelSet],
+    features: Sequence[FeatureRequest] = (),
+    *,
+    width: int | None = None,
+    height: int | None = None,
+    pixel_format: str | PixelFormat | None = None,
+    bitdepth: int | None = None,
+    max_frames: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Report:
+    plan = ScoringPlan.build(models, features)
+    geo = dict(width=width, height=height, pixel_format=pixel_format, bitdepth=bitdepth)
+    t0 = time.perf_counter()
+    with open_video(reference, **geo) as rr, open_video(distorted, **geo) as dr:
+        _check_pair(rr.info, dr.info)
+        info = rr.info
+        scorer = CpuScorer(plan, info.width, info.height, info.bitdepth)
+        n = 0
+        while max_frames is None or n < max_frames:
+            a = rr.read_frame()
+            b = dr.read_frame()
+            if a is None or b is None:
+                break
+            ref = picture_from_stored(a, rr.info.pixel_format, rr.info.bitdepth)
+            dist = picture_from_stored(b, dr.info.pixel_format, dr.info.bitdepth)
+            scorer.push(n, ref, dist)
+            n += 1
+            if progress:
+                progress(n)
+        scorer.finish()
+    elapsed = time.perf_counter() - t0
+    return Report(
+        frames=scorer.assembler.frames,
+        pooled=scorer.pooled(),
+        width=info.width,
+        height=info.height,
+        fps=n / elapsed if elapsed > 0 else None,
+        models=[m.name for m in models],
+    )
