@@ -1,0 +1,17 @@
+"""The vmafxd wire protocol, sans I/O: messages, state tables, limits and typed errors.
+
+Imports only the standard library and msgpack (tests/protocol/test_imports.py
+checks that importing it loads no trio, numpy or GPU binding).
+"""
+
+from . import messages
+from .errors import ErrorCode, FATAL_CODES, LocalProtocolError, ProtocolError, RemoteProtocolError
+from .limits import PROTOCOL_VERSION, Limits
+from .messages import *  # noqa: F401,F403  (the message classes are the protocol's vocabulary)
+from .state import ClientConnection, ClientFrameLedger, ServerConnection, State, check_packet
+
+__all__ = [
+    "messages", "ErrorCode", "FATAL_CODES", "LocalProtocolError", "ProtocolError", "RemoteProtocolError",
+    "PROTOCOL_VERSION", "Limits", "ClientConnection", "ClientFrameLedger", "ServerConnection", "State",
+    "check_packet", *messages.__all__,
+]

@@ -1,0 +1,46 @@
+"""The limits a daemon enforces and announces in its hello.
+
+Every count a client controls is bounded here, so no client can make the
+daemon hold unbounded memory, fds or work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+from ..formats import MAX_DIMENSION
+
+__all__ = ["Limits", "PROTOCOL_VERSION"]
+
+PROTOCOL_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Limits:
+    #: bytes of one packet (one msgpack message); larger ones are truncated by the kernel and refused
+    max_message_bytes: int = 65536
+    #: fds attached to one packet; more set MSG_CTRUNC and are refused
+    max_fds_per_message: int = 8
+    max_buffers_per_client: int = 256
+    max_sessions_per_client: int = 16
+    #: frames submitted and not yet answered, per client (all its sessions)
+    max_frames_in_flight: int = 64
+    max_clients: int = 256
+    max_width: int = MAX_DIMENSION
+    max_height: int = MAX_DIMENSION
+    #: bytes of one registered buffer
+    max_buffer_bytes: int = 1 << 31
+    #: the bounded host wait on an acquire fence (R2)
+    fence_timeout_ms: int = 5000
+    #: the bounded wait for a dma-buf's implicit write fences when no fence is given (R8)
+    implicit_fence_timeout_ms: int = 1000
+    max_models_per_session: int = 8
+    max_features_per_session: int = 16
+
+    def to_wire(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_wire(cls, d: dict) -> "Limits":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: int(v) for k, v in d.items() if k in known and isinstance(v, int)})

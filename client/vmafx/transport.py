@@ -1,0 +1,221 @@
+"""Packets and file descriptors over ``AF_UNIX``/``SOCK_SEQPACKET``, for trio and for blocking code.
+
+This is the one place where ``OSError`` from the socket becomes a transport
+error: :class:`TransportClosed` when the peer (or the kernel) ended the
+connection, ``trio.ClosedResourceError`` semantics when we closed it.
+
+File descriptors received with SCM_RIGHTS arrive as :class:`OwnedFd`
+objects: exactly one owner, ``close()`` is idempotent and forgets the
+integer at once (so a double close of a reused number cannot happen), and a
+``weakref.finalize`` safety net closes a forgotten one.  ``MSG_CMSG_CLOEXEC``
+keeps received fds out of child processes.
+
+When a sender attaches more fds than our ancillary buffer holds, the kernel
+sets ``MSG_CTRUNC`` and closes the excess itself; we close the ones we did
+get and report the packet as truncated so the protocol layer refuses it.
+"""
+
+from __future__ import annotations
+
+import array
+import os
+import socket
+import weakref
+from dataclasses import dataclass
+
+__all__ = [
+    "OwnedFd", "Packet", "TransportClosed", "recv_packet_blocking", "send_packet_blocking",
+    "TrioPacketChannel", "BlockingPacketChannel", "ancillary_size", "open_fd_count",
+]
+
+_FD_SIZE = array.array("i").itemsize
+
+
+class TransportClosed(Exception):
+    """The peer closed the connection, or the kernel broke it."""
+
+
+def _close_quietly(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+class OwnedFd:
+    """An fd with exactly one owner."""
+
+    __slots__ = ("_fd", "_finalizer", "__weakref__")
+
+    def __init__(self, fd: int):
+        if fd < 0:
+            raise ValueError("invalid fd")
+        self._fd: int | None = fd
+        self._finalizer = weakref.finalize(self, _close_quietly, fd)
+
+    @property
+    def closed(self) -> bool:
+        return self._fd is None
+
+    def fileno(self) -> int:
+        if self._fd is None:
+            raise ValueError("fd already closed")
+        return self._fd
+
+    def detach(self) -> int:
+        """Give the integer away: the caller owns it now."""
+        fd = self.fileno()
+        self._finalizer.detach()
+        self._fd = None
+        return fd
+
+    def dup(self) -> "OwnedFd":
+        return OwnedFd(os.dup(self.fileno()))
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            self._finalizer.detach()
+            _close_quietly(fd)
+
+    def __enter__(self) -> "OwnedFd":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"OwnedFd({self._fd if self._fd is not None else 'closed'})"
+
+
+@dataclass
+class Packet:
+    data: bytes
+    fds: list[OwnedFd]
+    truncated: bool = False
+    ctrunc: bool = False
+
+    def close_fds(self) -> None:
+        for fd in self.fds:
+            fd.close()
+        self.fds = []
+
+
+def ancillary_size(max_fds: int) -> int:
+    return socket.CMSG_SPACE(max_fds * _FD_SIZE)
+
+
+def _unpack(data: bytes, ancdata, flags: int) -> Packet:
+    fds: list[OwnedFd] = []
+    for level, kind, payload in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            arr = array.array("i")
+            arr.frombytes(payload[: len(payload) - (len(payload) % _FD_SIZE)])
+            fds.extend(OwnedFd(fd) for fd in arr)
+    return Packet(
+        data=data,
+        fds=fds,
+        truncated=bool(flags & socket.MSG_TRUNC),
+        ctrunc=bool(flags & socket.MSG_CTRUNC),
+    )
+
+
+def _ancillary(fds) -> list:
+    if not fds:
+        return []
+    ints = [fd.fileno() if hasattr(fd, "fileno") else int(fd) for fd in fds]
+    return [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", ints))]
+
+
+def recv_packet_blocking(sock: socket.socket, max_bytes: int, max_fds: int) -> Packet:
+    try:
+        data, anc, flags, _ = sock.recvmsg(max_bytes, ancillary_size(max_fds), socket.MSG_CMSG_CLOEXEC)
+    except (ConnectionResetError, BrokenPipeError) as e:
+        raise TransportClosed(str(e)) from None
+    pkt = _unpack(data, anc, flags)
+    if not data and not pkt.fds and not pkt.truncated:
+        raise TransportClosed("peer closed the connection")
+    return pkt
+
+
+def send_packet_blocking(sock: socket.socket, data: bytes, fds=()) -> None:
+    try:
+        sock.sendmsg([data], _ancillary(fds))
+    except (BrokenPipeError, ConnectionResetError) as e:
+        raise TransportClosed(str(e)) from None
+
+
+class BlockingPacketChannel:
+    """A connected SEQPACKET socket for blocking code (the blocking client, tests)."""
+
+    def __init__(self, sock: socket.socket, max_bytes: int = 65536, max_fds: int = 8):
+        self.sock = sock
+        self.max_bytes = max_bytes
+        self.max_fds = max_fds
+
+    @classmethod
+    def connect(cls, path: str, **kw) -> "BlockingPacketChannel":
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+        try:
+            s.connect(path)
+        except BaseException:
+            s.close()
+            raise
+        return cls(s, **kw)
+
+    def send(self, data: bytes, fds=()) -> None:
+        send_packet_blocking(self.sock, data, fds)
+
+    def receive(self, timeout: float | None = None) -> Packet:
+        self.sock.settimeout(timeout)
+        return recv_packet_blocking(self.sock, self.max_bytes, self.max_fds)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class TrioPacketChannel:
+    """A connected SEQPACKET socket for trio tasks (daemon and async client)."""
+
+    def __init__(self, sock, max_bytes: int = 65536, max_fds: int = 8):
+        self.sock = sock  # a trio.socket.SocketType
+        self.max_bytes = max_bytes
+        self.max_fds = max_fds
+
+    @classmethod
+    async def connect(cls, path: str, **kw) -> "TrioPacketChannel":
+        import trio
+
+        s = trio.socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+        try:
+            await s.connect(path)
+        except BaseException:
+            s.close()
+            raise
+        return cls(s, **kw)
+
+    async def send(self, data: bytes, fds=()) -> None:
+        try:
+            await self.sock.sendmsg([data], _ancillary(fds))
+        except (BrokenPipeError, ConnectionResetError) as e:
+            raise TransportClosed(str(e)) from None
+
+    async def receive(self) -> Packet:
+        try:
+            data, anc, flags, _ = await self.sock.recvmsg(
+                self.max_bytes, ancillary_size(self.max_fds), socket.MSG_CMSG_CLOEXEC
+            )
+        except (ConnectionResetError, BrokenPipeError) as e:
+            raise TransportClosed(str(e)) from None
+        pkt = _unpack(data, anc, flags)
+        if not data and not pkt.fds and not pkt.truncated:
+            raise TransportClosed("peer closed the connection")
+        return pkt
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def open_fd_count() -> int:
+    """Open fds of this process (tests compare before/after)."""
+    return len(os.listdir("/proc/self/fd")) - 1  # minus the listdir's own fd
