@@ -99,6 +99,7 @@ def score_files(
     return Report(
         frames=scorer.assembler.frames,
         pooled=scorer.pooled(),
+        aggregate=dict(scorer.aggregate),
         width=info.width,
         height=info.height,
         fps=n / elapsed if elapsed > 0 else None,

@@ -222,6 +222,8 @@ class CpuScorer:
     def __init__(self, plan: ScoringPlan, width: int, height: int, bitdepth: int):
         self.plan = plan
         self.assembler = FrameAssembler(plan)
+        #: whole-run metrics (libvmaf's aggregate_metrics), filled by finish()
+        self.aggregate: dict[str, float] = {}
         self._extractors = []
         for inst in plan.instances:
             if inst.decl.cpu is None:
@@ -241,6 +243,9 @@ class CpuScorer:
     def finish(self) -> list[tuple[int, dict[str, float]]]:
         for inst, ext in self._extractors:
             self._take(inst, ext.flush())
+            aggregate = getattr(ext, "aggregate", None)
+            if aggregate is not None:
+                self.aggregate.update(aggregate())
         return self.assembler.finish()
 
     def pooled(self) -> dict[str, dict[str, float]]:

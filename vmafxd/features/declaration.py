@@ -121,6 +121,9 @@ class FeatureExtractor(Protocol):
 
     def flush(self) -> Iterable[FrameScores]: ...
 
+    # Optional: ``aggregate() -> dict[str, float]``, whole-run metrics (libvmaf's
+    # ``aggregate_metrics``, e.g. PSNR's ``apsnr_y``), read after ``flush``.
+
 
 @dataclass(frozen=True)
 class FeatureDeclaration:
@@ -132,6 +135,8 @@ class FeatureDeclaration:
     provides: tuple[str, ...]
     #: metric names provided only with ``debug=true``
     debug_provides: tuple[str, ...] = ()
+    #: metric names provided only when a boolean option is on: ((option, names), ...)
+    option_provides: tuple[tuple[str, tuple[str, ...]], ...] = ()
     options: tuple[Option, ...] = ()
     #: True when a frame's scores depend on other frames (motion)
     temporal: bool = False
@@ -174,4 +179,7 @@ class FeatureDeclaration:
         names = list(self.provides)
         if values.get("debug"):
             names += list(self.debug_provides)
+        for option, extra in self.option_provides:
+            if values.get(option):
+                names += [n for n in extra if n not in names]
         return {n: n + suffix for n in names}

@@ -1,0 +1,258 @@
+"""Integer PSNR (libvmaf's ``psnr`` extractor).
+
+Per plane: the integer sum of squared errors between reference and distorted
+samples, then ``10 * log10(peak^2 / MSE)`` capped at a per-plane maximum.
+With the defaults the peak is ``(1 << bpc) - 1`` and the cap ``6 * bpc + 12``
+dB (60 dB at 8 bits, 72 dB at 10), which is what identical frames score.
+
+Layers
+------
+* :func:`compute_stats`: the per-plane int64 SSE (what a GPU kernel must
+  produce; any reduction order gives the same integers).
+* :func:`metrics_from_stats`: libvmaf's double arithmetic on those sums.
+* :func:`apsnr_from_totals`: the whole-run "aggregate PSNR" libvmaf reports
+  from its flush when ``enable_apsnr`` is set.
+* :class:`IntegerPsnr`: the CPU twin.  Its :meth:`IntegerPsnr.aggregate`
+  returns the APSNR values (an optional method beyond the extractor protocol).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .declaration import FeatureDeclaration, FrameScores, Option
+
+__all__ = [
+    "DECLARATION",
+    "IntegerPsnr",
+    "PsnrParams",
+    "apsnr_from_totals",
+    "compute_stats",
+    "metrics_from_stats",
+    "psnr_params",
+]
+
+PSNR_NAMES = ("psnr_y", "psnr_cb", "psnr_cr")
+MSE_NAMES = ("mse_y", "mse_cb", "mse_cr")
+APSNR_NAMES = ("apsnr_y", "apsnr_cb", "apsnr_cr")
+#: bit depths libvmaf's integer PSNR accepts (anything else is an error there)
+SUPPORTED_BITDEPTHS = (8, 10, 12, 16)
+
+_U32 = 0xFFFFFFFF
+_U64 = 0xFFFFFFFFFFFFFFFF
+
+
+def _c_log10(x: float) -> float:
+    """C's ``log10``: -inf at 0 and NaN below, where Python's math.log10 raises.
+
+    math.log10 calls the C library's log10 for positive finite input, which is
+    what libvmaf calls (numpy's vectorised log10 may differ in the last bit).
+    """
+    if x > 0.0:
+        return math.log10(x)
+    if x == 0.0:
+        return -math.inf
+    return math.nan
+
+
+def _c_ceil(x: float) -> float:
+    """C's ``ceil`` on a double (math.ceil returns an int and rejects inf/NaN)."""
+    return float(np.ceil(x))
+
+
+def _c_min(x: float, y: float) -> float:
+    """C's ``MIN(x, y)``: ``x < y ? x : y``."""
+    return x if x < y else y
+
+
+# ---------------------------------------------------------------------------
+# (a) per-plane integer sums
+# ---------------------------------------------------------------------------
+
+
+def _plane_sse(ref: np.ndarray, dist: np.ndarray) -> int:
+    if ref.shape != dist.shape:
+        raise ValueError(f"psnr: plane shapes differ: {ref.shape} vs {dist.shape}")
+    if ref.dtype == np.uint8:
+        # |e| <= 255, so e^2 <= 65025 fits uint16: take the absolute
+        # difference in int16, square it in place as uint16, and let the
+        # reduction widen to uint64 (numpy sums small unsigned ints in uint64).
+        e = np.subtract(ref, dist, dtype=np.int16)
+        np.abs(e, out=e)
+        sq = e.view(np.uint16)
+        np.multiply(sq, sq, out=sq)
+        return int(sq.sum(dtype=np.uint64))
+    # Up to 16 bits: e^2 < 2^32 per sample, so square in int64 and sum.
+    e = np.subtract(ref, dist, dtype=np.int64)
+    np.multiply(e, e, out=e)
+    return int(e.sum())
+
+
+def compute_stats(ref_planes: Sequence[np.ndarray], dist_planes: Sequence[np.ndarray]) -> np.ndarray:
+    """The sum of squared errors of each plane pair, as an int64 array.
+
+    Pass only the planes to score (luma alone when chroma is disabled).
+    libvmaf accumulates each 8-bit row in 32 bits before adding it to a 64-bit
+    total; that only differs from the plain sum past ~66,000 samples a row.
+    """
+    return np.array([_plane_sse(r, d) for r, d in zip(ref_planes, dist_planes)], dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------
+# (b) libvmaf's double arithmetic
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PsnrParams:
+    """What libvmaf fixes at init: the peak value and each plane's dB cap."""
+
+    bitdepth: int
+    peak: int
+    psnr_max: tuple[float, ...]
+    enable_mse: bool = False
+
+
+def psnr_params(
+    options: Mapping[str, Any], bitdepth: int, plane_shapes: Sequence[tuple[int, int]]
+) -> PsnrParams:
+    """The peak and per-plane caps for ``plane_shapes`` (``(height, width)`` each).
+
+    ``reduced_hbd_peak`` scales 255 up (1020 at 10 bits) instead of using the
+    full code range.  With ``min_sse`` > 0 the cap is the PSNR that SSE would
+    give on that plane, rounded up to a whole dB; otherwise ``6 * bpc + 12``.
+    """
+    if options["reduced_hbd_peak"]:
+        peak = 255 << (bitdepth - 8)
+    else:
+        peak = (1 << bitdepth) - 1
+    min_sse = float(options["min_sse"])
+    caps = []
+    for h, w in plane_shapes:
+        if min_sse != 0.0:
+            mse = min_sse / float((w * h) & _U32)
+            caps.append(_c_ceil(10.0 * _c_log10(float((peak * peak) & _U32) / mse)))
+        else:
+            caps.append(float(6 * bitdepth + 12))
+    return PsnrParams(bitdepth, peak, tuple(caps), bool(options["enable_mse"]))
+
+
+def metrics_from_stats(
+    sse: Sequence[int], plane_shapes: Sequence[tuple[int, int]], params: PsnrParams
+) -> dict[str, float]:
+    """``psnr_y/cb/cr`` (and ``mse_*`` when enabled) from per-plane SSE."""
+    out: dict[str, float] = {}
+    # peak^2 is an unsigned 32-bit product in C (it fits for bpc <= 16).
+    peak_sq = float((params.peak * params.peak) & _U32)
+    for p, (total, (h, w)) in enumerate(zip(sse, plane_shapes)):
+        mse = float(int(total)) / float((w * h) & _U32)
+        # The floor 1e-16 keeps log10 finite on identical planes; the cap
+        # then decides the value.
+        floor_mse = mse if mse > 1e-16 else 1e-16
+        out[PSNR_NAMES[p]] = _c_min(10.0 * _c_log10(peak_sq / floor_mse), params.psnr_max[p])
+        if params.enable_mse:
+            out[MSE_NAMES[p]] = mse
+    return out
+
+
+def apsnr_from_totals(peak: int, sse_total: Sequence[int], pixels_total: Sequence[int]) -> dict[str, float]:
+    """libvmaf's whole-run PSNR per plane from summed SSE and sample counts.
+
+    Always three planes, as libvmaf writes them: a plane never scored (chroma
+    disabled, 4:0:0) has 0 samples and 0 error, which libvmaf's arithmetic
+    turns into -inf; this reproduces that rather than inventing a value.
+    """
+    out: dict[str, float] = {}
+    peak_sq = (peak * peak) & _U32
+    for p in range(3):
+        sse = int(sse_total[p]) if p < len(sse_total) else 0
+        n = int(pixels_total[p]) if p < len(pixels_total) else 0
+        # Python floats follow C here: -inf - -inf is NaN, and NaN < x is false.
+        apsnr = 10.0 * (_c_log10(float(peak_sq)) + _c_log10(float(n)) - _c_log10(float(sse)))
+        # C multiplies in uint64 (wrapping) before converting to double.
+        limit = _c_ceil(10.0 * _c_log10(float((peak_sq * n * 2) & _U64)))
+        out[APSNR_NAMES[p]] = _c_min(apsnr, limit)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# the CPU twin
+# ---------------------------------------------------------------------------
+
+
+class IntegerPsnr:
+    """CPU twin of libvmaf's integer ``psnr`` extractor."""
+
+    def __init__(self, options: Mapping[str, Any], width: int, height: int, bitdepth: int):
+        # Sessions pass resolved options; defaults fill in for partial mappings.
+        options = {**{o.name: o.default for o in DECLARATION.options}, **options}
+        if bitdepth not in SUPPORTED_BITDEPTHS:
+            raise ValueError(f"psnr supports bit depths {SUPPORTED_BITDEPTHS}, not {bitdepth}")
+        self.options = dict(options)
+        self.width = width
+        self.height = height
+        self.bitdepth = bitdepth
+        self.enable_chroma = bool(options["enable_chroma"])
+        self.enable_apsnr = bool(options["enable_apsnr"])
+        # The plane sizes (hence min_sse's caps) come with the first picture.
+        self.params: PsnrParams | None = None
+        self._shapes: list[tuple[int, int]] = []
+        self._sse_total = [0, 0, 0]
+        self._pixels_total = [0, 0, 0]
+
+    def _setup(self, picture: Any) -> None:
+        planes = picture.planes
+        if len(planes) == 1:
+            self.enable_chroma = False  # 4:0:0: libvmaf turns chroma off
+        # min_sse caps are computed for all three planes as libvmaf does, even
+        # those not scored; only the scored ones are ever used.
+        self._shapes = [p.shape for p in planes[: 3 if self.enable_chroma else 1]]
+        self.params = psnr_params(self.options, self.bitdepth, [p.shape for p in planes])
+
+    def extract(self, index: int, ref: Any, dist: Any) -> Iterable[FrameScores]:
+        if self.params is None:
+            self._setup(ref)
+        n = len(self._shapes)
+        sse = compute_stats(ref.planes[:n], dist.planes[:n])
+        if self.enable_apsnr:
+            for p, (h, w) in enumerate(self._shapes):
+                self._sse_total[p] += int(sse[p])
+                self._pixels_total[p] += (h * w) & _U32
+        return [(index, metrics_from_stats(sse, self._shapes, self.params))]
+
+    def flush(self) -> Iterable[FrameScores]:
+        return []
+
+    def aggregate(self) -> dict[str, float]:
+        """Whole-run metrics (``apsnr_*``) when ``enable_apsnr`` is set, else empty."""
+        if not self.enable_apsnr:
+            return {}
+        peak = self.params.peak if self.params else (
+            255 << (self.bitdepth - 8) if self.options["reduced_hbd_peak"] else (1 << self.bitdepth) - 1
+        )
+        return apsnr_from_totals(peak, self._sse_total, self._pixels_total)
+
+
+DECLARATION = FeatureDeclaration(
+    name="psnr",
+    provides=PSNR_NAMES,
+    option_provides=(("enable_mse", MSE_NAMES),),
+    options=(
+        Option("enable_chroma", bool, True, "enable calculation for chroma channels"),
+        Option("enable_mse", bool, False, "enable MSE calculation"),
+        Option("enable_apsnr", bool, False, "enable APSNR calculation"),
+        Option("reduced_hbd_peak", bool, False,
+               "reduce hbd peak value to align with scaled 8-bit content"),
+        Option("min_sse", float, 0.0, "constrain the minimum possible sse",
+               min=0.0, max=sys.float_info.max),
+    ),
+    temporal=False,
+    kernel="psnr.cu",
+    cpu=IntegerPsnr,
+    help="integer PSNR per plane (peak (1 << bpc) - 1, capped at 6 * bpc + 12 dB)",
+)
