@@ -1,0 +1,79 @@
+// Integer motion (libvmaf 3.2): SAD of the blurred difference of two
+// consecutive reference lumas, per frame.
+//
+// Device twin of vmafxd.features.motion.SadWorkspace: d = prev - cur; a
+// vertical 5-tap pass (taps 3571 16004 26386 16004 3571, + 2^(bpc-1), >> bpc,
+// arithmetic), a horizontal 5-tap pass (+ 2^15, >> 16), |.|, summed.  Both
+// passes mirror without repeating the edge (-1 -> 1, n -> n - 2); the
+// vertical pass is per column, so mirroring columns before or after it is
+// the same.  Exact in integers: any reduction order gives the same SAD.
+//
+// Frame f of the batch compares luma f - 1 with luma f; frame 0 compares
+// `prev0` (the previous batch's last reference luma) with luma 0.  A frame
+// whose predecessor does not exist (the first of a session) is skipped by the
+// lane (its motion is 0 by definition).
+
+#define MT_W 64          // output columns per block
+#define MT_H 16          // output rows per block
+#define MT_THREADS 256
+
+template <typename T>
+VX_DEVICE void motion_impl(const T* luma, const T* prev0, int w, int h, i64 pitch, i64 frame_stride,
+                           int bpc, int first_frame, i64* out, int out_stride, int out_index)
+{
+    __shared__ i32 diff[MT_H + 4][MT_W + 4];
+    __shared__ i32 vert[MT_H][MT_W + 4];
+    __shared__ i64 scratch[MT_THREADS];
+    const int frame = blockIdx.z + first_frame;
+    const T* cur = luma + frame * frame_stride;
+    const T* prev = frame == 0 ? prev0 : luma + (frame - 1) * frame_stride;
+    const int x0 = blockIdx.x * MT_W, y0 = blockIdx.y * MT_H;
+    const int t = threadIdx.x;
+
+    for (int i = t; i < (MT_H + 4) * (MT_W + 4); i += MT_THREADS) {
+        const int ty = i / (MT_W + 4), tx = i % (MT_W + 4);
+        const int gy = y0 + ty - 2, gx = x0 + tx - 2;
+        i32 v = 0;
+        if (gy < h + 2 && gx < w + 2) {
+            const int sy = vx_mirror(gy, h), sx = vx_mirror(gx, w);
+            v = (i32)prev[sy * pitch + sx] - (i32)cur[sy * pitch + sx];
+        }
+        diff[ty][tx] = v;
+    }
+    __syncthreads();
+
+    const i64 round_y = (i64)1 << (bpc - 1);
+    for (int i = t; i < MT_H * (MT_W + 4); i += MT_THREADS) {
+        const int ty = i / (MT_W + 4), tx = i % (MT_W + 4);
+        // 64-bit: at 16 bits a sample the sum reaches 2^32
+        const i64 s = 3571 * ((i64)diff[ty][tx] + diff[ty + 4][tx]) + 16004 * ((i64)diff[ty + 1][tx] + diff[ty + 3][tx])
+                      + 26386 * (i64)diff[ty + 2][tx];
+        vert[ty][tx] = (i32)((s + round_y) >> bpc);
+    }
+    __syncthreads();
+
+    i64 acc = 0;
+    for (int i = t; i < MT_H * MT_W; i += MT_THREADS) {
+        const int ty = i / MT_W, tx = i % MT_W;
+        if (y0 + ty >= h || x0 + tx >= w) continue;
+        const i64 s = 3571 * ((i64)vert[ty][tx] + vert[ty][tx + 4]) + 16004 * ((i64)vert[ty][tx + 1] + vert[ty][tx + 3])
+                      + 26386 * (i64)vert[ty][tx + 2];
+        i64 v = (s + 32768) >> 16;
+        acc += v < 0 ? -v : v;
+    }
+    const i64 total = vx_block_sum_i64(acc, scratch);
+    if (t == 0 && total != 0)
+        vx_atomic_add_i64(out + frame * out_stride + out_index, total);
+}
+
+VX_KERNEL void vx_motion_sad_u8(const u8* luma, const u8* prev0, int w, int h, i64 pitch, i64 frame_stride,
+                                int bpc, int first_frame, i64* out, int out_stride, int out_index)
+{
+    motion_impl<u8>(luma, prev0, w, h, pitch, frame_stride, bpc, first_frame, out, out_stride, out_index);
+}
+
+VX_KERNEL void vx_motion_sad_u16(const u16* luma, const u16* prev0, int w, int h, i64 pitch, i64 frame_stride,
+                                 int bpc, int first_frame, i64* out, int out_stride, int out_index)
+{
+    motion_impl<u16>(luma, prev0, w, h, pitch, frame_stride, bpc, first_frame, out, out_stride, out_index);
+}

@@ -1,0 +1,74 @@
+// vmafx kernel prelude: the only place where CUDA and HIP differ.
+//
+// Every kernel source under features/kernels/ is compiled as this prelude
+// followed by the source, by NVRTC (CUDA) or HIPRTC (HIP), at first use for
+// the device's architecture.  Kernels use only what both dialects share:
+// __global__/__shared__/__syncthreads, blockIdx/threadIdx, 64-bit atomicAdd
+// on unsigned long long, and the integer and IEEE double/float arithmetic
+// both compile the same way once contraction into FMA is off (--fmad=false /
+// -ffp-contract=off): integer features must match the CPU twins bit for bit.
+
+#if defined(__HIPCC_RTC__) || defined(__HIP__) || defined(__HIP_PLATFORM_AMD__)
+#define VX_HIP 1
+#else
+#define VX_CUDA 1
+#endif
+
+typedef signed char i8;
+typedef unsigned char u8;
+typedef short i16;
+typedef unsigned short u16;
+typedef int i32;
+typedef unsigned int u32;
+typedef long long i64;
+typedef unsigned long long u64;
+
+#define VX_KERNEL extern "C" __global__
+#define VX_DEVICE static __device__ __forceinline__
+
+// Block-wide sum of one 64-bit value per thread (every thread gets the sum).
+// Tree reduction in shared memory, portable across warp sizes 32 and 64;
+// the block's thread count must be a power of two.  `scratch` holds one
+// value per thread; callers __syncthreads() before reusing it.
+VX_DEVICE i64 vx_block_sum_i64(i64 v, i64* scratch)
+{
+    const int n = blockDim.x * blockDim.y * blockDim.z;
+    const int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    scratch[t] = v;
+    __syncthreads();
+    for (int s = n >> 1; s > 0; s >>= 1) {
+        if (t < s)
+            scratch[t] += scratch[t + s];
+        __syncthreads();
+    }
+    return scratch[0];
+}
+
+VX_DEVICE double vx_block_sum_f64(double v, double* scratch)
+{
+    const int n = blockDim.x * blockDim.y * blockDim.z;
+    const int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    scratch[t] = v;
+    __syncthreads();
+    for (int s = n >> 1; s > 0; s >>= 1) {
+        if (t < s)
+            scratch[t] += scratch[t + s];
+        __syncthreads();
+    }
+    return scratch[0];
+}
+
+// Add a signed 64-bit value to a 64-bit counter (two's complement: the
+// unsigned add is the signed add).
+VX_DEVICE void vx_atomic_add_i64(i64* dst, i64 v)
+{
+    atomicAdd((u64*)dst, (u64)v);
+}
+
+// libvmaf's mirror without repeating the edge sample: -1 -> 1, n -> n - 2.
+VX_DEVICE int vx_mirror(int i, int n)
+{
+    if (i < 0) return -i;
+    if (i >= n) return 2 * (n - 1) - i;
+    return i;
+}

@@ -1,0 +1,96 @@
+"""Kernel sources, their compilation at first use, and the on-disk cache.
+
+Each feature has one kernel source under ``vmafxd/features/kernels/`` in the
+CUDA/HIP-common dialect; :func:`source` prepends the prelude (the only place
+the vendors differ).  Binaries are cached on disk keyed by the SHA-256 of the
+full source, the target architecture, the compiler's version and the options,
+so a daemon restart loads cubins/code objects instead of compiling.  The cache
+lives in ``$VMAFXD_KERNEL_CACHE``, else systemd's ``$CACHE_DIRECTORY``, else
+``~/.cache/vmafxd/kernels``; a cache that cannot be written is skipped (the
+kernels are compiled in memory).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from importlib import resources
+from pathlib import Path
+from typing import Callable, Sequence
+
+__all__ = ["SOURCES", "source", "cache_dir", "compile_cached", "COMMON_OPTIONS"]
+
+#: every kernel source a GPU lane compiles (file names under features/kernels/)
+SOURCES = ("convert.cu", "psnr.cu", "motion.cu", "vif.cu", "adm.cu", "ssim.cu")
+
+#: options for both compilers: no FMA contraction, so device integer-feature
+#: arithmetic that passes through double/float (VIF's g, ADM's angle test)
+#: rounds exactly as the CPU twin's.
+COMMON_OPTIONS = ("-DVX_KERNELS=1",)
+NVRTC_OPTIONS = ("--fmad=false", "--std=c++17", "-default-device")
+HIPRTC_OPTIONS = ("-ffp-contract=off", "-std=c++17")
+
+
+def _read(name: str) -> str:
+    return resources.files("vmafxd.features").joinpath("kernels", name).read_text()
+
+
+def available_sources() -> list[str]:
+    root = resources.files("vmafxd.features").joinpath("kernels")
+    return [n for n in SOURCES if root.joinpath(n).is_file()]
+
+
+def source(name: str) -> str:
+    """The full translation unit: prelude, then the kernel source (line numbers kept)."""
+    return _read("vmafx_prelude.h") + f'\n#line 1 "{name}"\n' + _read(name)
+
+
+def cache_dir() -> Path | None:
+    for env in ("VMAFXD_KERNEL_CACHE", "CACHE_DIRECTORY"):
+        v = os.environ.get(env)
+        if v:
+            return Path(v.split(":")[0]) / ("kernels" if env == "CACHE_DIRECTORY" else "")
+    home = os.environ.get("HOME")
+    return Path(home) / ".cache" / "vmafxd" / "kernels" if home else None
+
+
+def cache_key(text: str, arch: str, compiler: str, options: Sequence[str]) -> str:
+    h = hashlib.sha256()
+    for part in (text, arch, compiler, "\0".join(options)):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def compile_cached(
+    name: str,
+    arch: str,
+    compiler_version: str,
+    compile_fn: Callable[[str, str, str, Sequence[str]], bytes],
+    options: Sequence[str],
+    defines: Sequence[str] = (),
+) -> bytes:
+    """The binary for kernel source ``name`` on ``arch``, from the cache or compiled now."""
+    text = source(name)
+    opts = [*COMMON_OPTIONS, *options, *[f"-D{d}" for d in defines]]
+    key = cache_key(text, arch, compiler_version, opts)
+    root = cache_dir()
+    path = root / f"{Path(name).stem}-{arch}-{key[:24]}.bin" if root else None
+    if path is not None:
+        try:
+            return path.read_bytes()
+        except OSError:
+            pass
+    binary = compile_fn(text, name, arch, opts)
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # write-then-rename: a concurrent daemon never reads half a file
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            with os.fdopen(fd, "wb") as f:
+                f.write(binary)
+            os.replace(tmp, path)
+        except OSError:
+            pass
+    return binary
