@@ -70,9 +70,11 @@ def compare(
                     errors.append(f"frame {fi} {name}: {mine!r} where libvmaf gives null")
                 continue
             if exact:
-                if format_score(mine) != format_score(want):
-                    errors.append(f"frame {fi} {name}: {format_score(mine)} != {format_score(want)}")
-                elif theirs_full is not None and theirs_full.get(name) is not None and mine != theirs_full[name]:
+                # ours printed as libvmaf prints, read back, must be libvmaf's printed number
+                # (re-printing libvmaf's already rounded value could change its format)
+                if float(format_score(mine)) != want:
+                    errors.append(f"frame {fi} {name}: {format_score(mine)} != printed {want!r}")
+                if theirs_full is not None and theirs_full.get(name) is not None and mine != theirs_full[name]:
                     errors.append(f"frame {fi} {name}: {mine!r} != full precision {theirs_full[name]!r}")
             elif not abs(mine - want) <= tol:
                 errors.append(f"frame {fi} {name}: {mine!r} vs {want!r} (tol {tol})")

@@ -150,6 +150,8 @@ class FeatureDeclaration:
     #: other names libvmaf accepts for this feature on the command line
     aliases: tuple[str, ...] = ()
     help: str = ""
+    #: a check across several resolved options (raises OptionError), run by resolve_options
+    validate: Callable[[Mapping[str, Any]], None] | None = field(default=None, compare=False)
 
     def option(self, name: str) -> Option:
         for opt in self.options:
@@ -163,6 +165,8 @@ class FeatureDeclaration:
         for key, value in (given or {}).items():
             opt = self.option(key)
             values[opt.name] = opt.parse(self.name, value)
+        if self.validate is not None:
+            self.validate(values)
         return values
 
     def name_suffix(self, values: Mapping[str, Any]) -> str:

@@ -1,0 +1,328 @@
+"""Integer ADM (libvmaf's ``adm`` extractor): ``integer_adm2``, ``integer_aim``, ``integer_adm3``, per-scale ADM.
+
+Two layers, so that a GPU kernel can share the second one:
+
+* :func:`compute_stats` runs the per-pixel fixed-point pipeline (DWT,
+  decouple, CSF, contrast masking, cubes) on a pair of luma planes and returns
+  the 64-bit integer sums libvmaf accumulates (:class:`AdmStats`: per scale
+  and band, the masked numerator, the denominator and the AIM numerator).
+  libvmaf rounds and shifts each *row's* sum before adding rows, all in
+  integers, so the per-band totals carry everything and the order in which
+  rows or pixels are added does not matter.
+* :func:`metrics_from_stats` does libvmaf's scalar float/double arithmetic on
+  those 36 sums, in its order and precision (int64 to float or double, ``powf``
+  cube roots in float, double sums over scales, the num/den division).
+
+Only luma is scored.  The reference is libvmaf at f85a8536 as it runs on an
+AVX-512 host (``feature/x86/adm_avx512.c``), which is what made the reference
+numbers.  Its plain C path (``feature/integer_adm.c``) is the same except in
+rare pixels, which matter on real content (p13, a sharpened clip, differs in
+the last digits of ``integer_aim``); ``code_path="c"`` reproduces that path
+instead.  The differences, all emulated per pixel in ``_adm_core``:
+
+* the AVX-512 routines handle blocks of 16 columns (decouple, CSF; from the
+  left edge of the region grown by the filter taps) or 14 / 6 columns
+  (masking at scale 0 / 1-3) with vector code, the leftover columns at the
+  right with C code (:func:`._adm_plan.vector_masks`); in vector columns
+  - the masking threshold's own-pixel term is not stored as int16 first,
+  - the CSF's 1/30 magnitude is taken before the int16 store,
+  - the 1-degree test multiplies (|u|^2 |v|^2) cos^2 instead of
+    (cos^2 |u|^2) |v|^2,
+  - ``r * egl`` is rounded to nearest instead of truncated (non-integral
+    ``adm_enhn_gain_limit`` only),
+  - the Q32 CSF weights are multiplied as signed int32;
+* the scale-0 ``h`` numerator sum is converted to float directly, not via
+  double (in :func:`metrics_from_stats`);
+* out-of-range float-to-uint32 weight conversions saturate (``vcvttsd2usi``)
+  instead of wrapping (only for CSF weights >= 1, i.e. ``adm_csf_mode=1``).
+
+Not reproduced: for frame widths of 33..520 whose halved width at some scale
+is 16k+1 or 16k+2 (e.g. w = 32k+1..32k+4), libvmaf's AVX-512 DWT reads a few
+values past its row buffer (partly uninitialised memory) for the last output
+column, and for such narrow frames that column reaches the scored region;
+libvmaf's result there is not a function of the input, so we keep the C
+definition.  Wider frames are unaffected.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from ._adm_core import csf, decouple, den_sum, masked_sum
+from ._adm_csf import ONE_THIRD_F, BlendUnsupported, f32, int64_to_f32, powf
+from ._adm_plan import ScaleParams, factors_for, plan_for
+from ._adm_dwt import dwt_s123, dwt_scale0
+from .declaration import FeatureDeclaration, Option, OptionError
+
+__all__ = ["DECLARATION", "AdmStats", "IntegerAdm", "compute_stats", "metrics_from_stats", "check_options"]
+
+DEFAULT_NORM_VIEW_DIST = 3.0
+DEFAULT_REF_DISPLAY_HEIGHT = 1080
+#: smallest frame side: below it libvmaf's DWT indices and shift amounts go out of range
+MIN_SIDE = 33
+
+OPTIONS = (
+    Option("debug", bool, False, help="debug mode: enable additional output"),
+    Option("adm_csf_scale", float, 1.0, alias="scf", min=0.0, max=50.0, feature_param=True,
+           help="scale coefficient for the horizontal & vertical direction terms of CSF"),
+    Option("adm_csf_diag_scale", float, 1.0, alias="scfd", min=0.0, max=50.0, feature_param=True,
+           help="scale coefficient for the diagonal direction term of CSF"),
+    Option("adm_dlm_weight", float, 0.5, alias="dlmw", min=0.0, max=1.0, feature_param=True,
+           help="linear weighting between DLM and AIM; 1 corresponds to DLM-only"),
+    Option("adm_enhn_gain_limit", float, 100.0, alias="egl", min=1.0, max=100.0, feature_param=True,
+           help="enhancement gain imposed on adm, must be >= 1.0, where 1.0 means the gain is completely disabled"),
+    Option("adm_norm_view_dist", float, DEFAULT_NORM_VIEW_DIST, alias="nvd", min=0.75, max=24.0, feature_param=True,
+           help="normalized viewing distance = viewing distance / ref display's physical height"),
+    Option("adm_ref_display_height", int, DEFAULT_REF_DISPLAY_HEIGHT, alias="rdh", min=1, max=4320,
+           feature_param=True, help="reference display height in pixels"),
+    Option("adm_csf_mode", int, 0, alias="csf", min=0, max=3, feature_param=True,
+           help="contrast sensitivity function (0 Watson, 1 Barten, 2 Barten-Watson blend, 3 blend MAE)"),
+    Option("adm_noise_weight", float, 0.03125, alias="nw", min=0.0, max=1500.0, feature_param=True,
+           help="noise weight"),
+    Option("adm_skip_aim", bool, False, help="skip the calculation of AIM"),
+    Option("adm_skip_scale0", bool, False, alias="ssz", feature_param=True, help="skip the calculation of scale 0"),
+    Option("adm_min_val", float, 0.0, alias="min", min=0.0, max=1.0, feature_param=True,
+           help="minimum value allowed; lower values will be clipped to this value"),
+)
+
+PROVIDES = (
+    "integer_adm2", "integer_aim", "integer_adm3",
+    "integer_adm_scale0", "integer_adm_scale1", "integer_adm_scale2", "integer_adm_scale3",
+)
+DEBUG_PROVIDES = (
+    "integer_adm", "integer_adm_num", "integer_adm_den",
+    "integer_adm_num_scale0", "integer_adm_den_scale0", "integer_adm_num_scale1", "integer_adm_den_scale1",
+    "integer_adm_num_scale2", "integer_adm_den_scale2", "integer_adm_num_scale3", "integer_adm_den_scale3",
+)
+
+
+# --- options and per-geometry constants ---------------------------------------------
+
+
+def check_options(options: Mapping[str, Any]) -> None:
+    """Cross-option checks libvmaf makes at extraction time (raised here up front)."""
+    nvd, rdh = options["adm_norm_view_dist"], options["adm_ref_display_height"]
+    # The 16-bit scale-0 pipeline cannot represent angular frequencies below 1080 lines at 3H.
+    if nvd * rdh < DEFAULT_NORM_VIEW_DIST * DEFAULT_REF_DISPLAY_HEIGHT:
+        name = "adm_norm_view_dist" if nvd < DEFAULT_NORM_VIEW_DIST else "adm_ref_display_height"
+        raise OptionError(
+            f"adm.{name}",
+            f"adm_norm_view_dist * adm_ref_display_height = {nvd * rdh:g} is below "
+            f"{DEFAULT_NORM_VIEW_DIST:g} * {DEFAULT_REF_DISPLAY_HEIGHT} (libvmaf refuses it)",
+        )
+    try:
+        factors_for(options)
+    except BlendUnsupported as e:
+        raise OptionError("adm.adm_csf_mode", str(e)) from None
+
+
+def check_size(width: int, height: int) -> None:
+    if width < MIN_SIDE or height < MIN_SIDE:
+        raise ValueError(f"integer ADM needs frames of at least {MIN_SIDE}x{MIN_SIDE}, got {width}x{height}")
+
+
+# --- layer (a): the integer pipeline ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AdmStats:
+    """The integer sums of one frame: per scale (0..3) and band (h, v, d).
+
+    ``num``: masked, CSF-weighted restored detail (the DLM numerator);
+    ``den``: reference detail (the denominator); ``aim``: masked additive
+    impairment.  Rows of skipped scale 0 / skipped AIM stay zero.
+    """
+
+    width: int
+    height: int
+    num: np.ndarray  # int64 (4, 3)
+    den: np.ndarray  # int64 (4, 3)
+    aim: np.ndarray  # int64 (4, 3)
+    #: "avx512" (what libvmaf runs on an AVX-512 host; the reference) or "c" (its plain C path)
+    code_path: str = "avx512"
+
+
+def _score_scale(bands, p: ScaleParams, wide: bool, egl: float, skip_aim: bool, simd: bool):
+    rows, cols = p.region.ring
+    vec_ring = p.vec_ring if simd else None
+    vec_region = p.vec_region if simd else None
+    ref = [bands[k][0] for k in "hvd"]
+    o = [b[rows, cols] for b in ref]
+    t = [bands[k][1][rows, cols] for k in "hvd"]
+    restored, additive = decouple(o, t, wide, egl, vec_ring)
+    den = den_sum(ref, p.region, wide, p)
+    csf_a, flt_a = csf(additive, p.irf, wide, vec_ring)
+    num = masked_sum(restored, csf_a, flt_a, p.region, wide, p, vec_region)
+    aim = [0, 0, 0]
+    if not skip_aim:
+        # AIM swaps the roles: masking by the restored part, summing the additive part.
+        csf_r, flt_r = csf(restored, p.irf, wide, vec_ring)
+        aim = masked_sum(additive, csf_r, flt_r, p.region, wide, p, vec_region)
+    return num, den, aim
+
+
+def compute_stats(
+    ref_luma: np.ndarray, dist_luma: np.ndarray, bitdepth: int, options: Mapping[str, Any], code_path: str = "avx512"
+) -> AdmStats:
+    """The integer ADM sums of a pair of luma planes (uint8 at 8 bits, uint16 above).
+
+    ``code_path`` picks which libvmaf routines to reproduce where they differ:
+    ``"avx512"`` (the default: libvmaf on an AVX-512 host, which made the
+    reference numbers) or ``"c"`` (its plain C code).
+    """
+    if code_path not in ("avx512", "c"):
+        raise ValueError(f"unknown code path {code_path!r}")
+    simd = code_path == "avx512"
+    h, w = ref_luma.shape
+    check_size(w, h)
+    _, params = plan_for(w, h, options, simd)
+    egl = float(options["adm_enhn_gain_limit"])
+    skip0, skip_aim = bool(options["adm_skip_scale0"]), bool(options["adm_skip_aim"])
+    num = np.zeros((4, 3), dtype=np.int64)
+    den = np.zeros((4, 3), dtype=np.int64)
+    aim = np.zeros((4, 3), dtype=np.int64)
+
+    planes = np.stack((ref_luma, dist_luma))
+    bands = dwt_scale0(planes, bitdepth, lo_only=skip0)
+    if not skip0:
+        num[0], den[0], aim[0] = _score_scale(bands, params[0], False, egl, skip_aim, simd)
+    approx = bands["a"].astype(np.int32)
+    for s in (1, 2, 3):
+        bands = dwt_s123(approx, s)
+        num[s], den[s], aim[s] = _score_scale(bands, params[s], True, egl, skip_aim, simd)
+        approx = bands["a"]
+    return AdmStats(w, h, num, den, aim, code_path)
+
+
+# --- layer (b): libvmaf's float/double arithmetic -------------------------------------
+
+
+def _pow2_u32(e: int) -> float:
+    """``pow(2, e)`` where libvmaf computes ``e`` in uint32 (a negative ``e`` wraps to a huge one)."""
+    return math.inf if e < 0 or e > 1023 else 2.0**e
+
+
+def _num_scale(acc, s: int, p: ScaleParams, noise_weight: float, simd: bool) -> np.float32:
+    noise = powf(p.region.area * noise_weight, ONE_THIRD_F)
+    if s == 0:
+        # int64 / double, then stored to float: rounded twice.  Except that
+        # AVX-512 first converts the h sum to float (one rounding); the
+        # division by a power of two is then exact.
+        base = (52, 52, 57)
+        f = [f32(float(acc[b]) / _pow2_u32(base[b] - p.cub_shift[b] - p.row_shift)) for b in range(3)]
+        if simd:
+            f[0] = f32(float(int64_to_f32(int(acc[0]))) / _pow2_u32(base[0] - p.cub_shift[0] - p.row_shift))
+    else:
+        e = (45, 39, 36)[s - 1] - p.cub_shift[0] - p.row_shift
+        shift = np.float32(math.inf) if (e < 0 or e >= 128) else np.float32(2.0**e)
+        # int64 / float is a float division of the int64 rounded once to float.
+        f = [int64_to_f32(int(acc[b])) / shift for b in range(3)]
+    h, v, d = (powf(x, ONE_THIRD_F) + noise for x in f)
+    return h + v + d
+
+
+def _den_scale(acc, s: int, p: ScaleParams, factors, noise_weight: float) -> np.float32:
+    if s == 0:
+        shift = 2.0 ** (18 - p.den_row_shift)
+    else:
+        shift = _pow2_u32((32, 27, 23)[s - 1] - p.den_row_shift - p.den_cub_shift)
+    noise = powf(p.region.area * noise_weight, ONE_THIRD_F)
+    h, v, d = (
+        powf((float(acc[b]) / shift) * math.pow(float(factors[b]), 3), ONE_THIRD_F) + noise for b in range(3)
+    )
+    return h + v + d
+
+
+def _div(a: float, b: float) -> float:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(np.float64(a) / np.float64(b))
+
+
+def metrics_from_stats(stats: AdmStats, options: Mapping[str, Any]) -> dict[str, float]:
+    """libvmaf's scores from the integer sums (base metric names; debug ones with ``debug``)."""
+    factors, params = plan_for(stats.width, stats.height, options)
+    nw = float(options["adm_noise_weight"])
+    skip0, skip_aim = bool(options["adm_skip_scale0"]), bool(options["adm_skip_aim"])
+    simd = stats.code_path == "avx512"
+    num = den = aim_num = 0.0
+    nums, dens = [], []
+    for s in range(4):
+        if s == 0 and skip0:
+            ns, ds, ans = np.float32(0.0), np.float32(1e-10), np.float32(0.0)
+        else:
+            p = params[s]
+            ns = _num_scale(stats.num[s], s, p, nw, simd)
+            ds = _den_scale(stats.den[s], s, p, factors[s], nw)
+            ans = np.float32(0.0) if skip_aim else _num_scale(stats.aim[s], s, p, 0.0, simd)
+        num += float(ns)
+        den += float(ds)
+        aim_num += float(ans)
+        nums.append(float(ns))
+        dens.append(float(ds))
+
+    limit = 1e-10 * (stats.width * stats.height) / (1920.0 * 1080.0)
+    num = 0.0 if num < limit else num
+    den = 0.0 if den < limit else den
+    if den == 0.0:
+        # libvmaf leaves the AIM score uninitialised here; 0 is our choice.
+        score, score_aim = 1.0, 0.0
+    else:
+        score_aim = aim_num / den
+        score = num / den
+    w = float(options["adm_dlm_weight"])
+    adm3 = score * w + (1 - score_aim) * (1 - w)
+    min_val = float(options["adm_min_val"])
+    out = {
+        "integer_adm2": score,
+        "integer_aim": score_aim,
+        "integer_adm3": adm3 if adm3 > min_val else min_val,
+    }
+    for s in range(4):
+        out[f"integer_adm_scale{s}"] = _div(nums[s], dens[s])
+    if options.get("debug"):
+        out["integer_adm"] = score
+        out["integer_adm_num"] = num
+        out["integer_adm_den"] = den
+        for s in range(4):
+            out[f"integer_adm_num_scale{s}"] = nums[s]
+            out[f"integer_adm_den_scale{s}"] = dens[s]
+    return out
+
+
+# --- the CPU twin ---------------------------------------------------------------------
+
+
+class IntegerAdm:
+    """CPU twin of libvmaf's integer ADM extractor."""
+
+    def __init__(self, options: Mapping[str, Any], width: int, height: int, bitdepth: int):
+        self.options = dict(options)
+        check_options(self.options)
+        check_size(width, height)
+        if not 8 <= bitdepth <= 16:
+            raise ValueError(f"integer ADM supports 8 to 16 bits per sample, got {bitdepth}")
+        self.width, self.height, self.bitdepth = width, height, bitdepth
+
+    def extract(self, index: int, ref, dist):
+        stats = compute_stats(ref.planes[0], dist.planes[0], self.bitdepth, self.options)
+        return [(index, metrics_from_stats(stats, self.options))]
+
+    def flush(self):
+        return []
+
+
+DECLARATION = FeatureDeclaration(
+    name="adm",
+    provides=PROVIDES,
+    debug_provides=DEBUG_PROVIDES,
+    options=OPTIONS,
+    validate=check_options,
+    temporal=False,
+    kernel="adm.cu",
+    cpu=IntegerAdm,
+    help="integer ADM (Additive Detail Metric: detail loss and additive impairment)",
+)
