@@ -15,7 +15,6 @@ small, copy of the few calls a producer makes.
 from __future__ import annotations
 
 import ctypes
-import os
 from dataclasses import dataclass
 from typing import Sequence
 
