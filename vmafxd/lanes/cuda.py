@@ -316,6 +316,16 @@ class CudaDevice:
         self._ck("cuLaunchKernel", self._d.cuLaunchKernel(
             function, gx, gy, gz, bx, by, bz, shared, stream.handle, ptrs.ctypes.data, 0))
 
+    def launch_packed(self, function, grid: Sequence[int], block: Sequence[int], shared: int,
+                      stream: CudaStream, args_address: int, types=()) -> None:
+        """Launch with a ready array of argument pointers at ``args_address`` (see gpu/launch.py).
+
+        ``types`` (the parameters' dtypes) is for bindings that need them; the driver does not."""
+        gx, gy, gz = (list(grid) + [1, 1])[:3]
+        bx, by, bz = (list(block) + [1, 1])[:3]
+        self._ck("cuLaunchKernel", self._d.cuLaunchKernel(
+            function, gx, gy, gz, bx, by, bz, shared, stream.handle, args_address, 0))
+
     # -- imports -----------------------------------------------------------
     def vmm_granularity(self) -> int:
         if self._granularity is None:

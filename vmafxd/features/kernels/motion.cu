@@ -8,29 +8,31 @@
 // vertical pass is per column, so mirroring columns before or after it is
 // the same.  Exact in integers: any reduction order gives the same SAD.
 //
-// Frame f of the batch compares luma f - 1 with luma f; frame 0 compares
-// `prev0` (the previous batch's last reference luma) with luma 0.  A frame
-// whose predecessor does not exist (the first of a session) is skipped by the
-// lane (its motion is 0 by definition).
+// Frame f of the batch compares luma f - gap with luma f (gap 1, or 2 with
+// the five-frame window); a predecessor before the batch is `prev1` (the
+// previous batch's last reference luma) or `prev2` (the one before).  Frames
+// whose predecessor does not exist (the first of a session) are not launched
+// (first_frame skips them): their motion is 0 by definition.
 
 #define MT_W 64          // output columns per block
 #define MT_H 16          // output rows per block
 #define MT_THREADS 256
 
 template <typename T>
-VX_DEVICE void motion_impl(const T* luma, const T* prev0, int w, int h, i64 pitch, i64 frame_stride,
-                           int bpc, int first_frame, i64* out, int out_stride, int out_index)
+VX_DEVICE void motion_impl(const T* luma, const T* prev1, const T* prev2, int gap, int w, int h, i64 pitch,
+                           i64 frame_stride, int bpc, int first_frame, i64* out, int out_stride, int out_index)
 {
     __shared__ i32 diff[MT_H + 4][MT_W + 4];
     __shared__ i32 vert[MT_H][MT_W + 4];
     __shared__ i64 scratch[MT_THREADS];
     const int frame = blockIdx.z + first_frame;
     const T* cur = luma + frame * frame_stride;
-    const T* prev = frame == 0 ? prev0 : luma + (frame - 1) * frame_stride;
+    const int src = frame - gap;
+    const T* prev = src >= 0 ? luma + src * frame_stride : (src == -1 ? prev1 : prev2);
     const int x0 = blockIdx.x * MT_W, y0 = blockIdx.y * MT_H;
     const int t = threadIdx.x;
 
-    for (int i = t; i < (MT_H + 4) * (MT_W + 4); i += MT_THREADS) {
+    for (int i = t; i < (MT_H + 4) * (MT_W + 4); i += blockDim.x) {
         const int ty = i / (MT_W + 4), tx = i % (MT_W + 4);
         const int gy = y0 + ty - 2, gx = x0 + tx - 2;
         i32 v = 0;
@@ -43,7 +45,7 @@ VX_DEVICE void motion_impl(const T* luma, const T* prev0, int w, int h, i64 pitc
     __syncthreads();
 
     const i64 round_y = (i64)1 << (bpc - 1);
-    for (int i = t; i < MT_H * (MT_W + 4); i += MT_THREADS) {
+    for (int i = t; i < MT_H * (MT_W + 4); i += blockDim.x) {
         const int ty = i / (MT_W + 4), tx = i % (MT_W + 4);
         // 64-bit: at 16 bits a sample the sum reaches 2^32
         const i64 s = 3571 * ((i64)diff[ty][tx] + diff[ty + 4][tx]) + 16004 * ((i64)diff[ty + 1][tx] + diff[ty + 3][tx])
@@ -53,7 +55,7 @@ VX_DEVICE void motion_impl(const T* luma, const T* prev0, int w, int h, i64 pitc
     __syncthreads();
 
     i64 acc = 0;
-    for (int i = t; i < MT_H * MT_W; i += MT_THREADS) {
+    for (int i = t; i < MT_H * MT_W; i += blockDim.x) {
         const int ty = i / MT_W, tx = i % MT_W;
         if (y0 + ty >= h || x0 + tx >= w) continue;
         const i64 s = 3571 * ((i64)vert[ty][tx] + vert[ty][tx + 4]) + 16004 * ((i64)vert[ty][tx + 1] + vert[ty][tx + 3])
@@ -66,14 +68,18 @@ VX_DEVICE void motion_impl(const T* luma, const T* prev0, int w, int h, i64 pitc
         vx_atomic_add_i64(out + frame * out_stride + out_index, total);
 }
 
-VX_KERNEL void vx_motion_sad_u8(const u8* luma, const u8* prev0, int w, int h, i64 pitch, i64 frame_stride,
-                                int bpc, int first_frame, i64* out, int out_stride, int out_index)
+VX_KERNEL void vx_motion_sad_u8(const u8* luma, const u8* prev1, const u8* prev2, int gap, int w, int h,
+                                i64 pitch, i64 frame_stride, int bpc, int first_frame, i64* out, int out_stride,
+                                int out_index)
 {
-    motion_impl<u8>(luma, prev0, w, h, pitch, frame_stride, bpc, first_frame, out, out_stride, out_index);
+    motion_impl<u8>(luma, prev1, prev2, gap, w, h, pitch, frame_stride, bpc, first_frame, out, out_stride,
+                    out_index);
 }
 
-VX_KERNEL void vx_motion_sad_u16(const u16* luma, const u16* prev0, int w, int h, i64 pitch, i64 frame_stride,
-                                 int bpc, int first_frame, i64* out, int out_stride, int out_index)
+VX_KERNEL void vx_motion_sad_u16(const u16* luma, const u16* prev1, const u16* prev2, int gap, int w, int h,
+                                 i64 pitch, i64 frame_stride, int bpc, int first_frame, i64* out, int out_stride,
+                                 int out_index)
 {
-    motion_impl<u16>(luma, prev0, w, h, pitch, frame_stride, bpc, first_frame, out, out_stride, out_index);
+    motion_impl<u16>(luma, prev1, prev2, gap, w, h, pitch, frame_stride, bpc, first_frame, out, out_stride,
+                     out_index);
 }

@@ -8,7 +8,42 @@
 // both compile the same way once contraction into FMA is off (--fmad=false /
 // -ffp-contract=off): integer features must match the CPU twins bit for bit.
 
-#if defined(__HIPCC_RTC__) || defined(__HIP__) || defined(__HIP_PLATFORM_AMD__)
+#if defined(VX_EMULATE)
+// The CPU emulator (vmafxd/lanes/emulated.py): the same source compiled by a
+// host C++ compiler, every block run by ONE thread, blocks one after another.
+// With blockDim == 1 each barrier-separated phase of a block runs to the end
+// before the next, so __syncthreads() is a no-op and the arithmetic, the
+// indexing and the mirroring are exactly the device's; what the emulator
+// cannot show is a race between threads (the GPU runs decide that).  Kernels
+// therefore stride their loops by blockDim, never by a constant.
+#include <stdint.h>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __shared__ static
+#define __constant__ static const
+struct vx_dim3 { unsigned x, y, z; };
+extern "C" {
+vx_dim3 vx_emu_blockIdx = {0, 0, 0};
+vx_dim3 vx_emu_threadIdx = {0, 0, 0};
+vx_dim3 vx_emu_blockDim = {1, 1, 1};
+vx_dim3 vx_emu_gridDim = {1, 1, 1};
+}
+#define blockIdx vx_emu_blockIdx
+#define threadIdx vx_emu_threadIdx
+#define blockDim vx_emu_blockDim
+#define gridDim vx_emu_gridDim
+static inline void __syncthreads() {}
+static inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v)
+{
+    unsigned long long old = *p;
+    *p = old + v;
+    return old;
+}
+static inline int __clz(unsigned x) { return x ? __builtin_clz(x) : 32; }
+static inline int __clzll(unsigned long long x) { return x ? __builtin_clzll(x) : 64; }
+#define VX_EMU 1
+#elif defined(__HIPCC_RTC__) || defined(__HIP__) || defined(__HIP_PLATFORM_AMD__)
 #define VX_HIP 1
 #else
 #define VX_CUDA 1

@@ -1,0 +1,252 @@
+// Integer VIF (libvmaf's "vif"): per scale, the four integer sums of
+// vmafxd.features.vif.ScaleAccumulators, and the decimation to the next
+// scale.  Device twin of vmafxd.features.vif.compute_stats; the host turns
+// the sums into scores with the CPU twin's metrics_from_stats.
+//
+// Fixed point, as libvmaf (see vif.py's module docstring):
+//   vertical pass:   mu  = (sum f*x   + rnd(s_mu)) >> s_mu     (32-bit sums)
+//                    sq  = (sum f*x*y + rnd(s_sq)) >> s_sq     (64-bit sums)
+//   horizontal pass: mu  =  sum f*mu                           (32-bit, kept)
+//                    sq  = (sum f*sq  + 2^15) >> 16            (64-bit)
+// with (s_mu, s_sq) = (bpc, 2*(bpc-8)) at scale 0 and (16, 16) above;
+// borders mirror without repeating the edge sample, rows and columns, at
+// every scale.  The per-pixel double arithmetic (g, sv_sq) is IEEE double
+// with contraction off, exactly as the C code computes it.  The sums are
+// integers: blocks add them with 64-bit atomics in any order.
+
+__constant__ u16 vif_taps0[17] = {489, 935, 1640, 2640, 3896, 5274, 6547, 7455, 7784, 7455, 6547, 5274, 3896, 2640, 1640, 935, 489};
+__constant__ u16 vif_taps1[9] = {1244, 3663, 7925, 12590, 14692, 12590, 7925, 3663, 1244};
+__constant__ u16 vif_taps2[5] = {3571, 16004, 26386, 16004, 3571};
+__constant__ u16 vif_taps3[3] = {10904, 43728, 10904};
+
+template <int FW>
+VX_DEVICE u32 vif_tap(int k)
+{
+    if (FW == 17) return vif_taps0[k];
+    if (FW == 9) return vif_taps1[k];
+    if (FW == 5) return vif_taps2[k];
+    return vif_taps3[k];
+}
+
+// libvmaf's log2 of the top 16 bits, times 2048 (table: round(log2f(i)*2048), i in 32767..65535)
+VX_DEVICE i32 vif_log2_32(const u16* table, u32 v)
+{
+    int k = 16 - __clz(v);
+    return (i32)table[v >> k] + 2048 * k;
+}
+
+VX_DEVICE i32 vif_log2_64(const u16* table, u64 v)
+{
+    int k = 48 - __clzll(v);
+    return (i32)table[v >> k] + 2048 * k;
+}
+
+#define VIF_TW 32
+#define VIF_TH 16
+#define VIF_THREADS 256
+
+// One block: a VIF_TH x VIF_TW tile of output pixels of one frame.
+template <typename T, int FW>
+VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int w, int h, i64 pitch,
+                              int s_mu, int s_sq, const u16* log2_table, double gain_limit,
+                              i64* out, int out_stride, int out_index)
+{
+    const int HALF = FW / 2;
+    const int IW = VIF_TW + FW - 1;  // tile columns incl. halo
+    const int IH = VIF_TH + FW - 1;
+    __shared__ u16 in_r[VIF_TH + 16][VIF_TW + 16];
+    __shared__ u16 in_d[VIF_TH + 16][VIF_TW + 16];
+    __shared__ u32 v_mu1[VIF_TH][VIF_TW + 16];
+    __shared__ u32 v_mu2[VIF_TH][VIF_TW + 16];
+    __shared__ u32 v_rr[VIF_TH][VIF_TW + 16];
+    __shared__ u32 v_dd[VIF_TH][VIF_TW + 16];
+    __shared__ u32 v_rd[VIF_TH][VIF_TW + 16];
+    __shared__ i64 scratch[VIF_THREADS];
+
+    const int frame = blockIdx.z;
+    const T* r = ref + frame * frame_stride;
+    const T* d = dis + frame * frame_stride;
+    const int x0 = blockIdx.x * VIF_TW, y0 = blockIdx.y * VIF_TH;
+    const int t = threadIdx.x;
+
+    for (int i = t; i < IH * IW; i += blockDim.x) {
+        const int ty = i / IW, tx = i % IW;
+        const int gy = y0 + ty - HALF, gx = x0 + tx - HALF;
+        u16 a = 0, b = 0;
+        if (gy < h + HALF && gx < w + HALF) {
+            const i64 o = (i64)vx_mirror(gy, h) * pitch + vx_mirror(gx, w);
+            a = (u16)r[o];
+            b = (u16)d[o];
+        }
+        in_r[ty][tx] = a;
+        in_d[ty][tx] = b;
+    }
+    __syncthreads();
+
+    const u32 rnd_mu = s_mu ? (1u << (s_mu - 1)) : 0u;
+    const u64 rnd_sq = s_sq ? ((u64)1 << (s_sq - 1)) : 0;
+    for (int i = t; i < VIF_TH * IW; i += blockDim.x) {
+        const int ty = i / IW, tx = i % IW;
+        u32 m1 = 0, m2 = 0;
+        u64 rr = 0, dd = 0, rd = 0;
+#pragma unroll
+        for (int k = 0; k < FW; ++k) {
+            const u32 f = vif_tap<FW>(k);
+            const u32 a = in_r[ty + k][tx], b = in_d[ty + k][tx];
+            const u32 fa = f * a, fb = f * b;
+            m1 += fa;
+            m2 += fb;
+            rr += (u64)fa * a;
+            dd += (u64)fb * b;
+            rd += (u64)fa * b;
+        }
+        v_mu1[ty][tx] = (m1 + rnd_mu) >> s_mu;
+        v_mu2[ty][tx] = (m2 + rnd_mu) >> s_mu;
+        v_rr[ty][tx] = (u32)((rr + rnd_sq) >> s_sq);
+        v_dd[ty][tx] = (u32)((dd + rnd_sq) >> s_sq);
+        v_rd[ty][tx] = (u32)((rd + rnd_sq) >> s_sq);
+    }
+    __syncthreads();
+
+    const i32 sigma_nsq = 65536 << 1;
+    const double eps = 65536 * 1.0e-10;
+    i64 num_log = 0, den_log = 0, num_non_log = 0, den_non_log = 0;
+    for (int i = t; i < VIF_TH * VIF_TW; i += blockDim.x) {
+        const int ty = i / VIF_TW, tx = i % VIF_TW;
+        if (y0 + ty >= h || x0 + tx >= w) continue;
+        u32 mu1 = 0, mu2 = 0;
+        u64 xx = 0, yy = 0, xy = 0;
+#pragma unroll
+        for (int k = 0; k < FW; ++k) {
+            const u32 f = vif_tap<FW>(k);
+            mu1 += f * v_mu1[ty][tx + k];
+            mu2 += f * v_mu2[ty][tx + k];
+            xx += (u64)f * v_rr[ty][tx + k];
+            yy += (u64)f * v_dd[ty][tx + k];
+            xy += (u64)f * v_rd[ty][tx + k];
+        }
+        const u32 mu1_sq = (u32)(((u64)mu1 * mu1 + 2147483648ull) >> 32);
+        const u32 mu2_sq = (u32)(((u64)mu2 * mu2 + 2147483648ull) >> 32);
+        const u32 mu1_mu2 = (u32)(((u64)mu1 * mu2 + 2147483648ull) >> 32);
+        const u32 xx_f = (u32)((xx + 32768) >> 16);
+        const u32 yy_f = (u32)((yy + 32768) >> 16);
+        const u32 xy_f = (u32)((xy + 32768) >> 16);
+        const i32 sigma1_sq = (i32)(xx_f - mu1_sq);
+        i32 sigma2_sq = (i32)(yy_f - mu2_sq);
+        const i32 sigma12 = (i32)(xy_f - mu1_mu2);
+        sigma2_sq = sigma2_sq > 0 ? sigma2_sq : 0;
+        if (sigma1_sq >= sigma_nsq) {
+            den_log += vif_log2_32(log2_table, (u32)(sigma_nsq + sigma1_sq)) - 2048 * 17;
+            if (sigma12 > 0 && sigma2_sq > 0) {
+                double g = sigma12 / (sigma1_sq + eps);
+                i32 sv_sq = (i32)(sigma2_sq - g * sigma12);
+                sv_sq = sv_sq > 0 ? sv_sq : 0;
+                g = g < gain_limit ? g : gain_limit;
+                const u32 numer1 = (u32)(sv_sq + sigma_nsq);
+                const i64 numer1_tmp = (i64)(g * g * sigma1_sq) + numer1;
+                num_log += vif_log2_64(log2_table, (u64)numer1_tmp) - vif_log2_64(log2_table, (u64)numer1);
+            }
+        } else {
+            num_non_log += sigma2_sq;
+            den_non_log += 1;
+        }
+    }
+    i64* o = out + frame * out_stride + out_index;
+    i64 s;
+    s = vx_block_sum_i64(num_log, scratch);
+    if (t == 0 && s) vx_atomic_add_i64(o + 0, s);
+    __syncthreads();
+    s = vx_block_sum_i64(den_log, scratch);
+    if (t == 0 && s) vx_atomic_add_i64(o + 1, s);
+    __syncthreads();
+    s = vx_block_sum_i64(num_non_log, scratch);
+    if (t == 0 && s) vx_atomic_add_i64(o + 2, s);
+    __syncthreads();
+    s = vx_block_sum_i64(den_non_log, scratch);
+    if (t == 0 && s) vx_atomic_add_i64(o + 3, s);
+}
+
+// Decimation to the next scale: filter with that scale's taps (FW), keep even
+// rows and columns.  Output (w/2) x (h/2) u16, pitch `out_pitch`.
+#define VD_TW 32
+#define VD_TH 8
+
+template <typename T, int FW>
+VX_DEVICE void vif_down_impl(const T* ref, const T* dis, i64 frame_stride, int w, int h, i64 pitch, int s_mu,
+                             u16* out_ref, u16* out_dis, i64 out_frame_stride, i64 out_pitch)
+{
+    const int HALF = FW / 2;
+    const int IW = 2 * VD_TW + FW - 1;  // input columns for VD_TW outputs
+    __shared__ u32 v_r[VD_TH][2 * VD_TW + 16];
+    __shared__ u32 v_d[VD_TH][2 * VD_TW + 16];
+    const int frame = blockIdx.z;
+    const T* r = ref + frame * frame_stride;
+    const T* d = dis + frame * frame_stride;
+    const int w2 = w / 2, h2 = h / 2;
+    const int ox0 = blockIdx.x * VD_TW, oy0 = blockIdx.y * VD_TH;
+    const int ix0 = 2 * ox0 - HALF;
+    const u32 rnd = s_mu ? (1u << (s_mu - 1)) : 0u;
+    const int t = threadIdx.x;
+    for (int i = t; i < VD_TH * IW; i += blockDim.x) {
+        const int ty = i / IW, tx = i % IW;
+        const int oy = oy0 + ty;
+        u32 ar = 0, ad = 0;
+        const int gx = ix0 + tx;
+        if (oy < h2 && gx < w + HALF) {
+            const int cx = vx_mirror(gx, w);
+#pragma unroll
+            for (int k = 0; k < FW; ++k) {
+                const u32 f = vif_tap<FW>(k);
+                const i64 o = (i64)vx_mirror(2 * oy - HALF + k, h) * pitch + cx;
+                ar += f * (u32)r[o];
+                ad += f * (u32)d[o];
+            }
+        }
+        v_r[ty][tx] = (ar + rnd) >> s_mu;
+        v_d[ty][tx] = (ad + rnd) >> s_mu;
+    }
+    __syncthreads();
+    for (int i = t; i < VD_TH * VD_TW; i += blockDim.x) {
+        const int ty = i / VD_TW, tx = i % VD_TW;
+        const int oy = oy0 + ty, ox = ox0 + tx;
+        if (oy >= h2 || ox >= w2) continue;
+        u32 ar = 0, ad = 0;
+#pragma unroll
+        for (int k = 0; k < FW; ++k) {
+            const u32 f = vif_tap<FW>(k);
+            ar += f * v_r[ty][2 * tx + k];
+            ad += f * v_d[ty][2 * tx + k];
+        }
+        const i64 o = frame * out_frame_stride + (i64)oy * out_pitch + ox;
+        out_ref[o] = (u16)((ar + 32768) >> 16);
+        out_dis[o] = (u16)((ad + 32768) >> 16);
+    }
+}
+
+#define VIF_STATS(NAME, T, FW)                                                                              \
+    VX_KERNEL void NAME(const T* ref, const T* dis, i64 frame_stride, int w, int h, i64 pitch, int s_mu,      \
+                        int s_sq, const u16* log2_table, double gain_limit, i64* out, int out_stride,          \
+                        int out_index)                                                                       \
+    {                                                                                                        \
+        vif_stats_impl<T, FW>(ref, dis, frame_stride, w, h, pitch, s_mu, s_sq, log2_table, gain_limit, out,  \
+                              out_stride, out_index);                                                        \
+    }
+
+VIF_STATS(vx_vif_stats0_u8, u8, 17)
+VIF_STATS(vx_vif_stats0_u16, u16, 17)
+VIF_STATS(vx_vif_stats1, u16, 9)
+VIF_STATS(vx_vif_stats2, u16, 5)
+VIF_STATS(vx_vif_stats3, u16, 3)
+
+#define VIF_DOWN(NAME, T, FW)                                                                                \
+    VX_KERNEL void NAME(const T* ref, const T* dis, i64 frame_stride, int w, int h, i64 pitch, int s_mu,      \
+                        u16* out_ref, u16* out_dis, i64 out_frame_stride, i64 out_pitch)                     \
+    {                                                                                                        \
+        vif_down_impl<T, FW>(ref, dis, frame_stride, w, h, pitch, s_mu, out_ref, out_dis, out_frame_stride,  \
+                             out_pitch);                                                                     \
+    }
+
+VIF_DOWN(vx_vif_down1_u8, u8, 9)
+VIF_DOWN(vx_vif_down1_u16, u16, 9)
+VIF_DOWN(vx_vif_down2, u16, 5)
+VIF_DOWN(vx_vif_down3, u16, 3)

@@ -1,0 +1,303 @@
+"""A CPU emulation of the GPU runtime layer: the kernels' own source, run on the host.
+
+What it is for: CI and this development machine have no GPU, yet the GPU
+lane's kernels must equal the CPU twins bit for bit, and the lane's plumbing
+(batches, release events, the reaper, imports) must be exercised.  This
+binding compiles each kernel source with the host C++ compiler (``-DVX_EMULATE``,
+see the prelude) into a shared library and runs every block of a launch with
+**one thread**, blocks one after another.  With one thread per block the
+phases a block separates with ``__syncthreads()`` run in order, so the
+arithmetic, indexing and mirroring are the device's exactly; what it cannot
+show is a race between threads or a wrong barrier — the runs on a real GPU
+(docs/gpu-runs.md) decide those.
+
+"Device memory" is host memory (numpy buffers; pointers are their
+addresses); streams are synchronous, so an event is complete once recorded.
+A memfd buffer imports zero-copy by mapping it.  It is slow (a ctypes call
+per block) and meant for small pictures.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import mmap
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .runtime import CompileError, DeviceInfo, RuntimeUnavailable
+
+__all__ = ["EmulatedRuntime", "load"]
+
+_lock = threading.Lock()
+_runtime: "EmulatedRuntime | None" = None
+
+
+def load() -> "EmulatedRuntime":
+    global _runtime
+    with _lock:
+        if _runtime is None:
+            _runtime = EmulatedRuntime()
+        return _runtime
+
+
+_CTYPES = {
+    np.dtype(np.uint64): ctypes.c_uint64,
+    np.dtype(np.int64): ctypes.c_int64,
+    np.dtype(np.int32): ctypes.c_int32,
+    np.dtype(np.uint32): ctypes.c_uint32,
+    np.dtype(np.float64): ctypes.c_double,
+    np.dtype(np.float32): ctypes.c_float,
+}
+
+
+class _Dim3(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint)]
+
+
+class EmuEvent:
+    def __init__(self):
+        self.recorded = False
+        self.handle = object()
+
+    def record(self, stream) -> None:
+        self.recorded = True
+
+    def query(self) -> bool:
+        # The R5 trap, as on HIP and CUDA: a never-recorded event answers "done".
+        return True
+
+    def synchronize(self) -> None:
+        pass
+
+    def ipc_handle(self) -> bytes:
+        raise RuntimeUnavailable("emu", "the emulator has no interprocess events")
+
+    def close(self) -> None:
+        self.handle = None
+
+
+class EmuStream:
+    handle = 0
+
+    def wait_event(self, event) -> None:
+        pass
+
+    def submit(self) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class EmuFunction:
+    def __init__(self, lib, name: str):
+        self.lib = lib
+        self.name = name
+        self.fn = getattr(lib, name)
+        self.fn.restype = None
+        self._types: tuple | None = None
+        self.block = _Dim3.in_dll(lib, "vx_emu_blockIdx")
+        self.grid = _Dim3.in_dll(lib, "vx_emu_gridDim")
+
+
+class EmuModule:
+    def __init__(self, path: str):
+        self.lib = ctypes.CDLL(path)
+        self._functions: dict[str, EmuFunction] = {}
+
+    def function(self, name: str) -> EmuFunction:
+        f = self._functions.get(name)
+        if f is None:
+            f = self._functions[name] = EmuFunction(self.lib, name)
+        return f
+
+    def close(self) -> None:
+        pass
+
+
+class _Mapped:
+    """A memfd (or any mappable fd) mapped read-only: emulated device memory of another process."""
+
+    def __init__(self, fd: int, size: int, device: int):
+        self._map = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
+        self._view = np.frombuffer(self._map, dtype=np.uint8)
+        self.ptr = self._view.ctypes.data
+        self.size = size
+        self.device = device
+
+    def close(self) -> None:
+        if self._map is not None:
+            self._view = None
+            try:
+                self._map.close()
+            except BufferError:
+                pass
+            self._map = None
+            self.ptr = 0
+
+
+class EmuDevice:
+    def __init__(self, runtime: "EmulatedRuntime"):
+        self._rt = runtime
+        self.info = DeviceInfo(0, "vmafxd CPU emulator", "emu:0", "emu", os.cpu_count() or 1, 1 << 34)
+        self._buffers: dict[int, np.ndarray] = {}
+        self.allocated_bytes = 0
+
+    def make_current(self) -> None:
+        pass
+
+    def create_stream(self) -> EmuStream:
+        return EmuStream()
+
+    def create_event(self, *, interprocess: bool = False) -> EmuEvent:
+        return EmuEvent()
+
+    def open_ipc_event(self, handle: bytes):
+        raise RuntimeUnavailable("emu", "the emulator has no interprocess events")
+
+    # memory: 256-byte aligned numpy buffers keyed by their address
+    def alloc(self, nbytes: int) -> int:
+        raw = np.zeros(max(1, nbytes) + 256, dtype=np.uint8)
+        ptr = (raw.ctypes.data + 255) // 256 * 256
+        self._buffers[ptr] = raw
+        self.allocated_bytes += raw.nbytes
+        return ptr
+
+    def free(self, ptr: int) -> None:
+        raw = self._buffers.pop(ptr, None)
+        if raw is not None:
+            self.allocated_bytes -= raw.nbytes
+
+    def alloc_async(self, nbytes: int, stream) -> int:
+        return self.alloc(nbytes)
+
+    def free_async(self, ptr: int, stream) -> None:
+        self.free(ptr)
+
+    def alloc_host(self, nbytes: int) -> np.ndarray:
+        return np.zeros(max(1, nbytes), dtype=np.uint8)
+
+    def free_host(self, array) -> None:
+        pass
+
+    def copy_htod_async(self, dst: int, src: np.ndarray, nbytes: int, stream) -> None:
+        ctypes.memmove(dst, src.ctypes.data, nbytes)
+
+    def copy_dtoh_async(self, dst: np.ndarray, src: int, nbytes: int, stream) -> None:
+        ctypes.memmove(dst.ctypes.data, src, nbytes)
+
+    def copy_dtod_async(self, dst: int, src: int, nbytes: int, stream) -> None:
+        ctypes.memmove(dst, src, nbytes)
+
+    def copy_2d_async(self, dst, dst_pitch, src, src_pitch, width_bytes, rows, stream) -> None:
+        for r in range(rows):
+            ctypes.memmove(dst + r * dst_pitch, src + r * src_pitch, width_bytes)
+
+    def memset_async(self, dst: int, value: int, nbytes: int, stream) -> None:
+        ctypes.memset(dst, value, nbytes)
+
+    def load_module(self, image: bytes) -> EmuModule:
+        # the "image" is the path of the compiled shared library
+        return EmuModule(image.decode())
+
+    def launch(self, function: EmuFunction, grid, block, shared, stream, args) -> None:
+        raise NotImplementedError("the emulator launches through launch_packed (gpu/launch.py)")
+
+    def launch_packed(self, function: EmuFunction, grid: Sequence[int], block: Sequence[int], shared: int,
+                      stream, args_address: int, types: Sequence[np.dtype] = ()) -> None:
+        if not types:
+            raise ValueError("the emulator needs the argument types")
+        if function._types != tuple(types):
+            function.fn.argtypes = [_CTYPES[np.dtype(t)] for t in types]
+            function._types = tuple(types)
+        record = np.ctypeslib.as_array((ctypes.c_uint64 * len(types)).from_address(
+            int(np.ctypeslib.as_array((ctypes.c_uint64 * len(types)).from_address(args_address))[0])))
+        values = [record[i:i + 1].view(np.dtype(t))[0].item() for i, t in enumerate(types)]
+        gx, gy, gz = (list(grid) + [1, 1])[:3]
+        function.grid.x, function.grid.y, function.grid.z = gx, gy, gz
+        blk = function.block
+        fn = function.fn
+        for z in range(gz):
+            blk.z = z
+            for y in range(gy):
+                blk.y = y
+                for x in range(gx):
+                    blk.x = x
+                    fn(*values)
+
+    def import_vmm_fd(self, fd: int, size: int):
+        raise RuntimeUnavailable("emu", "the emulator imports memfds, not CUDA VMM fds")
+
+    def import_ipc_memory(self, handle: bytes, size: int):
+        raise RuntimeUnavailable("emu", "the emulator has no IPC memory handles")
+
+    def import_dmabuf(self, fd: int, size: int):
+        return _Mapped(fd, size, 0)
+
+    def import_memfd(self, fd: int, size: int) -> _Mapped:
+        return _Mapped(fd, size, 0)
+
+    def close(self) -> None:
+        self._buffers.clear()
+
+
+def _compiler() -> str | None:
+    for cc in (os.environ.get("CXX"), "g++", "c++", "clang++"):
+        if cc and shutil.which(cc):
+            return cc
+    return None
+
+
+class EmulatedRuntime:
+    name = "emu"
+
+    def __init__(self):
+        self._cxx = _compiler()
+        if self._cxx is None:
+            raise RuntimeUnavailable("emu", "no host C++ compiler (g++) to build the kernels for emulation")
+        self._device: EmuDevice | None = None
+        self._libdir = Path(tempfile.mkdtemp(prefix="vmafxd-emu-"))
+
+    def device_count(self) -> int:
+        return 1
+
+    def device(self, ordinal: int) -> EmuDevice:
+        if ordinal != 0:
+            raise RuntimeUnavailable("emu", f"no device {ordinal}")
+        if self._device is None:
+            self._device = EmuDevice(self)
+        return self._device
+
+    def compiler_version(self) -> str:
+        out = subprocess.run([self._cxx, "--version"], capture_output=True, text=True).stdout.splitlines()
+        return out[0] if out else self._cxx
+
+    def compile(self, source: str, name: str, arch: str, options: Sequence[str]) -> bytes:
+        """Build a shared library; the 'binary' returned (and cached) is its path."""
+        digest = hashlib.sha256(source.encode() + "\0".join(options).encode()).hexdigest()[:20]
+        lib = self._libdir / f"{Path(name).stem}-{digest}.so"
+        if not lib.exists():
+            src = self._libdir / f"{Path(name).stem}-{digest}.cpp"
+            src.write_text(source)
+            defines = [o for o in options if o.startswith("-D")]
+            cmd = [self._cxx, "-O2", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fno-strict-aliasing",
+                   "-DVX_EMULATE=1", *defines, "-o", str(lib), str(src)]
+            res = subprocess.run(cmd, capture_output=True, text=True)
+            if res.returncode != 0:
+                raise CompileError("emu", name, res.stderr)
+        return str(lib).encode()
+
+
+#: the emulator's compile options (the shared ones come from gpu/kernels.py)
+EMU_OPTIONS: tuple[str, ...] = ()

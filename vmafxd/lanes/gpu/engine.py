@@ -1,0 +1,311 @@
+"""Scoring batches of frames on one device: the GPU lane's engine.
+
+One :class:`GpuScorer` per session.  It never synchronises per frame: a
+batch of frames is enqueued on the device's library stream (R1) as
+
+1. waits on the frames' device acquire fences (producer IPC events);
+2. one gather/convert launch that copies every plane of every frame into
+   planar staging memory taken from the stream's pool (R7) — after it the
+   producer's buffers are no longer read, so ``copied`` (an event recorded
+   right here) is the batch's *release point*;
+3. each feature's kernels over the whole batch (one launch per kernel and
+   scale, the frame in ``blockIdx.z``), writing exact integer (or float)
+   partial statistics into one per-frame record;
+4. one device-to-host copy of the records into pinned memory and the
+   ``done`` event.
+
+The host later (when ``done`` has completed, queried, never waited on in the
+scoring path) turns each feature's statistics into metrics with the *same*
+``metrics_from_stats`` function its CPU twin uses, so the integer features
+come out bit for bit as on the CPU lane, and feeds the lane-independent
+:class:`~vmafxd.scoring.FrameAssembler` (models, pooling).
+
+Frames are numbered densely here (0, 1, 2 ... in submission order); the
+session maps them back to the producer's indices.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from vmafx.formats import PixelFormat, Subsampling, scoring_planes
+
+from ...scoring import FrameAssembler, ScoringPlan
+from .launch import I32, U64, Launcher
+
+__all__ = ["FrameSource", "GpuFrame", "Staging", "Batch", "GpuScorer", "KernelSet", "GpuUnsupported"]
+
+#: feature name -> module under vmafxd.lanes.gpu providing make(instance, scorer)
+TWIN_MODULES = {
+    "psnr": "psnr",
+    "motion": "motion",
+    "vif": "vif",
+    "adm": "adm",
+    "float_ssim": "ssim",
+    "float_ms_ssim": "ssim",
+}
+
+
+class GpuUnsupported(ValueError):
+    """A feature or format the GPU lane does not run (``field`` names it)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class KernelSet:
+    """The compiled modules of one device, loaded once and shared by its sessions."""
+
+    def __init__(self, runtime, device, options: Sequence[str]):
+        from . import kernels
+
+        self.runtime = runtime
+        self.device = device
+        self._options = tuple(options)
+        self._modules: dict[str, Any] = {}
+        self._launchers: dict[tuple, Launcher] = {}
+        self._kernels = kernels
+
+    def module(self, source: str):
+        m = self._modules.get(source)
+        if m is None:
+            if getattr(self.runtime, "name", "") == "emu":
+                # the emulator's "binary" is a library path in its own directory: never cache it
+                image = self.runtime.compile(self._kernels.source(source), source, self.device.info.arch,
+                                             [*self._kernels.COMMON_OPTIONS, *self._options])
+            else:
+                image = self._kernels.compile_cached(
+                    source, self.device.info.arch, self.runtime.compiler_version(), self.runtime.compile,
+                    self._options)
+            m = self._modules[source] = self.device.load_module(image)
+        return m
+
+    def launcher(self, source: str, name: str, types: Sequence[np.dtype], *, shared: int = 0) -> Launcher:
+        """A launcher per (kernel, caller): each owns its argument record."""
+        fn = self.module(source).function(name)
+        return Launcher(self.device, fn, types, shared=shared)
+
+    def close(self) -> None:
+        for m in self._modules.values():
+            m.close()
+        self._modules.clear()
+
+
+@dataclass(frozen=True)
+class FrameSource:
+    """A frame's buffer on the device: base pointer, format and stored-plane layout."""
+
+    ptr: int
+    pixel_format: PixelFormat
+    #: (offset, pitch) in bytes per stored plane
+    planes: tuple[tuple[int, int], ...]
+
+
+@dataclass
+class GpuFrame:
+    ref: FrameSource
+    dist: FrameSource
+    #: device events to wait on before reading (producer acquire fences)
+    waits: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Staging:
+    """Planar staging layout of one frame (ref planes, then dist planes)."""
+
+    width: int
+    height: int
+    bitdepth: int
+    subsampling: Subsampling
+    elem: int  # bytes per sample
+    #: per plane (w, h)
+    shapes: tuple[tuple[int, int], ...]
+    #: per plane pitch in elements
+    pitches: tuple[int, ...]
+    #: per plane byte offset within a role
+    offsets: tuple[int, ...]
+    role_bytes: int
+    frame_bytes: int
+
+    @classmethod
+    def build(cls, width: int, height: int, bitdepth: int, subsampling: Subsampling) -> "Staging":
+        elem = 1 if bitdepth == 8 else 2
+        shapes = tuple(scoring_planes(subsampling, width, height))
+        pitches, offsets, off = [], [], 0
+        for w, h in shapes:
+            pitch = (w * elem + 255) // 256 * 256 // elem
+            pitches.append(pitch)
+            offsets.append(off)
+            off += pitch * elem * h
+        role = (off + 255) // 256 * 256
+        return cls(width, height, bitdepth, subsampling, elem, shapes, tuple(pitches), tuple(offsets), role, 2 * role)
+
+    def plane_ptr(self, base: int, frame: int, role: int, plane: int) -> int:
+        return base + frame * self.frame_bytes + role * self.role_bytes + self.offsets[plane]
+
+    @property
+    def frame_stride_elems(self) -> int:
+        return self.frame_bytes // self.elem
+
+
+_KIND_PLANAR8, _KIND_PLANAR16, _KIND_NV12_U, _KIND_NV12_V, _KIND_P010_Y, _KIND_P010_U, _KIND_P010_V = range(7)
+
+
+def convert_jobs(src: FrameSource, staging: Staging, dst_base: int, frame: int, role: int) -> list[list[int]]:
+    """The gather/convert jobs that copy one frame's stored planes into staging."""
+    fmt = src.pixel_format
+    jobs = []
+    for p, (w, h) in enumerate(staging.shapes):
+        dst = staging.plane_ptr(dst_base, frame, role, p)
+        if fmt.semi_planar:
+            off, pitch = src.planes[0 if p == 0 else 1]
+            if fmt is PixelFormat.NV12:
+                kind = _KIND_PLANAR8 if p == 0 else (_KIND_NV12_U if p == 1 else _KIND_NV12_V)
+            else:
+                kind = _KIND_P010_Y if p == 0 else (_KIND_P010_U if p == 1 else _KIND_P010_V)
+        else:
+            off, pitch = src.planes[p]
+            kind = _KIND_PLANAR8 if staging.elem == 1 else _KIND_PLANAR16
+        jobs.append([src.ptr + off, pitch, kind, w, h, dst, staging.pitches[p], 0])
+    return jobs
+
+
+@dataclass
+class Batch:
+    first_seq: int
+    count: int
+    copied: Any  # event: the release point of the batch's buffers
+    done: Any  # event: statistics are in host memory
+    stats: np.ndarray  # (count, stats_bytes) view of pinned memory
+    slot: int
+
+
+class _HostSlot:
+    """Pinned memory for one batch in flight: the job table and the statistics records."""
+
+    def __init__(self, device, max_batch: int, stats_bytes: int, max_jobs: int):
+        self.jobs = device.alloc_host(max_jobs * 64)
+        self.stats = device.alloc_host(max(8, max_batch * stats_bytes))
+        self.busy = False
+
+    def free(self, device) -> None:
+        device.free_host(self.jobs)
+        device.free_host(self.stats)
+
+
+class GpuScorer:
+    """Scores one session's frames on one device, batch by batch."""
+
+    def __init__(self, device, kernels: KernelSet, stream, plan: ScoringPlan, width: int, height: int,
+                 bitdepth: int, subsampling: Subsampling, *, max_batch: int = 32, slots: int = 3):
+        self.device = device
+        self.kernels = kernels
+        self.stream = stream
+        self.plan = plan
+        self.staging = Staging.build(width, height, bitdepth, subsampling)
+        self.max_batch = max_batch
+        self.assembler = FrameAssembler(plan)
+        self.aggregate: dict[str, float] = {}
+        self.twins = []
+        offset = 0
+        for inst in plan.instances:
+            mod_name = TWIN_MODULES.get(inst.decl.name)
+            if mod_name is None:
+                raise GpuUnsupported(f"feature.{inst.decl.name}", "has no GPU kernel")
+            mod = importlib.import_module(f"{__package__}.{mod_name}")
+            twin = mod.make(inst, self)
+            twin.stats_offset = offset
+            offset += (twin.stats_bytes + 7) // 8 * 8
+            self.twins.append(twin)
+        self.stats_bytes = max(8, offset)
+        self._stats_dev = device.alloc(self.stats_bytes * max_batch)
+        self._jobs_dev = device.alloc(max_batch * 2 * 3 * 64)
+        self._convert = kernels.launcher("convert.cu", "vx_convert", [U64, I32])
+        self._slots = [_HostSlot(device, max_batch, self.stats_bytes, max_batch * 2 * 3) for _ in range(slots)]
+        self._next_seq = 0
+        self._inflight: list[Batch] = []
+
+    # -- submission --------------------------------------------------------------
+    def can_enqueue(self) -> bool:
+        return any(not s.busy for s in self._slots)
+
+    def enqueue(self, frames: Sequence[GpuFrame]) -> Batch:
+        """Enqueue a batch; returns at once (nothing here waits on the device)."""
+        n = len(frames)
+        if not 0 < n <= self.max_batch:
+            raise ValueError(f"a batch holds 1..{self.max_batch} frames, got {n}")
+        slot_i = next(i for i, s in enumerate(self._slots) if not s.busy)
+        slot = self._slots[slot_i]
+        slot.busy = True
+        dev, st, stg = self.device, self.stream, self.staging
+        for f in frames:
+            for ev in f.waits:
+                st.wait_event(ev)
+        staging = dev.alloc_async(n * stg.frame_bytes, st)
+        jobs = []
+        for i, f in enumerate(frames):
+            jobs += convert_jobs(f.ref, stg, staging, i, 0)
+            jobs += convert_jobs(f.dist, stg, staging, i, 1)
+        table = np.asarray(jobs, dtype=np.uint64)
+        slot.jobs[: table.nbytes] = table.view(np.uint8).ravel()
+        dev.copy_htod_async(self._jobs_dev, slot.jobs, table.nbytes, st)
+        rows_per_block = 4
+        self._convert(((stg.height + rows_per_block - 1) // rows_per_block, len(jobs)), (256,), st,
+                      self._jobs_dev, len(jobs))
+        copied = dev.create_event()
+        copied.record(st)
+        dev.memset_async(self._stats_dev, 0, n * self.stats_bytes, st)
+        first_seq = self._next_seq
+        for twin in self.twins:
+            twin.enqueue(staging, n, first_seq, self._stats_dev, self.stats_bytes)
+        dev.copy_dtoh_async(slot.stats, self._stats_dev, n * self.stats_bytes, st)
+        dev.free_async(staging, st)
+        done = dev.create_event()
+        done.record(st)
+        st.submit()  # R9: make sure the work is submitted, not just queued
+        self._next_seq += n
+        batch = Batch(first_seq, n, copied, done,
+                      slot.stats[: n * self.stats_bytes].reshape(n, self.stats_bytes), slot_i)
+        self._inflight.append(batch)
+        return batch
+
+    # -- completion ----------------------------------------------------------------
+    def complete(self, batch: Batch) -> list[tuple[int, dict[str, float]]]:
+        """Metrics of a batch whose ``done`` event has completed; returns frames now final."""
+        if not batch.done.query():
+            raise RuntimeError("batch completed before its done event")
+        finals: list[tuple[int, dict[str, float]]] = []
+        for twin in self.twins:
+            names = twin.instance.names
+            for seq, metrics in twin.metrics(batch.stats, batch.first_seq, batch.count):
+                self.assembler.add(seq, {names[k]: v for k, v in metrics.items() if k in names})
+        finals = self.assembler.pushed(batch.first_seq + batch.count - 1)
+        self._slots[batch.slot].busy = False
+        self._inflight.remove(batch)
+        batch.done.close()
+        return finals
+
+    def finish(self) -> list[tuple[int, dict[str, float]]]:
+        """After the last batch completed: flush temporal features, final frames."""
+        for twin in self.twins:
+            names = twin.instance.names
+            for seq, metrics in twin.flush():
+                self.assembler.add(seq, {names[k]: v for k, v in metrics.items() if k in names})
+            agg = getattr(twin, "aggregate", None)
+            if agg is not None:
+                self.aggregate.update(agg())
+        return self.assembler.finish()
+
+    def close(self) -> None:
+        for twin in self.twins:
+            twin.close()
+        self.device.free(self._stats_dev)
+        self.device.free(self._jobs_dev)
+        for s in self._slots:
+            s.free(self.device)
+        self._slots = []

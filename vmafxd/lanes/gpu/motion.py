@@ -1,0 +1,85 @@
+"""Integer motion on the GPU: the SAD kernel; the temporal rules are the CPU twin's.
+
+Statistics per frame: one int64 SAD (exact).  The host turns it into the
+per-frame score with ``motion.metrics_from_stats`` and runs the same
+``MotionTimeline`` the CPU twin runs, so motion2/motion3 and the first/last
+frame rules cannot drift between lanes.  The reference luma of the last one
+or two frames of each batch is kept on the device for the next batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...features import motion as cpu
+from .launch import I32, I64, U64
+
+__all__ = ["make"]
+
+
+class GpuMotion:
+    def __init__(self, instance, scorer):
+        self.instance = instance
+        self.scorer = scorer
+        stg = scorer.staging
+        values = {**{o.name: o.default for o in cpu.DECLARATION.options}, **instance.values}
+        self.force_zero = bool(values["motion_force_zero"])
+        self.fps_weight = float(values["motion_fps_weight"])
+        self.max_val = float(values["motion_max_val"])
+        self.timeline = cpu.MotionTimeline(values, debug=bool(values["debug"]))
+        self.gap = self.timeline.min_idx
+        w, h = stg.shapes[0]
+        if w < 3 or h < 3:
+            raise ValueError(f"motion needs a luma plane of at least 3x3, got {w}x{h}")
+        self.stats_bytes = 8
+        self.stats_offset = 0
+        self._plane_bytes = stg.pitches[0] * stg.elem * h
+        # history of the last two reference lumas: [seq - 1, seq - 2]
+        self._history = [scorer.device.alloc(self._plane_bytes), scorer.device.alloc(self._plane_bytes)]
+        kernel = "vx_motion_sad_u8" if stg.elem == 1 else "vx_motion_sad_u16"
+        self._launch = scorer.kernels.launcher(
+            "motion.cu", kernel, [U64, U64, U64, I32, I32, I32, I64, I64, I32, I32, U64, I32, I32])
+
+    def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
+        if self.force_zero:
+            return
+        stg, st, dev = self.scorer.staging, self.scorer.stream, self.scorer.device
+        w, h = stg.shapes[0]
+        luma = stg.plane_ptr(staging, 0, 0, 0)
+        first = max(0, self.gap - first_seq)  # frames before the first real score
+        if first < n:
+            self._launch(((w + 63) // 64, (h + 15) // 16, n - first), (256,), st,
+                         luma, self._history[0], self._history[1], self.gap, w, h, stg.pitches[0],
+                         stg.frame_stride_elems, stg.bitdepth, first, stats + self.stats_offset,
+                         record_bytes // 8, 0)
+        # keep the last two reference lumas for the next batch
+        if n >= 2:
+            dev.copy_dtod_async(self._history[1], stg.plane_ptr(staging, n - 2, 0, 0), self._plane_bytes, st)
+        else:
+            dev.copy_dtod_async(self._history[1], self._history[0], self._plane_bytes, st)
+        dev.copy_dtod_async(self._history[0], stg.plane_ptr(staging, n - 1, 0, 0), self._plane_bytes, st)
+
+    def metrics(self, stats: np.ndarray, first_seq: int, count: int):
+        sad = stats[:, self.stats_offset:self.stats_offset + 8].view(np.int64)[:, 0]
+        stg = self.scorer.staging
+        w, h = stg.shapes[0]
+        out = []
+        for i in range(count):
+            seq = first_seq + i
+            score = 0.0
+            if not self.force_zero and seq >= self.gap:
+                score = cpu.metrics_from_stats(int(sad[i]), w, h, fps_weight=self.fps_weight, max_val=self.max_val)
+            out.extend(self.timeline.push(seq, score))
+        return out
+
+    def flush(self):
+        return self.timeline.flush()
+
+    def close(self) -> None:
+        for p in self._history:
+            self.scorer.device.free(p)
+        self._history = []
+
+
+def make(instance, scorer) -> GpuMotion:
+    return GpuMotion(instance, scorer)

@@ -1,0 +1,71 @@
+"""PSNR on the GPU: per-plane SSE kernels; the host half is the CPU twin's own.
+
+Statistics per frame: one int64 SSE per scored plane, exact, so
+``psnr.metrics_from_stats`` gives the CPU lane's doubles.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...features import psnr as cpu
+from .launch import I32, I64, U64
+
+__all__ = ["make"]
+
+
+class GpuPsnr:
+    def __init__(self, instance, scorer):
+        self.instance = instance
+        self.scorer = scorer
+        stg = scorer.staging
+        values = {**{o.name: o.default for o in cpu.DECLARATION.options}, **instance.values}
+        chroma = bool(values["enable_chroma"]) and len(stg.shapes) == 3
+        self.nplanes = 3 if chroma else 1
+        # (height, width) as the CPU twin keeps them
+        self.shapes = [(h, w) for (w, h) in stg.shapes]
+        self.params = cpu.psnr_params(values, stg.bitdepth, self.shapes)
+        self.apsnr = bool(values["enable_apsnr"])
+        self._sse_total = [0, 0, 0]
+        self._pixels_total = [0, 0, 0]
+        self.stats_bytes = 8 * self.nplanes
+        self.stats_offset = 0
+        kernel = "vx_psnr_sse_u8" if stg.elem == 1 else "vx_psnr_sse_u16"
+        self._launch = scorer.kernels.launcher("psnr.cu", kernel, [U64, U64, I32, I32, I64, I64, U64, I32, I32])
+
+    def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
+        stg, st = self.scorer.staging, self.scorer.stream
+        for p in range(self.nplanes):
+            w, h = stg.shapes[p]
+            self._launch((min(h, 128), 1, n), (256,), st,
+                         stg.plane_ptr(staging, 0, 0, p), stg.plane_ptr(staging, 0, 1, p), w, h,
+                         stg.pitches[p], stg.frame_stride_elems, stats + self.stats_offset,
+                         record_bytes // 8, p)
+
+    def metrics(self, stats: np.ndarray, first_seq: int, count: int):
+        sse = stats[:, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.int64)
+        shapes = self.shapes[: self.nplanes]
+        out = []
+        for i in range(count):
+            row = [int(v) for v in sse[i]]
+            if self.apsnr:
+                for p, (h, w) in enumerate(shapes):
+                    self._sse_total[p] += row[p]
+                    self._pixels_total[p] += (h * w) & 0xFFFFFFFF
+            out.append((first_seq + i, cpu.metrics_from_stats(row, shapes, self.params)))
+        return out
+
+    def flush(self):
+        return []
+
+    def aggregate(self) -> dict[str, float]:
+        if not self.apsnr:
+            return {}
+        return cpu.apsnr_from_totals(self.params.peak, self._sse_total, self._pixels_total)
+
+    def close(self) -> None:
+        pass
+
+
+def make(instance, scorer) -> GpuPsnr:
+    return GpuPsnr(instance, scorer)

@@ -1,0 +1,118 @@
+"""Integer VIF on the GPU: per scale a statistics kernel and a decimation kernel.
+
+Statistics per frame: ``int64[4, 4]`` (scale x num_log, den_log, num_non_log,
+den_non_log), exact integers; the host calls the CPU twin's
+``metrics_from_stats`` on them.  The decimated pictures of scales 1..3 live in
+memory taken from the stream's pool for each batch (R7).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...features import vif as cpu
+from .launch import F64, I32, I64, U64
+
+__all__ = ["make"]
+
+_STATS = ("vx_vif_stats0", "vx_vif_stats1", "vx_vif_stats2", "vx_vif_stats3")
+_DOWN = ("vx_vif_down1", "vx_vif_down2", "vx_vif_down3")
+
+
+class _Log2Table:
+    """The log2 table on a device, uploaded once per device."""
+
+    _per_device: dict[int, int] = {}
+
+    @classmethod
+    def pointer(cls, device, stream) -> int:
+        key = id(device)
+        ptr = cls._per_device.get(key)
+        if ptr is None:
+            table = np.ascontiguousarray(cpu.LOG2_TABLE, dtype=np.uint16)
+            ptr = device.alloc(table.nbytes)
+            host = device.alloc_host(table.nbytes)
+            host[:] = table.view(np.uint8)
+            device.copy_htod_async(ptr, host, table.nbytes, stream)
+            stream.synchronize()
+            device.free_host(host)
+            cls._per_device[key] = ptr
+        return ptr
+
+
+class GpuVif:
+    def __init__(self, instance, scorer):
+        self.instance = instance
+        self.scorer = scorer
+        stg = scorer.staging
+        self.values = {**{o.name: o.default for o in cpu.DECLARATION.options}, **instance.values}
+        self.skip0 = bool(self.values["vif_skip_scale0"])
+        self.gain = float(self.values["vif_enhn_gain_limit"])
+        w, h = stg.shapes[0]
+        if w < 16 or h < 16:
+            raise ValueError(f"vif: a {w}x{h} picture is too small (16x16 at least)")
+        self.sizes = [(w >> s, h >> s) for s in range(4)]
+        # pitches of the scale 1..3 pictures (u16), and their per-frame layout
+        self.pitches = [0] + [((sw * 2 + 255) // 256 * 256) // 2 for sw, _ in self.sizes[1:]]
+        self.offsets, off = [0], 0
+        for s in range(1, 4):
+            self.offsets.append(off)
+            off += self.pitches[s] * 2 * self.sizes[s][1]
+        self.frame_bytes = off  # per role, bytes of scales 1..3
+        self.stats_bytes = 16 * 8
+        self.stats_offset = 0
+        ks = scorer.kernels
+        sfx = "_u8" if stg.elem == 1 else "_u16"
+        stats_types = [U64, U64, I64, I32, I32, I64, I32, I32, U64, F64, U64, I32, I32]
+        down_types = [U64, U64, I64, I32, I32, I64, I32, U64, U64, I64, I64]
+        self._stats = [ks.launcher("vif.cu", _STATS[0] + sfx, stats_types)] + \
+                      [ks.launcher("vif.cu", n, stats_types) for n in _STATS[1:]]
+        self._down = [ks.launcher("vif.cu", _DOWN[0] + sfx, down_types)] + \
+                     [ks.launcher("vif.cu", n, down_types) for n in _DOWN[1:]]
+        self._log2 = _Log2Table.pointer(scorer.device, scorer.stream)
+
+    def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
+        stg, st, dev = self.scorer.staging, self.scorer.stream, self.scorer.device
+        bpc = stg.bitdepth
+        scratch = dev.alloc_async(2 * n * self.frame_bytes, st)
+        out = stats + self.stats_offset
+        ostride = record_bytes // 8
+        # scale 0 reads the staging luma
+        src_r, src_d = stg.plane_ptr(staging, 0, 0, 0), stg.plane_ptr(staging, 0, 1, 0)
+        fstride, pitch = stg.frame_stride_elems, stg.pitches[0]
+        for s in range(4):
+            w, h = self.sizes[s]
+            s_mu, s_sq = (bpc, 2 * (bpc - 8)) if s == 0 else (16, 16)
+            if not (s == 0 and self.skip0):
+                self._stats[s](((w + 31) // 32, (h + 15) // 16, n), (256,), st,
+                               src_r, src_d, fstride, w, h, pitch, s_mu, s_sq, self._log2, self.gain,
+                               out, ostride, 4 * s)
+            if s == 3:
+                break
+            w2, h2 = self.sizes[s + 1]
+            dst_r = scratch + self.offsets[s + 1]
+            dst_d = scratch + n * self.frame_bytes + self.offsets[s + 1]
+            dst_fstride = self.frame_bytes // 2
+            self._down[s](((w2 + 31) // 32, (h2 + 7) // 8, n), (256,), st,
+                          src_r, src_d, fstride, w, h, pitch, bpc if s == 0 else 16,
+                          dst_r, dst_d, dst_fstride, self.pitches[s + 1])
+            src_r, src_d, fstride, pitch = dst_r, dst_d, dst_fstride, self.pitches[s + 1]
+        dev.free_async(scratch, st)
+
+    def metrics(self, stats: np.ndarray, first_seq: int, count: int):
+        acc = stats[:, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.int64)
+        out = []
+        for i in range(count):
+            vs = cpu.VifStats.from_array(acc[i].reshape(4, 4), skip_scale0=self.skip0)
+            out.append((first_seq + i, cpu.metrics_from_stats(vs, self.values)))
+        return out
+
+    def flush(self):
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+def make(instance, scorer) -> GpuVif:
+    return GpuVif(instance, scorer)
