@@ -595,9 +595,11 @@ def decode(data: bytes, fds: tuple[int, ...] = ()) -> Message:
         raise RemoteProtocolError(ErrorCode.E_INVAL, "message", str(e)) from None
 
 
-def peek(data: bytes) -> dict:
+def peek(data: bytes, extra: tuple[str, ...] = ()) -> dict:
     """Best effort: the integer ``t``/``seq``/``session``/``index`` of a packet that failed
-    validation, so the error can say which request or frame it answers."""
+    validation, so the error can say which request or frame it answers.  ``extra`` names
+    more integer fields to recover (the daemon asks for a bad submit's ``ref``/``dist`` so
+    that it can still release them)."""
     try:
         obj = msgpack.unpackb(data, raw=False, strict_map_key=False, max_str_len=1 << 16,
                               max_bin_len=1 << 16, max_array_len=1 << 16, max_map_len=1 << 12)
@@ -608,7 +610,7 @@ def peek(data: bytes) -> dict:
     out: dict[str, Any] = {}
     if isinstance(obj.get("t"), str):
         out["t"] = obj["t"]
-    for key in ("seq", "session", "index"):
+    for key in ("seq", "session", "index", *extra):
         v = obj.get(key)
         if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= _U32:
             out[key] = v

@@ -1,0 +1,53 @@
+"""Configuration: defaults < file < flags; typed errors name the key."""
+
+import pytest
+
+from vmafxd.config import Config, ConfigError, load_config
+
+
+def _write(tmp_path, text):
+    p = tmp_path / "vmafxd.toml"
+    p.write_text(text)
+    return str(p)
+
+
+def test_file_then_flags(tmp_path):
+    path = _write(tmp_path, 'socket = "/tmp/x.sock"\nlane = "cpu"\ncpu_workers = 3\nfence_timeout_ms = 250\n'
+                            'socket_mode = "0600"\n[limits]\nmax_clients = 7\nmax_frames_in_flight = 9\n')
+    cfg = load_config(path, {})
+    assert (cfg.socket, cfg.lane, cfg.cpu_workers, cfg.socket_mode) == ("/tmp/x.sock", "cpu", 3, 0o600)
+    assert (cfg.limits.fence_timeout_ms, cfg.limits.max_clients, cfg.limits.max_frames_in_flight) == (250, 7, 9)
+    cfg = load_config(path, {"cpu_workers": 5, "socket": None, "limit": ["max_clients=2"], "fence_timeout_ms": 40})
+    assert (cfg.socket, cfg.cpu_workers, cfg.limits.max_clients, cfg.limits.fence_timeout_ms) == (
+        "/tmp/x.sock", 5, 2, 40)
+    assert cfg.limits.max_frames_in_flight == 9  # the file's, untouched by flags
+
+
+@pytest.mark.parametrize("text, field", [
+    ("sockets = 'x'", "sockets"),
+    ("[limits]\nmax_clientz = 3", "limits.max_clientz"),
+    ("[limits]\nmax_clients = 'many'", "limits.max_clients"),
+    ("lane = 'gpu'", "lane"),
+    ("cpu_workers = 0", "cpu_workers"),
+    ("socket_mode = 'rw'", "socket_mode"),
+    ("socket = [", "--config"),
+])
+def test_errors_name_the_key(tmp_path, text, field):
+    with pytest.raises(ConfigError) as e:
+        load_config(_write(tmp_path, text), {})
+    assert e.value.field == field
+
+
+def test_limit_flag_errors():
+    with pytest.raises(ConfigError) as e:
+        load_config(None, {"limit": ["max_clients"]})
+    assert e.value.field == "--limit"
+    with pytest.raises(ConfigError) as e:
+        load_config(None, {"limit": ["nonsense=3"]})
+    assert e.value.field == "limits.nonsense"
+
+
+def test_defaults():
+    cfg = Config()
+    assert cfg.socket == "/run/vmafx/vmafxd.sock" and cfg.lane == "auto" and 1 <= cfg.cpu_workers <= 8
+    assert cfg.socket_mode == 0o660 and cfg.shutdown_timeout_s == 10.0

@@ -1,0 +1,104 @@
+"""The pending-release table and its reaper (R4, R5)."""
+
+import threading
+
+import trio
+
+from vmafxd.reaper import HostReleaseEvent, PendingReleases, ReleaseEvent, ReleaseReaper
+
+
+class DeviceLikeEvent:
+    """What HIP's and CUDA's event query does: success for an event that was never recorded."""
+
+    signals_completion = False
+
+    def __init__(self):
+        self.recorded = False
+        self.done = False
+        self.queries = 0
+        self.destroyed = 0
+
+    def query(self) -> bool:
+        self.queries += 1
+        return self.done or not self.recorded  # the trap: never-recorded reads as complete
+
+    def destroy(self) -> None:
+        self.destroyed += 1
+
+
+def test_a_never_recorded_event_stays_pending_and_is_not_even_queried():
+    table = PendingReleases()
+    ev = DeviceLikeEvent()
+    completed = []
+    table.add(ev, lambda: completed.append(1))
+    assert isinstance(ev, ReleaseEvent)
+    for _ in range(3):
+        assert table.take_completed() == []
+    assert len(table) == 1 and completed == [] and ev.queries == 0
+    ev.recorded = True  # recorded, still running on the device
+    assert table.take_completed() == [] and ev.queries == 1
+    ev.done = True
+    done = table.take_completed()
+    assert len(done) == 1 and len(table) == 0
+    done[0].on_complete()
+    assert completed == [1] and ev.destroyed == 1
+    assert table.take_completed() == [] and ev.destroyed == 1  # destroyed exactly once
+
+
+def test_host_event_is_recorded_before_it_completes():
+    ev = HostReleaseEvent()
+    assert not ev.recorded and not ev.query()
+    ev.record()
+    assert ev.recorded and not ev.query()
+    ev.complete()
+    assert ev.recorded and ev.query()
+    done = HostReleaseEvent.completed()
+    assert done.recorded and done.query()
+
+
+async def test_reaper_completes_an_event_set_from_another_thread_without_polling():
+    table = PendingReleases()
+    reaper = ReleaseReaper(table, poll_interval=3600)  # polling would never come in time
+    order = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(reaper.run)
+        events = [HostReleaseEvent(reaper.wake_threadsafe) for _ in range(3)]
+        for i, ev in enumerate(events):
+            table.add(ev, lambda i=i: order.append(i))
+
+        def worker():
+            for ev in events:
+                ev.record()
+                ev.complete()
+
+        await trio.to_thread.run_sync(worker)
+        with trio.fail_after(2):
+            while len(order) < 3:
+                await trio.sleep(0.001)
+        assert sorted(order) == [0, 1, 2] and len(table) == 0
+        nursery.cancel_scope.cancel()
+
+
+async def test_reaper_polls_device_events_and_frees_after_completion():
+    table = PendingReleases()
+    reaper = ReleaseReaper(table, poll_interval=0.001)
+    log = []
+
+    class Import:
+        def close(self):
+            log.append(("closed", threading.current_thread() is not threading.main_thread()))
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(reaper.run)
+        ev = DeviceLikeEvent()
+        table.add(ev, lambda: reaper.free_later(Import(), lambda: log.append("then")))
+        await trio.sleep(0.02)
+        assert log == [] and len(table) == 1  # unrecorded: pending, nothing freed
+        ev.recorded = True
+        ev.done = True
+        with trio.fail_after(2):
+            while "then" not in log:
+                await trio.sleep(0.001)
+        # freed off the trio thread (R4), and only then the follow-up
+        assert log == [("closed", True), "then"]
+        nursery.cancel_scope.cancel()

@@ -1,0 +1,108 @@
+"""A session in-process with a fake lane: implicit dma-buf fences (R8), order, one release entry per frame."""
+
+import os
+
+import trio
+
+from vmafx.formats import PixelFormat
+from vmafx.protocol import FrameError, Limits, Result, SessionClosed
+from vmafxd.buffers import BufferRecord, Geometry
+from vmafxd.lanes.device import LaneImport, LaneSession, LaneSummary
+from vmafxd.reaper import HostReleaseEvent
+from vmafxd.session import FrameRecord, Session, build_plan
+
+GEO = Geometry(64, 36, PixelFormat.YUV420P, 8)
+
+
+class FakeDmabufImport(LaneImport):
+    """Stands in for a dma-buf import: an eventfd plays the buffer's implicit write fence."""
+
+    def __init__(self, fence_fd):
+        self.fence_fd = fence_fd
+        self.closed = False
+
+    def implicit_fence_fds(self):
+        return [self.fence_fd]
+
+    def close(self):
+        self.closed = True
+
+
+class FakeLaneSession(LaneSession):
+    device = 0
+
+    def __init__(self):
+        self.submitted = []
+        self.sink = None
+
+    def submit(self, frame):
+        self.submitted.append(frame.index)
+        self.sink.frames_scored([(frame.index, {"psnr_y": 40.0 + frame.index})])
+        return HostReleaseEvent.completed()
+
+    async def finish(self):
+        return LaneSummary({"psnr_y": {"mean": 41.0}}, {})
+
+    def abort(self):
+        pass
+
+
+class Host:
+    def __init__(self):
+        self.limits = Limits(implicit_fence_timeout_ms=50)
+        self.sent, self.releases, self.finished = [], [], []
+
+    def emit(self, msg):
+        self.sent.append(msg)
+
+    def send_released(self, frame):
+        self.sent.append(("released", frame.index))
+
+    def track_release(self, frame, event):
+        assert not frame.release_tracked
+        frame.release_tracked = True
+        self.releases.append((frame.index, event.recorded and event.query()))
+        frame.on_released()  # what the reaper does once the event completed
+
+    def outcome_sent(self, session, msg, accepted, had_slot):
+        pass
+
+    def session_finished(self, session):
+        self.finished.append(session.id)
+
+
+def _record(imp):
+    return BufferRecord(1, type("L", (), {"geometry": GEO})(), imp, lambda rec: None)
+
+
+async def test_a_dmabuf_without_a_fence_waits_for_its_implicit_fences_and_gives_up_bounded():
+    busy = os.eventfd(0)  # "a write fence is pending"
+    idle = os.eventfd(1)  # "no pending write fence": polls readable
+    host = Host()
+    lane = FakeLaneSession()
+    sess = Session(7, host, "cpu", lane, GEO, build_plan([], ["psnr"], host.limits))
+    lane.sink = sess
+    stuck, free = _record(FakeDmabufImport(busy)), _record(FakeDmabufImport(idle))
+    buffers = {1: stuck, 2: free}
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(sess.run)
+        for index, ref in ((0, 1), (1, 2)):
+            frame = FrameRecord(7, index, ref, 2)
+            sess.reserve(frame)
+            sess.check(frame, buffers)
+            sess.accept(frame)
+        t0 = trio.current_time()
+        sess.close(99)
+        with trio.fail_after(5):
+            await sess.finished.wait()
+        assert trio.current_time() - t0 >= 0.05  # it did wait, bounded
+    outcomes = [m for m in host.sent if isinstance(m, (Result, FrameError, SessionClosed))]
+    err, res, closed = outcomes
+    assert isinstance(err, FrameError) and (err.index, err.code, err.field) == (0, "E_TIMEOUT", "ref")
+    assert "implicit write fences" in err.message and "50 ms" in err.message
+    assert isinstance(res, Result) and res.index == 1 and res.metrics == {"psnr_y": 41.0}
+    assert isinstance(closed, SessionClosed) and (closed.re, closed.frames, closed.failed) == (99, 1, 1)
+    assert lane.submitted == [1]  # the timed-out frame never reached the lane
+    assert sorted(i for i, _ in host.releases) == [0, 1]  # one release entry per frame
+    os.close(busy)
+    os.close(idle)

@@ -1,0 +1,451 @@
+"""One client connection: its protocol state, buffers, sessions and frames in flight.
+
+The server runs one :class:`ClientHandler` per accepted connection, as one
+task in its clients' nursery.  The handler owns everything of that client:
+
+* the sans-I/O :class:`~vmafx.protocol.ServerConnection` (what may be sent
+  when; decoding; typed errors);
+* its :class:`~vmafxd.outgoing.OutgoingQueue` and the task that sends it, so a
+  client that stops reading stalls only itself (and is dropped when its queue
+  overflows);
+* its :class:`~vmafxd.buffers.BufferTable` and its sessions, each session's
+  task running in the handler's nursery;
+* the counts its limits bound (buffers, sessions, frames in flight).
+
+Requests are handled synchronously, one packet at a time, in the receive
+loop; nothing a request does waits (fence waits happen in session tasks,
+scoring in lane workers, frees in the reaper).  Every fd that arrives in a
+packet is owned by the packet until a handler takes it (a fence adopts its
+fd, a lane ``dup``s or maps what it keeps); the rest is closed when the
+packet has been handled, whatever happened.
+
+A client that breaks the protocol gets an ``error`` and loses its
+connection; one that dies just goes.  Either way the teardown (in ``run``'s
+``finally``) aborts its sessions, unregisters its buffers and closes its fds;
+frames a worker is still reading stay in the pending-release table and are
+reaped normally, and their imports are freed by the reaper once the last of
+them completes.  Nothing of it touches another client.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from vmafx.protocol import (
+    PROTOCOL_VERSION, BufferRegistered, BufferUnregistered, CloseSession, Error, ErrorCode, FrameError, Goodbye,
+    Hello, HelloReply, ListSessions, LocalProtocolError, Message, OpenSession, RegisterBuffer, Released,
+    RemoteProtocolError, ServerConnection, SessionOpened, SessionsReply, State, Status, StatusReply, Submit,
+    UnregisterBuffer, peek,
+)
+from vmafx.protocol.messages import encode
+from vmafx.transport import OwnedFd, Packet, TransportClosed, TrioPacketChannel
+
+from .buffers import BufferRecord, BufferTable, check_geometry, validate_layout
+from .fences import AcquireFence
+from .lanes.device import SessionSpec
+from .model import BUILTIN_VERSIONS
+from .outgoing import OutgoingQueue
+from .reaper import ReleaseEvent
+from .scoring import PlanError
+from .session import FrameRecord, Session, build_plan
+
+if TYPE_CHECKING:
+    from .server import Server
+
+__all__ = ["ClientHandler"]
+
+log = logging.getLogger("vmafxd.client")
+
+
+def _peer_pid(sock) -> int | None:
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        return struct.unpack("3i", creds)[0]
+    except (OSError, AttributeError):
+        return None
+
+
+class ClientHandler:
+    def __init__(self, server: "Server", channel: TrioPacketChannel, client_id: int):
+        self.server = server
+        self.id = client_id
+        self.channel = channel
+        self.limits = server.limits
+        self.lane = server.lane
+        self.conn = ServerConnection(self.limits, server.server_name)
+        # Every frame in flight can produce three packets (result + two
+        # releases); replies come on top.  A client that lets this many pile
+        # up is not reading.
+        self.outgoing = OutgoingQueue(4 * self.limits.max_frames_in_flight + 64)
+        self.buffers = BufferTable(self.limits)
+        self.sessions: dict[int, Session] = {}
+        #: accepted frames without an outcome (bounded by max_frames_in_flight)
+        self.in_flight = 0
+        #: frames holding a place in a session's order of outcomes (bounded, see _submit)
+        self.unanswered = 0
+        self.pid = _peer_pid(channel.sock)
+        self.closed = False
+        self._nursery: trio.Nursery | None = None
+        self._receive_scope = trio.CancelScope()
+        self._shutdown_deadline: float | None = None
+        #: frames whose release entry is pending, and its event
+        self._releasing: dict[int, ReleaseEvent] = {}
+
+    @property
+    def label(self) -> str:
+        name = self.conn.client_name or "?"
+        return f"{name}#{self.id}" + (f" (pid {self.pid})" if self.pid else "")
+
+    # ------------------------------------------------------------------ lifetime
+
+    async def run(self) -> None:
+        log.info("client %s connected", self.label)
+        reason = "closed"
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self.outgoing.run, self.channel)
+                reason = await self._receive_loop()
+                if reason == "shutdown":
+                    await self._drain_for_shutdown()
+                elif reason == "fatal":
+                    # The error message goes out before the connection closes.
+                    with trio.move_on_after(1.0):
+                        await self.outgoing.flushed()
+                nursery.cancel_scope.cancel()
+        except Exception:
+            reason = "internal error"
+            log.exception("client %s: internal error; dropping its connection", self.label)
+        finally:
+            try:
+                self._teardown()
+            except Exception:  # one client's bug must not take the server down
+                log.exception("client %s: teardown failed", self.label)
+            log.info("client %s gone (%s)", self.label, reason)
+
+    def begin_shutdown(self, deadline: float) -> None:
+        """Stop reading requests; finish in-flight frames by ``deadline`` (trio time), then goodbye."""
+        self._shutdown_deadline = deadline
+        self._receive_scope.cancel()
+
+    def abort(self, why: str) -> None:
+        """Drop the connection now (no flush)."""
+        if self._nursery is not None and not self.closed:
+            log.warning("client %s: dropping the connection: %s", self.label, why)
+            self._nursery.cancel_scope.cancel()
+
+    def _teardown(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.conn.close()
+            self.outgoing.close()
+            for session in list(self.sessions.values()):
+                # Their tasks were cancelled (and aborted their lane sessions); make sure.
+                if session.state != Session.CLOSED:
+                    session.lane_session.abort()
+            self.sessions.clear()
+            for rec in self.buffers.remove_all():
+                rec.drop_registration()  # freed by the reaper once no pending frame reads it
+        finally:
+            self.channel.close()
+            self.server.client_gone(self)
+
+    async def _drain_for_shutdown(self) -> None:
+        deadline = self._shutdown_deadline if self._shutdown_deadline is not None else trio.current_time()
+        for session in list(self.sessions.values()):
+            if session.state == Session.OPEN:
+                session.close(None)
+        with trio.move_on_at(deadline):
+            for session in list(self.sessions.values()):
+                await session.finished.wait()
+        late = [s for s in self.sessions.values() if s.state != Session.CLOSED]
+        for session in late:
+            session.fail_unanswered(ErrorCode.E_SHUTDOWN, "the daemon is shutting down")
+            session.cancel()
+        # Frames that never reached a worker (stuck in a fence wait) are released
+        # unread, through the reaper; frames a worker is still reading are not
+        # released before goodbye -- closing the connection tells the producer.
+        with trio.move_on_after(1.0):
+            for session in late:
+                await session.finished.wait()
+            while any(ev.recorded and ev.query() for ev in self._releasing.values()):
+                await trio.sleep(0.005)  # the reaper has completed events to send
+        self.emit(Goodbye(reason="the daemon is shutting down"))
+        with trio.move_on_after(1.0):
+            await self.outgoing.flushed()
+
+    # ------------------------------------------------------------------ sending
+
+    def emit(self, msg: Message) -> None:
+        """Queue a message for this client (dropped once the connection is closing)."""
+        if self.closed:
+            return
+        if self.conn.state is State.CLOSED and not isinstance(msg, (Error, Goodbye)):
+            return
+        try:
+            data, _ = self.conn.send(msg)
+        except LocalProtocolError:
+            log.exception("client %s: refusing to send an invalid %s", self.label, msg.TYPE)
+            return
+        if not self.outgoing.put(data):
+            self.abort(f"it is not reading (more than {self.outgoing.bound} packets queued)")
+
+    def _error(self, re: int | None, err: RemoteProtocolError) -> None:
+        self.emit(Error(re=re, code=err.code.value, field=err.field[:256], message=err.message[:1024]))
+
+    # ------------------------------------------------------------------ receiving
+
+    async def _receive_loop(self) -> str:
+        with self._receive_scope:
+            while True:
+                try:
+                    pkt = await self.channel.receive()
+                except TransportClosed:
+                    return "closed"
+                if self._handle_packet(pkt):
+                    return "fatal"
+        return "shutdown"
+
+    def _handle_packet(self, pkt: Packet) -> bool:
+        """Handle one packet; True when the connection must close (E_PROTO)."""
+        try:
+            try:
+                msg = self.conn.receive(pkt.data, tuple(f.fileno() for f in pkt.fds),
+                                        truncated=pkt.truncated, ctrunc=pkt.ctrunc)
+            except RemoteProtocolError as e:
+                log.info("client %s: %s", self.label, e)
+                self._undecodable(pkt.data, e)
+                return e.fatal
+            try:
+                self._dispatch(msg, pkt)
+            except RemoteProtocolError as e:
+                log.debug("client %s: %s refused: %s", self.label, msg.TYPE, e)
+                self._error(getattr(msg, "seq", None), e)
+                return e.fatal
+            except Exception as e:
+                log.exception("client %s: handling %s failed", self.label, msg.TYPE)
+                self._error(getattr(msg, "seq", None), RemoteProtocolError(
+                    ErrorCode.E_INTERNAL, "", f"the daemon failed handling {msg.TYPE}: {type(e).__name__}: {e}"))
+            return False
+        finally:
+            pkt.close_fds()
+
+    def _undecodable(self, data: bytes, err: RemoteProtocolError) -> None:
+        info = peek(data, ("ref", "dist")) if not (err.fatal and err.field in ("message", "fds")) else {}
+        if (info.get("t") == "submit" and not err.fatal and self.conn.state is State.OPEN
+                and "session" in info and "index" in info):
+            # A submit we could not decode is still answered once, in its
+            # session's order, and its buffers (when named) released.
+            frame = FrameRecord(info["session"], info["index"], info.get("ref"), info.get("dist"))
+            session = self.sessions.get(frame.session)
+            if session is not None:
+                session.reserve(frame, room=self._room())
+                if frame.slot is not None:
+                    self.unanswered += 1
+            self._refuse_frame(frame, session, err)
+            return
+        self._error(info.get("seq"), err)
+
+    def _dispatch(self, msg: Message, pkt: Packet) -> None:
+        if isinstance(msg, Submit):
+            self._submit(msg, pkt)
+        elif isinstance(msg, Hello):
+            self._hello(msg)
+        elif isinstance(msg, RegisterBuffer):
+            self._register_buffer(msg, pkt)
+        elif isinstance(msg, UnregisterBuffer):
+            self._unregister_buffer(msg)
+        elif isinstance(msg, OpenSession):
+            self._open_session(msg)
+        elif isinstance(msg, CloseSession):
+            self._close_session(msg)
+        elif isinstance(msg, Status):
+            self.emit(StatusReply(re=msg.seq, status=self.server.status()))
+        elif isinstance(msg, ListSessions):
+            self._list_sessions(msg)
+        else:  # the state table lets nothing else through
+            raise RemoteProtocolError(ErrorCode.E_PROTO, "t", f"unexpected {msg.TYPE}")
+
+    # ------------------------------------------------------------------ requests
+
+    def _hello(self, msg: Hello) -> None:
+        self.emit(HelloReply(
+            re=msg.seq, version=PROTOCOL_VERSION, server=self.server.server_name,
+            limits=self.limits.to_wire(), lanes=(self.lane.describe(),),
+            features=tuple(self.lane.features()), models=tuple(BUILTIN_VERSIONS),
+        ))
+
+    def _register_buffer(self, msg: RegisterBuffer, pkt: Packet) -> None:
+        self.buffers.check_room()
+        layout = validate_layout(msg, self.limits)
+        fds = {i: pkt.fds[i] for i in layout.fd_indices()}
+        imp = self.lane.import_buffer(layout, fds)  # keeps dups/mappings; the packet's fds close after us
+        rec = self.buffers.add(layout, imp, self._free_buffer)
+        self.emit(BufferRegistered(re=msg.seq, buffer=rec.id, zero_copy=bool(imp.zero_copy)))
+
+    def _unregister_buffer(self, msg: UnregisterBuffer) -> None:
+        rec = self.buffers.remove(msg.buffer)
+        if rec is None:
+            raise RemoteProtocolError(ErrorCode.E_NOENT, "buffer", f"no buffer {msg.buffer} is registered")
+        rec.unregister_seq = msg.seq
+        # Answered by _free_buffer once no frame references it and its import is freed.
+        rec.drop_registration()
+
+    def _free_buffer(self, rec: BufferRecord) -> None:
+        """The buffer's last reference went: the reaper frees its import (R4), then we answer."""
+        seq = rec.unregister_seq
+
+        def then() -> None:
+            if seq is not None:
+                self.emit(BufferUnregistered(re=seq, buffer=rec.id))
+
+        self.server.reaper.free_later(rec.imp, then)
+
+    def _room(self) -> bool:
+        # Refused frames also wait for their turn in the order of outcomes;
+        # a client that keeps submitting past its limit gets its refusals
+        # unordered rather than growing this without bound.
+        return self.unanswered < 2 * self.limits.max_frames_in_flight + 16
+
+    def _open_session(self, msg: OpenSession) -> None:
+        if len(self.sessions) >= self.limits.max_sessions_per_client:
+            raise RemoteProtocolError(ErrorCode.E_NOMEM, "session",
+                                      f"this client already has {len(self.sessions)} sessions "
+                                      f"(max_sessions_per_client)")
+        if msg.lane not in ("auto", self.lane.name):
+            raise RemoteProtocolError(ErrorCode.E_NOTSUP, "lane",
+                                      f"lane {msg.lane} is not available: this daemon runs the "
+                                      f"{self.lane.name} lane")
+        geo = check_geometry(msg.width, msg.height, msg.pixel_format, msg.bitdepth, self.limits)
+        plan = build_plan(msg.models, msg.features, self.limits, self.server.config.model_dirs)
+        sid = self.server.next_session_id()
+        session = Session(sid, self, self.lane.name, None, geo, plan,  # type: ignore[arg-type]
+                          name=msg.name, client_name=self.label)
+        try:
+            session.lane_session = self.lane.open_session(SessionSpec(plan, geo, msg.device, msg.name), session)
+        except PlanError as e:
+            raise RemoteProtocolError(ErrorCode.E_INVAL, e.field, str(e).split(": ", 1)[-1]) from None
+        except ValueError as e:
+            # A feature that cannot work at this size (vif needs 16x16 ...).
+            raise RemoteProtocolError(ErrorCode.E_INVAL, "width", str(e)) from None
+        self.sessions[sid] = session
+        assert self._nursery is not None
+        self._nursery.start_soon(session.run)
+        self.server.session_opened(session)
+        self.emit(SessionOpened(re=msg.seq, session=sid, lane=self.lane.name, device=session.lane_session.device,
+                                metrics=tuple(session.metrics), models=tuple(session.models)))
+
+    def _close_session(self, msg: CloseSession) -> None:
+        session = self.sessions.get(msg.session)
+        if session is None:
+            raise RemoteProtocolError(ErrorCode.E_NOENT, "session", f"no session {msg.session}")
+        session.close(msg.seq)
+
+    def _list_sessions(self, msg: ListSessions) -> None:
+        rows = self.server.session_rows()
+        # A reply must fit one packet: cut the list rather than fail.
+        while True:
+            reply = SessionsReply(re=msg.seq, sessions=tuple(rows))
+            try:
+                encode(reply, max_bytes=self.limits.max_message_bytes)
+                break
+            except LocalProtocolError:
+                if not rows:
+                    raise
+                rows = rows[: len(rows) // 2]
+        self.emit(reply)
+
+    # ------------------------------------------------------------------ frames
+
+    def _submit(self, msg: Submit, pkt: Packet) -> None:
+        frame = FrameRecord(msg.session, msg.index, msg.ref, msg.dist)
+        session = self.sessions.get(msg.session)
+        try:
+            # Fences first: their fds are consumed whatever becomes of the frame.
+            frame.ref_fence, frame.ref_gpu_fence = self._take_fence(msg.ref_fence, pkt, "ref_fence")
+            frame.dist_fence, frame.dist_gpu_fence = self._take_fence(msg.dist_fence, pkt, "dist_fence")
+            if session is None:
+                raise RemoteProtocolError(ErrorCode.E_NOENT, "session", f"no session {msg.session}")
+            session.reserve(frame, room=self._room())
+            if frame.slot is not None:
+                self.unanswered += 1
+            session.check(frame, self.buffers)
+            if self.in_flight >= self.limits.max_frames_in_flight:
+                raise RemoteProtocolError(ErrorCode.E_NOMEM, "index",
+                                          f"{self.in_flight} frames are in flight (max_frames_in_flight); "
+                                          f"wait for outcomes")
+            if frame.slot is None:
+                raise RemoteProtocolError(ErrorCode.E_NOMEM, "index", "too many unanswered frames")
+            session.accept(frame)
+            self.in_flight += 1
+        except RemoteProtocolError as e:
+            self._refuse_frame(frame, session, e)
+
+    def _take_fence(self, fence, pkt: Packet, field: str) -> tuple[AcquireFence | None, Any]:
+        if fence is None:
+            return None, None
+        if fence.fd is None:
+            self.lane.check_fence(fence, field)  # GPU interprocess events: the lane's, if it can
+            return None, fence
+        owned = OwnedFd(pkt.fds[fence.fd].detach())  # the fence owns it from here on
+        return AcquireFence.take(fence, owned, field), None
+
+    def _refuse_frame(self, frame: FrameRecord, session: Session | None, err: RemoteProtocolError) -> None:
+        """A decoded submit that will not be scored: released at once, one frame_error."""
+        frame.close_fences()
+        self.send_released(frame)
+        if session is not None:
+            session.refuse(frame, err)
+        else:
+            self.emit(FrameError(session=frame.session, index=frame.index, code=err.code.value,
+                                 field=err.field, message=err.message[:1024]))
+
+    # ------------------------------------------------------------------ SessionHost
+
+    def send_released(self, frame: FrameRecord) -> None:
+        if frame.released_sent:
+            return
+        frame.released_sent = True
+        for role, bid in (("ref", frame.ref_id), ("dist", frame.dist_id)):
+            if isinstance(bid, int):
+                self.emit(Released(buffer=bid, session=frame.session, index=frame.index, role=role))
+
+    def track_release(self, frame: FrameRecord, event: ReleaseEvent) -> None:
+        """The frame's release waits for ``event`` in the pending-release table (once per frame)."""
+        if frame.release_tracked:
+            raise RuntimeError(f"frame {frame.index} of session {frame.session}: a second release entry")
+        frame.release_tracked = True
+        self._releasing[id(frame)] = event
+        self.server.pending.add(event, lambda: self._complete_release(frame),
+                                label=f"client {self.id} session {frame.session} frame {frame.index}")
+
+    def _complete_release(self, frame: FrameRecord) -> None:
+        """The reaper saw the frame's release event complete (or the frame was never read)."""
+        self._releasing.pop(id(frame), None)
+        self.send_released(frame)
+        if not frame.refs_dropped:
+            frame.refs_dropped = True
+            for rec in (frame.ref, frame.dist):
+                if rec is not None:
+                    rec.unref()
+        if frame.on_released is not None:
+            done, frame.on_released = frame.on_released, None
+            done()
+
+    def outcome_sent(self, session: Session, msg: Message, accepted: bool, had_slot: bool) -> None:
+        if accepted:
+            self.in_flight -= 1
+        if had_slot:
+            self.unanswered -= 1
+        self.server.outcome_sent(msg)
+
+    def session_finished(self, session: Session) -> None:
+        self.sessions.pop(session.id, None)
+        self.server.session_closed(session)

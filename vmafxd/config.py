@@ -1,0 +1,184 @@
+"""The daemon's configuration: defaults, a TOML file, command-line flags -- in that order.
+
+The file (``--config FILE``, else ``/etc/vmafx/vmafxd.toml`` when it exists)::
+
+    socket = "/run/vmafx/vmafxd.sock"
+    lane = "auto"                 # auto | cpu | cuda | hip
+    cpu_workers = 8
+    log_level = "info"            # debug | info | warning | error
+    shutdown_timeout_s = 10.0     # SIGTERM: how long in-flight frames may take
+    socket_mode = "0660"
+    model_dirs = ["/etc/vmafx/models"]   # where clients' path= models may live
+    fence_timeout_ms = 5000       # shorthand for limits.fence_timeout_ms
+
+    [limits]                      # any field of vmafx.protocol.Limits
+    max_clients = 256
+    max_frames_in_flight = 64
+
+Unknown keys and values of the wrong type are errors naming the key
+(:class:`ConfigError`, exit status 2): a typo in a limit must not silently
+leave the default in force.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from vmafx.protocol import Limits
+
+__all__ = ["Config", "ConfigError", "DEFAULT_CONFIG_PATH", "DEFAULT_SOCKET", "load_config", "LOG_LEVELS"]
+
+DEFAULT_CONFIG_PATH = "/etc/vmafx/vmafxd.toml"
+DEFAULT_SOCKET = "/run/vmafx/vmafxd.sock"
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LANES = ("auto", "cpu", "cuda", "hip")
+
+
+class ConfigError(ValueError):
+    """A configuration value is wrong; ``field`` names it (``limits.max_clients``, ``--cpu-workers``)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+def default_cpu_workers() -> int:
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+@dataclass(frozen=True)
+class Config:
+    socket: str = DEFAULT_SOCKET
+    lane: str = "auto"
+    cpu_workers: int = field(default_factory=default_cpu_workers)
+    log_level: str = "info"
+    shutdown_timeout_s: float = 10.0
+    socket_mode: int = 0o660
+    model_dirs: tuple[str, ...] = ("/etc/vmafx/models", "/usr/share/vmafx/models")
+    limits: Limits = field(default_factory=Limits)
+    #: where the values came from, for the log
+    source: str = "defaults"
+
+    def replace(self, **kw: Any) -> "Config":
+        return dataclasses.replace(self, **kw)
+
+
+_LIMIT_FIELDS = {f.name for f in dataclasses.fields(Limits)}
+
+
+def _int(key: str, v: Any, minimum: int = 0) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ConfigError(key, f"expected an integer, got {v!r}")
+    if v < minimum:
+        raise ConfigError(key, f"{v} is below the minimum {minimum}")
+    return v
+
+
+def _choice(key: str, v: Any, options) -> str:
+    if not isinstance(v, str) or v.lower() not in options:
+        raise ConfigError(key, f"{v!r} is not one of {', '.join(options)}")
+    return v.lower()
+
+
+def _mode(key: str, v: Any) -> int:
+    if isinstance(v, int) and not isinstance(v, bool):
+        m = v
+    elif isinstance(v, str):
+        try:
+            m = int(v, 8)
+        except ValueError:
+            raise ConfigError(key, f"expected an octal mode such as \"0660\", got {v!r}") from None
+    else:
+        raise ConfigError(key, f"expected an octal mode such as \"0660\", got {v!r}")
+    if not 0 <= m <= 0o777:
+        raise ConfigError(key, f"{oct(m)} is not a permission mode")
+    return m
+
+
+def limits_with(base: Limits, overrides: Mapping[str, Any], where: str) -> Limits:
+    values = dataclasses.asdict(base)
+    for k, v in overrides.items():
+        if k not in _LIMIT_FIELDS:
+            raise ConfigError(f"{where}{k}", f"unknown limit (known: {', '.join(sorted(_LIMIT_FIELDS))})")
+        values[k] = _int(f"{where}{k}", v, minimum=1 if k != "fence_timeout_ms" else 0)
+    return Limits(**values)
+
+
+def apply_mapping(cfg: Config, doc: Mapping[str, Any], source: str) -> Config:
+    """Overlay a parsed TOML document on ``cfg``."""
+    kw: dict[str, Any] = {}
+    limits = cfg.limits
+    for key, v in doc.items():
+        if key == "socket":
+            if not isinstance(v, str) or not v:
+                raise ConfigError(key, "expected a path")
+            kw[key] = v
+        elif key == "lane":
+            kw[key] = _choice(key, v, LANES)
+        elif key == "cpu_workers":
+            kw[key] = _int(key, v, minimum=1)
+        elif key == "log_level":
+            kw[key] = _choice(key, v, LOG_LEVELS)
+        elif key == "shutdown_timeout_s":
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                raise ConfigError(key, f"expected a non-negative number of seconds, got {v!r}")
+            kw[key] = float(v)
+        elif key == "socket_mode":
+            kw[key] = _mode(key, v)
+        elif key == "model_dirs":
+            if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+                raise ConfigError(key, "expected a list of directories")
+            kw[key] = tuple(v)
+        elif key == "limits":
+            if not isinstance(v, dict):
+                raise ConfigError(key, "expected a table")
+            limits = limits_with(limits, v, "limits.")
+        elif key in ("fence_timeout_ms", "implicit_fence_timeout_ms"):
+            limits = limits_with(limits, {key: v}, "")
+        else:
+            raise ConfigError(key, "unknown key")
+    return cfg.replace(limits=limits, source=source, **kw)
+
+
+def load_file(path: str) -> Mapping[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except OSError as e:
+        raise ConfigError("--config", f"cannot read {path}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError("--config", f"{path} is not valid TOML: {e}") from None
+
+
+def load_config(path: str | None, flags: Mapping[str, Any]) -> Config:
+    """Defaults, then the file (``path``, or the default path if it exists), then ``flags`` (non-None values)."""
+    cfg = Config()
+    if path is None and os.path.exists(DEFAULT_CONFIG_PATH):
+        path = DEFAULT_CONFIG_PATH
+    if path is not None:
+        cfg = apply_mapping(cfg, load_file(path), path)
+    doc: dict[str, Any] = {}
+    limit_overrides: dict[str, Any] = {}
+    for key, v in flags.items():
+        if v is None:
+            continue
+        if key == "limit":
+            for item in v:
+                name, sep, value = item.partition("=")
+                if not sep:
+                    raise ConfigError("--limit", f"expected NAME=VALUE, got {item!r}")
+                try:
+                    limit_overrides[name.strip()] = int(value)
+                except ValueError:
+                    raise ConfigError(f"--limit {name}", f"expected an integer, got {value!r}") from None
+        else:
+            doc[key] = v
+    if doc or limit_overrides:
+        if limit_overrides:
+            doc["limits"] = limit_overrides
+        cfg = apply_mapping(cfg, doc, cfg.source + " + flags")
+    return cfg

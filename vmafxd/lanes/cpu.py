@@ -1,0 +1,293 @@
+"""The CPU lane: numpy twins of every feature, run by N worker threads.
+
+Each session is pinned to one :class:`~vmafxd.lanes.device.DeviceWorker`
+(the one with the fewest sessions when it opens), so its frames run in
+order on one thread, and sessions spread over the workers.  The heavy numpy
+work releases the GIL, so N workers use N cores.
+
+A frame's life on a worker (:class:`_FrameJob`):
+
+1. ``event.record()`` -- the worker starts reading the frame;
+2. under ``DMA_BUF_IOCTL_SYNC`` for dma-bufs, the planes are viewed in place
+   (:class:`~vmafxd.lanes.cpu_import.CpuImport`) and ``CpuScorer.push``
+   extracts every feature;
+3. ``event.complete()`` -- right after extraction, before anything else: the
+   producer may reuse the buffer now.  This is safe because no CPU twin keeps
+   a view of an input plane once ``extract`` returns (motion keeps a padded
+   *copy* of the reference luma; tests/daemon/test_lane_cpu.py checks every
+   feature by closing the mapping, which fails while any view is alive);
+4. the frames that became final (motion's one-frame lag) go back to the trio
+   thread through ``TrioToken.run_sync_soon`` and the session's sink.
+
+The scorer numbers frames densely from 0 (the assembler and motion's
+timeline require it); a frame the daemon failed before it reached the lane
+(a fence timeout) never gets a number, which is how a failed frame is left
+out of the sequence and temporal features continue from the previous scored
+frame.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from typing import Any, Mapping
+
+import trio
+
+from vmafx.protocol import ErrorCode, Fence, RemoteProtocolError
+from vmafx.transport import OwnedFd
+
+from .. import features as feature_registry
+from ..buffers import BufferLayout
+from ..reaper import HostReleaseEvent
+from ..scoring import CpuScorer
+from .cpu_import import CpuImport, import_host_buffer
+from .device import (
+    DeviceWorker, FrameSink, Job, Lane, LaneFrame, LaneServices, LaneSession, LaneSummary, SessionSpec,
+    serve_workers,
+)
+
+__all__ = ["CpuLane", "CpuLaneSession", "create_lane"]
+
+log = logging.getLogger("vmafxd.lanes.cpu")
+
+
+class CpuLane(Lane):
+    name = "cpu"
+
+    def __init__(self, workers: int, services: LaneServices):
+        if workers < 1:
+            raise ValueError("the cpu lane needs at least one worker")
+        self.services = services
+        self.workers = [DeviceWorker(i, f"vmafxd-cpu{i}") for i in range(workers)]
+        self._copies = 0
+        self._copies_lock = threading.Lock()
+        self._token: trio.lowlevel.TrioToken | None = None
+
+    # -- description --------------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        return {"lane": self.name,
+                "devices": [{"device": w.index, "name": w.name, "sessions": w.sessions} for w in self.workers]}
+
+    def features(self) -> list[str]:
+        return sorted(d.name for d in feature_registry.all_declarations() if d.cpu is not None)
+
+    @property
+    def host_copies(self) -> int:
+        return self._copies
+
+    def count_copies(self, n: int) -> None:
+        if n:
+            with self._copies_lock:
+                self._copies += n
+
+    # -- buffers and fences ----------------------------------------------------------
+
+    def import_buffer(self, layout: BufferLayout, fds: Mapping[int, OwnedFd]) -> CpuImport:
+        return import_host_buffer(layout, fds)
+
+    def check_fence(self, fence: Fence, field: str) -> None:
+        if fence.kind not in ("sync_file", "eventfd"):
+            raise RemoteProtocolError(
+                ErrorCode.E_NOTSUP, field,
+                f"the cpu lane cannot wait on a {fence.kind} fence (GPU interprocess events need the "
+                f"{'cuda' if fence.kind.startswith('cuda') else 'hip'} lane)",
+            )
+
+    # -- sessions -------------------------------------------------------------------
+
+    def open_session(self, spec: SessionSpec, sink: FrameSink) -> "CpuLaneSession":
+        if self._token is None:
+            raise RuntimeError("the cpu lane is not running")
+        if spec.device is not None:
+            if not 0 <= spec.device < len(self.workers):
+                raise RemoteProtocolError(
+                    ErrorCode.E_NOTSUP, "device",
+                    f"the cpu lane has devices 0..{len(self.workers) - 1} (its workers), not {spec.device}",
+                )
+            worker = self.workers[spec.device]
+        else:
+            worker = min(self.workers, key=lambda w: w.sessions)
+        geo = spec.geometry
+        # Builds every feature's CPU twin: a size a feature cannot take raises ValueError here.
+        scorer = CpuScorer(spec.plan, geo.width, geo.height, geo.bitdepth)
+        worker.sessions += 1
+        return CpuLaneSession(self, worker, scorer, sink, self._token)
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        self._token = trio.lowlevel.current_trio_token()
+        await serve_workers(self.workers, task_status=task_status)
+
+
+class CpuLaneSession(LaneSession):
+    """One session's scorer on one worker.  Trio-thread methods: submit, finish, abort."""
+
+    def __init__(self, lane: CpuLane, worker: DeviceWorker, scorer: CpuScorer, sink: FrameSink,
+                 token: trio.lowlevel.TrioToken):
+        self.lane = lane
+        self.worker = worker
+        self.device = worker.index
+        self.scorer = scorer
+        self.sink = sink
+        self._token = token
+        self._next_seq = 0
+        # Worker-thread state: dense sequence number -> client index, for frames not yet reported.
+        self._unreported: dict[int, int] = {}
+        self._broken: str | None = None
+        # Read by the worker (a plain bool is enough under the GIL): frames of an
+        # aborted session are dropped unread.
+        self._aborted = False
+        self._done = False
+        self._worker_released = False
+
+    # -- trio thread ------------------------------------------------------------------
+
+    def submit(self, frame: LaneFrame) -> HostReleaseEvent:
+        if self._done:
+            raise RuntimeError("submit after finish or abort")
+        event = HostReleaseEvent(self.lane.services.wake_reaper)
+        seq = self._next_seq
+        self._next_seq += 1
+        self.worker.post(_FrameJob(self, seq, frame, event))
+        return event
+
+    async def finish(self) -> LaneSummary:
+        self._done = True
+        result: list[LaneSummary] = []
+        finished = trio.Event()
+
+        def deliver(summary: LaneSummary) -> None:
+            result.append(summary)
+            finished.set()
+
+        self.worker.post(_FinishJob(self, deliver))
+        await finished.wait()
+        self._release_worker()
+        return result[0]
+
+    def abort(self) -> None:
+        if not self._aborted:
+            self._aborted = True
+            self._done = True
+            self._release_worker()
+            self.worker.post(_AbortJob(self))
+
+    def _release_worker(self) -> None:
+        if not self._worker_released:
+            self._worker_released = True
+            self.worker.sessions -= 1
+
+    def _deliver_scored(self, items: list[tuple[int, dict[str, float]]]) -> None:
+        if not self._aborted and items:
+            self.sink.frames_scored(items)
+
+    def _deliver_failed(self, index: int, code: ErrorCode, field: str, message: str) -> None:
+        if not self._aborted:
+            self.sink.frame_failed(index, code, field, message)
+
+    # -- worker thread ------------------------------------------------------------------
+
+    def _hop(self, fn, *args) -> None:
+        try:
+            self._token.run_sync_soon(fn, *args)
+        except trio.RunFinishedError:
+            pass
+
+    def _report_final(self, finals: list[tuple[int, dict[str, float]]]) -> None:
+        items = []
+        for seq, metrics in finals:
+            index = self._unreported.pop(seq, None)
+            if index is not None:
+                items.append((index, metrics))
+        if items:
+            self._hop(self._deliver_scored, items)
+
+    def _fail(self, seq: int, message: str) -> None:
+        index = self._unreported.pop(seq, None)
+        if index is not None:
+            self._hop(self._deliver_failed, index, ErrorCode.E_INTERNAL, "", message)
+
+    def _run_frame(self, seq: int, frame: LaneFrame, event: HostReleaseEvent) -> None:
+        if self._aborted:
+            event.complete()  # never read: releasing at once is safe
+            return
+        self._unreported[seq] = frame.index
+        if self._broken is not None:
+            event.complete()
+            self._fail(seq, f"the session's scorer failed earlier ({self._broken})")
+            return
+        event.record()
+        finals = None
+        try:
+            ref_imp: CpuImport = frame.ref  # type: ignore[assignment]
+            dist_imp: CpuImport = frame.dist  # type: ignore[assignment]
+            with ref_imp.reading(), dist_imp.reading():
+                self.lane.count_copies(ref_imp.copied_planes + dist_imp.copied_planes)
+                finals = self.scorer.push(seq, ref_imp.picture(), dist_imp.picture())
+        except Exception as e:  # a feature failed: this frame fails, and the scorer's state is suspect
+            log.exception("frame %d: scoring failed", frame.index)
+            self._broken = f"frame {frame.index}: {type(e).__name__}: {e}"
+        finally:
+            # Released right after extraction (R15 tests catch an early one).
+            event.complete()
+        if finals is None:
+            self._fail(seq, f"scoring failed: {self._broken}")
+        else:
+            self._report_final(finals)
+
+    def _run_finish(self, deliver) -> None:
+        summary = LaneSummary()
+        if not self._aborted:
+            try:
+                if self._broken is None:
+                    self._report_final(self.scorer.finish())
+                    summary = LaneSummary(_clean_pooled(self.scorer.pooled()), dict(self.scorer.aggregate))
+            except Exception as e:
+                log.exception("finishing a session failed")
+                self._broken = f"finish: {type(e).__name__}: {e}"
+            for seq in sorted(self._unreported):
+                self._fail(seq, f"no score: {self._broken or 'the scorer returned none'}")
+        self.scorer = None  # type: ignore[assignment]  (frees the twins' workspaces)
+        self._hop(deliver, summary)
+
+
+def _clean_pooled(pooled: dict[str, dict[str, float]]) -> dict[str, dict[str, float | None]]:
+    return {name: {k: (v if math.isfinite(v) else None) for k, v in stats.items()} for name, stats in pooled.items()}
+
+
+class _FrameJob(Job):
+    __slots__ = ("session", "seq", "frame", "event")
+
+    def __init__(self, session: CpuLaneSession, seq: int, frame: LaneFrame, event: HostReleaseEvent):
+        self.session, self.seq, self.frame, self.event = session, seq, frame, event
+
+    def run(self) -> None:
+        self.session._run_frame(self.seq, self.frame, self.event)
+
+    def drop(self) -> None:
+        self.event.complete()
+
+
+class _FinishJob(Job):
+    def __init__(self, session: CpuLaneSession, deliver):
+        self.session, self.deliver = session, deliver
+
+    def run(self) -> None:
+        self.session._run_finish(self.deliver)
+
+    def drop(self) -> None:
+        self.session._hop(self.deliver, LaneSummary())
+
+
+class _AbortJob(Job):
+    def __init__(self, session: CpuLaneSession):
+        self.session = session
+
+    def run(self) -> None:
+        self.session.scorer = None  # type: ignore[assignment]
+
+
+def create_lane(config: Any, services: LaneServices) -> CpuLane:
+    return CpuLane(int(getattr(config, "cpu_workers", 1)), services)

@@ -1,0 +1,334 @@
+"""The lane interface, and the generic device-worker shape lanes are built from.
+
+A *lane* is one kind of scoring hardware (``cpu`` today; ``cuda`` and ``hip``
+to come) with one or more *devices*.  The server knows lanes only through
+the classes below; everything lane-specific -- how memory is imported, how
+frames are batched, what a release event is -- stays behind them.
+
+Lifecycle
+---------
+``vmafxd.lanes.create_lane(name, config, services)`` builds a lane through its
+factory in ``vmafxd.lanes.LANE_FACTORIES`` (``factory(config, services)``; the
+config is :class:`vmafxd.config.Config`, the services :class:`LaneServices`),
+or raises :class:`~vmafxd.lanes.LaneUnavailable`, which the command line
+reports as ``lane cuda is not available: ...`` and exit status 2.  Frame
+indices a lane sees and reports are the producer's.  The server then runs
+``await nursery.start(lane.run)``: the lane's workers (threads owning devices,
+streams, CPU scorers) live inside that call; it calls ``task_status.started()``
+once they can take work and, when cancelled at shutdown, stops them within a
+bounded time.  :meth:`Lane.describe` feeds ``hello_reply`` and ``status``.
+
+Buffers
+-------
+``Lane.import_buffer(layout, fds) -> LaneImport`` runs in the trio thread while
+``register_buffer`` is handled.  ``layout`` is already validated against the
+declared size (:func:`vmafxd.buffers.validate_layout`); ``fds`` maps the
+packet's fd indices to :class:`~vmafx.transport.OwnedFd` objects that the
+*caller* closes right after the call -- a lane keeps what it needs by
+``dup()`` (R3) or by mapping.  The lane checks what only the memory can tell
+(kind, real size, seals, modifier, mappability) and refuses with a
+``RemoteProtocolError`` naming the field (``E_INVAL``, ``E_NOTSUP``).  It must
+not block on the device for long.  The returned :class:`LaneImport` is freed
+with ``close()`` by the reaper only, in a worker thread, once no pending
+frame references it (R4).
+
+Fences
+------
+Fd fences (``sync_file``, ``eventfd``) are waited on the host by the daemon
+before a frame reaches the lane (R2), as are a dma-buf's implicit fences when
+no fence was given (R8, through :meth:`LaneImport.implicit_fence_fds`).
+``Lane.check_fence(fence, field)`` refuses the kinds a lane cannot wait on
+(the CPU lane: ``cuda_ipc_event``/``hip_ipc_event``, ``E_NOTSUP``); the kinds
+it accepts arrive in :class:`LaneFrame` (``ref_gpu_fence``/``dist_gpu_fence``)
+for the lane to wait on its library stream.
+
+Sessions and frames
+-------------------
+``Lane.open_session(spec, sink) -> LaneSession`` (trio thread; may refuse with
+``RemoteProtocolError``, or raise ``PlanError``/``ValueError`` for a plan the
+lane cannot run at this size).  Then, per frame, in index order:
+
+``LaneSession.submit(frame) -> ReleaseEvent``
+    Hands over one frame whose acquire fences have signalled.  It must not
+    block: a lane queues the frame for its device worker, and is free to
+    batch many frames -- of one session or several -- into one launch.  It
+    returns the frame's release event (one event covers both roles), which
+    the daemon puts into the pending-release table at once.  The event need
+    not be recorded yet: a batched lane records it when it enqueues the last
+    reader of the frame (the copy/conversion that brings the planes into the
+    lane's own memory, or the last kernel that reads them in place), and the
+    table does not even query it until then (R5).  Several frames may share
+    one device event if the lane hands each a handle whose ``destroy()``
+    releases its share.  Every event handed out must eventually be recorded
+    and complete -- also for frames the lane drops after :meth:`abort`.
+
+``FrameSink.frames_scored([(index, metrics), ...])`` / ``FrameSink.frame_failed(index, code, field, message)``
+    How outcomes come back: final metrics (after temporal features and model
+    prediction), any number of frames per call, in any grouping, from the trio
+    thread (a worker thread hops with ``TrioToken.run_sync_soon``).  Every
+    submitted frame gets exactly one of the two, before :meth:`finish`
+    returns.  The daemon orders outcomes per session itself; a lane may
+    report frames of a batch in any order.
+
+``await LaneSession.finish() -> LaneSummary``
+    After the last submit: flush (a temporal feature's last frames are final
+    only now), deliver the remaining outcomes through the sink, and return
+    the pooled summary.
+
+``LaneSession.abort()``
+    The client went away: drop queued frames without reading them (completing
+    their release events all the same), free per-session state.  Sink calls
+    after ``abort`` are ignored.
+
+Release events (:class:`vmafxd.reaper.ReleaseEvent`): ``recorded``,
+``query()``, ``destroy()``, ``signals_completion``; a lane whose events can
+announce completion (a host flag, a ``cuLaunchHostFunc`` callback) calls
+``services.wake_reaper()`` -- thread-safe -- when one completes; otherwise the
+reaper polls pending events every couple of milliseconds.
+
+Host copies: :attr:`Lane.host_copies` counts reads for which the lane moved
+imported bytes through host memory that a zero-copy path would not (``status``
+reports it; R13 wants it 0 for zero-copy imports).
+
+The worker shape
+----------------
+:class:`DeviceWorker` is one thread that owns a device's context and stream
+(or, on the CPU lane, one share of the cores): jobs run in the order posted,
+and the worker takes *every* job queued when it wakes (:meth:`run_batch`), so
+a GPU worker can launch them together.  :meth:`serve` runs the thread from a
+trio task, so the thread belongs to the lane's nursery like any task.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import queue
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+import trio
+
+from vmafx.protocol import ErrorCode, Fence, RemoteProtocolError
+from vmafx.transport import OwnedFd
+
+from ..buffers import BufferLayout, Geometry
+from ..reaper import ReleaseEvent
+from ..scoring import ScoringPlan
+
+__all__ = [
+    "Lane", "LaneImport", "LaneSession", "LaneFrame", "LaneSummary", "LaneServices", "SessionSpec",
+    "FrameSink", "DeviceWorker", "Job", "serve_workers",
+]
+
+log = logging.getLogger("vmafxd.lanes")
+
+
+@dataclass(frozen=True)
+class LaneServices:
+    """What the daemon offers every lane."""
+
+    #: thread-safe: tells the reaper that a release event completed
+    wake_reaper: Callable[[], None] = lambda: None
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    plan: ScoringPlan
+    geometry: Geometry
+    #: the device the client asked for (None: the lane chooses)
+    device: int | None = None
+    name: str | None = None
+
+
+@dataclass
+class LaneFrame:
+    """One frame handed to a lane: its index and its two imports."""
+
+    index: int
+    ref: "LaneImport"
+    dist: "LaneImport"
+    #: a GPU interprocess event to wait on the library stream (GPU lanes only)
+    ref_gpu_fence: Fence | None = None
+    dist_gpu_fence: Fence | None = None
+
+
+@dataclass
+class LaneSummary:
+    #: {metric: {min, max, mean, harmonic_mean}}
+    pooled: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: whole-run metrics (apsnr ...)
+    aggregate: dict[str, float] = field(default_factory=dict)
+
+
+class FrameSink(Protocol):
+    """Where a lane reports outcomes (trio thread only)."""
+
+    def frames_scored(self, items: Sequence[tuple[int, Mapping[str, float]]]) -> None: ...
+
+    def frame_failed(self, index: int, code: ErrorCode | str, field: str, message: str) -> None: ...
+
+
+class LaneImport(abc.ABC):
+    """A buffer's memory as a lane reads it (a host mapping, a device pointer)."""
+
+    #: False when reading it moves bytes through the host that zero-copy would not
+    zero_copy: bool = True
+
+    def implicit_fence_fds(self) -> Sequence[int]:
+        """dma-buf fds whose implicit write fences gate a fence-less frame (R8); none for memfds."""
+        return ()
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Free the import (idempotent).  Called by the reaper only, in a worker thread (R4)."""
+
+
+class LaneSession(abc.ABC):
+    #: the device (index) the session runs on
+    device: int | None = None
+
+    @abc.abstractmethod
+    def submit(self, frame: LaneFrame) -> ReleaseEvent: ...
+
+    @abc.abstractmethod
+    async def finish(self) -> LaneSummary: ...
+
+    @abc.abstractmethod
+    def abort(self) -> None: ...
+
+
+class Lane(abc.ABC):
+    name: str = ""
+
+    @abc.abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """``{"lane": name, "devices": [{"device": i, "name": ...}, ...]}``"""
+
+    @property
+    def host_copies(self) -> int:
+        return 0
+
+    def features(self) -> list[str]:
+        """Names of the features this lane can score."""
+        return []
+
+    @abc.abstractmethod
+    def import_buffer(self, layout: BufferLayout, fds: Mapping[int, OwnedFd]) -> LaneImport: ...
+
+    def check_fence(self, fence: Fence, field: str) -> None:
+        """Refuse fence kinds this lane cannot wait on (fd fences are the daemon's, R2)."""
+        if fence.kind not in ("sync_file", "eventfd"):
+            raise RemoteProtocolError(
+                ErrorCode.E_NOTSUP, field, f"the {self.name} lane cannot wait on a {fence.kind} fence",
+            )
+
+    @abc.abstractmethod
+    def open_session(self, spec: SessionSpec, sink: FrameSink) -> LaneSession: ...
+
+    @abc.abstractmethod
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None: ...
+
+
+class Job(abc.ABC):
+    """A unit of work for a :class:`DeviceWorker`."""
+
+    @abc.abstractmethod
+    def run(self) -> None:
+        """Do it (worker thread)."""
+
+    def drop(self) -> None:
+        """The worker stopped before running it: complete what must complete (release events)."""
+
+
+_STOP = object()
+
+
+class DeviceWorker:
+    """One thread that runs jobs in the order they were posted."""
+
+    def __init__(self, index: int, name: str):
+        self.index = index
+        self.name = name
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._stopping = threading.Event()
+        #: sessions assigned to this worker (trio thread bookkeeping)
+        self.sessions = 0
+
+    def post(self, job: Job) -> None:
+        """Thread-safe; jobs posted after :meth:`stop` are dropped."""
+        self._queue.put(job)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._queue.put(_STOP)
+
+    # -- thread side ----------------------------------------------------------
+
+    def setup(self) -> None:
+        """Per-thread initialisation (a GPU worker makes its context current here)."""
+
+    def teardown(self) -> None:
+        """Per-thread cleanup."""
+
+    def run_batch(self, jobs: list[Job]) -> None:
+        """Run every job taken in one wake-up.  A GPU worker batches them into launches."""
+        for job in jobs:
+            if self._stopping.is_set():
+                job.drop()
+                continue
+            try:
+                job.run()
+            except Exception:
+                log.exception("%s: a job failed", self.name)
+
+    def run_forever(self) -> None:
+        self.setup()
+        try:
+            while True:
+                jobs = [self._queue.get()]
+                while True:
+                    try:
+                        jobs.append(self._queue.get_nowait())
+                    except queue.Empty:
+                        break
+                stop = any(j is _STOP for j in jobs)
+                self.run_batch([j for j in jobs if j is not _STOP])
+                if stop:
+                    break
+            # Whatever was posted after the stop still gets its drop().
+            while True:
+                try:
+                    job = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if job is not _STOP:
+                    job.drop()
+        finally:
+            self.teardown()
+
+    async def serve(self, limiter: trio.CapacityLimiter) -> None:
+        """Run the thread as a trio task (so it belongs to the lane's nursery).
+
+        ``to_thread.run_sync`` does not abandon the thread when cancelled, so
+        the owner must call :meth:`stop` when it is cancelled (see
+        :func:`serve_workers`); the task then returns once the thread has
+        finished its current job and dropped the rest -- shutdown is bounded
+        by one job.
+        """
+        await trio.to_thread.run_sync(self.run_forever, limiter=limiter, thread_name=self.name)
+
+
+async def serve_workers(workers: Sequence[DeviceWorker], *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Run ``workers`` until cancelled, then stop them (bounded by one job each)."""
+    limiter = trio.CapacityLimiter(max(1, len(workers)))
+    async with trio.open_nursery() as nursery:
+        for w in workers:
+            nursery.start_soon(w.serve, limiter)
+        task_status.started()
+        try:
+            await trio.sleep_forever()
+        finally:
+            for w in workers:
+                w.stop()

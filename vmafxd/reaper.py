@@ -1,0 +1,292 @@
+"""The pending-release table and the task that drains it.
+
+Why a table at all
+------------------
+A producer may write a buffer again once the daemon says ``released``.  The
+daemon may say so only when the last reader of the frame has finished --
+on a GPU lane that is a point on the device's library stream, known only
+through an *event* recorded there after the last kernel or copy that reads
+the frame; on the CPU lane it is the moment the worker thread returns from
+extracting the frame.  Neither is a point the request handler can wait for,
+so every frame puts one :class:`PendingRelease` into :class:`PendingReleases`
+and the :class:`ReleaseReaper` task completes entries as their events
+complete: it sends the ``released`` messages and drops the frame's
+references on its imports.
+
+Imports are freed here too, never in the scoring path (R4: freeing a
+mapping synchronised the whole device for 200 ms in the research note).
+When an import's last reference goes (its buffer was unregistered, or its
+client went away, and no pending frame still reads it) it is queued with
+:meth:`ReleaseReaper.free_later`; the reaper closes it in a worker thread so
+even a slow device free never stalls the trio loop.
+
+R5: an event that was never recorded stays pending
+--------------------------------------------------
+``hipEventQuery`` -- and ``cuEventQuery``, measured on the H200 -- report
+success for an event that was never recorded.  A lane that hands out its
+release event before the batch reading the frame is launched would see the
+frame "released" at once.  So :meth:`PendingReleases.take_completed` does not
+even *ask* an event that is not ``recorded``.
+
+The event protocol
+------------------
+:class:`ReleaseEvent` is all the table knows, so GPU lanes put their device
+events in unchanged: ``recorded`` (set when the lane has enqueued the record
+after the last reader), ``query()`` (non-blocking: has it completed?),
+``destroy()`` (called exactly once, after completion) and
+``signals_completion`` (True when whoever completes the event calls
+:meth:`ReleaseReaper.wake_threadsafe`, as the CPU lane's
+:class:`HostReleaseEvent` does; events without it are polled every
+``poll_interval`` seconds while any is pending).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, runtime_checkable
+
+import trio
+
+__all__ = ["ReleaseEvent", "HostReleaseEvent", "PendingRelease", "PendingReleases", "ReleaseReaper"]
+
+log = logging.getLogger("vmafxd.reaper")
+
+
+@runtime_checkable
+class ReleaseEvent(Protocol):
+    """A point after the last reader of a frame (a device event, or a host flag)."""
+
+    #: True when whoever completes the event calls ReleaseReaper.wake_threadsafe()
+    signals_completion: bool
+
+    @property
+    def recorded(self) -> bool: ...
+
+    def query(self) -> bool: ...
+
+    def destroy(self) -> None: ...
+
+
+class HostReleaseEvent:
+    """The CPU lane's release event: a flag the worker thread sets.
+
+    ``record()`` when the worker starts reading the frame, ``complete()`` when
+    it has finished reading it.  Both may be called from any thread;
+    ``complete`` then calls ``notify`` (the reaper's thread-safe wake-up), so
+    the reaper does not need to poll host events.
+    """
+
+    __slots__ = ("_recorded", "_done", "_notify")
+    signals_completion = True
+
+    def __init__(self, notify: Callable[[], None] | None = None):
+        self._recorded = False
+        self._done = threading.Event()
+        self._notify = notify
+
+    @classmethod
+    def completed(cls) -> "HostReleaseEvent":
+        """An event that is already recorded and complete (a frame nobody will read)."""
+        ev = cls()
+        ev._recorded = True
+        ev._done.set()
+        return ev
+
+    @property
+    def recorded(self) -> bool:
+        return self._recorded
+
+    def record(self) -> None:
+        self._recorded = True
+
+    def complete(self) -> None:
+        # Recorded first: a completed event must never look unrecorded (R5).
+        self._recorded = True
+        self._done.set()
+        if self._notify is not None:
+            self._notify()
+
+    def query(self) -> bool:
+        return self._done.is_set()
+
+    def destroy(self) -> None:
+        self._notify = None
+
+
+@dataclass(eq=False)
+class PendingRelease:
+    """One frame's release: its event and what to do once the event completes."""
+
+    event: ReleaseEvent
+    #: runs once, in the trio thread, after the event completed (sends ``released``, drops references)
+    on_complete: Callable[[], None]
+    label: str = ""
+
+
+class PendingReleases:
+    """The table of frames whose release events have not completed yet."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, PendingRelease] = {}
+        self._wake: Callable[[], None] = lambda: None
+
+    def bind(self, wake: Callable[[], None]) -> None:
+        """The reaper's wake-up (trio thread), called whenever an entry is added."""
+        self._wake = wake
+
+    def add(self, event: ReleaseEvent, on_complete: Callable[[], None], label: str = "") -> PendingRelease:
+        entry = PendingRelease(event, on_complete, label)
+        self._entries[id(entry)] = entry
+        self._wake()
+        return entry
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def needs_polling(self) -> bool:
+        """True when some pending event will not announce its completion."""
+        return any(not e.event.signals_completion for e in self._entries.values())
+
+    def take_completed(self) -> list[PendingRelease]:
+        """Remove and return the entries whose events completed; each event is destroyed once."""
+        done = []
+        for key, entry in list(self._entries.items()):
+            ev = entry.event
+            # R5: a never-recorded event is not queried -- HIP and CUDA both
+            # answer "complete" for it.
+            if not ev.recorded:
+                continue
+            try:
+                complete = ev.query()
+            except Exception:
+                log.exception("release event %s: query failed; keeping it pending", entry.label)
+                continue
+            if complete:
+                del self._entries[key]
+                try:
+                    ev.destroy()
+                except Exception:
+                    log.exception("release event %s: destroy failed", entry.label)
+                done.append(entry)
+        return done
+
+
+@dataclass(eq=False)
+class _Free:
+    closeable: Any
+    then: Callable[[], None] | None = field(default=None)
+
+
+class ReleaseReaper:
+    """The task that completes pending releases and frees imports (R4, R5).
+
+    It parks while the table is empty and nothing is to be freed, wakes when
+    an entry is added or a host event completes, and polls every
+    ``poll_interval`` seconds while an event that does not announce its
+    completion (a device event) is pending.
+    """
+
+    def __init__(self, table: PendingReleases, *, poll_interval: float = 0.002):
+        self.table = table
+        self.poll_interval = poll_interval
+        self._frees: list[_Free] = []
+        self._wakeup = trio.Event()
+        self._token: trio.lowlevel.TrioToken | None = None
+        self.completed = 0
+        self.freed = 0
+        table.bind(self.wake)
+
+    # -- wake-ups ---------------------------------------------------------------
+
+    def wake(self) -> None:
+        """Trio thread only."""
+        self._wakeup.set()
+
+    def wake_threadsafe(self) -> None:
+        """From any thread (a lane's worker).  A no-op once the daemon's trio run has ended."""
+        token = self._token
+        if token is None:
+            return
+        try:
+            token.run_sync_soon(self.wake)
+        except trio.RunFinishedError:
+            pass
+
+    def free_later(self, closeable: Any, then: Callable[[], None] | None = None) -> None:
+        """Close ``closeable`` (``.close()``) off the scoring path, then call ``then`` in the trio thread."""
+        self._frees.append(_Free(closeable, then))
+        self.wake()
+
+    # -- the task ---------------------------------------------------------------
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        self._token = trio.lowlevel.current_trio_token()
+        task_status.started()
+        try:
+            while True:
+                await self._wait()
+                await self.reap_once()
+        finally:
+            # Cancelled at shutdown: imports already handed to us are still
+            # closed (synchronously: nothing is scoring any more).
+            batch, self._frees = self._frees, []
+            _close_all(batch)
+            self._token = None
+
+    async def _wait(self) -> None:
+        if self._wakeup.is_set():
+            self._wakeup = trio.Event()
+            return
+        if len(self.table) and self.table.needs_polling():
+            with trio.move_on_after(self.poll_interval):
+                await self._wakeup.wait()
+        else:
+            await self._wakeup.wait()
+        self._wakeup = trio.Event()
+
+    async def reap_once(self) -> None:
+        """Complete what has completed, then run the frees that became due."""
+        for entry in self.table.take_completed():
+            self.completed += 1
+            try:
+                entry.on_complete()
+            except Exception:
+                log.exception("completing release %s failed", entry.label)
+        if self._frees:
+            batch, self._frees = self._frees, []
+            # Shielded: an import handed to us must be closed even if we are
+            # being cancelled, or its mapping and fds would leak.  Bounded by
+            # the closes themselves (munmap/close; a device free on GPU lanes).
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(_close_all, batch)
+            self.freed += len(batch)
+            for item in batch:
+                if item.then is not None:
+                    try:
+                        item.then()
+                    except Exception:
+                        log.exception("after-free callback failed")
+
+    async def drain(self, timeout: float) -> bool:
+        """Reap until the table is empty and nothing is left to free, or ``timeout`` passes.
+
+        Used at shutdown, after the clients are gone.  Returns True when empty.
+        """
+        with trio.move_on_after(timeout):
+            while len(self.table) or self._frees:
+                await self.reap_once()
+                if len(self.table):
+                    with trio.move_on_after(self.poll_interval):
+                        await self._wakeup.wait()
+                    self._wakeup = trio.Event()
+        return not len(self.table) and not self._frees
+
+
+def _close_all(batch: list[_Free]) -> None:
+    for item in batch:
+        try:
+            item.closeable.close()
+        except Exception:
+            log.exception("freeing %r failed", item.closeable)

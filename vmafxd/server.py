@@ -1,0 +1,207 @@
+"""The server: the listening socket, the clients, the shared tables, and shutdown.
+
+Task tree (every task in a nursery)::
+
+    Server.serve
+    ├── services nursery
+    │   ├── ReleaseReaper.run          the pending-release table's reaper (R4, R5)
+    │   └── Lane.run                   the lane's device workers (threads run from tasks)
+    └── clients nursery
+        ├── Server._accept_loop        accepts connections, one ClientHandler each
+        └── ClientHandler.run × N      one per client
+            ├── OutgoingQueue.run      the client's sender
+            └── Session.run × M        per session: fence waits, hand-over, close
+
+What the server owns and shares with every client: the lane, the
+:class:`~vmafxd.reaper.PendingReleases` table and its reaper, the limits and
+the counters ``status`` reports.
+
+Shutdown (:meth:`Server.request_stop`, on SIGTERM/SIGINT): stop accepting
+and close the listener; tell every client to stop reading requests and to
+close its sessions, so in-flight frames finish and every session sends its
+``session_closed``; frames still unanswered at the deadline
+(``shutdown_timeout_s``) get ``E_SHUTDOWN`` frame_errors; every client gets
+``goodbye`` and is closed; the reaper drains what the workers release
+(bounded); then the lane's workers stop (bounded by one job each).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import time
+from typing import Any
+
+import trio
+
+from vmafx.protocol import Error, ErrorCode, FrameError, Limits, Message, PROTOCOL_VERSION, Result
+from vmafx.protocol.messages import encode
+from vmafx.transport import TrioPacketChannel
+
+from . import __version__
+from .client_handler import ClientHandler
+from .config import Config
+from .lanes.device import Lane
+from .reaper import PendingReleases, ReleaseReaper
+from .session import Session
+
+__all__ = ["Server"]
+
+log = logging.getLogger("vmafxd.server")
+
+#: accept() errors that mean "out of resources for now", not "the listener is broken"
+_TRANSIENT_ACCEPT_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.ECONNABORTED,
+                            errno.EPROTO, errno.EINTR}
+
+
+class Server:
+    def __init__(self, config: Config, lane: Lane, listener: trio.socket.SocketType,
+                 pending: PendingReleases, reaper: ReleaseReaper):
+        self.config = config
+        self.limits: Limits = config.limits
+        self.lane = lane
+        self.listener = listener
+        self.pending = pending
+        self.reaper = reaper
+        self.server_name = f"vmafxd {__version__} ({lane.name} lane)"
+        self.clients: dict[int, ClientHandler] = {}
+        self._next_client = 1
+        self._next_session = 1
+        self.frames_scored = 0
+        self.frames_failed = 0
+        self.started = time.monotonic()
+        self._stop = trio.Event()
+        #: set when clients or sessions come or go (the sd_notify STATUS loop waits on it)
+        self.changed = trio.Event()
+        self._accept_scope = trio.CancelScope()
+        self._clients_nursery: trio.Nursery | None = None
+        self.stopping = False
+
+    # ------------------------------------------------------------------ tasks
+
+    async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as services:
+            await services.start(self.reaper.run)
+            await services.start(self.lane.run)
+            async with trio.open_nursery() as clients:
+                self._clients_nursery = clients
+                clients.start_soon(self._accept_loop)
+                task_status.started()
+                await self._stop.wait()
+                await self._shut_down(clients)
+            # Clients are gone; let the reaper complete what the workers still
+            # release and free the imports (bounded), then stop everything.
+            with trio.move_on_after(2.0):
+                while len(self.pending):
+                    await trio.sleep(0.01)
+                await trio.sleep(0)  # let the reaper run frees queued by the last completions
+            services.cancel_scope.cancel()
+        log.info("stopped: %d frames scored, %d failed", self.frames_scored, self.frames_failed)
+
+    def request_stop(self) -> None:
+        """Begin a graceful shutdown (idempotent)."""
+        self._stop.set()
+
+    async def _shut_down(self, clients: trio.Nursery) -> None:
+        self.stopping = True
+        self._accept_scope.cancel()
+        deadline = trio.current_time() + self.config.shutdown_timeout_s
+        log.info("shutting down: %d clients, %d sessions; in-flight frames have %.1f s",
+                 len(self.clients), len(self.all_sessions()), self.config.shutdown_timeout_s)
+        for handler in list(self.clients.values()):
+            handler.begin_shutdown(deadline)
+        # Backstop: each handler honours the deadline and flushes for at most
+        # a second; nothing in the clients' nursery outlives this.
+        clients.cancel_scope.deadline = deadline + 3.0
+
+    async def _accept_loop(self) -> None:
+        with self._accept_scope:
+            while True:
+                try:
+                    sock, _ = await self.listener.accept()
+                except OSError as e:
+                    if e.errno in _TRANSIENT_ACCEPT_ERRNOS:
+                        log.warning("accept failed (%s); retrying", e.strerror)
+                        await trio.sleep(0.1)
+                        continue
+                    raise
+                if len(self.clients) >= self.limits.max_clients:
+                    assert self._clients_nursery is not None
+                    self._clients_nursery.start_soon(self._refuse, sock)
+                    continue
+                channel = TrioPacketChannel(sock, max_bytes=self.limits.max_message_bytes,
+                                            max_fds=self.limits.max_fds_per_message)
+                handler = ClientHandler(self, channel, self._next_client)
+                self._next_client += 1
+                self.clients[handler.id] = handler
+                self.changed.set()
+                assert self._clients_nursery is not None
+                self._clients_nursery.start_soon(handler.run)
+        self.listener.close()
+
+    async def _refuse(self, sock) -> None:
+        with sock:
+            data, _ = encode(Error(code=ErrorCode.E_NOMEM.value, field="",
+                                   message=f"the daemon serves {self.limits.max_clients} clients (max_clients)"))
+            with trio.move_on_after(1.0):
+                try:
+                    await sock.send(data)
+                except OSError:
+                    pass
+
+    # ------------------------------------------------------------------ from clients
+
+    def next_session_id(self) -> int:
+        sid = self._next_session
+        self._next_session = (self._next_session + 1) & 0xFFFFFFFF or 1
+        return sid
+
+    def client_gone(self, handler: ClientHandler) -> None:
+        self.clients.pop(handler.id, None)
+        self.changed.set()
+
+    def session_opened(self, session: Session) -> None:
+        log.debug("session %d opened (%s)", session.id, session.client_name)
+        self.changed.set()
+
+    def session_closed(self, session: Session) -> None:
+        log.debug("session %d closed: %d scored, %d failed", session.id, session.scored, session.failed)
+        self.changed.set()
+
+    def outcome_sent(self, msg: Message) -> None:
+        if isinstance(msg, Result):
+            self.frames_scored += 1
+        elif isinstance(msg, FrameError):
+            self.frames_failed += 1
+
+    # ------------------------------------------------------------------ status
+
+    def all_sessions(self) -> list[Session]:
+        return [s for h in self.clients.values() for s in h.sessions.values()]
+
+    def status(self) -> dict[str, Any]:
+        sessions = self.all_sessions()
+        return {
+            "version": __version__,
+            "protocol": PROTOCOL_VERSION,
+            "server": self.server_name,
+            "lanes": [self.lane.describe()],
+            "clients": len(self.clients),
+            "sessions": len(sessions),
+            "buffers": sum(len(h.buffers) for h in self.clients.values()),
+            "frames_scored": self.frames_scored,
+            "frames_failed": self.frames_failed,
+            "frames_in_flight": sum(h.in_flight for h in self.clients.values()),
+            "pending_releases": len(self.pending),
+            "host_copies": self.lane.host_copies,
+            "uptime_s": round(time.monotonic() - self.started, 3),
+            "stopping": self.stopping,
+        }
+
+    def status_line(self) -> str:
+        """For sd_notify STATUS=."""
+        return (f"serving {len(self.clients)} clients, {len(self.all_sessions())} sessions, "
+                f"{self.frames_scored} frames scored")
+
+    def session_rows(self) -> list[dict[str, Any]]:
+        return [s.row() for s in self.all_sessions()]
