@@ -24,7 +24,7 @@ import weakref
 from dataclasses import dataclass
 
 __all__ = [
-    "OwnedFd", "Packet", "TransportClosed", "recv_packet_blocking", "send_packet_blocking",
+    "OwnedFd", "Packet", "TransportClosed", "ConnectionReset", "recv_packet_blocking", "send_packet_blocking",
     "TrioPacketChannel", "BlockingPacketChannel", "ancillary_size", "open_fd_count",
 ]
 
@@ -33,6 +33,16 @@ _FD_SIZE = array.array("i").itemsize
 
 class TransportClosed(Exception):
     """The peer closed the connection, or the kernel broke it."""
+
+
+class ConnectionReset(TransportClosed):
+    """ECONNRESET: the peer closed with packets of ours unread.
+
+    On AF_UNIX the kernel reports this error *once*, before the packets the
+    peer sent us and that are still queued (a goodbye, say); reading on
+    returns them, then end-of-file.  A reader that wants the peer's last
+    words keeps reading after this one.
+    """
 
 
 def _close_quietly(fd: int) -> None:
@@ -130,7 +140,9 @@ def _ancillary(fds) -> list:
 def recv_packet_blocking(sock: socket.socket, max_bytes: int, max_fds: int) -> Packet:
     try:
         data, anc, flags, _ = sock.recvmsg(max_bytes, ancillary_size(max_fds), socket.MSG_CMSG_CLOEXEC)
-    except (ConnectionResetError, BrokenPipeError) as e:
+    except ConnectionResetError as e:
+        raise ConnectionReset(str(e)) from None
+    except BrokenPipeError as e:
         raise TransportClosed(str(e)) from None
     pkt = _unpack(data, anc, flags)
     if not data and not pkt.fds and not pkt.truncated:
@@ -165,6 +177,19 @@ class BlockingPacketChannel:
 
     def send(self, data: bytes, fds=()) -> None:
         send_packet_blocking(self.sock, data, fds)
+
+    def try_send(self, data: bytes, fds=()) -> bool:
+        """Send without blocking; False when the socket's send buffer is full (nothing was sent).
+
+        A blocking client that must keep reading while it waits to send (so that
+        neither side can block the other with full buffers) polls with this.
+        """
+        self.sock.settimeout(0.0)
+        try:
+            send_packet_blocking(self.sock, data, fds)
+        except BlockingIOError:
+            return False
+        return True
 
     def receive(self, timeout: float | None = None) -> Packet:
         self.sock.settimeout(timeout)
@@ -205,7 +230,9 @@ class TrioPacketChannel:
             data, anc, flags, _ = await self.sock.recvmsg(
                 self.max_bytes, ancillary_size(self.max_fds), socket.MSG_CMSG_CLOEXEC
             )
-        except (ConnectionResetError, BrokenPipeError) as e:
+        except ConnectionResetError as e:
+            raise ConnectionReset(str(e)) from None
+        except BrokenPipeError as e:
             raise TransportClosed(str(e)) from None
         pkt = _unpack(data, anc, flags)
         if not data and not pkt.fds and not pkt.truncated:

@@ -1,0 +1,147 @@
+"""The exceptions a producer sees from the client library, typed by cause.
+
+Three families, so a caller can tell whose fault a failure is:
+
+* :class:`DaemonError` and its subclasses: the daemon refused a request or
+  failed a frame.  One subclass per wire code (``E_INVAL`` is
+  :class:`InvalidArgument`, ``E_TIMEOUT`` is :class:`FenceTimeout`, ...);
+  each carries the :class:`~vmafx.protocol.ErrorCode`, the offending
+  ``field`` (``planes[1].pitch``, ``ref_fence``) and the daemon's message.
+* :class:`ConnectionClosed`: the connection is gone (the daemon said
+  goodbye, stopped, or the socket broke).  :class:`ProtocolViolation` is the
+  loud variant: the daemon broke one of the protocol's promises (an outcome
+  twice, a release of a buffer the frame did not reference, results out of
+  order), so nothing it says can be trusted any more.
+* :class:`LayoutError`: a frame buffer or plane the *caller* built is wrong
+  (the library refuses it before anything is sent).  Requests that fail
+  the protocol's own validation raise the protocol's
+  :class:`~vmafx.protocol.LocalProtocolError`, which names the field too.
+"""
+
+from __future__ import annotations
+
+from .protocol.errors import ErrorCode
+
+__all__ = [
+    "VmafxError", "DaemonError", "InvalidArgument", "NotSupported", "Busy", "FenceTimeout",
+    "LimitReached", "NotFound", "InvalidState", "ProtocolRefused", "ShuttingDown", "DaemonInternalError",
+    "ConnectionClosed", "DaemonUnavailable", "ProtocolViolation", "LayoutError", "daemon_error",
+]
+
+
+class VmafxError(Exception):
+    """Base of the library's errors: a code, the offending field and a message."""
+
+    def __init__(self, code: ErrorCode | str, field: str, message: str):
+        self.code = ErrorCode(code)
+        self.field = field
+        self.message = message
+        text = f"{self.code.value}: {field}: {message}" if field else f"{self.code.value}: {message}"
+        super().__init__(text)
+
+
+class DaemonError(VmafxError):
+    """The daemon refused a request (``error``) or failed a frame (``frame_error``).
+
+    For a frame's error, ``session`` and ``index`` say which frame.
+    """
+
+    def __init__(self, code, field, message, *, session: int | None = None, index: int | None = None):
+        super().__init__(code, field, message)
+        self.session = session
+        self.index = index
+
+
+class InvalidArgument(DaemonError):
+    """E_INVAL: a value is out of range or inconsistent."""
+
+
+class NotSupported(DaemonError):
+    """E_NOTSUP: valid, but not possible on this daemon, lane or runtime."""
+
+
+class Busy(DaemonError):
+    """E_BUSY: try again."""
+
+
+class FenceTimeout(DaemonError):
+    """E_TIMEOUT: a bounded fence wait ran out (``field`` is ``ref_fence`` or ``dist_fence``)."""
+
+
+class LimitReached(DaemonError):
+    """E_NOMEM: a limit (buffers, sessions, frames in flight) or memory ran out."""
+
+
+class NotFound(DaemonError):
+    """E_NOENT: an unknown session or buffer id."""
+
+
+class InvalidState(DaemonError):
+    """E_STATE: not allowed now (index not increasing, session closing, ...)."""
+
+
+class ProtocolRefused(DaemonError):
+    """E_PROTO: the daemon says *we* broke the protocol; it closes the connection."""
+
+
+class ShuttingDown(DaemonError):
+    """E_SHUTDOWN: the daemon is stopping."""
+
+
+class DaemonInternalError(DaemonError):
+    """E_INTERNAL: a bug in the daemon."""
+
+
+_BY_CODE: dict[ErrorCode, type[DaemonError]] = {
+    ErrorCode.E_INVAL: InvalidArgument,
+    ErrorCode.E_NOTSUP: NotSupported,
+    ErrorCode.E_BUSY: Busy,
+    ErrorCode.E_TIMEOUT: FenceTimeout,
+    ErrorCode.E_NOMEM: LimitReached,
+    ErrorCode.E_NOENT: NotFound,
+    ErrorCode.E_STATE: InvalidState,
+    ErrorCode.E_PROTO: ProtocolRefused,
+    ErrorCode.E_SHUTDOWN: ShuttingDown,
+    ErrorCode.E_INTERNAL: DaemonInternalError,
+}
+
+
+def daemon_error(code: ErrorCode | str, field: str, message: str, *, session: int | None = None,
+                 index: int | None = None) -> DaemonError:
+    """The typed exception for a wire error code."""
+    code = ErrorCode(code)
+    return _BY_CODE[code](code, field, message, session=session, index=index)
+
+
+class ConnectionClosed(VmafxError):
+    """The connection to the daemon is gone; ``reason`` says why when the daemon said so."""
+
+    def __init__(self, message: str, *, code: ErrorCode | str = ErrorCode.E_SHUTDOWN, field: str = "connection"):
+        super().__init__(code, field, message)
+
+    @property
+    def reason(self) -> str:
+        return self.message
+
+
+class DaemonUnavailable(ConnectionClosed):
+    """No daemon answers at ``path`` (no socket, connection refused, permission denied)."""
+
+    def __init__(self, path: str, error: OSError):
+        self.path = path
+        self.errno = error.errno
+        super().__init__(f"cannot connect to {path}: {error.strerror or error}", code=ErrorCode.E_NOENT, field="path")
+
+
+class ProtocolViolation(ConnectionClosed):
+    """The daemon broke the protocol (a promise of docs/protocol.md); the connection is dropped."""
+
+    def __init__(self, code: ErrorCode | str, field: str, message: str):
+        super().__init__(message, code=code, field=field)
+
+
+class LayoutError(VmafxError, ValueError):
+    """A buffer, plane or fence the caller built is wrong; ``field`` names the part."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(ErrorCode.E_INVAL, field, message)

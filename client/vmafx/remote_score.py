@@ -1,0 +1,144 @@
+"""Scoring a pair of video files through a daemon: what ``vmafxctl score`` does by default.
+
+The files are read frame by frame into a small pool of reusable memfd buffer
+pairs, each registered once.  Frame *i* goes into pair ``i % pool``, but only
+after the daemon has ``released`` every earlier frame that used that pair --
+the producer's rule of the protocol, and what keeps the scores right while
+several frames are in flight.  A consumer task collects the results in index
+order while the producer submits; ``session_closed`` brings the pooled
+summary.  Reading (and xz decoding) runs in a worker thread, so the receive
+task keeps draining results while the next frame is read.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import trio
+
+from .client import Client
+from .exceptions import LayoutError
+from .frames import FrameBuffer, memfd_buffer
+from .io.video import VideoInfo, open_video
+from .tracking import FrameResult
+
+__all__ = ["RemoteReport", "score_through_daemon", "pool_size_for", "DEFAULT_MODEL"]
+
+DEFAULT_MODEL = "version=vmaf_v0.6.1"
+
+
+@dataclass
+class RemoteReport:
+    """The same shape as vmafxd.offline.Report, plus the frames that failed."""
+
+    frames: list[tuple[int, dict[str, float | None]]]
+    pooled: dict[str, dict[str, float | None]]
+    aggregate: dict = field(default_factory=dict)
+    width: int = 0
+    height: int = 0
+    fps: float | None = None
+    models: list[str] = field(default_factory=list)
+    failed: list[FrameResult] = field(default_factory=list)
+    lane: str = ""
+    zero_copy: bool = True
+
+
+def check_pair(ref: VideoInfo, dist: VideoInfo) -> None:
+    """The reference and distorted files must have one geometry (a session has one)."""
+    for attr in ("width", "height", "bitdepth", "pixel_format"):
+        a, b = getattr(ref, attr), getattr(dist, attr)
+        if a != b:
+            show = (lambda v: getattr(v, "value", v))
+            raise LayoutError(f"distorted.{attr}", f"{show(b)} differs from the reference's {show(a)}")
+
+
+def pool_size_for(frame_bytes: int, in_flight_limit: int, budget: int = 256 << 20) -> int:
+    """Buffer pairs to keep: enough to have a few frames in flight, within a memory budget."""
+    by_memory = max(2, budget // max(1, 2 * frame_bytes))
+    return max(2, min(8, in_flight_limit, by_memory))
+
+
+async def score_through_daemon(
+    socket_path: str,
+    reference: str,
+    distorted: str,
+    *,
+    models: Sequence[str] = (),
+    features: Sequence[str] = (),
+    lane: str = "auto",
+    width: int | None = None,
+    height: int | None = None,
+    pixel_format: str | None = None,
+    bitdepth: int | None = None,
+    max_frames: int | None = None,
+    pool: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> RemoteReport:
+    geo = dict(width=width, height=height, pixel_format=pixel_format, bitdepth=bitdepth)
+    # vmafxctl's default model, also when only extra features are asked for (the protocol's
+    # own default, "no models and no features means vmaf_v0.6.1", would drop it then).
+    models = list(models) or [DEFAULT_MODEL]
+    with open_video(reference, **geo) as rr, open_video(distorted, **geo) as dr:
+        check_pair(rr.info, dr.info)
+        info = rr.info
+        async with await Client.connect(socket_path, name="vmafxctl") as client:
+            session = await client.open_session(
+                width=info.width, height=info.height, pixel_format=info.pixel_format.value,
+                bitdepth=info.bitdepth, models=models, features=features, lane=lane)
+            npairs = pool or pool_size_for(info.frame_size, client.limits.max_frames_in_flight)
+            buffers: list[FrameBuffer] = []
+            try:
+                pairs = []
+                for _ in range(npairs):
+                    pair = []
+                    for _role in ("ref", "dist"):
+                        buf = memfd_buffer(info.width, info.height, info.pixel_format, info.bitdepth)
+                        buffers.append(buf)
+                        pair.append(await client.register_buffer(buf))
+                    pairs.append(tuple(pair))
+                report = RemoteReport([], {}, width=info.width, height=info.height,
+                                      models=list(session.models), lane=session.lane,
+                                      zero_copy=all(h.zero_copy for p in pairs for h in p))
+
+                async def collect() -> None:
+                    async for r in session.results():
+                        if r.ok:
+                            report.frames.append((r.index, r.metrics))
+                        else:
+                            report.failed.append(r)
+                        if progress:
+                            progress(len(report.frames) + len(report.failed))
+
+                def read_pair():
+                    return rr.read_frame(), dr.read_frame()
+
+                t0 = time.perf_counter()
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(collect)
+                    n = 0
+                    while max_frames is None or n < max_frames:
+                        a, b = await trio.to_thread.run_sync(read_pair)
+                        if a is None or b is None:
+                            break
+                        ref_h, dist_h = pairs[n % npairs]
+                        # The producer's rule: rewrite a buffer only once the daemon released it.
+                        await ref_h.wait_released()
+                        await dist_h.wait_released()
+                        ref_h.buffer.write_frame(a)
+                        dist_h.buffer.write_frame(b)
+                        await session.submit(n, ref_h, dist_h)
+                        n += 1
+                    summary = await session.close()
+                elapsed = time.perf_counter() - t0
+                report.pooled = summary.pooled
+                report.aggregate = summary.aggregate
+                report.fps = summary.frames / elapsed if elapsed > 0 and summary.frames else None
+                for ref_h, dist_h in pairs:
+                    await client.unregister_buffer(ref_h)
+                    await client.unregister_buffer(dist_h)
+                return report
+            finally:
+                for buf in buffers:
+                    buf.close()

@@ -1,0 +1,458 @@
+"""What a client knows about its requests, sessions and buffers -- sans I/O.
+
+:class:`ClientTracker` sits on top of the protocol's
+:class:`~vmafx.protocol.ClientConnection` (sequence numbers, pending
+requests, the frame ledger) and adds what a *library* needs: which reply
+answers which waiting call, the ordered queue of each session's outcomes,
+each registered buffer's outstanding references, and the client-wide count
+of frames in flight that bounds ``submit``.  It turns the things a caller
+does into packets and the packets the daemon sends into state changes; it
+never touches a socket.  The async :class:`vmafx.client.Client` and the
+:class:`vmafx.blocking.BlockingClient` are thin I/O shells around it, so
+both behave the same and both are checked the same.
+
+On top of the ledger's two promises it checks a third and a fourth: outcomes
+of a session arrive in submission order, and a ``released`` names the very
+buffer the frame referenced in that role.  A daemon that breaks any of them
+raises :class:`~vmafx.protocol.RemoteProtocolError`; the shells then drop
+the connection and every waiter sees :class:`~vmafx.exceptions.ProtocolViolation`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from .exceptions import ConnectionClosed, DaemonError, LayoutError, ProtocolViolation, daemon_error
+from .protocol import messages as m
+from .protocol.errors import ErrorCode, LocalProtocolError, RemoteProtocolError
+from .protocol.limits import Limits, PROTOCOL_VERSION
+from .protocol.state import ClientConnection, State
+
+__all__ = ["ClientTracker", "SessionState", "BufferState", "FrameResult", "Summary", "ServerInfo",
+           "BufferView", "SessionView"]
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """What the daemon said about itself in ``hello_reply``."""
+
+    server: str
+    version: int
+    limits: Limits
+    lanes: tuple[dict, ...]
+    features: tuple[str, ...]
+    models: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FrameResult:
+    """One frame's outcome.  A failed frame has ``error`` set and empty ``metrics``.
+
+    Failed frames are results, not exceptions, because a frame's failure (a
+    fence that timed out, say) does not end its session: the frames after it
+    are still scored and still arrive.  :meth:`check` raises the error for
+    callers who prefer exceptions.
+    """
+
+    session: int
+    index: int
+    metrics: dict[str, float | None] = field(default_factory=dict)
+    error: DaemonError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def check(self) -> "FrameResult":
+        if self.error is not None:
+            raise self.error
+        return self
+
+
+@dataclass(frozen=True)
+class Summary:
+    """``session_closed``: frames scored, frames failed, pooled metrics and aggregates."""
+
+    session: int
+    frames: int
+    failed: int
+    pooled: dict[str, dict[str, float | None]]
+    aggregate: dict[str, Any]
+
+
+@dataclass
+class SessionState:
+    id: int
+    lane: str
+    device: int | None
+    metrics: tuple[str, ...]
+    models: tuple[str, ...]
+    width: int
+    height: int
+    pixel_format: str
+    bitdepth: int
+    last_index: int = -1
+    #: indices submitted and not yet answered, in submission order (outcomes must match)
+    awaiting: deque = field(default_factory=deque)
+    #: outcomes received and not yet taken by the caller
+    outcomes: deque = field(default_factory=deque)
+    close_seq: int | None = None
+    summary: Summary | None = None
+
+    @property
+    def closing(self) -> bool:
+        return self.close_seq is not None or self.summary is not None
+
+    @property
+    def closed(self) -> bool:
+        return self.summary is not None
+
+
+@dataclass
+class BufferState:
+    id: int
+    zero_copy: bool
+    #: (session, index, role) of every submitted frame that has not released this buffer
+    references: Counter = field(default_factory=Counter)
+    unregistered: bool = False
+    on_released: list[Callable[[], None]] = field(default_factory=list)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.references)
+
+
+@dataclass
+class _Reply:
+    message: m.Message | None = None
+    error: Exception | None = None
+
+
+class ClientTracker:
+    def __init__(self, client_name: str = "vmafx"):
+        self.conn = ClientConnection(client_name)
+        self.client_name = client_name
+        self.info: ServerInfo | None = None
+        self.sessions: dict[int, SessionState] = {}
+        self.buffers: dict[int, BufferState] = {}
+        #: seq -> reply, for requests whose caller is waiting (absent: not answered yet)
+        self._replies: dict[int, _Reply] = {}
+        self._waiting: set[int] = set()
+        self.in_flight = 0
+        #: the reason the connection cannot be used any more; set once
+        self.failure: ConnectionClosed | None = None
+        self.goodbye: str | None = None
+
+    # -- state ------------------------------------------------------------------
+
+    @property
+    def limits(self) -> Limits:
+        return self.conn.limits
+
+    def check_usable(self) -> None:
+        if self.failure is not None:
+            raise self.failure
+        if self.conn.state is State.CLOSED:
+            self.fail(ConnectionClosed(self.goodbye or "the connection is closed"))
+            raise self.failure
+
+    def fail(self, exc: ConnectionClosed) -> ConnectionClosed:
+        """Mark the connection unusable (first reason wins) and return the reason."""
+        if self.failure is None:
+            self.failure = exc
+            self.conn.state = State.CLOSED
+        return self.failure
+
+    def lost(self, why: str) -> ConnectionClosed:
+        """The transport ended: the daemon's goodbye is the better reason when it sent one."""
+        return self.fail(ConnectionClosed(self.goodbye or why))
+
+    def violated(self, e: RemoteProtocolError) -> ProtocolViolation:
+        exc = ProtocolViolation(e.code, e.field, f"the daemon broke the protocol: {e.message}")
+        exc.__cause__ = e
+        return self.fail(exc)  # type: ignore[return-value]
+
+    # -- requests ---------------------------------------------------------------
+
+    def hello(self) -> tuple[int, bytes]:
+        seq = self.conn.next_seq()
+        data, _ = self.conn.send(m.Hello(seq=seq, version=PROTOCOL_VERSION, client=self.client_name[:128]))
+        self._waiting.add(seq)
+        return seq, data
+
+    def request(self, build: Callable[[int], m.Message]) -> tuple[int, bytes, tuple[int, ...]]:
+        """Encode a request; ``build`` gets the seq.  The caller sends the packet, then awaits the seq."""
+        self.check_usable()
+        seq = self.conn.next_seq()
+        data, fds = self.conn.send(build(seq))
+        self._waiting.add(seq)
+        return seq, data, fds
+
+    def reply(self, seq: int) -> m.Message | None:
+        """The reply to ``seq`` once it came (raising the daemon's error), else None."""
+        r = self._replies.pop(seq, None)
+        if r is None:
+            if self.failure is not None:
+                self._waiting.discard(seq)
+                raise self.failure
+            return None
+        self._waiting.discard(seq)
+        if r.error is not None:
+            raise r.error
+        return r.message
+
+    def abandon(self, seq: int) -> None:
+        """The caller stopped waiting (cancelled): drop the reply when it comes."""
+        self._waiting.discard(seq)
+        self._replies.pop(seq, None)
+
+    def register_request(self, buf) -> tuple[int, bytes, tuple[int, ...]]:
+        if len(buf.fds) > self.limits.max_fds_per_message:
+            raise LayoutError("fds", f"{len(buf.fds)} fds exceed the daemon's limit of {self.limits.max_fds_per_message}")
+        return self.request(buf.register_message)
+
+    def registered(self, msg: m.BufferRegistered) -> BufferState:
+        st = BufferState(msg.buffer, msg.zero_copy)
+        self.buffers[msg.buffer] = st
+        return st
+
+    def open_request(self, *, models: Sequence[str], features: Sequence[str], width: int, height: int,
+                     pixel_format: str, bitdepth: int, lane: str, device: int | None,
+                     name: str | None) -> tuple[int, bytes, tuple[int, ...]]:
+        return self.request(lambda seq: m.OpenSession(
+            seq=seq, models=tuple(models), features=tuple(features), width=width, height=height,
+            pixel_format=pixel_format, bitdepth=bitdepth, lane=lane, device=device, name=name))
+
+    def opened(self, msg: m.SessionOpened, *, width: int, height: int, pixel_format: str, bitdepth: int) -> SessionState:
+        st = SessionState(msg.session, msg.lane, msg.device, tuple(msg.metrics), tuple(msg.models),
+                          width, height, pixel_format, bitdepth)
+        self.sessions[msg.session] = st
+        return st
+
+    def close_request(self, st: SessionState) -> tuple[int, bytes, tuple[int, ...]]:
+        if st.closing:
+            raise LocalProtocolError(ErrorCode.E_STATE, "session", f"session {st.id} is already closing")
+        seq, data, fds = self.request(lambda seq: m.CloseSession(seq=seq, session=st.id))
+        st.close_seq = seq
+        return seq, data, fds
+
+    # -- frames -----------------------------------------------------------------
+
+    def can_submit(self) -> bool:
+        """Back-pressure: the daemon bounds frames in flight per client; we never exceed it."""
+        return self.in_flight < self.limits.max_frames_in_flight
+
+    def submit(self, st: SessionState, index: int, ref: BufferState, dist: BufferState,
+               ref_fence=None, dist_fence=None) -> tuple[bytes, tuple[int, ...]]:
+        self.check_usable()
+        if st.closing:
+            raise LocalProtocolError(ErrorCode.E_STATE, "session", f"session {st.id} is closing")
+        if isinstance(index, bool) or not isinstance(index, int) or index <= st.last_index:
+            raise LocalProtocolError(ErrorCode.E_STATE, "index",
+                                     f"{index!r} does not follow the last index {st.last_index} of session {st.id}")
+        for role, b in (("ref", ref), ("dist", dist)):
+            if b.unregistered:
+                raise LocalProtocolError(ErrorCode.E_NOENT, role, f"buffer {b.id} was unregistered")
+        fds: list[int] = []
+        wire: dict[str, m.Fence | None] = {}
+        for role, fence in (("ref_fence", ref_fence), ("dist_fence", dist_fence)):
+            if fence is None:
+                wire[role] = None
+            elif getattr(fence, "handle", None) is not None:
+                wire[role] = m.Fence(fence.kind, handle=fence.handle)
+            else:
+                # Each fence fd travels as its own attachment (even the same fence for
+                # both roles): the daemon consumes -- closes -- every fence fd it gets.
+                wire[role] = m.Fence(fence.kind, fd=len(fds))
+                fds.append(fence.fileno())
+        msg = m.Submit(session=st.id, index=index, ref=ref.id, dist=dist.id, fds=tuple(fds), **wire)
+        data, out_fds = self.conn.send(msg)  # the ledger records the frame here
+        st.last_index = index
+        st.awaiting.append(index)
+        ref.references[(st.id, index, "ref")] += 1
+        dist.references[(st.id, index, "dist")] += 1
+        self.in_flight += 1
+        return data, out_fds
+
+    def next_outcome(self, st: SessionState) -> FrameResult | None:
+        return st.outcomes.popleft() if st.outcomes else None
+
+    # -- what the daemon sends --------------------------------------------------
+
+    def receive(self, data: bytes, nfds: int = 0, truncated: bool = False) -> m.Message:
+        """Apply one packet.  Raises RemoteProtocolError when the daemon broke the protocol."""
+        if nfds:
+            raise RemoteProtocolError(ErrorCode.E_PROTO, "fds", f"the daemon attached {nfds} fds; it sends none")
+        if truncated:
+            raise RemoteProtocolError(ErrorCode.E_PROTO, "message", "a packet larger than the client's buffer")
+        msg = self.conn.receive(data)
+        handler = self._HANDLERS.get(type(msg))
+        if handler is not None:
+            handler(self, msg)
+        else:
+            self._answer(msg.re, _Reply(message=msg))  # type: ignore[attr-defined]
+        return msg
+
+    def _answer(self, seq: int | None, reply: _Reply) -> None:
+        if seq is not None and seq in self._waiting:
+            self._replies[seq] = reply
+
+    def _on_hello(self, msg: m.HelloReply) -> None:
+        self.info = ServerInfo(msg.server, msg.version, self.conn.limits, tuple(msg.lanes),
+                               tuple(msg.features), tuple(msg.models))
+        self._answer(msg.re, _Reply(message=msg))
+
+    def _on_error(self, msg: m.Error) -> None:
+        err = daemon_error(msg.code, msg.field, msg.message)
+        if msg.re is not None and msg.re in self._waiting:
+            self._replies[msg.re] = _Reply(error=err)
+            # A refused close_session leaves the session open.
+            for st in self.sessions.values():
+                if st.close_seq == msg.re:
+                    st.close_seq = None
+        if err.code in (ErrorCode.E_PROTO, ErrorCode.E_SHUTDOWN):
+            # The daemon closes the connection after these: everything waiting fails with this reason.
+            self.fail(ConnectionClosed(f"the daemon closed the connection: {err}", code=err.code, field=err.field))
+
+    def _outcome(self, session: int, index: int, result: FrameResult) -> None:
+        st = self.sessions.get(session)
+        if st is None:
+            raise RemoteProtocolError(ErrorCode.E_PROTO, "session", f"an outcome for unknown session {session}")
+        if not st.awaiting or st.awaiting[0] != index:
+            raise RemoteProtocolError(ErrorCode.E_PROTO, "index",
+                                      f"frame {index} of session {session} answered out of order "
+                                      f"(expected {st.awaiting[0] if st.awaiting else 'none'})")
+        st.awaiting.popleft()
+        st.outcomes.append(result)
+        self.in_flight -= 1
+
+    def _on_result(self, msg: m.Result) -> None:
+        self._outcome(msg.session, msg.index, FrameResult(msg.session, msg.index, dict(msg.metrics)))
+
+    def _on_frame_error(self, msg: m.FrameError) -> None:
+        err = daemon_error(msg.code, msg.field, msg.message, session=msg.session, index=msg.index)
+        self._outcome(msg.session, msg.index, FrameResult(msg.session, msg.index, {}, err))
+
+    def _on_released(self, msg: m.Released) -> None:
+        key = (msg.session, msg.index, msg.role)
+        st = self.buffers.get(msg.buffer)
+        if st is None or not st.references.get(key):
+            raise RemoteProtocolError(ErrorCode.E_PROTO, "buffer",
+                                      f"released buffer {msg.buffer}, which frame {msg.index} of session "
+                                      f"{msg.session} did not reference as {msg.role}")
+        st.references[key] -= 1
+        if not st.references[key]:
+            del st.references[key]
+        if not st.busy:
+            for callback in list(st.on_released):
+                callback()
+
+    def _on_session_closed(self, msg: m.SessionClosed) -> None:
+        st = self.sessions.get(msg.session)
+        if st is None:
+            raise RemoteProtocolError(ErrorCode.E_PROTO, "session", f"session_closed for unknown session {msg.session}")
+        st.summary = Summary(msg.session, msg.frames, msg.failed, dict(msg.pooled), dict(msg.aggregate))
+        self._answer(msg.re if msg.re is not None else st.close_seq, _Reply(message=msg))
+
+    def _on_buffer_unregistered(self, msg: m.BufferUnregistered) -> None:
+        st = self.buffers.pop(msg.buffer, None)
+        if st is not None:
+            st.unregistered = True
+        self._answer(msg.re, _Reply(message=msg))
+
+    def _on_goodbye(self, msg: m.Goodbye) -> None:
+        self.goodbye = msg.reason or "the daemon said goodbye"
+
+    _HANDLERS: dict[type, Callable[["ClientTracker", Any], None]] = {
+        m.HelloReply: _on_hello,
+        m.Error: _on_error,
+        m.Result: _on_result,
+        m.FrameError: _on_frame_error,
+        m.Released: _on_released,
+        m.SessionClosed: _on_session_closed,
+        m.BufferUnregistered: _on_buffer_unregistered,
+        m.Goodbye: _on_goodbye,
+    }
+
+
+class BufferView:
+    """What both clients' buffer handles show: id, zero-copy, outstanding references."""
+
+    def __init__(self, client, state: BufferState, buffer):
+        self._client = client
+        self._state = state
+        #: the :class:`~vmafx.frames.FrameBuffer` registered (still the caller's to close)
+        self.buffer = buffer
+
+    @property
+    def id(self) -> int:
+        return self._state.id
+
+    @property
+    def zero_copy(self) -> bool:
+        """False when the daemon's lane copies this buffer through the host."""
+        return self._state.zero_copy
+
+    @property
+    def busy(self) -> bool:
+        """Some submitted frame still references the buffer: do not write it."""
+        return self._state.busy
+
+    @property
+    def outstanding(self) -> int:
+        """References (frame, role) not yet released."""
+        return sum(self._state.references.values())
+
+    @property
+    def unregistered(self) -> bool:
+        return self._state.unregistered
+
+    def on_released(self, callback: Callable[[Any], None]) -> None:
+        """Call ``callback(handle)`` each time the buffer's last outstanding reference is released.
+
+        It runs where messages are received (the async client's receive task,
+        or inside a blocking call): it must not block, and an exception from it
+        propagates from there.
+        """
+        self._state.on_released.append(lambda: callback(self))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.id}, outstanding={self.outstanding})"
+
+
+class SessionView:
+    """What both clients' sessions show: id, lane, device, metric and model names, summary."""
+
+    def __init__(self, client, state: SessionState):
+        self._client = client
+        self._state = state
+
+    @property
+    def id(self) -> int:
+        return self._state.id
+
+    @property
+    def lane(self) -> str:
+        return self._state.lane
+
+    @property
+    def device(self) -> int | None:
+        return self._state.device
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        return self._state.metrics
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return self._state.models
+
+    @property
+    def summary(self) -> Summary | None:
+        """The pooled summary once the session closed."""
+        return self._state.summary
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.id}, lane={self.lane})"
