@@ -58,9 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="vmafxd", description="VMAF as a system service: the scoring daemon.")
     p.add_argument("--socket", help="listening socket path (default /run/vmafx/vmafxd.sock); ignored when "
                                     "systemd passes a socket")
-    p.add_argument("--lane", choices=("auto", "cpu", "cuda", "hip"), help="where to score (default auto)")
+    p.add_argument("--lane", choices=("auto", "cpu", "cuda", "hip", "emu"),
+                   help="where to score (default auto: cuda, then hip, then cpu; emu is the GPU lane on the "
+                        "CPU emulator of its kernels, for tests)")
     p.add_argument("--config", help="TOML configuration (default /etc/vmafx/vmafxd.toml if it exists)")
     p.add_argument("--cpu-workers", type=int, help="CPU lane worker threads (default min(cpus, 8))")
+    p.add_argument("--gpu-batch", type=int, help="most frames a GPU lane scores in one batch (default 32)")
+    p.add_argument("--gpu-devices", help="GPU ordinals to use, e.g. 0,1 (default all)")
     p.add_argument("--log-level", choices=LOG_LEVELS, help="default info")
     p.add_argument("--fence-timeout-ms", type=int, help="bounded wait on an acquire fence (default 5000)")
     p.add_argument("--limit", action="append", metavar="NAME=VALUE",
@@ -232,6 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     flags = {
         "socket": args.socket, "lane": args.lane, "cpu_workers": args.cpu_workers,
+        "gpu_batch": args.gpu_batch, "gpu_devices": args.gpu_devices,
         "log_level": args.log_level, "fence_timeout_ms": args.fence_timeout_ms, "limit": args.limit,
         "shutdown_timeout_s": args.shutdown_timeout,
     }

@@ -3,7 +3,9 @@
 The file (``--config FILE``, else ``/etc/vmafx/vmafxd.toml`` when it exists)::
 
     socket = "/run/vmafx/vmafxd.sock"
-    lane = "auto"                 # auto | cpu | cuda | hip
+    lane = "auto"                 # auto | cpu | cuda | hip  (emu: the GPU lane on the CPU emulator, tests)
+    gpu_batch = 32                # most frames a GPU lane scores in one batch
+    gpu_devices = [0, 1]          # GPU ordinals to use (default: all)
     cpu_workers = 8
     log_level = "info"            # debug | info | warning | error
     shutdown_timeout_s = 10.0     # SIGTERM: how long in-flight frames may take
@@ -35,7 +37,7 @@ __all__ = ["Config", "ConfigError", "DEFAULT_CONFIG_PATH", "DEFAULT_SOCKET", "lo
 DEFAULT_CONFIG_PATH = "/etc/vmafx/vmafxd.toml"
 DEFAULT_SOCKET = "/run/vmafx/vmafxd.sock"
 LOG_LEVELS = ("debug", "info", "warning", "error")
-LANES = ("auto", "cpu", "cuda", "hip")
+LANES = ("auto", "cpu", "cuda", "hip", "emu")
 
 
 class ConfigError(ValueError):
@@ -55,6 +57,8 @@ class Config:
     socket: str = DEFAULT_SOCKET
     lane: str = "auto"
     cpu_workers: int = field(default_factory=default_cpu_workers)
+    gpu_batch: int = 32
+    gpu_devices: tuple[int, ...] | None = None
     log_level: str = "info"
     shutdown_timeout_s: float = 10.0
     socket_mode: int = 0o660
@@ -121,6 +125,17 @@ def apply_mapping(cfg: Config, doc: Mapping[str, Any], source: str) -> Config:
             kw[key] = _choice(key, v, LANES)
         elif key == "cpu_workers":
             kw[key] = _int(key, v, minimum=1)
+        elif key == "gpu_batch":
+            kw[key] = _int(key, v, minimum=1)
+        elif key == "gpu_devices":
+            if isinstance(v, str):
+                try:
+                    v = [int(x) for x in v.split(",") if x.strip()]
+                except ValueError:
+                    raise ConfigError(key, f"expected device ordinals such as 0,1, got {v!r}") from None
+            if not isinstance(v, list) or not v or not all(isinstance(x, int) and x >= 0 for x in v):
+                raise ConfigError(key, "expected a list of device ordinals")
+            kw[key] = tuple(v)
         elif key == "log_level":
             kw[key] = _choice(key, v, LOG_LEVELS)
         elif key == "shutdown_timeout_s":

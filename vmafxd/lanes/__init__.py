@@ -33,8 +33,9 @@ __all__ = [
 
 log = logging.getLogger("vmafxd.lanes")
 
-#: every lane name the protocol knows
-LANE_NAMES = ("cpu", "cuda", "hip")
+#: every lane the daemon can run ("emu": the GPU lane over the CPU emulator of
+#: its kernels, for tests and CI -- never chosen by auto)
+LANE_NAMES = ("cpu", "cuda", "hip", "emu")
 #: what ``--lane auto`` tries, best first
 AUTO_ORDER = ("cuda", "hip", "cpu")
 
@@ -43,6 +44,9 @@ Factory = Callable[[Any, LaneServices], Lane]
 #: lane name -> "module:function" or a callable; lanes not listed are not built into this daemon
 LANE_FACTORIES: dict[str, str | Factory] = {
     "cpu": "vmafxd.lanes.cpu:create_lane",
+    "cuda": "vmafxd.lanes.gpu.lane:create_cuda_lane",
+    "hip": "vmafxd.lanes.gpu.lane:create_hip_lane",
+    "emu": "vmafxd.lanes.gpu.lane:create_emu_lane",
 }
 
 

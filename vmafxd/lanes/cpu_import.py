@@ -144,6 +144,15 @@ class CpuImport(LaneImport):
                 stack.enter_context(m.reading())
             yield
 
+    def bytes_view(self) -> np.ndarray:
+        """The mapped bytes of a one-fd buffer, from offset 0 (a GPU lane uploads them)."""
+        if len(self._mappings) != 1:
+            raise RuntimeError("a buffer whose planes live in several fds has no single byte view")
+        buf = next(iter(self._mappings.values())).array
+        if buf is None:
+            raise RuntimeError("the buffer's mapping was freed while a frame still read it")
+        return buf
+
     def picture(self) -> Picture:
         """The frame as planar views of the mapping (worker thread, inside :meth:`reading`)."""
         geo = self.layout.geometry

@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""GPU-lane throughput through the daemon: frames/s and per-frame latency, vmaf_v0.6.1.
+
+    python3 scripts/bench_gpu.py [--sizes 576x324,1920x1080,3840x2160] [--frames N] [--repeats R]
+                                 [--lane cuda] [--batch B] [--inflight K] [--engine-only]
+
+A daemon process runs the GPU lane; this process is the producer: it keeps a
+ring of VMM frame buffers in device memory (content: the bundled sample,
+scaled to the size, with noise as the distortion), registers them once as
+VMM fds and submits frames reusing each buffer only after its ``released``,
+with up to K frames in flight.  Frames/s is wall-clock from the first submit
+to the last result; latency is submit -> result per frame.  Medians over R
+runs (the min and max too: the machine is shared).
+
+``--engine-only`` times the engine alone in this process (no daemon, no
+protocol), frames already on the device: the kernels' own ceiling.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "client")]
+
+import numpy as np  # noqa: E402
+
+
+def make_frames(w: int, h: int, count: int = 2):
+    """(ref planes, dist planes) pairs at w x h from the bundled sample (nearest scaling + noise)."""
+    from tests.reference import vendored_pairs
+
+    refs, _ = vendored_pairs()[0].pictures()
+    rng = np.random.default_rng(7)
+    out = []
+    for k in range(count):
+        src = refs[k * 3]
+        planes = []
+        for p, (pw, ph) in enumerate([(w, h), ((w + 1) // 2, (h + 1) // 2), ((w + 1) // 2, (h + 1) // 2)]):
+            pl = src.planes[p]
+            ys = (np.arange(ph) * pl.shape[0] // ph)[:, None]
+            xs = (np.arange(pw) * pl.shape[1] // pw)[None, :]
+            planes.append(np.ascontiguousarray(pl[ys, xs]))
+        dist = [np.clip(x.astype(np.int16) + rng.integers(-6, 7, x.shape), 0, 255).astype(np.uint8) for x in planes]
+        out.append((planes, dist))
+    return out
+
+
+def start_daemon(lane: str, batch: int, sock: str) -> subprocess.Popen:
+    r, wfd = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-m", "vmafxd", "--socket", sock, "--lane", lane, "--gpu-batch",
+                             str(batch), "--ready-fd", str(wfd), "--log-level", "warning",
+                             "--limit", "max_frames_in_flight=256"],
+                            pass_fds=(wfd,), cwd=str(ROOT))
+    os.close(wfd)
+    if os.read(r, 16) != b"READY\n":
+        proc.kill()
+        raise RuntimeError("the daemon did not start")
+    os.close(r)
+    return proc
+
+
+def bench_daemon(sock: str, w: int, h: int, frames: int, inflight: int, ring: int):
+    from tests.daemon.rawclient import RawClient
+    from tests.lanes.test_gpu_lane import _register_vmm
+    from vmafx.cuda_frames import CudaProducer, VmmFrameBuffer
+    from vmafx.protocol import Released, Result
+
+    producer = CudaProducer(0)
+    content = make_frames(w, h)
+    c = RawClient(sock, "bench")
+    c.hello()
+    bufs = []
+    for k in range(ring):
+        ref, dist = content[k % len(content)]
+        rb = VmmFrameBuffer(producer, w, h, "yuv420p")
+        db = VmmFrameBuffer(producer, w, h, "yuv420p")
+        rb.write(ref)
+        db.write(dist)
+        bufs.append((rb, db, _register_vmm(c, rb), _register_vmm(c, db)))
+    producer.synchronize()
+    s = c.open_ok(models=["version=vmaf_v0.6.1"], width=w, height=h).session
+    free = list(range(ring))
+    held: dict[int, int] = {}  # frame index -> ring slot
+    roles: dict[int, int] = {}
+    submitted: dict[int, float] = {}
+    latency = []
+    done = 0
+    nxt = 0
+    t0 = time.perf_counter()
+    while done < frames:
+        while nxt < frames and free and nxt - done < inflight:
+            slot = free.pop()
+            held[nxt] = slot
+            roles[nxt] = 2
+            submitted[nxt] = time.perf_counter()
+            c.submit(s, nxt, bufs[slot][2], bufs[slot][3])
+            nxt += 1
+        msg = c.recv(timeout=60)
+        if isinstance(msg, Released):
+            roles[msg.index] -= 1
+            if roles[msg.index] == 0:
+                free.append(held.pop(msg.index))
+        elif isinstance(msg, Result):
+            latency.append(time.perf_counter() - submitted.pop(msg.index))
+            done += 1
+            c.outcomes.pop((msg.session, msg.index), None)
+    elapsed = time.perf_counter() - t0
+    c.close_session(s, timeout=120)
+    for rb, db, rid, did in bufs:
+        c.unregister(rid)
+        c.unregister(did)
+        rb.close()
+        db.close()
+    c.close()
+    producer.close()
+    return frames / elapsed, statistics.median(latency) * 1000, np.percentile(latency, 95) * 1000
+
+
+def bench_engine(w: int, h: int, frames: int, batch: int):
+    from vmafx.formats import PixelFormat, Subsampling
+    from vmafxd.lanes import cuda
+    from vmafxd.lanes.gpu.engine import FrameSource, GpuFrame, GpuScorer, KernelSet
+    from vmafxd.lanes.gpu.kernels import NVRTC_OPTIONS
+    from vmafxd.model import load_model
+    from vmafxd.scoring import ScoringPlan
+
+    rt = cuda.load()
+    dev = rt.device(0)
+    stream = dev.create_stream()
+    ks = KernelSet(rt, dev, NVRTC_OPTIONS)
+    plan = ScoringPlan.build([load_model("version=vmaf_v0.6.1")], [])
+    sc = GpuScorer(dev, ks, stream, plan, w, h, 8, Subsampling.S420, max_batch=batch)
+    srcs = []
+    for ref, dist in make_frames(w, h):
+        pair = []
+        for planes in (ref, dist):
+            blob = np.concatenate([p.ravel() for p in planes])
+            ptr = dev.alloc(blob.nbytes)
+            host = dev.alloc_host(blob.nbytes)
+            host[:] = blob
+            dev.copy_htod_async(ptr, host, blob.nbytes, stream)
+            offs, o = [], 0
+            for p in planes:
+                offs.append((o, p.shape[1]))
+                o += p.nbytes
+            pair.append(FrameSource(ptr, PixelFormat.YUV420P, tuple(offs)))
+        srcs.append(pair)
+    stream.synchronize()
+    frames_list = [GpuFrame(*srcs[i % len(srcs)]) for i in range(batch)]
+    # warm-up (compiles, pools)
+    b = sc.enqueue(frames_list)
+    b.done.synchronize()
+    sc.complete(b)
+    t0 = time.perf_counter()
+    n = 0
+    inflight = []
+    while n < frames:
+        while sc.can_enqueue() and n < frames:
+            inflight.append(sc.enqueue(frames_list))
+            n += batch
+        b = inflight.pop(0)
+        b.done.synchronize()
+        sc.complete(b)
+    for b in inflight:
+        b.done.synchronize()
+        sc.complete(b)
+    return n / (time.perf_counter() - t0)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="576x324,1920x1080,3840x2160")
+    ap.add_argument("--frames", type=int, default=600)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--lane", default="cuda")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--inflight", type=int, default=128)
+    ap.add_argument("--engine-only", action="store_true")
+    args = ap.parse_args()
+    sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes.split(",")]
+    rows = []
+    if args.engine_only:
+        for w, h in sizes:
+            fps = [bench_engine(w, h, args.frames, args.batch) for _ in range(args.repeats)]
+            rows.append((f"{w}x{h}", "engine", statistics.median(fps), min(fps), max(fps), None, None))
+            print(f"engine {w}x{h}: {statistics.median(fps):.0f} fps (min {min(fps):.0f}, max {max(fps):.0f})",
+                  flush=True)
+        return 0
+    tmp = tempfile.mkdtemp(prefix="vxb", dir="/tmp")
+    sock = os.path.join(tmp, "d.sock")
+    proc = start_daemon(args.lane, args.batch, sock)
+    try:
+        for w, h in sizes:
+            frames = args.frames if w * h <= 2_100_000 else max(64, args.frames // 3)
+            runs = [bench_daemon(sock, w, h, frames, args.inflight, ring=min(args.inflight, 96) // 2 * 2)
+                    for _ in range(args.repeats)]
+            fps = [r[0] for r in runs]
+            print(f"daemon {args.lane} {w}x{h}: {statistics.median(fps):.0f} fps (min {min(fps):.0f}, "
+                  f"max {max(fps):.0f}); latency median {statistics.median(r[1] for r in runs):.1f} ms, "
+                  f"p95 {statistics.median(r[2] for r in runs):.1f} ms ({frames} frames, batch {args.batch}, "
+                  f"{args.inflight} in flight)", flush=True)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

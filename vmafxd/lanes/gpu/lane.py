@@ -1,0 +1,740 @@
+"""The GPU lane (CUDA and HIP, and the CPU emulator of both): the daemon's side of the engine.
+
+One code path over :mod:`vmafxd.lanes.runtime`; only the runtime binding
+and the import kinds differ between ``cuda``, ``hip`` and ``emu``.
+
+Devices and workers (R1)
+    One :class:`GpuWorker` thread per device owns the device's context and its
+    single *library stream*; every kernel, copy and event record of the lane
+    is enqueued on that stream by that thread.  Sessions are placed on a
+    device when they open (the client's ``device``, else the least loaded).
+
+Frames
+    ``submit`` posts a frame to its device's worker and returns a
+    :class:`BatchReleaseHandle` that is *not recorded yet* (R5).  The worker
+    takes every frame queued when it wakes, groups them by session into
+    batches, enqueues each batch on the library stream (waits on the frames'
+    GPU acquire events, one gather/convert launch, the feature kernels, one
+    copy of the statistics to pinned memory) and records the batch's
+    ``copied`` event right after the gather: that is the last read of the
+    producer's buffers, so the batch's handles become recorded there and the
+    reaper releases the buffers once it completes — before the features have
+    even run.  The worker never blocks on a single frame: it polls its
+    batches' ``done`` events, and waits on the oldest only when all its
+    statistics slots are taken (the device is busy then anyway).
+
+Imports (R3, R4, R13)
+    ``cuda_vmm``/``hip_vmm``: the producer's allocation mapped read-only,
+    zero-copy.  ``cuda_ipc``/``hip_ipc``: an IPC memory handle.  ``dmabuf``:
+    the runtime's external-memory import where the driver has one (HIP);
+    where it answers not-supported (CUDA on the H200) ``E_NOTSUP`` naming the
+    runtime and the field, or, with ``ALLOW_COPY``, a host mapping uploaded per
+    frame.  ``memfd``: mapped and uploaded per frame (a host copy, counted).
+    Imports are closed by the reaper only, behind the release events of every
+    frame that read them (R4).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+import trio
+
+from vmafx.formats import PixelFormat
+from vmafx.protocol import ErrorCode, Fence, RemoteProtocolError
+from vmafx.protocol.messages import FLAG_ALLOW_COPY
+from vmafx.transport import OwnedFd
+
+from ...buffers import BufferLayout
+from ...scoring import PlanError
+from ..device import (
+    DeviceWorker, FrameSink, Job, Lane, LaneFrame, LaneImport, LaneServices, LaneSession, LaneSummary,
+    SessionSpec, serve_workers,
+)
+from ..runtime import RuntimeCallError, RuntimeUnavailable
+from .engine import FrameSource, GpuFrame, GpuScorer, GpuUnsupported, KernelSet, TWIN_MODULES
+
+__all__ = ["GpuLane", "create_cuda_lane", "create_hip_lane", "create_emu_lane", "BatchReleaseHandle"]
+
+log = logging.getLogger("vmafxd.lanes.gpu")
+
+
+def _skip_gpu_waits() -> bool:
+    """A test plant: ``VMAFXD_TEST_SKIP_GPU_WAIT=1`` drops the wait on producers' GPU acquire
+    events, so a test can show that without it a producer still writing is read too early."""
+    return os.environ.get("VMAFXD_TEST_SKIP_GPU_WAIT") == "1"
+
+
+# --------------------------------------------------------------------------- release events
+
+
+class _SharedEvent:
+    """One device event shared by the frames of a batch; destroyed with its last share."""
+
+    def __init__(self, device, event):
+        self.device = device
+        self.event = event
+        self.shares = 0
+        self._lock = threading.Lock()
+        self.done = False
+
+    def query(self) -> bool:
+        if self.done:
+            return True
+        self.device.make_current()
+        if self.event.query():
+            self.done = True
+        return self.done
+
+    def drop_share(self) -> None:
+        with self._lock:
+            self.shares -= 1
+            last = self.shares == 0
+        if last:
+            self.device.make_current()
+            self.event.close()
+
+
+class BatchReleaseHandle:
+    """A frame's release event: unrecorded until its batch's gather is enqueued (R5).
+
+    Bound to the batch's shared ``copied`` event then; or completed on the
+    host for a frame that is never read (refused, dropped, aborted).
+    """
+
+    signals_completion = False  # device events are polled by the reaper
+
+    def __init__(self):
+        self._shared: _SharedEvent | None = None
+        self._host_done = False
+        self._recorded = False
+        self._destroyed = False
+
+    @property
+    def recorded(self) -> bool:
+        return self._recorded
+
+    def bind(self, shared: _SharedEvent) -> None:
+        shared.shares += 1
+        self._shared = shared
+        self._recorded = True
+
+    def complete_on_host(self) -> None:
+        self._host_done = True
+        self._recorded = True
+
+    def query(self) -> bool:
+        if self._host_done:
+            return True
+        return self._shared is not None and self._shared.query()
+
+    def destroy(self) -> None:
+        if not self._destroyed:
+            self._destroyed = True
+            if self._shared is not None:
+                self._shared.drop_share()
+                self._shared = None
+
+
+# --------------------------------------------------------------------------- imports
+
+
+@dataclass(eq=False)
+class GpuImport(LaneImport):
+    """A buffer's memory on a device: a device pointer (zero-copy) or a host mapping to upload."""
+
+    lane: "GpuLane"
+    layout: BufferLayout
+    device: int
+    memory: Any = None  # runtime ImportedMemory (zero-copy)
+    host: Any = None  # vmafxd.lanes.cpu_import.CpuImport (uploaded per frame)
+    closed: bool = False
+
+    def __post_init__(self):
+        self.zero_copy = self.memory is not None
+
+    def implicit_fence_fds(self):
+        return self.host.implicit_fence_fds() if self.host is not None else ()
+
+    def source(self, ptr: int) -> FrameSource:
+        fmt: PixelFormat = self.layout.geometry.pixel_format
+        return FrameSource(ptr, fmt, tuple((p.offset, p.pitch) for p in self.layout.planes))
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.memory is not None:
+            self.memory.close()
+        if self.host is not None:
+            self.host.close()
+
+
+class _MappedMemory:
+    """The emulator's import of a host mapping: its address is the "device pointer"."""
+
+    def __init__(self, host, device: int):
+        self.host = host
+        self.ptr = int(host.bytes_view().ctypes.data)
+        self.size = host.bytes_view().nbytes
+        self.device = device
+
+    def close(self) -> None:
+        self.host.close()
+
+
+# --------------------------------------------------------------------------- the lane
+
+
+class GpuLane(Lane):
+    def __init__(self, runtime, config: Any, services: LaneServices, name: str):
+        self.name = name
+        self.runtime = runtime
+        self.services = services
+        self.batch = int(getattr(config, "gpu_batch", 32))
+        ordinals = getattr(config, "gpu_devices", None) or range(runtime.device_count())
+        self.devices = [runtime.device(i) for i in ordinals]
+        if not self.devices:
+            raise RuntimeUnavailable(name, "no device")
+        from . import kernels
+
+        self.options = kernels.HIPRTC_OPTIONS if runtime.name == "hip" else kernels.NVRTC_OPTIONS
+        self.workers = [GpuWorker(self, dev) for dev in self.devices]
+        self._copies = 0
+        self._copies_lock = threading.Lock()
+        self._token: trio.lowlevel.TrioToken | None = None
+        kinds = {"cuda": ("cuda_vmm", "cuda_ipc"), "hip": ("hip_vmm", "hip_ipc"), "emu": ()}
+        self.device_kinds = kinds.get(runtime.name, ())
+        self.event_kind = {"cuda": "cuda_ipc_event", "hip": "hip_ipc_event"}.get(runtime.name)
+
+    # -- description -----------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        return {
+            "lane": self.name,
+            "runtime": self.runtime.name,
+            "devices": [
+                {"device": w.index, "name": d.info.name, "pci": d.info.pci_bus_id, "arch": d.info.arch,
+                 "sessions": w.sessions}
+                for w, d in zip(self.workers, self.devices)
+            ],
+        }
+
+    def features(self) -> list[str]:
+        return sorted(TWIN_MODULES)
+
+    @property
+    def host_copies(self) -> int:
+        return self._copies
+
+    def count_copies(self, n: int) -> None:
+        with self._copies_lock:
+            self._copies += n
+
+    # -- imports ---------------------------------------------------------------------
+    def _device_for(self, layout: BufferLayout) -> int:
+        d = 0 if layout.device is None else layout.device
+        if not 0 <= d < len(self.devices):
+            raise RemoteProtocolError(ErrorCode.E_INVAL, "device",
+                                      f"the {self.name} lane has devices 0..{len(self.devices) - 1}, not {d}")
+        return d
+
+    def import_buffer(self, layout: BufferLayout, fds: Mapping[int, OwnedFd]) -> GpuImport:
+        kind = layout.kind
+        if kind in ("memfd", "dmabuf") or (self.runtime.name == "emu" and kind not in self.device_kinds):
+            return self._import_host_or_dmabuf(layout, fds)
+        if kind not in self.device_kinds:
+            raise RemoteProtocolError(ErrorCode.E_NOTSUP, "kind",
+                                      f"the {self.name} lane cannot import {kind} buffers "
+                                      f"(it imports {', '.join(self.device_kinds + ('dmabuf', 'memfd'))})")
+        d = self._device_for(layout)
+        dev = self.devices[d]
+        dev.make_current()
+        try:
+            if kind.endswith("_ipc"):
+                mem = dev.import_ipc_memory(layout.handle, layout.size)
+            else:
+                idx = layout.fd_indices()
+                if len(idx) != 1:
+                    raise RemoteProtocolError(ErrorCode.E_NOTSUP, "planes[1].fd",
+                                              "a VMM buffer's planes must all live in its one fd")
+                mem = dev.import_vmm_fd(fds[idx[0]].fileno(), layout.size)
+        except RuntimeCallError as e:
+            raise RemoteProtocolError(ErrorCode.E_NOTSUP if e.not_supported else ErrorCode.E_INVAL,
+                                      "handle" if kind.endswith("_ipc") else "planes[0].fd", str(e)) from None
+        return GpuImport(self, layout, d, memory=mem)
+
+    def _import_host_or_dmabuf(self, layout: BufferLayout, fds: Mapping[int, OwnedFd]) -> GpuImport:
+        from ..cpu_import import import_host_buffer
+
+        d = self._device_for(layout)
+        if layout.kind == "dmabuf" and len(layout.fd_indices()) == 1:
+            dev = self.devices[d]
+            fd = fds[layout.fd_indices()[0]].fileno()
+            try:
+                dev.make_current()
+                return GpuImport(self, layout, d, memory=dev.import_dmabuf(fd, layout.size))
+            except RuntimeCallError as e:
+                if not e.not_supported and e.error != "E_INVAL":
+                    raise RemoteProtocolError(ErrorCode.E_INVAL, "planes[0].fd", str(e)) from None
+                if e.error == "E_INVAL":
+                    raise RemoteProtocolError(ErrorCode.E_INVAL, "size", str(e)) from None
+                if not layout.flags & FLAG_ALLOW_COPY:
+                    raise RemoteProtocolError(
+                        ErrorCode.E_NOTSUP, "planes[0].fd",
+                        f"{e}: this {self.runtime.name} driver cannot import a dma-buf; register it with "
+                        "flags ALLOW_COPY to let the daemon read it through a host mapping") from None
+        host = import_host_buffer(layout, fds)  # memfd; or a dma-buf with ALLOW_COPY (mmap may still refuse)
+        if self.runtime.name == "emu" and len(layout.fd_indices()) == 1:
+            # The emulator's device memory *is* host memory: the checked mapping is
+            # read in place, zero-copy, exactly as a GPU reads an imported buffer.
+            return GpuImport(self, layout, d, memory=_MappedMemory(host, d))
+        if len(layout.fd_indices()) != 1:
+            host.close()
+            raise RemoteProtocolError(ErrorCode.E_NOTSUP, "planes[1].fd",
+                                      f"the {self.name} lane uploads host buffers whose planes share one fd")
+        return GpuImport(self, layout, d, host=host)
+
+    def check_fence(self, fence: Fence, field: str) -> None:
+        if fence.kind in ("sync_file", "eventfd"):
+            return
+        if fence.kind != self.event_kind:
+            raise RemoteProtocolError(ErrorCode.E_NOTSUP, field,
+                                      f"the {self.name} lane cannot wait on a {fence.kind} fence")
+
+    # -- sessions ----------------------------------------------------------------------
+    def open_session(self, spec: SessionSpec, sink: FrameSink) -> "GpuLaneSession":
+        if self._token is None:
+            raise RuntimeError(f"the {self.name} lane is not running")
+        if spec.device is not None:
+            if not 0 <= spec.device < len(self.workers):
+                raise RemoteProtocolError(ErrorCode.E_NOTSUP, "device",
+                                          f"the {self.name} lane has devices 0..{len(self.workers) - 1}, "
+                                          f"not {spec.device}")
+            worker = self.workers[spec.device]
+        else:
+            worker = min(self.workers, key=lambda w: w.sessions)
+        for inst in spec.plan.instances:
+            if inst.decl.name not in TWIN_MODULES:
+                raise PlanError(f"feature.{inst.decl.name}", f"has no kernel on the {self.name} lane")
+        session = GpuLaneSession(self, worker, spec, sink, self._token)
+        opened = threading.Event()
+        errors: list[BaseException] = []
+        worker.post(_OpenJob(session, opened, errors))
+        opened.wait()
+        if errors:
+            e = errors[0]
+            if isinstance(e, GpuUnsupported):
+                raise PlanError(e.field, str(e).split(": ", 1)[-1])
+            if isinstance(e, (ValueError, PlanError)):
+                raise e
+            raise RemoteProtocolError(ErrorCode.E_INTERNAL, "session", f"{type(e).__name__}: {e}")
+        worker.sessions += 1
+        return session
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        self._token = trio.lowlevel.current_trio_token()
+        await serve_workers(self.workers, task_status=task_status)
+
+
+# --------------------------------------------------------------------------- the worker
+
+
+class GpuWorker(DeviceWorker):
+    """The thread that owns one device's context and library stream (R1)."""
+
+    def __init__(self, lane: GpuLane, device):
+        super().__init__(device.info.ordinal, f"vmafxd-{lane.name}{device.info.ordinal}")
+        self.lane = lane
+        self.device = device
+        self.stream = None
+        self.kernels: KernelSet | None = None
+        self.inflight: list[tuple["GpuLaneSession", Any]] = []
+
+    def setup(self) -> None:
+        self.device.make_current()
+        self.stream = self.device.create_stream()
+        self.kernels = KernelSet(self.lane.runtime, self.device, self.lane.options)
+
+    def teardown(self) -> None:
+        try:
+            if self.stream is not None:
+                self.stream.synchronize()
+            for sess, batch in list(self.inflight):
+                sess._complete(batch)
+        except Exception:
+            log.exception("%s: teardown", self.name)
+
+    # The worker loop: take every queued job, enqueue what can be, and poll
+    # the batches in flight; block on the queue only when nothing is in flight.
+    def run_forever(self) -> None:
+        self.setup()
+        stop = False
+        try:
+            while True:
+                jobs = []
+                timeout = None if not self.inflight else 0.0002
+                try:
+                    jobs.append(self._queue.get(timeout=timeout))
+                except queue.Empty:
+                    pass
+                while True:
+                    try:
+                        jobs.append(self._queue.get_nowait())
+                    except queue.Empty:
+                        break
+                from ..device import _STOP
+
+                if any(j is _STOP for j in jobs):
+                    stop = True
+                jobs = [j for j in jobs if j is not _STOP]
+                if stop:
+                    for j in jobs:
+                        j.drop()
+                else:
+                    self.run_batch(jobs)
+                self._poll(block=False)
+                if stop and not self.inflight:
+                    break
+                if stop:
+                    self._poll(block=True)
+            while True:
+                try:
+                    job = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if job is not _STOP:
+                    job.drop()
+        finally:
+            self.teardown()
+
+    def run_batch(self, jobs: list[Job]) -> None:
+        # Frames of a session are enqueued together (in order), other jobs in place.
+        pending: dict[GpuLaneSession, list[_FrameJob]] = {}
+
+        def flush():
+            for sess, frames in pending.items():
+                sess._enqueue(frames)
+            pending.clear()
+
+        for job in jobs:
+            if isinstance(job, _FrameJob):
+                pending.setdefault(job.session, []).append(job)
+            else:
+                flush()
+                try:
+                    job.run()
+                except Exception:
+                    log.exception("%s: a job failed", self.name)
+        flush()
+
+    def wait_slot(self, session: "GpuLaneSession") -> None:
+        """Block until ``session`` can enqueue another batch (its oldest one completes)."""
+        while not session.scorer.can_enqueue():
+            mine = [b for s, b in self.inflight if s is session]
+            if not mine:
+                return
+            mine[0].done.synchronize()
+            self._poll(block=False)
+
+    def _poll(self, block: bool) -> None:
+        done = []
+        for sess, batch in self.inflight:
+            if batch.done.query():
+                done.append((sess, batch))
+            elif block:
+                batch.done.synchronize()
+                done.append((sess, batch))
+                break
+        for sess, batch in done:
+            self.inflight.remove((sess, batch))
+            sess._complete(batch)
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+class GpuLaneSession(LaneSession):
+    def __init__(self, lane: GpuLane, worker: GpuWorker, spec: SessionSpec, sink: FrameSink, token):
+        self.lane = lane
+        self.worker = worker
+        self.device = worker.index
+        self.spec = spec
+        self.sink = sink
+        self._token = token
+        self.scorer: GpuScorer | None = None
+        self._next_seq = 0
+        self._seq_to_index: dict[int, int] = {}
+        self._done = False
+        self._aborted = False
+        self._finishing = None  # deliver callback once in-flight batches complete
+        self._worker_released = False
+
+    # -- trio thread --------------------------------------------------------------------
+    def submit(self, frame: LaneFrame) -> BatchReleaseHandle:
+        if self._done:
+            raise RuntimeError("submit after finish or abort")
+        handle = BatchReleaseHandle()
+        self.worker.post(_FrameJob(self, frame, handle))
+        return handle
+
+    async def finish(self) -> LaneSummary:
+        self._done = True
+        result: list[LaneSummary] = []
+        finished = trio.Event()
+
+        def deliver(summary: LaneSummary) -> None:
+            result.append(summary)
+            finished.set()
+
+        self.worker.post(_FinishJob(self, deliver))
+        await finished.wait()
+        self._release_worker()
+        return result[0]
+
+    def abort(self) -> None:
+        if not self._aborted:
+            self._aborted = True
+            self._done = True
+            self._release_worker()
+            self.worker.post(_AbortJob(self))
+
+    def _release_worker(self) -> None:
+        if not self._worker_released:
+            self._worker_released = True
+            self.worker.sessions -= 1
+
+    def _hop(self, fn, *args) -> None:
+        try:
+            self._token.run_sync_soon(fn, *args)
+        except trio.RunFinishedError:
+            pass
+
+    def _deliver_scored(self, items) -> None:
+        if not self._aborted and items:
+            self.sink.frames_scored(items)
+
+    def _deliver_failed(self, index, code, field, message) -> None:
+        if not self._aborted:
+            self.sink.frame_failed(index, code, field, message)
+
+    # -- worker thread --------------------------------------------------------------------
+    def _open(self) -> None:
+        geo = self.spec.geometry
+        w = self.worker
+        self.scorer = GpuScorer(w.device, w.kernels, w.stream, self.spec.plan, geo.width, geo.height,
+                                geo.bitdepth, geo.pixel_format.subsampling, max_batch=self.lane.batch)
+
+    def _fail_frames(self, jobs, code, field, message) -> None:
+        for job in jobs:
+            job.handle.complete_on_host()
+            self._hop(self._deliver_failed, job.frame.index, code, field, message)
+
+    def _enqueue(self, jobs: list["_FrameJob"]) -> None:
+        if self._aborted or self.scorer is None:
+            for job in jobs:
+                job.handle.complete_on_host()
+            return
+        dev, stream = self.worker.device, self.worker.stream
+        max_batch = self.scorer.max_batch
+        for start in range(0, len(jobs), max_batch):
+            chunk = jobs[start:start + max_batch]
+            bad = [j for j in chunk if j.frame.ref.device != self.device or j.frame.dist.device != self.device]
+            for j in bad:
+                other = j.frame.ref.device if j.frame.ref.device != self.device else j.frame.dist.device
+                role = "ref" if j.frame.ref.device != self.device else "dist"
+                self._fail_frames([j], ErrorCode.E_INVAL, role,
+                                  f"the buffer lives on device {other}; this session runs on device {self.device}")
+            chunk = [j for j in chunk if j not in bad]
+            if not chunk:
+                continue
+            self.worker.wait_slot(self)
+            uploads: list[int] = []
+            transient = []
+            try:
+                frames = []
+                for j in chunk:
+                    srcs = []
+                    for imp in (j.frame.ref, j.frame.dist):
+                        srcs.append(self._source(imp, uploads))
+                    waits = []
+                    for fence in (j.frame.ref_gpu_fence, j.frame.dist_gpu_fence):
+                        if fence is not None and not _skip_gpu_waits():
+                            ev = dev.open_ipc_event(fence.handle)
+                            waits.append(ev)
+                            transient.append(ev)
+                    frames.append(GpuFrame(srcs[0], srcs[1], waits))
+                batch = self.scorer.enqueue(frames)
+            except Exception as e:
+                log.exception("%s: enqueueing a batch failed", self.worker.name)
+                stream.synchronize()
+                for p in uploads:
+                    dev.free(p)
+                for ev in transient:
+                    ev.close()
+                self._fail_frames(chunk, ErrorCode.E_INTERNAL, "", f"{type(e).__name__}: {e}")
+                continue
+            # R6: events used only for a stream wait may be destroyed once the wait is enqueued
+            for ev in transient:
+                ev.close()
+            for p in uploads:
+                dev.free_async(p, stream)
+            shared = _SharedEvent(dev, batch.copied)
+            for j in chunk:
+                j.handle.bind(shared)
+            for i, j in enumerate(chunk):
+                self._seq_to_index[batch.first_seq + i] = j.frame.index
+            self.worker.inflight.append((self, batch))
+
+    def _source(self, imp: GpuImport, uploads: list[int]) -> FrameSource:
+        if imp.memory is not None:
+            return imp.source(imp.memory.ptr)
+        # Host path: upload the mapped buffer (a host copy, counted: R13 wants 0 for zero-copy)
+        dev, stream = self.worker.device, self.worker.stream
+        host = imp.host
+        size = imp.layout.size
+        ptr = dev.alloc_async(size, stream)
+        uploads.append(ptr)
+        with host.reading():
+            view = host.bytes_view()
+            dev.copy_htod_async(ptr, view, min(size, view.nbytes), stream)
+            stream.synchronize()  # pageable source: the copy must finish while the mapping is synced
+        self.lane.count_copies(1)
+        return imp.source(ptr)
+
+    def _complete(self, batch) -> None:
+        finals = self.scorer.complete(batch)
+        self._report(finals)
+        if self._finishing is not None and not any(s is self for s, _ in self.worker.inflight):
+            self._do_finish()
+
+    def _report(self, finals) -> None:
+        items = []
+        for seq, metrics in finals:
+            index = self._seq_to_index.pop(seq, None)
+            if index is not None:
+                items.append((index, metrics))
+        if items:
+            self._hop(self._deliver_scored, items)
+
+    def _finish(self, deliver) -> None:
+        self._finishing = deliver
+        if not any(s is self for s, _ in self.worker.inflight):
+            self._do_finish()
+
+    def _do_finish(self) -> None:
+        deliver, self._finishing = self._finishing, None
+        summary = LaneSummary()
+        if self.scorer is not None and not self._aborted:
+            try:
+                self._report(self.scorer.finish())
+                import math
+
+                pooled = {n: {k: (v if math.isfinite(v) else None) for k, v in st.items()}
+                          for n, st in self.scorer.assembler.pooled().items()}
+                summary = LaneSummary(pooled, dict(self.scorer.aggregate))
+            except Exception as e:
+                log.exception("finishing a session failed")
+                for seq, index in sorted(self._seq_to_index.items()):
+                    self._hop(self._deliver_failed, index, ErrorCode.E_INTERNAL, "", f"finish: {e}")
+                self._seq_to_index.clear()
+        self._close_scorer()
+        self._hop(deliver, summary)
+
+    def _close_scorer(self) -> None:
+        if self.scorer is not None:
+            try:
+                self.worker.stream.synchronize()
+                self.scorer.close()
+            finally:
+                self.scorer = None
+
+
+@dataclass(eq=False)
+class _FrameJob(Job):
+    session: GpuLaneSession
+    frame: LaneFrame
+    handle: BatchReleaseHandle
+
+    def run(self) -> None:  # frames go through GpuWorker.run_batch; a lone one runs as a batch of one
+        self.session._enqueue([self])
+
+    def drop(self) -> None:
+        self.handle.complete_on_host()
+        self.session._hop(self.session._deliver_failed, self.frame.index, ErrorCode.E_SHUTDOWN, "",
+                          "the daemon stopped before the frame was read")
+
+
+@dataclass(eq=False)
+class _OpenJob(Job):
+    session: GpuLaneSession
+    opened: threading.Event
+    errors: list = field(default_factory=list)
+
+    def run(self) -> None:
+        try:
+            self.session._open()
+        except BaseException as e:  # reported to the opener
+            self.errors.append(e)
+        finally:
+            self.opened.set()
+
+    def drop(self) -> None:
+        self.errors.append(RuntimeError("the lane is stopping"))
+        self.opened.set()
+
+
+@dataclass(eq=False)
+class _FinishJob(Job):
+    session: GpuLaneSession
+    deliver: Any
+
+    def run(self) -> None:
+        self.session._finish(self.deliver)
+
+    def drop(self) -> None:
+        self.session._hop(self.deliver, LaneSummary())
+
+
+@dataclass(eq=False)
+class _AbortJob(Job):
+    session: GpuLaneSession
+
+    def run(self) -> None:
+        s = self.session
+        # batches already enqueued complete on their own (their handles are bound);
+        # the scorer is freed once the stream has passed them.
+        s.worker.inflight[:] = [(x, b) for x, b in s.worker.inflight if x is not s]
+        s._close_scorer()
+
+
+# --------------------------------------------------------------------------- factories
+
+
+def _make(binding_module: str, name: str, config: Any, services: LaneServices) -> GpuLane:
+    import importlib
+
+    binding = importlib.import_module(f"vmafxd.lanes.{binding_module}")
+    runtime = binding.load()
+    if runtime.device_count() < 1:
+        raise RuntimeUnavailable(name, "no device")
+    return GpuLane(runtime, config, services, name)
+
+
+def create_cuda_lane(config: Any, services: LaneServices) -> GpuLane:
+    return _make("cuda", "cuda", config, services)
+
+
+def create_hip_lane(config: Any, services: LaneServices) -> GpuLane:
+    return _make("hip", "hip", config, services)
+
+
+def create_emu_lane(config: Any, services: LaneServices) -> GpuLane:
+    """The GPU lane over the CPU emulator (tests and CI; slow)."""
+    return _make("emulated", "emu", config, services)
