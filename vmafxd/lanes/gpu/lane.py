@@ -40,11 +40,9 @@ import logging
 import os
 import queue
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-import numpy as np
 import trio
 
 from vmafx.formats import PixelFormat
