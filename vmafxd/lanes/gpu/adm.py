@@ -1,0 +1,199 @@
+"""Integer ADM on the GPU: per scale a DWT kernel and a statistics kernel (features/kernels/adm.cu).
+
+Statistics per frame: ``int64[36]`` = ``AdmStats.num``, ``.den``, ``.aim``
+(each ``[scale][band]``), exact integers; the host rebuilds
+:class:`~vmafxd.features.adm.AdmStats` and calls the CPU twin's
+``metrics_from_stats``.  Every per-geometry constant the kernels use (shifts,
+CSF weights, regions, libvmaf's AVX-512 vector columns) comes from the CPU
+twin's own plan (``_adm_plan.plan_for``), packed into one int64 table per
+scale that is uploaded once per scorer.  The bands of the four scales live in
+memory taken from the stream's pool for each batch (R7).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...features import adm as cpu
+from ...features._adm_core import COS_1DEG_SQ
+from ...features._adm_plan import ScaleParams, plan_for
+from .engine import GpuUnsupported
+from .launch import I32, I64, U64
+
+__all__ = ["make", "scale_table", "PARAM_NAMES"]
+
+#: the per-scale parameter table, in the order of adm.cu's P_* indices
+PARAM_NAMES = (
+    "w", "h", "top", "bottom", "left", "right",
+    "irf0", "irf1", "irf2", "sub0", "sub1", "sub2",
+    "sq_add0", "sq_add1", "sq_add2", "sq_shift0", "sq_shift1", "sq_shift2",
+    "cub_add0", "cub_add1", "cub_add2", "cub_shift0", "cub_shift1", "cub_shift2",
+    "row_add", "row_shift", "den_sq_add", "den_sq_shift", "den_cub_add", "den_cub_shift",
+    "den_row_add", "den_row_shift",
+    "vr_lo", "vr_hi", "vg_lo", "vg_hi", "vg_rlo", "vg_rhi",
+    "egl_int", "egl_bits", "cos_bits", "skip_aim",
+)
+
+# tiles of adm.cu (AdmTile, ADM_DWT_*) and its block size
+_STATS_TH = 8  # ADM_STATS_TH
+_DWT_TX, _DWT_TY = 127, 8
+_THREADS = 256
+# (v_add, v_shift, h_add, h_shift) of scales 1..3, as _adm_dwt's _S123_* tables
+_S123_ROUNDING = ((0, 0, 16384, 15), (32768, 16, 32768, 16), (32768, 16, 16384, 15))
+
+
+def _true_range(mask: np.ndarray, start: int) -> tuple[int, int]:
+    """[lo, hi) of a 1-D mask that is one run of True (absolute, starting at ``start``); (0, 0) if none."""
+    idx = np.flatnonzero(mask)
+    if idx.size == 0:
+        return 0, 0
+    lo, hi = int(idx[0]), int(idx[-1]) + 1
+    if not mask[lo:hi].all():
+        raise AssertionError("an AVX-512 vector mask is not one run of columns")
+    return start + lo, start + hi
+
+
+def _vector_ranges(p: ScaleParams) -> tuple[int, ...]:
+    """The plan's AVX-512 masks as column / row ranges, checked to rebuild the masks exactly."""
+    reg = p.region
+    vr = _true_range(p.vec_ring, reg.ring[1].start)
+    vg = p.vec_region
+    if vg is None:
+        cols, rows = (0, 0), (0, 0)
+    elif vg.ndim == 1:
+        cols, rows = _true_range(vg, reg.left), (reg.top, reg.bottom)
+    else:
+        cols = _true_range(vg.any(axis=0), reg.left)
+        rows = _true_range(vg.any(axis=1), reg.top)
+        c = np.arange(reg.left, reg.right)
+        r = np.arange(reg.top, reg.bottom)
+        rebuilt = ((r >= rows[0]) & (r < rows[1]))[:, None] & ((c >= cols[0]) & (c < cols[1]))[None, :]
+        if not np.array_equal(rebuilt, vg):
+            raise AssertionError("the AVX-512 masking mask is not a rectangle")
+    return (*vr, *cols, *rows)
+
+
+def scale_table(params, egl: float, skip_aim: bool) -> np.ndarray:
+    """``int64[4, len(PARAM_NAMES)]``: the kernels' constants of each scale, from the twin's plan."""
+    egl = float(egl)
+    egl_int = int(egl) if egl.is_integer() else -1
+    egl_bits = int(np.float64(egl).view(np.int64))
+    cos_bits = int(np.float64(COS_1DEG_SQ).view(np.int64))
+    rows = []
+    for p in params:
+        reg = p.region
+        row = [reg.w, reg.h, reg.top, reg.bottom, reg.left, reg.right, *p.irf, *p.sub_shift, *p.sq_add,
+               *p.sq_shift, *p.cub_add, *p.cub_shift, p.row_add, p.row_shift, p.den_sq_add, p.den_sq_shift,
+               p.den_cub_add, p.den_cub_shift, p.den_row_add, p.den_row_shift, *_vector_ranges(p),
+               egl_int, egl_bits, cos_bits, int(skip_aim)]
+        assert len(row) == len(PARAM_NAMES)
+        rows.append(row)
+    return np.asarray(rows, dtype=np.int64)
+
+
+class GpuAdm:
+    def __init__(self, instance, scorer):
+        self.instance = instance
+        self.scorer = scorer
+        stg = scorer.staging
+        self.values = {**{o.name: o.default for o in cpu.DECLARATION.options}, **instance.values}
+        cpu.check_options(self.values)
+        if not 8 <= stg.bitdepth <= 16:
+            raise GpuUnsupported("format.bitdepth", f"integer ADM supports 8 to 16 bits, got {stg.bitdepth}")
+        w, h = stg.shapes[0]
+        cpu.check_size(w, h)
+        self.width, self.height = w, h
+        self.skip0 = bool(self.values["adm_skip_scale0"])
+        self.skip_aim = bool(self.values["adm_skip_aim"])
+        _, self.params = plan_for(w, h, self.values)
+        # band sizes, and the per-frame scratch layout: per scale 8 planes (ref a h v d, dist a h v d)
+        self.sizes, self.pitches, self.offsets, self.plane_elems = [], [], [], []
+        off, bw, bh = 0, w, h
+        for s in range(4):
+            bw, bh = (bw + 1) // 2, (bh + 1) // 2
+            elem = 2 if s == 0 else 4
+            pitch = (bw * elem + 255) // 256 * 256 // elem
+            self.sizes.append((bw, bh))
+            self.pitches.append(pitch)
+            self.plane_elems.append(pitch * bh)
+            self.offsets.append(off)
+            off += (8 * pitch * bh * elem + 255) // 256 * 256
+        self.frame_bytes = off
+        self.stats_bytes = 36 * 8
+        self.stats_offset = 0
+
+        ks = scorer.kernels
+        sfx = "_u8" if stg.elem == 1 else "_u16"
+        self._dwt0 = ks.launcher("adm.cu", "vx_adm_dwt0" + sfx,
+                                 [U64, U64, I64, I32, I32, I32, I32, I32, U64, I64, I32, I32])
+        dwt_types = [U64, I64, I32, I32, I32, I32, I32, I32, I32, I32, U64, I64, I32, I32]
+        self._dwt = [ks.launcher("adm.cu", "vx_adm_dwt_s16", dwt_types),
+                     ks.launcher("adm.cu", "vx_adm_dwt_s32", dwt_types),
+                     ks.launcher("adm.cu", "vx_adm_dwt_s32", dwt_types)]
+        stats_types = [U64, I64, I64, I64, U64, U64, I32, I32]
+        self._stats = [ks.launcher("adm.cu", "vx_adm_stats_narrow", stats_types)] + \
+                      [ks.launcher("adm.cu", "vx_adm_stats_wide", stats_types) for _ in range(3)]
+
+        table = scale_table(self.params, self.values["adm_enhn_gain_limit"], self.skip_aim)
+        self._row_bytes = table.shape[1] * 8
+        dev = scorer.device
+        self._table = dev.alloc(table.nbytes)
+        host = dev.alloc_host(table.nbytes)
+        host[:] = table.view(np.uint8).ravel()
+        dev.copy_htod_async(self._table, host, table.nbytes, scorer.stream)
+        scorer.stream.synchronize()
+        dev.free_host(host)
+
+    def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
+        stg, st, dev = self.scorer.staging, self.scorer.stream, self.scorer.device
+        scratch = dev.alloc_async(n * self.frame_bytes, st)
+        out = stats + self.stats_offset
+        ostride = record_bytes // 8
+        w, h = self.width, self.height
+        for s in range(4):
+            bw, bh = self.sizes[s]
+            elem = 2 if s == 0 else 4
+            dst = scratch + self.offsets[s]
+            grid = ((bw + _DWT_TX - 1) // _DWT_TX, (bh + _DWT_TY - 1) // _DWT_TY, n)
+            if s == 0:
+                self._dwt0(grid, (_THREADS,), st,
+                           stg.plane_ptr(staging, 0, 0, 0), stg.plane_ptr(staging, 0, 1, 0),
+                           stg.frame_stride_elems, stg.pitches[0], w, h, stg.bitdepth, int(self.skip0),
+                           dst, self.frame_bytes // elem, self.pitches[0], self.plane_elems[0])
+            else:
+                src_elem = 2 if s == 1 else 4
+                self._dwt[s - 1](grid, (_THREADS,), st,
+                                 scratch + self.offsets[s - 1], self.frame_bytes // src_elem, self.pitches[s - 1],
+                                 self.plane_elems[s - 1], w, h, *_S123_ROUNDING[s - 1],
+                                 dst, self.frame_bytes // elem, self.pitches[s], self.plane_elems[s])
+            w, h = bw, bh
+            if s == 0 and self.skip0:
+                continue
+            reg = self.params[s].region
+            strips = (reg.bottom - reg.top + _STATS_TH - 1) // _STATS_TH
+            self._stats[s]((strips, 1, n), (_THREADS,), st,
+                           dst, self.frame_bytes // elem, self.pitches[s], self.plane_elems[s],
+                           self._table + s * self._row_bytes, out, ostride, s)
+        dev.free_async(scratch, st)
+
+    def stats_of(self, record: np.ndarray) -> cpu.AdmStats:
+        """The CPU twin's :class:`AdmStats` from one frame's record (int64[36])."""
+        acc = np.asarray(record, dtype=np.int64)
+        return cpu.AdmStats(self.width, self.height, acc[0:12].reshape(4, 3).copy(),
+                            acc[12:24].reshape(4, 3).copy(), acc[24:36].reshape(4, 3).copy())
+
+    def metrics(self, stats: np.ndarray, first_seq: int, count: int):
+        acc = stats[:, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.int64)
+        return [(first_seq + i, cpu.metrics_from_stats(self.stats_of(acc[i]), self.values)) for i in range(count)]
+
+    def flush(self):
+        return []
+
+    def close(self) -> None:
+        if self._table:
+            self.scorer.device.free(self._table)
+            self._table = 0
+
+
+def make(instance, scorer) -> GpuAdm:
+    return GpuAdm(instance, scorer)
