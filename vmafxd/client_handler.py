@@ -30,6 +30,7 @@ them completes.  Nothing of it touches another client.
 from __future__ import annotations
 
 import logging
+import select
 import socket
 import struct
 from typing import TYPE_CHECKING, Any
@@ -43,7 +44,7 @@ from vmafx.protocol import (
     UnregisterBuffer, peek,
 )
 from vmafx.protocol.messages import encode
-from vmafx.transport import OwnedFd, Packet, TransportClosed, TrioPacketChannel
+from vmafx.transport import ConnectionReset, OwnedFd, Packet, TransportClosed, TrioPacketChannel
 
 from .buffers import BufferRecord, BufferTable, check_geometry, validate_layout
 from .fences import AcquireFence
@@ -60,6 +61,13 @@ if TYPE_CHECKING:
 __all__ = ["ClientHandler"]
 
 log = logging.getLogger("vmafxd.client")
+
+#: At shutdown a client's socket is read once more, for what the client queued
+#: before the drain began -- at most this many packets, for at most this long.
+#: A socket's receive buffer holds a few hundred small packets; a client that
+#: sends more is still sending after the shutdown began and is not waited for.
+SHUTDOWN_READ_PACKETS = 1024
+SHUTDOWN_READ_S = 1.0
 
 
 def _peer_pid(sock) -> int | None:
@@ -93,6 +101,10 @@ class ClientHandler:
         self._nursery: trio.Nursery | None = None
         self._receive_scope = trio.CancelScope()
         self._shutdown_deadline: float | None = None
+        #: reading what was queued at shutdown: requests are refused, not carried out
+        self._draining = False
+        #: seqs of requests refused during the shutdown drain (answered just before goodbye)
+        self._refused_at_shutdown: list[int | None] = []
         #: frames whose release entry is pending, and its event
         self._releasing: dict[int, ReleaseEvent] = {}
 
@@ -112,7 +124,7 @@ class ClientHandler:
                 nursery.start_soon(self.outgoing.run, self.channel)
                 reason = await self._receive_loop()
                 if reason == "shutdown":
-                    await self._drain_for_shutdown()
+                    reason = await self._drain_for_shutdown()
                 elif reason == "fatal":
                     # The error message goes out before the connection closes.
                     with trio.move_on_after(1.0):
@@ -129,7 +141,11 @@ class ClientHandler:
             log.info("client %s gone (%s)", self.label, reason)
 
     def begin_shutdown(self, deadline: float) -> None:
-        """Stop reading requests; finish in-flight frames by ``deadline`` (trio time), then goodbye."""
+        """Stop serving requests; finish in-flight frames by ``deadline`` (trio time), then goodbye.
+
+        What the client had already queued is still read and answered (``E_SHUTDOWN``), see
+        :meth:`_read_queued_at_shutdown`.
+        """
         self._shutdown_deadline = deadline
         self._receive_scope.cancel()
 
@@ -157,8 +173,13 @@ class ClientHandler:
             self.channel.close()
             self.server.client_gone(self)
 
-    async def _drain_for_shutdown(self) -> None:
+    async def _drain_for_shutdown(self) -> str:
         deadline = self._shutdown_deadline if self._shutdown_deadline is not None else trio.current_time()
+        # Submits the client sent before it could know of the shutdown may still be
+        # queued in the socket.  Read them before the sessions close, so each gets
+        # its outcome in its session's order, before session_closed.
+        if not await self._read_queued_at_shutdown(deadline):
+            return "closed"  # the client went away; the caller cancels its tasks
         for session in list(self.sessions.values()):
             if session.state == Session.OPEN:
                 session.close(None)
@@ -177,9 +198,49 @@ class ClientHandler:
                 await session.finished.wait()
             while any(ev.recorded and ev.query() for ev in self._releasing.values()):
                 await trio.sleep(0.005)  # the reaper has completed events to send
+        # Requests read in the drain are refused last: a client takes E_SHUTDOWN as
+        # "the connection is closing" and would stop waiting for the outcomes above.
+        for seq in self._refused_at_shutdown:
+            self.emit(Error(re=seq, code=ErrorCode.E_SHUTDOWN.value, field="",
+                            message="the daemon is shutting down; the request was not carried out"))
         self.emit(Goodbye(reason="the daemon is shutting down"))
         with trio.move_on_after(1.0):
             await self.outgoing.flushed()
+        return "shutdown"
+
+    async def _read_queued_at_shutdown(self, deadline: float) -> bool:
+        """Read and answer what the client had queued (bounded); False if it went away.
+
+        Nothing new starts: :meth:`_refuse_at_shutdown` answers each request.
+        Only what is queued now is read (a zero-timeout poll before each
+        packet), at most :data:`SHUTDOWN_READ_PACKETS` of it and for at most
+        :data:`SHUTDOWN_READ_S` (or until the shutdown deadline).
+        """
+        self._draining = True
+        end = min(deadline, trio.current_time() + SHUTDOWN_READ_S)
+        with trio.move_on_at(end):
+            for _ in range(SHUTDOWN_READ_PACKETS):
+                if self.conn.state is State.CLOSED or not self._queued():
+                    break
+                if self.outgoing.pending > self.outgoing.bound // 2:
+                    # Each refused submit is three packets; let the sender catch up
+                    # rather than overflow the queue, which would drop the client.
+                    await self.outgoing.flushed()
+                try:
+                    pkt = await self.channel.receive()
+                except TransportClosed:
+                    # Gone (a ConnectionReset too: whatever it still queued is for
+                    # no one); closing the socket drops those packets and their fds.
+                    return False
+                if self._handle_packet(pkt):
+                    break  # E_PROTO: nothing more is read, the error goes out before goodbye
+        return True
+
+    def _queued(self) -> bool:
+        """Something is waiting in the client's socket right now (a packet, or its end)."""
+        poller = select.poll()
+        poller.register(self.channel.sock.fileno(), select.POLLIN)
+        return bool(poller.poll(0))
 
     # ------------------------------------------------------------------ sending
 
@@ -207,6 +268,13 @@ class ClientHandler:
             while True:
                 try:
                     pkt = await self.channel.receive()
+                except ConnectionReset:
+                    # The client closed with packets of ours unread.  The kernel
+                    # reports that before the packets it had still queued for us;
+                    # they are not read: the client is gone, so nothing it asked
+                    # for is wanted, and closing the socket drops them with their
+                    # fds.  Its sessions, buffers and fences go in the teardown.
+                    return "closed abruptly"
                 except TransportClosed:
                     return "closed"
                 if self._handle_packet(pkt):
@@ -254,7 +322,9 @@ class ClientHandler:
         self._error(info.get("seq"), err)
 
     def _dispatch(self, msg: Message, pkt: Packet) -> None:
-        if isinstance(msg, Submit):
+        if self._draining and not isinstance(msg, CloseSession):
+            self._refuse_at_shutdown(msg)
+        elif isinstance(msg, Submit):
             self._submit(msg, pkt)
         elif isinstance(msg, Hello):
             self._hello(msg)
@@ -272,6 +342,28 @@ class ClientHandler:
             self._list_sessions(msg)
         else:  # the state table lets nothing else through
             raise RemoteProtocolError(ErrorCode.E_PROTO, "t", f"unexpected {msg.TYPE}")
+
+    def _refuse_at_shutdown(self, msg: Message) -> None:
+        """A request read in the shutdown drain: nothing new starts, everything is answered.
+
+        A submit gets an ``E_SHUTDOWN`` frame_error in its session's order and
+        both ``released`` at once (its buffers were never read; its fence fds
+        close with the packet, unwaited).  Any other request gets an
+        ``E_SHUTDOWN`` error, sent just before goodbye.  ``close_session`` is
+        not refused: the drain closes every session anyway, and its
+        ``session_closed`` answers the request.
+        """
+        if isinstance(msg, Submit):
+            frame = FrameRecord(msg.session, msg.index, msg.ref, msg.dist)
+            session = self.sessions.get(msg.session)
+            if session is not None:
+                session.reserve(frame, room=self._room())
+                if frame.slot is not None:
+                    self.unanswered += 1
+            self._refuse_frame(frame, session, RemoteProtocolError(
+                ErrorCode.E_SHUTDOWN, "", "the daemon is shutting down; the frame was not read"))
+        else:
+            self._refused_at_shutdown.append(getattr(msg, "seq", None))
 
     # ------------------------------------------------------------------ requests
 
@@ -367,15 +459,18 @@ class ClientHandler:
     def _submit(self, msg: Submit, pkt: Packet) -> None:
         frame = FrameRecord(msg.session, msg.index, msg.ref, msg.dist)
         session = self.sessions.get(msg.session)
+        # The frame's place in its session's order first, so that every refusal
+        # below -- a fence's too -- waits for the outcomes of the frames before it.
+        if session is not None:
+            session.reserve(frame, room=self._room())
+            if frame.slot is not None:
+                self.unanswered += 1
         try:
-            # Fences first: their fds are consumed whatever becomes of the frame.
+            # Then the fences: their fds are consumed whatever becomes of the frame.
             frame.ref_fence, frame.ref_gpu_fence = self._take_fence(msg.ref_fence, pkt, "ref_fence")
             frame.dist_fence, frame.dist_gpu_fence = self._take_fence(msg.dist_fence, pkt, "dist_fence")
             if session is None:
                 raise RemoteProtocolError(ErrorCode.E_NOENT, "session", f"no session {msg.session}")
-            session.reserve(frame, room=self._room())
-            if frame.slot is not None:
-                self.unanswered += 1
             session.check(frame, self.buffers)
             if self.in_flight >= self.limits.max_frames_in_flight:
                 raise RemoteProtocolError(ErrorCode.E_NOMEM, "index",

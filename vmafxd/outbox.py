@@ -8,7 +8,13 @@ once.  Each decoded ``submit`` of a session therefore reserves a
 :class:`Slot` when it arrives; outcomes fill slots in any order and leave in
 slot order, so a ``frame_error`` for *i + 1* never overtakes the still
 pending result of *i*.  The session's ``session_closed`` leaves after the
-last slot.
+last slot *and* once no hold is left: the session holds the outbox for every
+frame whose release entry is pending (:meth:`OrderedOutbox.hold`), so every
+``released`` of the session goes out before its ``session_closed`` -- a
+producer may read "closed" as "no buffer of this session is held".  The rule
+lives here, where the final message is sent, so no path (a lane that reports
+an outcome before its release event completes, a shutdown that fails the
+last frames) can send ``session_closed`` early.
 
 Filling a slot twice is a bug in the daemon (exactly one outcome per frame)
 and raises.
@@ -44,6 +50,8 @@ class OrderedOutbox:
         self._emit = emit
         self._slots: deque[Slot] = deque()
         self._final: Callable[[], Message] | None = None
+        #: pending releases the final message waits for (see hold)
+        self._holds = 0
         self.closed = False
 
     def __len__(self) -> int:
@@ -62,11 +70,22 @@ class OrderedOutbox:
         slot.msg = msg
         self._flush()
 
+    def hold(self) -> None:
+        """Something the final message must wait for (a frame's pending release) began."""
+        self._holds += 1
+
+    def unhold(self) -> None:
+        """One :meth:`hold` ended; the final message leaves if it was the last thing it waited for."""
+        if self._holds <= 0:
+            raise RuntimeError("unhold without a hold")
+        self._holds -= 1
+        self._flush()
+
     def unfilled(self) -> list[Slot]:
         return [s for s in self._slots if s.msg is None]
 
     def close(self, final: Callable[[], Message]) -> None:
-        """``final()`` is built and leaves after every slot; nothing may be reserved any more."""
+        """``final()`` is built and leaves after every slot and every hold; nothing may be reserved any more."""
         self._final = final
         self._flush()
 
@@ -74,7 +93,7 @@ class OrderedOutbox:
         while self._slots and self._slots[0].msg is not None:
             slot = self._slots.popleft()
             self._emit(slot.msg, slot)
-        if not self._slots and self._final is not None and not self.closed:
+        if not self._slots and not self._holds and self._final is not None and not self.closed:
             self.closed = True
             final, self._final = self._final, None
             self._emit(final(), None)

@@ -48,6 +48,11 @@ class OutgoingQueue:
             self._idle = trio.Event()
         return True
 
+    @property
+    def pending(self) -> int:
+        """Packets queued and not yet sent."""
+        return self._pending
+
     def close(self) -> None:
         """Drop whatever is still queued and refuse more (the connection is going)."""
         self.closed = True

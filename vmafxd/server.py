@@ -17,8 +17,9 @@ What the server owns and shares with every client: the lane, the
 the counters ``status`` reports.
 
 Shutdown (:meth:`Server.request_stop`, on SIGTERM/SIGINT): stop accepting
-and close the listener; tell every client to stop reading requests and to
-close its sessions, so in-flight frames finish and every session sends its
+and close the listener; tell every client to stop serving requests (what it
+had queued is still read and answered ``E_SHUTDOWN``) and to close its
+sessions, so in-flight frames finish and every session sends its
 ``session_closed``; frames still unanswered at the deadline
 (``shutdown_timeout_s``) get ``E_SHUTDOWN`` frame_errors; every client gets
 ``goodbye`` and is closed; the reaper drains what the workers release

@@ -14,7 +14,8 @@ frame for the session's own task, :meth:`Session.run`, which
 2. hands the frame to the lane (``LaneSession.submit``) and puts the returned
    release event into the pending-release table;
 3. after ``close_session`` (or at shutdown), lets the lane flush and sends
-   ``session_closed`` after the last outcome.
+   ``session_closed`` after the last outcome and the last ``released`` (the
+   outbox holds it while a frame's release is pending).
 
 Every decoded submit gets exactly one outcome: a refused or failed frame a
 ``frame_error``, the others what the lane reports.  Every decoded submit
@@ -237,11 +238,12 @@ class Session:
         #: frames handed to the lane, by index, until their outcome
         self._in_lane: dict[int, FrameRecord] = {}
         self.finished = trio.Event()
+        #: set when session_closed has gone out
+        self.closed_sent = trio.Event()
         self._scope = trio.CancelScope()
-        #: frames whose release entry has not completed yet (session_closed waits for them)
+        #: frames whose release entry has not completed yet; each holds the outbox, so
+        #: session_closed waits for them (OrderedOutbox.hold)
         self._releasing = 0
-        self._all_released = trio.Event()
-        self._all_released.set()
         self.early_release = early_release_planted()
 
     # -- bookkeeping ------------------------------------------------------------------
@@ -264,6 +266,7 @@ class Session:
         if isinstance(msg, SessionClosed):
             self.state = Session.CLOSED
             self.host.emit(msg)
+            self.closed_sent.set()
             self.host.session_finished(self)
             return
         self._count(msg)
@@ -378,26 +381,38 @@ class Session:
 
     async def _run(self) -> None:
         current: FrameRecord | None = None
+        lane_finished = False
         try:
             async for frame in self._queue_recv:
                 current = frame
                 await self._hand_over(frame)
                 current = None
             summary = await self.lane_session.finish()
+            lane_finished = True
             for index in list(self._in_lane):
                 self.frame_failed(index, ErrorCode.E_INTERNAL, "", "the lane returned no outcome for this frame")
-            # Every ``released`` of the session goes out before its session_closed,
-            # so a producer may take "closed" to mean "all its buffers are free".
-            # The lane has finished, so its events are complete; the reaper only
-            # has to get to them (bounded in case a lane breaks that promise).
-            with trio.move_on_after(10):
-                await self._all_released.wait()
-            if self._releasing:
-                log.error("session %d: %d frames still unreleased at close", self.id, self._releasing)
+            # session_closed leaves after the last outcome and after the last
+            # ``released`` of the session: the outbox holds it while any frame's
+            # release entry is pending, so a producer may take "closed" to mean
+            # "no buffer of this session is held".  The lane has finished, so its
+            # events should be complete and the reaper only has to get to them.
+            # The hold sits where session_closed is sent rather than in a wait
+            # here, so no path can overtake it: outcomes reach the session before
+            # the reaper has seen their events, a shutdown fills the last slots
+            # itself, and a bounded wait would send session_closed anyway once
+            # it ran out.
             self.outbox.close(lambda: SessionClosed(
                 re=self.close_seq, session=self.id, frames=self.scored, failed=self.failed,
                 pooled=summary.pooled, aggregate=summary.aggregate,
             ))
+            with trio.move_on_after(10):
+                await self.closed_sent.wait()
+            if not self.closed_sent.is_set():
+                # A lane that broke its promise (an event never completes): say so, and
+                # still never send session_closed while a buffer of the session is held.
+                log.error("session %d: %d frames still unreleased 10 s after the lane finished; "
+                          "session_closed waits for them", self.id, self._releasing)
+                await self.closed_sent.wait()
         finally:
             # Cancelled (client gone, shutdown past its deadline): frames that never
             # reached the lane are released unread; the lane drops the rest.
@@ -410,22 +425,25 @@ class Session:
                     break
                 self._release_unread(frame)
             self._queue_recv.close()
-            if self.state != Session.CLOSED:
+            if self.state != Session.CLOSED and not lane_finished:
                 self.lane_session.abort()
             self.finished.set()
 
     def _track(self, frame: FrameRecord, event: ReleaseEvent) -> None:
-        """The frame's one entry in the pending-release table."""
+        """The frame's one entry in the pending-release table; session_closed waits for it."""
+        if self.outbox.closed:
+            # Cannot happen: the final message waits for every hold, and frames are
+            # tracked only before the session task ends.  Loud if it ever does.
+            log.error("session %d: frame %d tracked for release after session_closed", self.id, frame.index)
         self._releasing += 1
-        if self._all_released.is_set():
-            self._all_released = trio.Event()
+        self.outbox.hold()  # before tracking: a table may complete the entry at once
         frame.on_released = self._released
         self.host.track_release(frame, event)
 
     def _released(self) -> None:
+        """The frame's ``released`` went out (ClientHandler._complete_release calls this after)."""
         self._releasing -= 1
-        if self._releasing == 0:
-            self._all_released.set()
+        self.outbox.unhold()
 
     def _release_unread(self, frame: FrameRecord) -> None:
         frame.close_fences()

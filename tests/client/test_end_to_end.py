@@ -12,6 +12,7 @@ import trio
 from tests.reference import printed
 from vmafx.client import open_client
 from vmafx.exceptions import ConnectionClosed, FenceTimeout, ProtocolViolation
+from vmafx.protocol import ErrorCode
 from vmafx.frames import EventFdFence, memfd_buffer_from_planes, memfd_buffer
 from vmafx.io.video import read_all
 from vmafx.private_daemon import PrivateDaemon
@@ -230,12 +231,14 @@ async def test_sigterm_drains_frames_in_flight_then_says_goodbye():
     assert "shutting down" in closed.reason and not isinstance(closed, ProtocolViolation)
 
 
-@pytest.mark.xfail(reason="daemon: at SIGTERM, submits still queued in the socket are never decoded, so their "
-                          "frames get no outcome before session_closed (the client reports a ProtocolViolation); "
-                          "see the report", strict=False)
 async def test_sigterm_right_after_submitting_still_answers_every_frame():
     p = pair("p01_testsrc2_x264crf35")
+    """Submits still queued in the daemon's socket at SIGTERM are read and answered too: scored if
+    they were accepted before, E_SHUTDOWN (and released, unread) if read only in the shutdown drain."""
     rc, session, results, closed = await _stop_while_scoring(p, 12, wait_for_releases=False)
     assert rc == 0
     assert [r.index for r in results] == list(range(12))
+    assert all(r.ok or r.error.code is ErrorCode.E_SHUTDOWN for r in results), [r.error for r in results]
+    assert session.summary is not None and session.summary.frames == sum(r.ok for r in results)
     assert not isinstance(closed, ProtocolViolation)
+    assert "shutting down" in closed.reason

@@ -9,6 +9,7 @@ is left behind: fds, mappings, fences, sessions).
 from __future__ import annotations
 
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -401,3 +402,49 @@ def test_hello_first_and_versions(daemon):
     finally:
         c.close()
     assert daemon.wait_fds() == daemon.baseline
+
+
+def test_client_that_closes_with_our_packets_unread(check, daemon, p01):
+    """The client closes its socket with packets of the daemon unread (results, releases), and with
+    packets of its own the daemon has not read yet (a buffer's memfd, a fence): the daemon's reader
+    gets ConnectionReset before those; everything of the client is released all the same."""
+    _, refs, dists = p01
+    c = RawClient(daemon.socket, "abrupt")
+    c.hello()
+    bufs = [(frame_memfd(refs[i]), frame_memfd(dists[i])) for i in range(3)]
+    more = frame_memfd(refs[3])
+    ids = [(c.register_ok(r), c.register_ok(d)) for r, d in bufs]
+    s = c.open_ok().session
+    fenced = c.open_ok(features=["psnr"]).session
+    fence, late = os.eventfd(0), os.eventfd(0)
+    try:
+        c.submit(fenced, 0, *ids[0], ref_fence=fence)  # in the daemon's fence wait
+        for i in range(6):
+            c.submit(s, i, *ids[i % 3])  # on a worker
+        # something of the daemon's is waiting for us, unread
+        assert select.select([c.chan.sock], [], [], 10)[0]
+        os.kill(daemon.pid, signal.SIGSTOP)  # so that what follows is still queued when we close
+        try:
+            reg = RegisterBuffer(seq=c.conn.next_seq(), kind="memfd", width=more.width, height=more.height,
+                                 pixel_format=more.pixel_format, bitdepth=more.bitdepth, size=more.size,
+                                 planes=more.planes, fds=(more.fd,))
+            c.send(reg, reg.fds)
+            c.submit(fenced, 1, *ids[1], dist_fence=late)
+            c.close()
+        finally:
+            os.kill(daemon.pid, signal.SIGCONT)
+    finally:
+        for fd in (fence, late):
+            os.close(fd)
+        for b in (*(x for pair in bufs for x in pair), more):
+            b.close()
+    import time
+
+    for _ in range(200):
+        st = check.request(Status(seq=check.conn.next_seq())).status
+        if st["clients"] == 2 and st["sessions"] == 0 and st["pending_releases"] == 0 and st["buffers"] == 0:
+            break
+        time.sleep(0.05)
+    assert (st["sessions"], st["pending_releases"], st["buffers"], st["clients"]) == (0, 0, 0, 2)
+    assert "abrupt#" in daemon.log() and "(closed abruptly)" in daemon.log()  # the reset path, not EOF
+    # the fixture checks the bystander and that the daemon's fds are back to the baseline

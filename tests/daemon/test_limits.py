@@ -3,7 +3,9 @@
 import os
 import time
 
-from vmafx.protocol import Error, FrameError, Result, Status
+import msgpack
+
+from vmafx.protocol import Error, Fence, FrameError, Result, Status, Submit
 from vmafx.protocol.messages import encode
 from vmafx.transport import TransportClosed
 
@@ -70,6 +72,49 @@ def test_a_frame_error_does_not_overtake_a_lagging_result(daemon, p01):
     want, _ = reference_frames([refs[i] for i in kept], [dists[i] for i in kept])
     for k, i in enumerate(kept):
         assert c.outcomes[(s, i)].metrics == want[k], f"frame {i}"
+    c.close()
+    for r, dd in bufs:
+        r.close()
+        dd.close()
+    assert daemon.wait_fds() == daemon.baseline
+
+
+def test_a_refused_fence_does_not_overtake_a_lagging_result_either(daemon, p01):
+    """Refusals found while taking a submit's fences (a wrong fd kind, a GPU event on the CPU
+    lane, one fd named by both fences) are answered in the session's order too."""
+    _, refs, dists = p01
+    c = RawClient(daemon.socket)
+    c.hello()
+    n = 5
+    bufs = [(frame_memfd(refs[i]), frame_memfd(dists[i])) for i in range(n)]
+    ids = [(c.register_ok(r), c.register_ok(dd)) for r, dd in bufs]
+    s = c.open_ok().session  # vmaf_v0.6.1 includes motion: frame 0 is final only after frame 1 scored
+    c.submit(s, 0, *ids[0])
+    fake = os.memfd_create("not-a-fence")
+    c.send(Submit(session=s, index=1, ref=ids[1][0], dist=ids[1][1], dist_fence=Fence("eventfd", fd=0),
+                  fds=(fake,)), [fake])
+    os.close(fake)
+    c.send(Submit(session=s, index=2, ref=ids[2][0], dist=ids[2][1],
+                  ref_fence=Fence("cuda_ipc_event", handle=b"\0" * 64)))
+    # one fd named by both fences: refused when decoded (our encoder would not send it)
+    one = os.eventfd(1)
+    c.conn.ledger.submitted(s, 3)
+    c.send_raw(msgpack.packb({"t": "submit", "session": s, "index": 3, "ref": ids[3][0], "dist": ids[3][1],
+                              "ref_fence": {"kind": "eventfd", "fd": 0}, "dist_fence": {"kind": "eventfd", "fd": 0}}),
+               [one])
+    os.close(one)
+    time.sleep(0.5)
+    got = [m for m in c.drain(0.2) if isinstance(m, (Result, FrameError))]
+    assert got == []  # all three held behind frame 0, which is not final yet
+    c.submit(s, 4, *ids[4])
+    closed = c.close_session(s)
+    outs = [c.outcomes[(s, i)] for i in range(n)]
+    assert [(type(o).__name__, getattr(o, "code", None), getattr(o, "field", None)) for o in outs] == [
+        ("Result", None, None), ("FrameError", "E_INVAL", "dist_fence.fd"), ("FrameError", "E_NOTSUP", "ref_fence"),
+        ("FrameError", "E_INVAL", "dist_fence.fd"), ("Result", None, None)]
+    assert "both fences" in outs[3].message
+    assert (closed.frames, closed.failed) == (2, 3)
+    assert c.conn.ledger.unanswered() == [] and c.conn.ledger.unreleased() == 0
     c.close()
     for r, dd in bufs:
         r.close()

@@ -1,4 +1,5 @@
-"""A session in-process with a fake lane: implicit dma-buf fences (R8), order, one release entry per frame."""
+"""A session in-process with a fake lane: implicit dma-buf fences (R8), order, one release entry per frame,
+session_closed after the last released."""
 
 import os
 
@@ -8,7 +9,7 @@ from vmafx.formats import PixelFormat
 from vmafx.protocol import FrameError, Limits, Result, SessionClosed
 from vmafxd.buffers import BufferRecord, Geometry
 from vmafxd.lanes.device import LaneImport, LaneSession, LaneSummary
-from vmafxd.reaper import HostReleaseEvent
+from vmafxd.reaper import HostReleaseEvent, PendingReleases, ReleaseReaper
 from vmafxd.session import FrameRecord, Session, build_plan
 
 GEO = Geometry(64, 36, PixelFormat.YUV420P, 8)
@@ -106,3 +107,87 @@ async def test_a_dmabuf_without_a_fence_waits_for_its_implicit_fences_and_gives_
     assert sorted(i for i, _ in host.releases) == [0, 1]  # one release entry per frame
     os.close(busy)
     os.close(idle)
+
+
+# -- session_closed after every released (the ordering rule) ---------------------------------
+
+
+class LateEventLane(LaneSession):
+    """A lane whose outcomes (and finish) come before its release events complete.
+
+    Allowed by the lane interface: an event must complete eventually, not before the
+    lane reports -- a device copy event polled by the reaper, a reaper that is behind.
+    Here the events are recorded at once and completed by the test, long after finish.
+    """
+
+    device = 0
+
+    def __init__(self, wake):
+        self.sink = None
+        self.wake = wake  # the reaper's, as LaneServices.wake_reaper
+        self.events = []
+
+    def submit(self, frame):
+        ev = HostReleaseEvent(self.wake)
+        ev.record()
+        self.events.append(ev)
+        self.sink.frames_scored([(frame.index, {"psnr_y": 40.0})])
+        return ev
+
+    async def finish(self):
+        return LaneSummary({}, {})
+
+    def abort(self):
+        pass
+
+
+class TableHost(Host):
+    """Releases through the real pending-release table and reaper, as ClientHandler does."""
+
+    def __init__(self, table):
+        super().__init__()
+        self.table = table
+
+    def track_release(self, frame, event):
+        assert not frame.release_tracked
+        frame.release_tracked = True
+
+        def complete():
+            self.sent.append(("released", frame.index))
+            done, frame.on_released = frame.on_released, None
+            done()
+
+        self.table.add(event, complete)
+
+
+async def test_session_closed_waits_for_releases_that_complete_after_the_lane_finished(autojump_clock):
+    table = PendingReleases()
+    reaper = ReleaseReaper(table)
+    host = TableHost(table)
+    lane = LateEventLane(reaper.wake_threadsafe)
+    sess = Session(9, host, "cpu", lane, GEO, build_plan([], ["psnr"], host.limits))
+    lane.sink = sess
+    buf = _record(FakeDmabufImport(-1))
+    buf.imp.implicit_fence_fds = lambda: ()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(reaper.run)
+        nursery.start_soon(sess.run)
+        for index in range(4):
+            frame = FrameRecord(9, index, 1, 1)
+            sess.reserve(frame)
+            sess.check(frame, {1: buf})
+            sess.accept(frame)
+        sess.close(5)
+        await trio.sleep(30)  # every outcome is out and the lane has finished; no event has completed
+        assert [type(m) for m in host.sent] == [Result] * 4
+        for ev in lane.events[:3]:
+            ev.complete()
+        await trio.sleep(1)
+        assert not any(isinstance(m, SessionClosed) for m in host.sent)  # one frame still holds its buffer
+        lane.events[3].complete()
+        with trio.fail_after(1):
+            await sess.finished.wait()
+        nursery.cancel_scope.cancel()
+    kinds = ["released" if isinstance(m, tuple) else type(m).__name__ for m in host.sent]
+    assert kinds == ["Result"] * 4 + ["released"] * 4 + ["SessionClosed"]
+    assert host.sent[-1].re == 5 and host.finished == [9]

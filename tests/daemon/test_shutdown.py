@@ -1,9 +1,12 @@
 """SIGTERM: in-flight frames finish (or fail with E_SHUTDOWN at the deadline), goodbye, exit 0."""
 
 import os
+import select
 import signal
 
-from vmafx.protocol import FrameError, Goodbye, Result, SessionClosed
+from vmafx.protocol import (
+    CloseSession, Error, FrameError, Goodbye, RegisterBuffer, Released, Result, SessionClosed, Status, Submit,
+)
 from vmafx.transport import TransportClosed
 
 from .rawclient import RawClient, frame_memfd
@@ -69,6 +72,113 @@ def test_frames_still_waiting_at_the_deadline_fail_with_e_shutdown(fresh_daemon,
     assert c.conn.ledger.unreleased() == 0
     assert d.proc.wait(30) == 0, d.log()[-3000:]
     os.close(never)
+    c.close()
+    r.close()
+    dd.close()
+
+
+def test_requests_still_queued_at_sigterm_are_read_and_answered(fresh_daemon, p01):
+    """SIGTERM while the client's packets wait unread in the daemon's socket (sent while the daemon
+    is stopped): every queued submit is answered in its session's order, before session_closed,
+    with both releases; its fence fd is closed; close_session is answered by session_closed; other
+    requests get E_SHUTDOWN right before goodbye."""
+    _, refs, dists = p01
+    d = fresh_daemon("--shutdown-timeout", "3", workers=1, fence_timeout_ms=20000)
+    c = RawClient(d.socket)
+    c.hello()
+    r, dd = frame_memfd(refs[0]), frame_memfd(dists[0])
+    extra = frame_memfd(refs[1])
+    rid, did = c.register_ok(r), c.register_ok(dd)
+    s = c.open_ok(features=["psnr"]).session
+    stuck = c.open_ok(features=["psnr"]).session
+    never = os.eventfd(0)
+    c.submit(stuck, 0, rid, did, ref_fence=never)  # holds the daemon in its drain until the deadline
+    n = 30
+    pipe_r, pipe_w = os.pipe()
+    os.kill(d.pid, signal.SIGSTOP)
+    try:
+        for i in range(n - 1):
+            c.submit(s, i, rid, did)
+        # the last frame's "fence" is a pipe: the drain does not look at it, only closes it
+        c.submit(s, n - 1, rid, did, dist_fence=pipe_w)
+        os.close(pipe_w)
+        status_seq = c.conn.next_seq()
+        c.send(Status(seq=status_seq))
+        register = RegisterBuffer(seq=c.conn.next_seq(), kind="memfd", width=extra.width, height=extra.height,
+                                  pixel_format=extra.pixel_format, bitdepth=extra.bitdepth, size=extra.size,
+                                  planes=extra.planes, fds=(extra.fd,))
+        c.send(register, register.fds)
+        close_seq = c.conn.next_seq()
+        c.send(CloseSession(seq=close_seq, session=s))
+        d.proc.send_signal(signal.SIGTERM)
+    finally:
+        os.kill(d.pid, signal.SIGCONT)
+    msgs = []
+    try:
+        while True:
+            m = c.recv(timeout=30)
+            msgs.append(m)
+            if isinstance(m, FrameError) and (m.session, m.index) == (s, n - 1):
+                # answered: the daemon has closed the fence fd it received (and is still running,
+                # waiting for the stuck session until the deadline)
+                assert select.select([pipe_r], [], [], 5)[0] and os.read(pipe_r, 1) == b""
+                assert d.proc.poll() is None
+    except TransportClosed:
+        pass
+    assert d.proc.wait(30) == 0, d.log()[-3000:]
+    outs = [m for m in msgs if isinstance(m, (Result, FrameError)) and m.session == s]
+    assert [m.index for m in outs] == list(range(n))  # one outcome each, in order
+    refused = [m.index for m in outs if isinstance(m, FrameError)]
+    assert all(m.code == "E_SHUTDOWN" for m in outs if isinstance(m, FrameError)), outs
+    assert n - 1 in refused and len(refused) >= n // 2  # most were still queued when the drain began
+    closed = [i for i, m in enumerate(msgs) if isinstance(m, SessionClosed)]
+    assert len(closed) == 1 and msgs[closed[0]].re == close_seq and msgs[closed[0]].session == s
+    assert (msgs[closed[0]].frames, msgs[closed[0]].failed) == (n - len(refused), len(refused))
+    assert all(i < closed[0] for i, m in enumerate(msgs) if isinstance(m, Released) and m.session == s)
+    # the stuck frame failed at the deadline and was released unread
+    assert c.outcomes[(stuck, 0)].code == "E_SHUTDOWN"
+    errors = [(i, m) for i, m in enumerate(msgs) if isinstance(m, Error)]
+    assert [(m.re, m.code) for _, m in errors] == [(status_seq, "E_SHUTDOWN"), (register.seq, "E_SHUTDOWN")]
+    assert closed[0] < errors[0][0] and errors[-1][0] == len(msgs) - 2 and isinstance(msgs[-1], Goodbye)
+    assert c.conn.ledger.unanswered() == [] and c.conn.ledger.unreleased() == 0
+    for fd in (never, pipe_r):
+        os.close(fd)
+    c.close()
+    for b in (r, dd, extra):
+        b.close()
+
+
+def test_a_socket_full_of_submits_at_sigterm_is_answered_without_dropping_the_client(fresh_daemon, p01):
+    """Each submit read in the drain is three packets out (frame_error, two released): more than the
+    client's send queue holds, so the drain lets the sender catch up instead of overflowing it
+    (which would drop the client as one that is not reading)."""
+    _, refs, dists = p01
+    d = fresh_daemon(workers=1)
+    c = RawClient(d.socket)
+    c.hello()
+    r, dd = frame_memfd(refs[0]), frame_memfd(dists[0])
+    rid, did = c.register_ok(r), c.register_ok(dd)
+    s = c.open_ok(features=["psnr"]).session
+    os.kill(d.pid, signal.SIGSTOP)
+    sent = 0
+    try:
+        for i in range(400):  # until the socket is full
+            data, _ = c.conn.send(Submit(session=s, index=i, ref=rid, dist=did))
+            if not c.chan.try_send(data):
+                c.conn.ledger.frames.pop((s, i))  # not sent after all
+                break
+            sent += 1
+        d.proc.send_signal(signal.SIGTERM)
+    finally:
+        os.kill(d.pid, signal.SIGCONT)
+    bound = 4 * 64 + 64  # the daemon's send queue per client (ClientHandler.outgoing)
+    assert 3 * sent > bound, f"only {sent} submits fit in the socket"
+    msgs = _until_closed(c)
+    assert d.proc.wait(30) == 0, d.log()[-3000:]
+    assert "not reading" not in d.log()
+    assert sorted(i for (ss, i) in c.outcomes if ss == s) == list(range(sent))
+    assert c.conn.ledger.unanswered() == [] and c.conn.ledger.unreleased() == 0
+    assert isinstance(msgs[-1], Goodbye)
     c.close()
     r.close()
     dd.close()
