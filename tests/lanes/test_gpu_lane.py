@@ -20,7 +20,7 @@ from vmafx.protocol import BufferUnregistered, FrameError, Released, Result, Sta
 
 from ..daemon.conftest import Daemon
 from ..daemon.rawclient import RawClient, frame_memfd, stored_planes
-from ..reference import vendored_pairs
+from ..reference import full_pairs, vendored_pairs
 from .conftest import load_runtime
 
 RUNTIMES = ("cuda", "hip", "emu")
@@ -281,7 +281,7 @@ def test_vmm_fds_from_a_producer_score_exactly_and_zero_copy(gpu_daemon, runtime
     c.hello()
     copies0 = c.request(Status(seq=c.conn.next_seq())).status["host_copies"]
     feats = ("psnr", "float_ssim", "float_ms_ssim")
-    for pair in vendored_pairs():
+    for pair in vendored_pairs() + full_pairs():
         refs, dists = pair.pictures()
         want, _ = _expected(refs, dists, models=["version=vmaf_v0.6.1"], features=feats)
         closed, got = _score_vmm(c, producer, pair, refs, dists, feats, ["version=vmaf_v0.6.1"])

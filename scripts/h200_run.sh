@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# A run on the NVIDIA H200 device machine, in phases (each call of the device tool is bounded):
+#   scripts/h200_run.sh tests    GPU lane tests (cuda), GL tests
+#   scripts/h200_run.sh bench    benchmarks (daemon and engine), GL scoring script
+# Expects carried: .whl (trio, pytest-trio, PyOpenGL wheels), .gl (GL loader debs), and
+# optionally .h200ref (a copy of reference pairs in ../shared/reference's layout).
+# Logs go to $OUT; each step is bounded so one slow step cannot eat the run.
+set -u
+phase="${1:-tests}"
+OUT="${OUT:-/tmp/out}"
+mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site
+if [ -d .gl ]; then for f in .gl/*.deb; do dpkg -x "$f" / ; done; ldconfig; fi
+[ -d .h200ref ] && export VMAFX_REFERENCE="$PWD/.h200ref"
+export PYTHONUNBUFFERED=1 VMAFXD_KERNEL_CACHE=/tmp/kc PYOPENGL_PLATFORM=egl
+if [ ! -e /usr/share/glvnd/egl_vendor.d/10_nvidia.json ] && [ -e /usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json ]; then
+    export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used --format=csv,noheader | tee -a "$OUT/summary.txt"
+step() {  # step NAME SECONDS CMD...
+    local name=$1 secs=$2; shift 2
+    echo "=== $name" | tee -a "$OUT/summary.txt"
+    local t0=$SECONDS
+    timeout "$secs" "$@" > "$OUT/$name.log" 2>&1
+    local rc=$?
+    echo "rc=$rc $((SECONDS - t0))s" | tee -a "$OUT/summary.txt"
+    tail -n "${TAIL:-30}" "$OUT/$name.log" >> "$OUT/summary.txt"
+}
+case "$phase" in
+    tests)
+        step lanes ${LANES_S:-330} python3 -m pytest -p no:cacheprovider -q -rs tests/lanes -k "not emu" --durations=12
+        TAIL=60 step gl ${GL_S:-150} python3 -m pytest -p no:cacheprovider -s -v -rs tests/gl
+        ;;
+    bench)
+        step bench_daemon ${DAEMON_S:-170} python3 scripts/bench_gpu.py --frames 960 --repeats 3
+        step bench_engine ${ENGINE_S:-80} python3 scripts/bench_gpu.py --engine-only --frames 1024 --repeats 3
+        step gl_score ${GLS_S:-60} python3 scripts/gl_score.py --lane cuda --twin
+        ;;
+esac
+cat "$OUT/summary.txt"
