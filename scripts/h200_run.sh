@@ -10,7 +10,7 @@ phase="${1:-tests}"
 OUT="${OUT:-/tmp/out}"
 mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site
+    && export PYTHONPATH=/tmp/site:$PWD:$PWD/client
 if [ -d .gl ]; then for f in .gl/*.deb; do dpkg -x "$f" / ; done; ldconfig; fi
 [ -d .h200ref ] && export VMAFX_REFERENCE="$PWD/.h200ref"
 export PYTHONUNBUFFERED=1 VMAFXD_KERNEL_CACHE=/tmp/kc PYOPENGL_PLATFORM=egl
