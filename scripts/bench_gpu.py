@@ -67,25 +67,38 @@ def start_daemon(lane: str, batch: int, sock: str) -> subprocess.Popen:
     return proc
 
 
-def bench_daemon(sock: str, w: int, h: int, frames: int, inflight: int, ring: int):
+def bench_daemon(sock: str, w: int, h: int, frames: int, inflight: int, ring: int, memfd: bool = False):
     from tests.daemon.rawclient import RawClient
     from tests.lanes.test_gpu_lane import _register_vmm
     from vmafx.cuda_frames import CudaProducer, VmmFrameBuffer
     from vmafx.protocol import Released, Result
 
-    producer = CudaProducer(0)
     content = make_frames(w, h)
     c = RawClient(sock, "bench")
     c.hello()
     bufs = []
-    for k in range(ring):
-        ref, dist = content[k % len(content)]
-        rb = VmmFrameBuffer(producer, w, h, "yuv420p")
-        db = VmmFrameBuffer(producer, w, h, "yuv420p")
-        rb.write(ref)
-        db.write(dist)
-        bufs.append((rb, db, _register_vmm(c, rb), _register_vmm(c, db)))
-    producer.synchronize()
+    producer = None
+    if memfd:
+        # host buffers (sealed memfds): for lanes without device imports (cpu, emu)
+        from tests.daemon.rawclient import frame_memfd
+        from vmafx.formats import Subsampling
+        from vmafxd.picture import Picture
+
+        for k in range(ring):
+            ref, dist = content[k % len(content)]
+            rb = frame_memfd(Picture(tuple(ref), 8, Subsampling.S420))
+            db = frame_memfd(Picture(tuple(dist), 8, Subsampling.S420))
+            bufs.append((rb, db, c.register_ok(rb), c.register_ok(db)))
+    else:
+        producer = CudaProducer(0)
+        for k in range(ring):
+            ref, dist = content[k % len(content)]
+            rb = VmmFrameBuffer(producer, w, h, "yuv420p")
+            db = VmmFrameBuffer(producer, w, h, "yuv420p")
+            rb.write(ref)
+            db.write(dist)
+            bufs.append((rb, db, _register_vmm(c, rb), _register_vmm(c, db)))
+        producer.synchronize()
     s = c.open_ok(models=["version=vmaf_v0.6.1"], width=w, height=h).session
     free = list(range(ring))
     held: dict[int, int] = {}  # frame index -> ring slot
@@ -94,16 +107,9 @@ def bench_daemon(sock: str, w: int, h: int, frames: int, inflight: int, ring: in
     latency = []
     done = 0
     nxt = 0
-    t0 = time.perf_counter()
-    while done < frames:
-        while nxt < frames and free and nxt - done < inflight:
-            slot = free.pop()
-            held[nxt] = slot
-            roles[nxt] = 2
-            submitted[nxt] = time.perf_counter()
-            c.submit(s, nxt, bufs[slot][2], bufs[slot][3])
-            nxt += 1
-        msg = c.recv(timeout=60)
+
+    def handle(msg) -> None:
+        nonlocal done
         if isinstance(msg, Released):
             roles[msg.index] -= 1
             if roles[msg.index] == 0:
@@ -112,15 +118,38 @@ def bench_daemon(sock: str, w: int, h: int, frames: int, inflight: int, ring: in
             latency.append(time.perf_counter() - submitted.pop(msg.index))
             done += 1
             c.outcomes.pop((msg.session, msg.index), None)
+
+    t0 = time.perf_counter()
+    # Motion's lag holds a session's last frames until it closes: submit them
+    # all, then close, and count the results that arrive before session_closed.
+    while nxt < frames:
+        while nxt < frames and free and nxt - done < inflight:
+            slot = free.pop()
+            held[nxt] = slot
+            roles[nxt] = 2
+            submitted[nxt] = time.perf_counter()
+            c.submit(s, nxt, bufs[slot][2], bufs[slot][3])
+            nxt += 1
+        if nxt < frames:
+            handle(c.recv(timeout=60))
+    from vmafx.protocol import CloseSession, SessionClosed
+
+    c.send(CloseSession(seq=c.conn.next_seq(), session=s))
+    while True:
+        msg = c.recv(timeout=120)
+        if isinstance(msg, SessionClosed):
+            break
+        handle(msg)
     elapsed = time.perf_counter() - t0
-    c.close_session(s, timeout=120)
+    assert done == frames, f"{done} of {frames} frames scored"
     for rb, db, rid, did in bufs:
         c.unregister(rid)
         c.unregister(did)
         rb.close()
         db.close()
     c.close()
-    producer.close()
+    if producer is not None:
+        producer.close()
     return frames / elapsed, statistics.median(latency) * 1000, np.percentile(latency, 95) * 1000
 
 
@@ -184,6 +213,7 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--inflight", type=int, default=128)
     ap.add_argument("--engine-only", action="store_true")
+    ap.add_argument("--memfd", action="store_true", help="host (memfd) frame buffers instead of VMM (cpu/emu lanes)")
     args = ap.parse_args()
     sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes.split(",")]
     rows = []
@@ -200,7 +230,7 @@ def main() -> int:
     try:
         for w, h in sizes:
             frames = args.frames if w * h <= 2_100_000 else max(64, args.frames // 3)
-            runs = [bench_daemon(sock, w, h, frames, args.inflight, ring=min(args.inflight, 96) // 2 * 2)
+            runs = [bench_daemon(sock, w, h, frames, args.inflight, ring=min(args.inflight, 96) // 2 * 2, memfd=args.memfd)
                     for _ in range(args.repeats)]
             fps = [r[0] for r in runs]
             print(f"daemon {args.lane} {w}x{h}: {statistics.median(fps):.0f} fps (min {min(fps):.0f}, "

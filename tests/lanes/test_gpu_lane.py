@@ -236,9 +236,16 @@ def _register_vmm(c, buf) -> int:
 
 
 def _wait_released(c, session, index, timeout=120.0):
+    """Read packets until both roles of frame ``index`` are released (others stay in the inbox).
+
+    (Not ``wait_for(lambda m: True)``: that returns the inbox's first message again and again.)
+    """
     end = time.monotonic() + timeout
     while {r.role for r in c.released if (r.session, r.index) == (session, index)} != {"ref", "dist"}:
-        c.inbox.append(c.wait_for(lambda m: True, timeout=max(0.01, end - time.monotonic())))
+        left = end - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"frame {index} of session {session} was not released")
+        c.inbox.append(c._recv(left))
 
 
 def _close_enough(got, want):

@@ -38,6 +38,10 @@ __all__ = ["EmulatedRuntime", "load"]
 
 _lock = threading.Lock()
 _runtime: "EmulatedRuntime | None" = None
+#: One launch at a time in the whole process: a kernel library is loaded once
+#: (dlopen shares it), so its blockIdx globals and its __shared__ statics are
+#: shared by every thread; two devices' workers must not interleave blocks.
+_launch_lock = threading.Lock()
 
 
 def load() -> "EmulatedRuntime":
@@ -148,9 +152,10 @@ class _Mapped:
 
 
 class EmuDevice:
-    def __init__(self, runtime: "EmulatedRuntime"):
+    def __init__(self, runtime: "EmulatedRuntime", ordinal: int = 0):
         self._rt = runtime
-        self.info = DeviceInfo(0, "vmafxd CPU emulator", "emu:0", "emu", os.cpu_count() or 1, 1 << 34)
+        self.info = DeviceInfo(ordinal, "vmafxd CPU emulator", f"0000:00:{ordinal:02x}.0", "emu",
+                               os.cpu_count() or 1, 1 << 34)
         self._buffers: dict[int, np.ndarray] = {}
         self.allocated_bytes = 0
 
@@ -225,16 +230,17 @@ class EmuDevice:
             int(np.ctypeslib.as_array((ctypes.c_uint64 * len(types)).from_address(args_address))[0])))
         values = [record[i:i + 1].view(np.dtype(t))[0].item() for i, t in enumerate(types)]
         gx, gy, gz = (list(grid) + [1, 1])[:3]
-        function.grid.x, function.grid.y, function.grid.z = gx, gy, gz
-        blk = function.block
-        fn = function.fn
-        for z in range(gz):
-            blk.z = z
-            for y in range(gy):
-                blk.y = y
-                for x in range(gx):
-                    blk.x = x
-                    fn(*values)
+        with _launch_lock:
+            function.grid.x, function.grid.y, function.grid.z = gx, gy, gz
+            blk = function.block
+            fn = function.fn
+            for z in range(gz):
+                blk.z = z
+                for y in range(gy):
+                    blk.y = y
+                    for x in range(gx):
+                        blk.x = x
+                        fn(*values)
 
     def import_vmm_fd(self, fd: int, size: int):
         raise RuntimeUnavailable("emu", "the emulator imports memfds, not CUDA VMM fds")
@@ -266,18 +272,24 @@ class EmulatedRuntime:
         self._cxx = _compiler()
         if self._cxx is None:
             raise RuntimeUnavailable("emu", "no host C++ compiler (g++) to build the kernels for emulation")
-        self._device: EmuDevice | None = None
+        # VMAFXD_EMU_DEVICES=N pretends to have N devices (multi-device placement tests)
+        try:
+            self._count = max(1, int(os.environ.get("VMAFXD_EMU_DEVICES", "1")))
+        except ValueError:
+            self._count = 1
+        self._devices: dict[int, EmuDevice] = {}
         self._libdir = Path(tempfile.mkdtemp(prefix="vmafxd-emu-"))
 
     def device_count(self) -> int:
-        return 1
+        return self._count
 
     def device(self, ordinal: int) -> EmuDevice:
-        if ordinal != 0:
+        if not 0 <= ordinal < self._count:
             raise RuntimeUnavailable("emu", f"no device {ordinal}")
-        if self._device is None:
-            self._device = EmuDevice(self)
-        return self._device
+        dev = self._devices.get(ordinal)
+        if dev is None:
+            dev = self._devices[ordinal] = EmuDevice(self, ordinal)
+        return dev
 
     def compiler_version(self) -> str:
         out = subprocess.run([self._cxx, "--version"], capture_output=True, text=True).stdout.splitlines()
