@@ -29,7 +29,6 @@ frame.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 from typing import Any, Mapping
 
@@ -44,8 +43,8 @@ from ..reaper import HostReleaseEvent
 from ..scoring import CpuScorer
 from .cpu_import import CpuImport, import_host_buffer
 from .device import (
-    DeviceWorker, FrameSink, Job, Lane, LaneFrame, LaneServices, LaneSession, LaneSummary, SessionSpec,
-    serve_workers,
+    DeviceWorker, FrameSink, Job, Lane, LaneFrame, LaneServices, LaneSummary, SessionSpec, WorkerLaneSession,
+    finite_pooled, serve_workers,
 )
 
 __all__ = ["CpuLane", "CpuLaneSession", "create_lane"]
@@ -121,26 +120,18 @@ class CpuLane(Lane):
         await serve_workers(self.workers, task_status=task_status)
 
 
-class CpuLaneSession(LaneSession):
+class CpuLaneSession(WorkerLaneSession):
     """One session's scorer on one worker.  Trio-thread methods: submit, finish, abort."""
 
     def __init__(self, lane: CpuLane, worker: DeviceWorker, scorer: CpuScorer, sink: FrameSink,
                  token: trio.lowlevel.TrioToken):
+        super().__init__(worker, sink, token)
         self.lane = lane
-        self.worker = worker
-        self.device = worker.index
         self.scorer = scorer
-        self.sink = sink
-        self._token = token
         self._next_seq = 0
         # Worker-thread state: dense sequence number -> client index, for frames not yet reported.
         self._unreported: dict[int, int] = {}
         self._broken: str | None = None
-        # Read by the worker (a plain bool is enough under the GIL): frames of an
-        # aborted session are dropped unread.
-        self._aborted = False
-        self._done = False
-        self._worker_released = False
 
     # -- trio thread ------------------------------------------------------------------
 
@@ -153,47 +144,13 @@ class CpuLaneSession(LaneSession):
         self.worker.post(_FrameJob(self, seq, frame, event))
         return event
 
-    async def finish(self) -> LaneSummary:
-        self._done = True
-        result: list[LaneSummary] = []
-        finished = trio.Event()
+    def _finish_job(self, deliver) -> Job:
+        return _FinishJob(self, deliver)
 
-        def deliver(summary: LaneSummary) -> None:
-            result.append(summary)
-            finished.set()
-
-        self.worker.post(_FinishJob(self, deliver))
-        await finished.wait()
-        self._release_worker()
-        return result[0]
-
-    def abort(self) -> None:
-        if not self._aborted:
-            self._aborted = True
-            self._done = True
-            self._release_worker()
-            self.worker.post(_AbortJob(self))
-
-    def _release_worker(self) -> None:
-        if not self._worker_released:
-            self._worker_released = True
-            self.worker.sessions -= 1
-
-    def _deliver_scored(self, items: list[tuple[int, dict[str, float]]]) -> None:
-        if not self._aborted and items:
-            self.sink.frames_scored(items)
-
-    def _deliver_failed(self, index: int, code: ErrorCode, field: str, message: str) -> None:
-        if not self._aborted:
-            self.sink.frame_failed(index, code, field, message)
+    def _abort_job(self) -> Job:
+        return _AbortJob(self)
 
     # -- worker thread ------------------------------------------------------------------
-
-    def _hop(self, fn, *args) -> None:
-        try:
-            self._token.run_sync_soon(fn, *args)
-        except trio.RunFinishedError:
-            pass
 
     def _report_final(self, finals: list[tuple[int, dict[str, float]]]) -> None:
         items = []
@@ -243,7 +200,7 @@ class CpuLaneSession(LaneSession):
             try:
                 if self._broken is None:
                     self._report_final(self.scorer.finish())
-                    summary = LaneSummary(_clean_pooled(self.scorer.pooled()), dict(self.scorer.aggregate))
+                    summary = LaneSummary(finite_pooled(self.scorer.pooled()), dict(self.scorer.aggregate))
             except Exception as e:
                 log.exception("finishing a session failed")
                 self._broken = f"finish: {type(e).__name__}: {e}"
@@ -251,10 +208,6 @@ class CpuLaneSession(LaneSession):
                 self._fail(seq, f"no score: {self._broken or 'the scorer returned none'}")
         self.scorer = None  # type: ignore[assignment]  (frees the twins' workspaces)
         self._hop(deliver, summary)
-
-
-def _clean_pooled(pooled: dict[str, dict[str, float]]) -> dict[str, dict[str, float | None]]:
-    return {name: {k: (v if math.isfinite(v) else None) for k, v in stats.items()} for name, stats in pooled.items()}
 
 
 class _FrameJob(Job):

@@ -119,7 +119,7 @@ from ..scoring import ScoringPlan
 
 __all__ = [
     "Lane", "LaneImport", "LaneSession", "LaneFrame", "LaneSummary", "LaneServices", "SessionSpec",
-    "FrameSink", "DeviceWorker", "Job", "serve_workers",
+    "FrameSink", "DeviceWorker", "Job", "serve_workers", "WorkerLaneSession", "finite_pooled",
 ]
 
 log = logging.getLogger("vmafxd.lanes")
@@ -197,6 +197,82 @@ class LaneSession(abc.ABC):
 
     @abc.abstractmethod
     def abort(self) -> None: ...
+
+
+class WorkerLaneSession(LaneSession):
+    """A session whose work runs on one :class:`DeviceWorker` (the CPU and GPU lanes').
+
+    The trio-thread half is the same for every such lane: ``finish`` posts the
+    lane's finish job and waits for its summary, ``abort`` posts its abort job
+    once, and outcomes hop back to the trio thread (:meth:`_hop`) and reach
+    the sink unless the session was aborted.  Subclasses provide ``submit``,
+    :meth:`_finish_job` and :meth:`_abort_job`.
+    """
+
+    def __init__(self, worker: "DeviceWorker", sink: FrameSink, token: trio.lowlevel.TrioToken):
+        self.worker = worker
+        self.device = worker.index
+        self.sink = sink
+        self._token = token
+        # Read by the worker (a plain bool is enough under the GIL): frames of an
+        # aborted session are dropped unread.
+        self._aborted = False
+        self._done = False
+        self._worker_released = False
+
+    @abc.abstractmethod
+    def _finish_job(self, deliver: Callable[[LaneSummary], None]) -> "Job": ...
+
+    @abc.abstractmethod
+    def _abort_job(self) -> "Job": ...
+
+    async def finish(self) -> LaneSummary:
+        self._done = True
+        result: list[LaneSummary] = []
+        finished = trio.Event()
+
+        def deliver(summary: LaneSummary) -> None:
+            result.append(summary)
+            finished.set()
+
+        self.worker.post(self._finish_job(deliver))
+        await finished.wait()
+        self._release_worker()
+        return result[0]
+
+    def abort(self) -> None:
+        if not self._aborted:
+            self._aborted = True
+            self._done = True
+            self._release_worker()
+            self.worker.post(self._abort_job())
+
+    def _release_worker(self) -> None:
+        if not self._worker_released:
+            self._worker_released = True
+            self.worker.sessions -= 1
+
+    def _deliver_scored(self, items) -> None:
+        if not self._aborted and items:
+            self.sink.frames_scored(items)
+
+    def _deliver_failed(self, index: int, code, field: str, message: str) -> None:
+        if not self._aborted:
+            self.sink.frame_failed(index, code, field, message)
+
+    def _hop(self, fn, *args) -> None:
+        """Run ``fn(*args)`` in the trio thread (from a worker thread)."""
+        try:
+            self._token.run_sync_soon(fn, *args)
+        except trio.RunFinishedError:
+            pass
+
+
+def finite_pooled(pooled: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float | None]]:
+    """Pooled metrics with non-finite values as None (the wire's nil, libvmaf's null)."""
+    import math
+
+    return {name: {k: (v if math.isfinite(v) else None) for k, v in stats.items()} for name, stats in pooled.items()}
 
 
 class Lane(abc.ABC):

@@ -53,8 +53,8 @@ from vmafx.transport import OwnedFd
 from ...buffers import BufferLayout
 from ...scoring import PlanError
 from ..device import (
-    DeviceWorker, FrameSink, Job, Lane, LaneFrame, LaneImport, LaneServices, LaneSession, LaneSummary,
-    SessionSpec, serve_workers,
+    DeviceWorker, FrameSink, Job, Lane, LaneFrame, LaneImport, LaneServices, LaneSummary, SessionSpec,
+    WorkerLaneSession, finite_pooled, serve_workers,
 )
 from ..runtime import RuntimeCallError, RuntimeUnavailable
 from .engine import FrameSource, GpuFrame, GpuScorer, GpuUnsupported, KernelSet, TWIN_MODULES
@@ -458,21 +458,14 @@ class GpuWorker(DeviceWorker):
 # --------------------------------------------------------------------------- sessions
 
 
-class GpuLaneSession(LaneSession):
+class GpuLaneSession(WorkerLaneSession):
     def __init__(self, lane: GpuLane, worker: GpuWorker, spec: SessionSpec, sink: FrameSink, token):
+        super().__init__(worker, sink, token)
         self.lane = lane
-        self.worker = worker
-        self.device = worker.index
         self.spec = spec
-        self.sink = sink
-        self._token = token
         self.scorer: GpuScorer | None = None
-        self._next_seq = 0
         self._seq_to_index: dict[int, int] = {}
-        self._done = False
-        self._aborted = False
         self._finishing = None  # deliver callback once in-flight batches complete
-        self._worker_released = False
 
     # -- trio thread --------------------------------------------------------------------
     def submit(self, frame: LaneFrame) -> BatchReleaseHandle:
@@ -482,45 +475,11 @@ class GpuLaneSession(LaneSession):
         self.worker.post(_FrameJob(self, frame, handle))
         return handle
 
-    async def finish(self) -> LaneSummary:
-        self._done = True
-        result: list[LaneSummary] = []
-        finished = trio.Event()
+    def _finish_job(self, deliver) -> Job:
+        return _FinishJob(self, deliver)
 
-        def deliver(summary: LaneSummary) -> None:
-            result.append(summary)
-            finished.set()
-
-        self.worker.post(_FinishJob(self, deliver))
-        await finished.wait()
-        self._release_worker()
-        return result[0]
-
-    def abort(self) -> None:
-        if not self._aborted:
-            self._aborted = True
-            self._done = True
-            self._release_worker()
-            self.worker.post(_AbortJob(self))
-
-    def _release_worker(self) -> None:
-        if not self._worker_released:
-            self._worker_released = True
-            self.worker.sessions -= 1
-
-    def _hop(self, fn, *args) -> None:
-        try:
-            self._token.run_sync_soon(fn, *args)
-        except trio.RunFinishedError:
-            pass
-
-    def _deliver_scored(self, items) -> None:
-        if not self._aborted and items:
-            self.sink.frames_scored(items)
-
-    def _deliver_failed(self, index, code, field, message) -> None:
-        if not self._aborted:
-            self.sink.frame_failed(index, code, field, message)
+    def _abort_job(self) -> Job:
+        return _AbortJob(self)
 
     # -- worker thread --------------------------------------------------------------------
     def _open(self) -> None:
@@ -632,11 +591,7 @@ class GpuLaneSession(LaneSession):
         if self.scorer is not None and not self._aborted:
             try:
                 self._report(self.scorer.finish())
-                import math
-
-                pooled = {n: {k: (v if math.isfinite(v) else None) for k, v in st.items()}
-                          for n, st in self.scorer.assembler.pooled().items()}
-                summary = LaneSummary(pooled, dict(self.scorer.aggregate))
+                summary = LaneSummary(finite_pooled(self.scorer.assembler.pooled()), dict(self.scorer.aggregate))
             except Exception as e:
                 log.exception("finishing a session failed")
                 for seq, index in sorted(self._seq_to_index.items()):
