@@ -19,6 +19,7 @@ from vmafx.formats import PixelFormat
 from vmafx.protocol import BufferUnregistered, FrameError, Released, Result, Status
 
 from ..daemon.conftest import Daemon
+from ..daemon.test_daemon_scoring import reference_frames
 from ..daemon.rawclient import RawClient, frame_memfd, stored_planes
 from ..reference import full_pairs, vendored_pairs
 from .conftest import load_runtime
@@ -27,17 +28,8 @@ RUNTIMES = ("cuda", "hip", "emu")
 
 
 def _expected(refs, dists, models=(), features=("psnr",), n=None):
-    from vmafx.protocol import Limits
-    from vmafxd.scoring import CpuScorer
-    from vmafxd.session import build_plan
-
-    plan = build_plan(list(models), list(features), Limits())
-    sc = CpuScorer(plan, refs[0].width, refs[0].height, refs[0].bitdepth)
-    n = len(refs) if n is None else n
-    for i in range(n):
-        sc.push(i, refs[i], dists[i])
-    sc.finish()
-    return dict(sc.assembler.frames), sc.pooled()
+    """The CPU lane's frames and pooled values for the same plan (the daemon tests' helper)."""
+    return reference_frames(refs, dists, features=features, models=models, n=n)
 
 
 @pytest.fixture(params=RUNTIMES, scope="module")

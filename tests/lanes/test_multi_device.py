@@ -10,6 +10,7 @@ import pytest
 from vmafx.protocol import FrameError, Result
 
 from ..daemon.conftest import Daemon
+from ..daemon.test_daemon_scoring import reference_frames
 from ..daemon.rawclient import RawClient, frame_memfd
 from ..reference import vendored_pairs
 from .conftest import load_runtime
@@ -35,15 +36,7 @@ def p01():
 
 
 def _expected(refs, dists, n):
-    from vmafx.protocol import Limits
-    from vmafxd.scoring import CpuScorer
-    from vmafxd.session import build_plan
-
-    sc = CpuScorer(build_plan([], ["psnr", "vif"], Limits()), 576, 324, 8)
-    for i in range(n):
-        sc.push(i, refs[i], dists[i])
-    sc.finish()
-    return dict(sc.assembler.frames)
+    return reference_frames(refs, dists, features=("psnr", "vif"), models=(), n=n)[0]
 
 
 def test_sessions_spread_over_devices_and_score_at_the_same_time(two_device_daemon, p01):
