@@ -56,10 +56,18 @@ if [ ! -x "$venv/bin/python" ]; then
     "$py" -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+pip_quiet() {  # pip's build chatter only when it fails
+    local log
+    log="$(mktemp)"
+    if "$venv/bin/python" -m pip install -q "$@" > "$log" 2>&1; then rm -f "$log"; return 0; fi
+    cat "$log" >&2
+    rm -f "$log"
+    return 1
+}
 case "$profile" in
-    core) "$venv/bin/python" -m pip install -q -e "$root" ;;
-    test) "$venv/bin/python" -m pip install -q -e "$root[test,gl,cuda,hip]"
-          "$venv/bin/python" -m pip install -q -e "$root[systemd]" || \
+    core) pip_quiet -e "$root" ;;
+    test) pip_quiet -e "$root[test,gl,cuda,hip]"
+          pip_quiet -e "$root[systemd]" || \
               echo "bootstrap: systemd-python did not build; the sd_notify tests will skip and say why" >&2 ;;
     *) echo "usage: $0 [core|test]" >&2; exit 2 ;;
 esac
