@@ -359,19 +359,43 @@ class DeviceWorker:
             except Exception:
                 log.exception("%s: a job failed", self.name)
 
+    def poll_timeout(self) -> float | None:
+        """How long to wait for a job before waking anyway (None: block).  A GPU
+        worker with batches in flight wakes often to poll their events."""
+        return None
+
+    def poll(self, block: bool = False) -> None:
+        """Called after every wake-up: complete work in flight (``block``: wait for some)."""
+
+    def busy(self) -> bool:
+        """Work in flight that must complete before the thread may stop."""
+        return False
+
     def run_forever(self) -> None:
         self.setup()
         try:
             while True:
-                jobs = [self._queue.get()]
+                jobs = []
+                try:
+                    jobs.append(self._queue.get(timeout=self.poll_timeout()))
+                except queue.Empty:
+                    pass
                 while True:
                     try:
                         jobs.append(self._queue.get_nowait())
                     except queue.Empty:
                         break
                 stop = any(j is _STOP for j in jobs)
-                self.run_batch([j for j in jobs if j is not _STOP])
+                jobs = [j for j in jobs if j is not _STOP]
                 if stop:
+                    for job in jobs:
+                        job.drop()
+                else:
+                    self.run_batch(jobs)
+                self.poll()
+                if stop:
+                    while self.busy():
+                        self.poll(block=True)
                     break
             # Whatever was posted after the stop still gets its drop().
             while True:

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -369,48 +368,13 @@ class GpuWorker(DeviceWorker):
         except Exception:
             log.exception("%s: teardown", self.name)
 
-    # The worker loop: take every queued job, enqueue what can be, and poll
-    # the batches in flight; block on the queue only when nothing is in flight.
-    def run_forever(self) -> None:
-        self.setup()
-        stop = False
-        try:
-            while True:
-                jobs = []
-                timeout = None if not self.inflight else 0.0002
-                try:
-                    jobs.append(self._queue.get(timeout=timeout))
-                except queue.Empty:
-                    pass
-                while True:
-                    try:
-                        jobs.append(self._queue.get_nowait())
-                    except queue.Empty:
-                        break
-                from ..device import _STOP
+    # The worker loop is DeviceWorker's; with batches in flight it wakes every
+    # 0.2 ms to poll their events instead of blocking on the queue.
+    def poll_timeout(self) -> float | None:
+        return 0.0002 if self.inflight else None
 
-                if any(j is _STOP for j in jobs):
-                    stop = True
-                jobs = [j for j in jobs if j is not _STOP]
-                if stop:
-                    for j in jobs:
-                        j.drop()
-                else:
-                    self.run_batch(jobs)
-                self._poll(block=False)
-                if stop and not self.inflight:
-                    break
-                if stop:
-                    self._poll(block=True)
-            while True:
-                try:
-                    job = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if job is not _STOP:
-                    job.drop()
-        finally:
-            self.teardown()
+    def busy(self) -> bool:
+        return bool(self.inflight)
 
     def run_batch(self, jobs: list[Job]) -> None:
         # Frames of a session are enqueued together (in order), other jobs in place.
@@ -439,9 +403,9 @@ class GpuWorker(DeviceWorker):
             if not mine:
                 return
             mine[0].done.synchronize()
-            self._poll(block=False)
+            self.poll()
 
-    def _poll(self, block: bool) -> None:
+    def poll(self, block: bool = False) -> None:
         done = []
         for sess, batch in self.inflight:
             if batch.done.query():
