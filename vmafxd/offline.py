@@ -6,6 +6,7 @@ daemon's tests compare against, and what the CPU benchmark times.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -13,7 +14,7 @@ from typing import Callable, Sequence
 from vmafx.formats import PixelFormat
 from vmafx.io.video import VideoInfo, open_video
 
-from .model import ModelSet, load_model
+from .model import ModelSet, load_model, parse_model_spec
 from .picture import picture_from_stored
 from .scoring import CpuScorer, FeatureRequest, ScoringPlan
 
@@ -39,9 +40,6 @@ class Report:
 
 def resolve_models(specs: Sequence[str]) -> list[ModelSet]:
     """Load ``--model`` specifications; with several, unnamed ones are named after their version."""
-    from .model import parse_model_spec
-    import os
-
     parsed = [parse_model_spec(s) for s in specs] or [parse_model_spec("version=vmaf_v0.6.1")]
     out = []
     for spec in parsed:

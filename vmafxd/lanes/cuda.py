@@ -304,18 +304,6 @@ class CudaDevice:
         self._ck("cuFuncSetAttribute", d.cuFuncSetAttribute(
             function, d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes))
 
-    def launch(self, function, grid: Sequence[int], block: Sequence[int], shared: int,
-               stream: CudaStream, args: Sequence) -> None:
-        # Each argument is a numpy scalar of the kernel parameter's exact type;
-        # kernelParams is an array of pointers to them (the driver copies the
-        # values during the call, so they only need to live until it returns).
-        holders = [np.asarray(a) for a in args]
-        ptrs = np.array([h.ctypes.data for h in holders], dtype=np.uint64)
-        gx, gy, gz = (list(grid) + [1, 1])[:3]
-        bx, by, bz = (list(block) + [1, 1])[:3]
-        self._ck("cuLaunchKernel", self._d.cuLaunchKernel(
-            function, gx, gy, gz, bx, by, bz, shared, stream.handle, ptrs.ctypes.data, 0))
-
     def launch_packed(self, function, grid: Sequence[int], block: Sequence[int], shared: int,
                       stream: CudaStream, args_address: int, types=()) -> None:
         """Launch with a ready array of argument pointers at ``args_address`` (see gpu/launch.py).

@@ -216,9 +216,6 @@ class EmuDevice:
         # the "image" is the path of the compiled shared library
         return EmuModule(image.decode())
 
-    def launch(self, function: EmuFunction, grid, block, shared, stream, args) -> None:
-        raise NotImplementedError("the emulator launches through launch_packed (gpu/launch.py)")
-
     def launch_packed(self, function: EmuFunction, grid: Sequence[int], block: Sequence[int], shared: int,
                       stream, args_address: int, types: Sequence[np.dtype] = ()) -> None:
         if not types:

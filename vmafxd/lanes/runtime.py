@@ -173,9 +173,6 @@ class Device(Protocol):
 
     def load_module(self, image: bytes) -> Module: ...
 
-    def launch(self, function: int, grid: Sequence[int], block: Sequence[int], shared: int,
-               stream: Stream, args: Sequence) -> None: ...
-
     def launch_packed(self, function: int, grid: Sequence[int], block: Sequence[int], shared: int,
                       stream: Stream, args_address: int, types: Sequence = ()) -> None: ...
 
