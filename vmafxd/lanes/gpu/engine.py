@@ -279,7 +279,6 @@ class GpuScorer:
         """Metrics of a batch whose ``done`` event has completed; returns frames now final."""
         if not batch.done.query():
             raise RuntimeError("batch completed before its done event")
-        finals: list[tuple[int, dict[str, float]]] = []
         for twin in self.twins:
             names = twin.instance.names
             for seq, metrics in twin.metrics(batch.stats, batch.first_seq, batch.count):
