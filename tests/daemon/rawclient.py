@@ -61,8 +61,16 @@ class FrameBuffer:
 
 
 def stored_planes(picture, fmt: PixelFormat) -> list[np.ndarray]:
-    """A planar Picture's planes as a buffer stores them (ceil-size chroma; NV12/P010 interleaved)."""
+    """A planar Picture's planes as a buffer stores them (ceil-size chroma; NV12/P010 interleaved).
+
+    A Picture's chroma is libvmaf's floor size; at odd sizes the stored planes
+    have one more row/column (edge-replicated here: scoring never reads it).
+    """
     planes = [np.ascontiguousarray(p) for p in picture.planes]
+    if len(planes) == 3 and fmt.subsampling.has_chroma:
+        (h, w), (sx, sy) = planes[0].shape, fmt.subsampling.value
+        ch, cw = -(-h >> sy), -(-w >> sx)
+        planes[1:] = [np.pad(p, ((0, ch - p.shape[0]), (0, cw - p.shape[1])), mode="edge") for p in planes[1:]]
     if fmt is PixelFormat.NV12:
         y, u, v = planes
         uv = np.empty((u.shape[0], u.shape[1] * 2), np.uint8)

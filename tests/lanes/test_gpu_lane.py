@@ -331,6 +331,17 @@ def _acquire_under_load(daemon, producer, pair, refs, dists, frames=8):
     c.hello()
     rb = VmmFrameBuffer(producer, pair.width, pair.height, fmt, pair.bitdepth)
     db = VmmFrameBuffer(producer, pair.width, pair.height, fmt, pair.bitdepth)
+    # the frames wait in device memory of the same layout: the copies into the registered buffers are
+    # device-to-device, so they are truly queued behind the stream's other work (a pageable host source
+    # would make the driver block the caller until the stream reaches the copy)
+    stages = []
+    for i in range(frames):
+        sr = VmmFrameBuffer(producer, pair.width, pair.height, fmt, pair.bitdepth)
+        sd = VmmFrameBuffer(producer, pair.width, pair.height, fmt, pair.bitdepth)
+        sr.write(stored_planes(refs[i], fmt))
+        sd.write(stored_planes(dists[i], fmt))
+        stages.append((sr, sd))
+    producer.synchronize()
     rid, did = _register_vmm(c, rb), _register_vmm(c, db)
     s = c.open_ok(features=["psnr"]).session
     # a big scratch buffer whose memsets keep the producer's stream busy before each write
@@ -345,8 +356,8 @@ def _acquire_under_load(daemon, producer, pair, refs, dists, frames=8):
         producer.synchronize()  # garbage in place: a read before the writes sees it
         for _ in range(40):
             d.cuMemsetD8Async(scratch, i & 0xFF, scratch_size, producer.stream)
-        rb.write(stored_planes(refs[i], fmt))
-        db.write(stored_planes(dists[i], fmt))
+        for dst, src in zip((rb, db), stages[i]):
+            d.cuMemcpyDtoDAsync(dst.ptr, src.ptr, dst.size, producer.stream)
         handle = ev.record()
         c.send(Submit(session=s, index=i, ref=rid, dist=did, ref_fence=Fence("cuda_ipc_event", handle=handle),
                       dist_fence=Fence("cuda_ipc_event", handle=handle)))
@@ -357,8 +368,8 @@ def _acquire_under_load(daemon, producer, pair, refs, dists, frames=8):
     c.close_session(s)
     d.cuMemFree(scratch)
     ev.close()
-    rb.close()
-    db.close()
+    for b in (rb, db, *(x for pair_ in stages for x in pair_)):
+        b.close()
     c.close()
     return wrong
 
