@@ -272,3 +272,43 @@ def test_identical_frames_score_slightly_above_one():
     opts = DECLARATION.resolve_options({})
     m = metrics_from_stats(compute_stats(ref, ref, 8, opts), opts)
     assert 1.0 < m["integer_adm2"] < 1.001 and m["integer_aim"] == 0.0
+
+
+@pytest.mark.parametrize("over", [{}, {"debug": True}, {"adm_skip_scale0": True, "debug": True}, {"adm_skip_aim": True}])
+def test_frames_scored_together_equal_frames_scored_alone(over):
+    """metrics_from_sums over N frames gives each frame exactly its own numbers (the GPU lane
+    scores a batch at once; the CPU twin one frame at a time); a flat frame among them too."""
+    from vmafxd.features.adm import metrics_from_sums
+
+    opts = DECLARATION.resolve_options(over)
+    frames = []
+    for seed, (w, h) in enumerate([(160, 90)] * 5):
+        ref, dist = synthetic_pair(w, h, 8)
+        if seed:
+            dist = np.clip(dist.astype(np.int32) + seed * 3 - 6, 0, 255).astype(np.uint8)
+        frames.append(compute_stats(ref, dist, 8, opts))
+    flat = np.zeros(90 * 160, np.uint8).reshape(90, 160)
+    frames.append(compute_stats(flat, flat, 8, opts))  # only the noise floors
+    batch = metrics_from_sums(160, 90, np.stack([f.num for f in frames]), np.stack([f.den for f in frames]),
+                              np.stack([f.aim for f in frames]), opts)
+    alone = [metrics_from_stats(f, opts) for f in frames]
+    assert len({b["integer_adm2"] for b in batch}) > 2
+    for b, a in zip(batch, alone):
+        assert b.keys() == a.keys()
+        assert all(b[k] == a[k] or (math.isnan(b[k]) and math.isnan(a[k])) for k in a)
+
+
+def test_powf_array_is_c_powf_element_by_element():
+    """The batch path's powf is glibc's powf exactly (numpy's array power differs in about one
+    element in five here), including zeros, denormals, huge values and infinities."""
+    from vmafxd.features._adm_csf import _POWF, ONE_THIRD_F, powf_array
+
+    if _POWF is None:
+        pytest.skip("no C library powf through ctypes on this platform")
+    rng = np.random.default_rng(11)
+    x = (rng.random(20000) * 10.0 ** rng.integers(-40, 38, 20000)).astype(np.float32)
+    x = np.concatenate([x, np.array([0.0, 1e-45, 1.0, 3.4e38, np.inf], np.float32)])
+    for y in (ONE_THIRD_F, np.float32(0.5)):
+        want = np.array([_POWF(float(v), float(y)) for v in x], np.float32)
+        got = powf_array(x, y)
+        assert got.dtype == np.float32 and (got.view(np.uint32) == want.view(np.uint32)).all()

@@ -243,3 +243,25 @@ def test_option_aliases_and_metric_names():
 def test_too_small_picture_is_rejected():
     with pytest.raises(ValueError):
         DECLARATION.cpu(DECLARATION.resolve_options({}), 15, 40, 8)
+
+
+@pytest.mark.parametrize("over", [{}, {"debug": True}, {"debug": True, "vif_skip_scale0": True}])
+def test_frames_scored_together_equal_frames_scored_alone(over):
+    """metrics_from_sums over N frames gives each frame exactly its own numbers, a frame with
+    zero denominators among them."""
+    rng = np.random.default_rng(5)
+    skip = bool(over.get("vif_skip_scale0"))
+    stats = []
+    for k in range(6):
+        rows = [ScaleAccumulators(*(int(v) for v in rng.integers(0, 1 << 40, 4))) for _ in range(4)]
+        if k == 5:
+            rows = [ScaleAccumulators(0, 0, 0, 0)] * 4
+        if skip:
+            rows[0] = None
+        stats.append(VifStats(tuple(rows)))
+    batch = vif.metrics_from_sums(np.stack([s.to_array() for s in stats]), skip, over)
+    alone = [metrics_from_stats(s, over) for s in stats]
+    for b, a in zip(batch, alone):
+        assert b.keys() == a.keys()
+        assert all(b[k] == a[k] or (np.isnan(b[k]) and np.isnan(a[k])) for k in a)
+    assert len({b["integer_vif_scale1"] for b in batch}) == 6

@@ -53,7 +53,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ._adm_core import csf, decouple, den_sum, masked_sum
-from ._adm_csf import ONE_THIRD_F, BlendUnsupported, f32, int64_to_f32, powf
+from ._adm_csf import ONE_THIRD_F, BlendUnsupported, powf, powf_array
 from ._adm_plan import ScaleParams, factors_for, plan_for
 from ._adm_dwt import dwt_s123, dwt_scale0
 from .declaration import FeatureDeclaration, Option, OptionError
@@ -199,6 +199,13 @@ def compute_stats(
 
 
 # --- layer (b): libvmaf's float/double arithmetic -------------------------------------
+#
+# Vectorised over frames: every C operation is one numpy operation on a column
+# of frames in the same precision (float32 arrays for C floats, float64 for
+# doubles; IEEE arithmetic per element is the scalar arithmetic), and powf is
+# glibc's per element (:func:`._adm_csf.powf_array`).  The constants that
+# depend only on the geometry and the options (noise floors, shifts, CSF
+# cubes) are computed once per (size, options) and kept.
 
 
 def _pow2_u32(e: int) -> float:
@@ -206,91 +213,125 @@ def _pow2_u32(e: int) -> float:
     return math.inf if e < 0 or e > 1023 else 2.0**e
 
 
-def _num_scale(acc, s: int, p: ScaleParams, noise_weight: float, simd: bool) -> np.float32:
-    noise = powf(p.region.area * noise_weight, ONE_THIRD_F)
+@dataclass(frozen=True)
+class _ScaleConsts:
+    noise: np.float32  # powf(area * noise_weight, 1/3)
+    num_div: tuple  # s == 0: double divisors per band; s > 0: one float32 divisor
+    den_div: float
+    den_cube: tuple  # pow(factor, 3) per band, double
+
+
+_CONSTS: dict = {}
+
+
+def _consts(width: int, height: int, options: Mapping[str, Any]) -> list[_ScaleConsts | None]:
+    key = (width, height, tuple(sorted((k, v) for k, v in options.items() if k.startswith("adm_"))))
+    got = _CONSTS.get(key)
+    if got is not None:
+        return got
+    factors, params = plan_for(width, height, options)
+    nw = float(options["adm_noise_weight"])
+    got = []
+    for s in range(4):
+        p = params[s]
+        noise = powf(p.region.area * nw, ONE_THIRD_F)
+        if s == 0:
+            base = (52, 52, 57)
+            num_div = tuple(_pow2_u32(base[b] - p.cub_shift[b] - p.row_shift) for b in range(3))
+            den_div = 2.0 ** (18 - p.den_row_shift)
+        else:
+            e = (45, 39, 36)[s - 1] - p.cub_shift[0] - p.row_shift
+            num_div = (np.float32(math.inf) if (e < 0 or e >= 128) else np.float32(2.0**e),)
+            den_div = _pow2_u32((32, 27, 23)[s - 1] - p.den_row_shift - p.den_cub_shift)
+        got.append(_ScaleConsts(noise, num_div, den_div, tuple(math.pow(float(f), 3) for f in factors[s])))
+    if len(_CONSTS) > 64:
+        _CONSTS.clear()
+    _CONSTS[key] = got
+    return got
+
+
+def _num_scale(acc: np.ndarray, s: int, c: _ScaleConsts, noise: np.float32, simd: bool) -> np.ndarray:
+    """float32[N]: one scale's numerator (h + v + d cube roots plus noise) from int64[N, 3] sums."""
     if s == 0:
         # int64 / double, then stored to float: rounded twice.  Except that
         # AVX-512 first converts the h sum to float (one rounding); the
         # division by a power of two is then exact.
-        base = (52, 52, 57)
-        f = [f32(float(acc[b]) / _pow2_u32(base[b] - p.cub_shift[b] - p.row_shift)) for b in range(3)]
+        f = [(acc[:, b].astype(np.float64) / c.num_div[b]).astype(np.float32) for b in range(3)]
         if simd:
-            f[0] = f32(float(int64_to_f32(int(acc[0]))) / _pow2_u32(base[0] - p.cub_shift[0] - p.row_shift))
+            f[0] = (acc[:, 0].astype(np.float32).astype(np.float64) / c.num_div[0]).astype(np.float32)
     else:
-        e = (45, 39, 36)[s - 1] - p.cub_shift[0] - p.row_shift
-        shift = np.float32(math.inf) if (e < 0 or e >= 128) else np.float32(2.0**e)
         # int64 / float is a float division of the int64 rounded once to float.
-        f = [int64_to_f32(int(acc[b])) / shift for b in range(3)]
-    h, v, d = (powf(x, ONE_THIRD_F) + noise for x in f)
+        f = [acc[:, b].astype(np.float32) / c.num_div[0] for b in range(3)]
+    h, v, d = (powf_array(x, ONE_THIRD_F) + noise for x in f)
     return h + v + d
 
 
-def _den_scale(acc, s: int, p: ScaleParams, factors, noise_weight: float) -> np.float32:
-    if s == 0:
-        shift = 2.0 ** (18 - p.den_row_shift)
-    else:
-        shift = _pow2_u32((32, 27, 23)[s - 1] - p.den_row_shift - p.den_cub_shift)
-    noise = powf(p.region.area * noise_weight, ONE_THIRD_F)
+def _den_scale(acc: np.ndarray, c: _ScaleConsts) -> np.ndarray:
     h, v, d = (
-        powf((float(acc[b]) / shift) * math.pow(float(factors[b]), 3), ONE_THIRD_F) + noise for b in range(3)
+        powf_array(((acc[:, b].astype(np.float64) / c.den_div) * c.den_cube[b]).astype(np.float32), ONE_THIRD_F)
+        + c.noise
+        for b in range(3)
     )
     return h + v + d
 
 
-def _div(a: float, b: float) -> float:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return float(np.float64(a) / np.float64(b))
-
-
-def metrics_from_stats(stats: AdmStats, options: Mapping[str, Any]) -> dict[str, float]:
-    """libvmaf's scores from the integer sums (base metric names; debug ones with ``debug``)."""
-    factors, params = plan_for(stats.width, stats.height, options)
-    nw = float(options["adm_noise_weight"])
+def metrics_from_sums(width: int, height: int, num: np.ndarray, den: np.ndarray, aim: np.ndarray,
+                      options: Mapping[str, Any], code_path: str = "avx512") -> list[dict[str, float]]:
+    """libvmaf's scores of N frames from their integer sums (int64[N, 4, 3] each), one dict per frame."""
+    consts = _consts(width, height, options)
     skip0, skip_aim = bool(options["adm_skip_scale0"]), bool(options["adm_skip_aim"])
-    simd = stats.code_path == "avx512"
-    num = den = aim_num = 0.0
+    simd = code_path == "avx512"
+    n = num.shape[0]
+    tot_num = np.zeros(n)
+    tot_den = np.zeros(n)
+    tot_aim = np.zeros(n)
     nums, dens = [], []
     for s in range(4):
         if s == 0 and skip0:
-            ns, ds, ans = np.float32(0.0), np.float32(1e-10), np.float32(0.0)
+            ns, ds, ans = np.zeros(n), np.full(n, float(np.float32(1e-10))), np.zeros(n)
         else:
-            p = params[s]
-            ns = _num_scale(stats.num[s], s, p, nw, simd)
-            ds = _den_scale(stats.den[s], s, p, factors[s], nw)
-            ans = np.float32(0.0) if skip_aim else _num_scale(stats.aim[s], s, p, 0.0, simd)
-        num += float(ns)
-        den += float(ds)
-        aim_num += float(ans)
-        nums.append(float(ns))
-        dens.append(float(ds))
+            c = consts[s]
+            ns = _num_scale(num[:, s], s, c, c.noise, simd).astype(np.float64)
+            ds = _den_scale(den[:, s], c).astype(np.float64)
+            ans = np.zeros(n) if skip_aim else _num_scale(aim[:, s], s, c, np.float32(0.0), simd).astype(np.float64)
+        tot_num += ns
+        tot_den += ds
+        tot_aim += ans
+        nums.append(ns)
+        dens.append(ds)
 
-    limit = 1e-10 * (stats.width * stats.height) / (1920.0 * 1080.0)
-    num = 0.0 if num < limit else num
-    den = 0.0 if den < limit else den
-    if den == 0.0:
-        # libvmaf leaves the AIM score uninitialised here; 0 is our choice.
-        score, score_aim = 1.0, 0.0
-    else:
-        score_aim = aim_num / den
-        score = num / den
+    limit = 1e-10 * (width * height) / (1920.0 * 1080.0)
+    tot_num[tot_num < limit] = 0.0
+    tot_den[tot_den < limit] = 0.0
+    zero = tot_den == 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # libvmaf leaves the AIM score uninitialised when den is 0; 0 is our choice.
+        score = np.where(zero, 1.0, tot_num / np.where(zero, 1.0, tot_den))
+        score_aim = np.where(zero, 0.0, tot_aim / np.where(zero, 1.0, tot_den))
+        per_scale = [nums[s] / dens[s] for s in range(4)]
     w = float(options["adm_dlm_weight"])
     adm3 = score * w + (1 - score_aim) * (1 - w)
     min_val = float(options["adm_min_val"])
-    out = {
-        "integer_adm2": score,
-        "integer_aim": score_aim,
-        "integer_adm3": adm3 if adm3 > min_val else min_val,
-    }
+    adm3 = np.where(adm3 > min_val, adm3, min_val)
+    columns = {"integer_adm2": score, "integer_aim": score_aim, "integer_adm3": adm3}
     for s in range(4):
-        out[f"integer_adm_scale{s}"] = _div(nums[s], dens[s])
+        columns[f"integer_adm_scale{s}"] = per_scale[s]
     if options.get("debug"):
-        out["integer_adm"] = score
-        out["integer_adm_num"] = num
-        out["integer_adm_den"] = den
+        columns["integer_adm"] = score
+        columns["integer_adm_num"] = tot_num
+        columns["integer_adm_den"] = tot_den
         for s in range(4):
-            out[f"integer_adm_num_scale{s}"] = nums[s]
-            out[f"integer_adm_den_scale{s}"] = dens[s]
-    return out
+            columns[f"integer_adm_num_scale{s}"] = nums[s]
+            columns[f"integer_adm_den_scale{s}"] = dens[s]
+    names = list(columns)
+    rows = zip(*(columns[k].tolist() for k in names))
+    return [dict(zip(names, row)) for row in rows]
+
+
+def metrics_from_stats(stats: AdmStats, options: Mapping[str, Any]) -> dict[str, float]:
+    """libvmaf's scores from one frame's integer sums (base metric names; debug ones with ``debug``)."""
+    return metrics_from_sums(stats.width, stats.height, stats.num[None], stats.den[None], stats.aim[None],
+                             options, stats.code_path)[0]
 
 
 # --- the CPU twin ---------------------------------------------------------------------

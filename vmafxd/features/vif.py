@@ -547,47 +547,50 @@ def compute_stats(
 # scores (shared by the CPU twin and the GPU lanes)
 
 
-def metrics_from_stats(stats: VifStats, options: Mapping[str, Any]) -> dict[str, float]:
-    """libvmaf's scores from the accumulators: base metric name -> value.
+def metrics_from_sums(acc: np.ndarray, skip_scale0: bool, options: Mapping[str, Any]) -> list[dict[str, float]]:
+    """libvmaf's scores of N frames from their accumulators (``int64[N, 4, 4]``, rows as
+    :meth:`VifStats.to_array`): one dict of base metric name -> value per frame.
 
     Debug metrics are included when ``options["debug"]`` is true.  libvmaf
     evaluates ``num`` and ``den`` in double and stores them in ``float``; the
     per-scale score is a float division; the debug totals add the floats in
-    double, scale by scale.
+    double, scale by scale.  (Vectorised over frames: each C operation is one
+    numpy operation in the same precision.)
     """
-    nums: list[np.float32] = []
-    dens: list[np.float32] = []
-    for acc in stats.scales:
-        if acc is None:
-            nums.append(np.float32(0.0))
-            dens.append(np.float32(-1.0))
-            continue
-        # int64 / double and int64 - double promote to double, as in C
-        num = acc.num_log / 2048.0 + (acc.den_non_log - (acc.num_non_log / 16384.0) / 65025.0)
-        den = acc.den_log / 2048.0 + acc.den_non_log
-        nums.append(np.float32(num))
-        dens.append(np.float32(den))
+    acc = np.asarray(acc, dtype=np.int64).reshape(-1, _NUM_SCALES, 4)
+    f = acc.astype(np.float64)  # int64 -> double, as C promotes
+    # int64 / double and int64 - double promote to double, as in C
+    nums = (f[:, :, 0] / 2048.0 + (f[:, :, 3] - (f[:, :, 2] / 16384.0) / 65025.0)).astype(np.float32)
+    dens = (f[:, :, 1] / 2048.0 + f[:, :, 3]).astype(np.float32)
+    if skip_scale0:
+        nums[:, 0], dens[:, 0] = 0.0, -1.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = (nums / dens).astype(np.float64)
+    if skip_scale0:
+        ratios[:, 0] = 0.0
+    columns = {f"integer_vif_scale{s}": ratios[:, s] for s in range(_NUM_SCALES)}
+    if options.get("debug", False):
+        # the floats are added in double, scale by scale from the first one computed
+        first = 1 if skip_scale0 else 0
+        n64, d64 = nums.astype(np.float64), dens.astype(np.float64)
+        score_num, score_den = n64[:, first].copy(), d64[:, first].copy()
+        for s in range(first + 1, _NUM_SCALES):
+            score_num += n64[:, s]
+            score_den += d64[:, s]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            columns["integer_vif"] = np.where(score_den == 0.0, 1.0, score_num / np.where(score_den == 0.0, 1.0, score_den))
+        columns["integer_vif_num"] = score_num
+        columns["integer_vif_den"] = score_den
+        for s in range(_NUM_SCALES):
+            columns[f"integer_vif_num_scale{s}"] = n64[:, s]
+            columns[f"integer_vif_den_scale{s}"] = d64[:, s]
+    names = list(columns)
+    return [dict(zip(names, row)) for row in zip(*(columns[k].tolist() for k in names))]
 
-    skipped = stats.scales[0] is None
-    out: dict[str, float] = {}
-    for s in range(_NUM_SCALES):
-        out[f"integer_vif_scale{s}"] = 0.0 if (s == 0 and skipped) else float(nums[s] / dens[s])
-    if not options.get("debug", False):
-        return out
 
-    # the floats are added in double, scale by scale from the first one computed
-    first = 1 if skipped else 0
-    score_num, score_den = float(nums[first]), float(dens[first])
-    for s in range(first + 1, _NUM_SCALES):
-        score_num += float(nums[s])
-        score_den += float(dens[s])
-    out["integer_vif"] = 1.0 if score_den == 0.0 else score_num / score_den
-    out["integer_vif_num"] = score_num
-    out["integer_vif_den"] = score_den
-    for s in range(_NUM_SCALES):
-        out[f"integer_vif_num_scale{s}"] = float(nums[s])
-        out[f"integer_vif_den_scale{s}"] = float(dens[s])
-    return out
+def metrics_from_stats(stats: VifStats, options: Mapping[str, Any]) -> dict[str, float]:
+    """libvmaf's scores from one frame's accumulators: base metric name -> value."""
+    return metrics_from_sums(stats.to_array()[None], stats.scales[0] is None, options)[0]
 
 
 # --------------------------------------------------------------------------

@@ -183,8 +183,10 @@ class GpuAdm:
                             acc[12:24].reshape(4, 3).copy(), acc[24:36].reshape(4, 3).copy())
 
     def metrics(self, stats: np.ndarray, first_seq: int, count: int):
-        acc = stats[:, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.int64)
-        return [(first_seq + i, cpu.metrics_from_stats(self.stats_of(acc[i]), self.values)) for i in range(count)]
+        acc = stats[:count, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.int64)[:, :36]
+        acc = acc.reshape(count, 3, 4, 3)
+        rows = cpu.metrics_from_sums(self.width, self.height, acc[:, 0], acc[:, 1], acc[:, 2], self.values)
+        return [(first_seq + i, m) for i, m in enumerate(rows)]
 
     def flush(self):
         return []
