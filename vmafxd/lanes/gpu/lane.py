@@ -353,6 +353,9 @@ class GpuWorker(DeviceWorker):
         self.stream = None
         self.kernels: KernelSet | None = None
         self.inflight: list[tuple["GpuLaneSession", Any]] = []
+        #: frames taken from the queue and not yet launched, per session (in order)
+        self._waiting: dict["GpuLaneSession", list["_FrameJob"]] = {}
+        self._launching = False
 
     def setup(self) -> None:
         self.device.make_current()
@@ -370,31 +373,50 @@ class GpuWorker(DeviceWorker):
 
     # The worker loop is DeviceWorker's; with batches in flight it wakes every
     # 0.2 ms to poll their events instead of blocking on the queue.
+    #
+    # Batching: a session's frames are launched at once while fewer than
+    # AHEAD of its batches are in flight (an idle device starts at once);
+    # otherwise they wait, and are launched together as soon as one of its
+    # batches completes or a full batch has gathered.  Launching a batch costs
+    # the same host time whatever it holds, so a busy device gets fewer,
+    # fuller batches, and a frame waits at most about one batch's run.
+    AHEAD = 2
+
     def poll_timeout(self) -> float | None:
-        return 0.0002 if self.inflight else None
+        return 0.0002 if (self.inflight or self._waiting) else None
 
     def busy(self) -> bool:
-        return bool(self.inflight)
+        return bool(self.inflight or self._waiting)
 
     def run_batch(self, jobs: list[Job]) -> None:
-        # Frames of a session are enqueued together (in order), other jobs in place.
-        pending: dict[GpuLaneSession, list[_FrameJob]] = {}
-
-        def flush():
-            for sess, frames in pending.items():
-                sess._enqueue(frames)
-            pending.clear()
-
+        # Frames of a session are enqueued in order; other jobs run after what came before them.
         for job in jobs:
             if isinstance(job, _FrameJob):
-                pending.setdefault(job.session, []).append(job)
+                self._waiting.setdefault(job.session, []).append(job)
             else:
-                flush()
+                self._launch(everything=True)
                 try:
                     job.run()
                 except Exception:
                     log.exception("%s: a job failed", self.name)
-        flush()
+        self._launch()
+
+    def _launch(self, everything: bool = False) -> None:
+        if self._launching:
+            return
+        self._launching = True
+        try:
+            for sess in list(self._waiting):
+                frames = self._waiting[sess]
+                full = sess.lane.batch
+                while frames and (everything or len(frames) >= full
+                                  or sum(1 for s, _ in self.inflight if s is sess) < self.AHEAD):
+                    chunk, frames[:] = frames[:full], frames[full:]
+                    sess._enqueue(chunk)
+                if not frames:
+                    del self._waiting[sess]
+        finally:
+            self._launching = False
 
     def wait_slot(self, session: "GpuLaneSession") -> None:
         """Block until ``session`` can enqueue another batch (its oldest one completes)."""
@@ -417,6 +439,8 @@ class GpuWorker(DeviceWorker):
         for sess, batch in done:
             self.inflight.remove((sess, batch))
             sess._complete(batch)
+        if self._waiting:
+            self._launch(everything=block and not self.inflight)
 
 
 # --------------------------------------------------------------------------- sessions
