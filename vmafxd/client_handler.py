@@ -372,7 +372,10 @@ class ClientHandler:
             re=msg.seq, version=PROTOCOL_VERSION, server=self.server.server_name,
             limits=self.limits.to_wire(), lanes=(self.lane.describe(),),
             features=tuple(self.lane.features()), models=tuple(BUILTIN_VERSIONS),
+            bundles=True if msg.bundles else None,
         ))
+        if msg.bundles:
+            self.outgoing.bundle_bytes = self.limits.max_message_bytes
 
     def _register_buffer(self, msg: RegisterBuffer, pkt: Packet) -> None:
         self.buffers.check_room()

@@ -7,6 +7,10 @@ clients, so every client has its own queue and sender task: only that task
 ever waits on that socket.  The queue is bounded; a client that lets it
 overflow is not reading and is disconnected (``put`` returns False and the
 caller drops the connection).
+
+A client whose hello asked for bundles gets what is queued when the sender
+wakes in as few packets as fit (``bundle_bytes`` each): one ``sendmsg`` and
+one wake-up of the client for many results and releases.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import trio
 
+from vmafx.protocol.messages import bundle
 from vmafx.transport import TransportClosed, TrioPacketChannel
 
 __all__ = ["OutgoingQueue"]
@@ -29,6 +34,8 @@ class OutgoingQueue:
         self.sent = 0
         self.dropped = 0
         self.closed = False
+        #: 0: one message per packet; else the largest bundle packet, in bytes
+        self.bundle_bytes = 0
 
     def put(self, data: bytes) -> bool:
         """Queue a packet.  False when the queue is full (the client is not reading)."""
@@ -65,16 +72,40 @@ class OutgoingQueue:
     async def run(self, channel: TrioPacketChannel) -> None:
         """Send until the queue is closed or the peer goes away (then return quietly)."""
         try:
-            async for data in self._recv:
+            carry = None
+            while True:
+                if carry is not None:
+                    data, carry = carry, None
+                else:
+                    try:
+                        data = await self._recv.receive()
+                    except trio.EndOfChannel:
+                        return
+                count = 1
+                if self.bundle_bytes:
+                    parts, size = [data], len(data) + 3
+                    while len(parts) < 0xFFFF:
+                        try:
+                            more = self._recv.receive_nowait()
+                        except (trio.WouldBlock, trio.EndOfChannel):
+                            break
+                        if size + len(more) > self.bundle_bytes:
+                            carry = more
+                            break
+                        parts.append(more)
+                        size += len(more)
+                    count = len(parts)
+                    if count > 1:
+                        data = bundle(parts)
                 try:
                     await channel.send(data)
                 except (TransportClosed, trio.ClosedResourceError, trio.BrokenResourceError):
                     return
                 finally:
-                    self._pending -= 1
+                    self._pending -= count
                     if self._pending == 0:
                         self._idle.set()
-                self.sent += 1
+                self.sent += count
         finally:
             self._idle.set()
             self._recv.close()

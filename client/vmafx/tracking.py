@@ -178,7 +178,7 @@ class ClientTracker:
 
     def hello(self) -> tuple[int, bytes]:
         seq = self.conn.next_seq()
-        data, _ = self.conn.send(m.Hello(seq=seq, version=PROTOCOL_VERSION, client=self.client_name[:128]))
+        data, _ = self.conn.send(m.Hello(seq=seq, version=PROTOCOL_VERSION, client=self.client_name[:128], bundles=True))
         self._waiting.add(seq)
         return seq, data
 
@@ -281,19 +281,21 @@ class ClientTracker:
 
     # -- what the daemon sends --------------------------------------------------
 
-    def receive(self, data: bytes, nfds: int = 0, truncated: bool = False) -> m.Message:
-        """Apply one packet.  Raises RemoteProtocolError when the daemon broke the protocol."""
+    def receive(self, data: bytes, nfds: int = 0, truncated: bool = False) -> list[m.Message]:
+        """Apply one packet (one message, or a bundle of them, in order).  Raises
+        RemoteProtocolError when the daemon broke the protocol."""
         if nfds:
             raise RemoteProtocolError(ErrorCode.E_PROTO, "fds", f"the daemon attached {nfds} fds; it sends none")
         if truncated:
             raise RemoteProtocolError(ErrorCode.E_PROTO, "message", "a packet larger than the client's buffer")
-        msg = self.conn.receive(data)
-        handler = self._HANDLERS.get(type(msg))
-        if handler is not None:
-            handler(self, msg)
-        else:
-            self._answer(msg.re, _Reply(message=msg))  # type: ignore[attr-defined]
-        return msg
+        msgs = self.conn.receive_packet(data)
+        for msg in msgs:
+            handler = self._HANDLERS.get(type(msg))
+            if handler is not None:
+                handler(self, msg)
+            else:
+                self._answer(msg.re, _Reply(message=msg))  # type: ignore[attr-defined]
+        return msgs
 
     def _answer(self, seq: int | None, reply: _Reply) -> None:
         if seq is not None and seq in self._waiting:

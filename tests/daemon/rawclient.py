@@ -108,9 +108,15 @@ def frame_memfd(picture, fmt: PixelFormat | str = PixelFormat.YUV420P, *, pitch_
 
 
 class RawClient:
-    def __init__(self, path: str, name: str = "test", *, max_bytes: int = 65536):
+    def __init__(self, path: str, name: str = "test", *, max_bytes: int = 65536, bundles: bool = True):
         self.chan = BlockingPacketChannel.connect(str(path), max_bytes=max_bytes)
         self.conn = ClientConnection(name)
+        #: ask for bundles in the hello (the daemon may then pack several messages in a packet)
+        self.bundles = bundles
+        #: packets read, and messages of the last bundle not yet handed out
+        self.packets = 0
+        self.messages = 0
+        self._unread: deque[Message] = deque()
         self.inbox: deque[Message] = deque()
         self.released: list[Released] = []
         self.outcomes: dict[tuple[int, int], Message] = {}
@@ -133,9 +139,14 @@ class RawClient:
         return self._recv(timeout)
 
     def _recv(self, timeout: float) -> Message:
-        pkt = self.chan.receive(timeout=timeout)
-        pkt.close_fds()
-        msg = self.conn.receive(pkt.data)
+        if not self._unread:
+            pkt = self.chan.receive(timeout=timeout)
+            pkt.close_fds()
+            msgs = self.conn.receive_packet(pkt.data)
+            self._unread.extend(msgs)
+            self.packets += 1
+            self.messages += len(msgs)
+        msg = self._unread.popleft()
         if isinstance(msg, Released):
             self.released.append(msg)
         elif isinstance(msg, (Result, FrameError)):
@@ -180,7 +191,8 @@ class RawClient:
     # -- conversation -------------------------------------------------------------------
 
     def hello(self):
-        return self.request(Hello(seq=self.conn.next_seq(), version=1, client=self.conn.client_name))
+        return self.request(Hello(seq=self.conn.next_seq(), version=1, client=self.conn.client_name,
+                                  bundles=self.bundles or None))
 
     def register(self, buf: FrameBuffer, **over) -> Message:
         kw = dict(seq=self.conn.next_seq(), kind="memfd", width=buf.width, height=buf.height,

@@ -174,3 +174,28 @@ def test_unregister_waits_for_frames_in_flight(daemon, p01):
     r.close()
     d.close()
     assert daemon.wait_fds() == daemon.baseline
+
+
+@pytest.mark.parametrize("bundles", [True, False])
+def test_bundles_go_only_to_clients_that_ask_and_lose_nothing(daemon, p01, bundles):
+    """12 frames submitted at once: every result and release arrives, equal to the in-process
+    numbers; a client that did not ask for bundles reads one message per packet."""
+    pair, refs, dists = p01
+    n = 12
+    want, _ = reference_frames(refs, dists, features=["psnr"], models=(), n=n)
+    c = RawClient(daemon.socket, bundles=bundles)
+    assert c.hello().bundles is (True if bundles else None)
+    bufs = [(frame_memfd(refs[i]), frame_memfd(dists[i])) for i in range(n)]
+    ids = [(c.register_ok(r), c.register_ok(d)) for r, d in bufs]
+    s = c.open_ok(features=["psnr"]).session
+    p0, m0 = c.packets, c.messages
+    for i in range(n):
+        c.submit(s, i, *ids[i])
+    closed = c.close_session(s)
+    assert (closed.frames, closed.failed) == (n, 0)
+    assert {i: c.outcomes[(s, i)].metrics for i in range(n)} == want
+    assert c.messages - m0 == 3 * n + 1  # results, two releases each, session_closed
+    if not bundles:
+        assert c.packets - p0 == c.messages - m0
+    assert c.conn.ledger.unanswered() == [] and c.conn.ledger.unreleased() == 0
+    c.close()

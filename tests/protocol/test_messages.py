@@ -11,6 +11,7 @@ from vmafx.protocol import (
     RegisterBuffer, Released, RemoteProtocolError, Result, ServerConnection, SessionClosed, State, Status,
     Submit, decode, encode, peek,
 )
+from vmafx.protocol.messages import bundle as messages_bundle
 
 
 def test_importing_the_protocol_loads_no_trio_numpy_or_gpu_binding():
@@ -144,3 +145,66 @@ def test_client_refuses_session_closed_with_unanswered_frames():
     with pytest.raises(RemoteProtocolError) as e:
         c.receive(encode(SessionClosed(session=4, frames=0))[0])
     assert e.value.field == "session"
+
+
+# -- bundles: several of the daemon's messages in one packet ------------------------------
+
+
+def _opened(bundles: bool) -> ClientConnection:
+    c = ClientConnection("t")
+    seq = c.next_seq()
+    c.send(Hello(seq=seq, version=1, bundles=bundles or None))
+    c.receive(encode(HelloReply(re=seq, version=1, server="s", limits={}, bundles=bundles or None))[0])
+    return c
+
+
+@pytest.mark.parametrize("n", [3, 15, 16, 300])
+def test_a_bundle_is_its_messages_in_order_and_each_is_applied(n):
+    c = _opened(True)
+    c.ledger.submitted(1, 0)
+    parts = [encode(Released(buffer=7, session=1, index=0, role="ref"))[0]]
+    parts += [encode(Result(session=1, index=0, metrics={"psnr_y": 40.5}))[0]]
+    while len(parts) < n - 1:
+        c.ledger.submitted(2, len(parts))
+        parts.append(encode(Released(buffer=7, session=2, index=len(parts), role="dist"))[0])
+    parts.append(encode(Released(buffer=8, session=1, index=0, role="dist"))[0])
+    data = messages_bundle(parts)
+    assert data[0] == (0x90 | n if n < 16 else 0xDC)
+    got = c.receive_packet(data)
+    assert len(got) == n and isinstance(got[0], Released) and isinstance(got[1], Result)
+    assert [type(m) for m in got[2:-1]] == [Released] * (n - 3)
+    # each was applied to the ledger: frame (1, 0) answered and both its roles released
+    assert (1, 0) not in c.ledger.frames
+    if n > 3:
+        assert c.ledger.frames[(2, 2)] == {"ref"}
+
+
+def test_a_bundle_is_refused_unless_the_hello_asked_for_it():
+    c = _opened(False)
+    data = messages_bundle([encode(Status(seq=1))[0], encode(Status(seq=2))[0]])
+    with pytest.raises(RemoteProtocolError) as e:
+        c.receive_packet(data)
+    assert e.value.code is ErrorCode.E_PROTO and "did not ask for bundles" in e.value.message
+
+
+def test_a_bad_bundle_names_the_message_and_single_receive_refuses_a_bundle():
+    c = _opened(True)
+    with pytest.raises(RemoteProtocolError) as e:
+        c.receive_packet(msgpack.packb([]))
+    assert e.value.code is ErrorCode.E_PROTO and "empty bundle" in e.value.message
+    with pytest.raises(RemoteProtocolError) as e:
+        c.receive_packet(msgpack.packb([{"t": "released", "buffer": 1, "session": 1, "index": 0, "role": "ref"}, 5]))
+    assert e.value.code is ErrorCode.E_PROTO and e.value.field == "message[1]"
+    c.ledger.submitted(1, 0)
+    two = messages_bundle([encode(Released(buffer=1, session=1, index=0, role="ref"))[0]] * 2)
+    with pytest.raises(RemoteProtocolError) as e:
+        c.receive(two)
+    assert "a bundle of 2 messages" in e.value.message
+    assert c.ledger.frames[(1, 0)] == {"ref", "dist"}  # nothing of the refused packet was applied
+
+
+def test_hello_bundles_is_a_boolean_field():
+    with pytest.raises(RemoteProtocolError) as e:
+        decode(msgpack.packb({"t": "hello", "seq": 1, "version": 1, "bundles": 1}))
+    assert e.value.field == "bundles"
+    assert decode(encode(Hello(seq=1, version=1, bundles=True))[0]).bundles is True

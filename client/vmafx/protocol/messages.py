@@ -17,14 +17,14 @@ right shape with a wrong value) does not.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Sequence
 
 import msgpack
 
 from .errors import ErrorCode, LocalProtocolError, RemoteProtocolError
 
 __all__ = [
-    "Message", "encode", "decode", "peek", "MESSAGE_TYPES",
+    "Message", "encode", "decode", "decode_packet", "bundle", "peek", "MESSAGE_TYPES",
     "Hello", "HelloReply", "OpenSession", "SessionOpened", "CloseSession", "SessionClosed",
     "RegisterBuffer", "BufferRegistered", "UnregisterBuffer", "BufferUnregistered",
     "Submit", "Result", "FrameError", "Released", "Status", "StatusReply",
@@ -265,11 +265,14 @@ class Message:
 @dataclass(frozen=True)
 class Hello(Message):
     TYPE: ClassVar[str] = "hello"
-    SCHEMA: ClassVar = {"seq": _uint(), "version": _uint(), "client": _optional(_text(128))}
+    SCHEMA: ClassVar = {"seq": _uint(), "version": _uint(), "client": _optional(_text(128)),
+                        "bundles": _optional(_boolean)}
     REQUIRED: ClassVar = ("seq", "version")
     seq: int = 0
     version: int = 0
     client: str | None = None
+    #: the client reads bundles: packets holding several of the daemon's messages
+    bundles: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -278,6 +281,7 @@ class HelloReply(Message):
     SCHEMA: ClassVar = {
         "re": _uint(), "version": _uint(), "server": _text(128), "limits": _anymap,
         "lanes": _list_of(_anymap, 16), "features": _list_of(_text(64), 256), "models": _list_of(_text(64), 64),
+        "bundles": _optional(_boolean),
     }
     REQUIRED: ClassVar = ("re", "version", "server", "limits")
     re: int = 0
@@ -287,6 +291,8 @@ class HelloReply(Message):
     lanes: tuple = ()
     features: tuple = ()
     models: tuple = ()
+    #: the daemon will bundle (only ever when the hello asked for it)
+    bundles: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -567,20 +573,20 @@ def encode(msg: Message, *, max_bytes: int | None = None) -> tuple[bytes, tuple[
     return data, tuple(getattr(msg, "fds", ()))
 
 
-def decode(data: bytes, fds: tuple[int, ...] = ()) -> Message:
-    """A message from one packet.  Raises RemoteProtocolError naming the field.
+_UNPACK_LIMITS = dict(raw=False, strict_map_key=True, use_list=True,
+                      max_str_len=1 << 16, max_bin_len=1 << 16, max_array_len=1 << 16, max_map_len=1 << 12)
 
-    The fds stay the caller's: on an error the caller closes them.
-    """
+
+def _unpack(data: bytes):
     try:
-        obj = msgpack.unpackb(
-            data, raw=False, strict_map_key=True, use_list=True,
-            max_str_len=1 << 16, max_bin_len=1 << 16, max_array_len=1 << 16, max_map_len=1 << 12,
-        )
+        return msgpack.unpackb(data, **_UNPACK_LIMITS)
     except Exception as e:  # msgpack raises several types for malformed input
         raise RemoteProtocolError(ErrorCode.E_PROTO, "message", f"not a msgpack message ({type(e).__name__})") from None
+
+
+def _from_obj(obj, fds: tuple[int, ...], path: str = "message") -> Message:
     if not isinstance(obj, dict):
-        raise RemoteProtocolError(ErrorCode.E_PROTO, "message", "not a msgpack map")
+        raise RemoteProtocolError(ErrorCode.E_PROTO, path, "not a msgpack map")
     t = obj.get("t")
     cls = MESSAGE_TYPES.get(t) if isinstance(t, str) else None
     if cls is None:
@@ -593,6 +599,42 @@ def decode(data: bytes, fds: tuple[int, ...] = ()) -> Message:
         raise RemoteProtocolError(e.code, e.field, e.message) from None
     except (TypeError, ValueError, OverflowError) as e:
         raise RemoteProtocolError(ErrorCode.E_INVAL, "message", str(e)) from None
+
+
+def decode(data: bytes, fds: tuple[int, ...] = ()) -> Message:
+    """A message from one packet.  Raises RemoteProtocolError naming the field.
+
+    The fds stay the caller's: on an error the caller closes them.
+    """
+    return _from_obj(_unpack(data), fds)
+
+
+def bundle(packets: Sequence[bytes]) -> bytes:
+    """One packet holding several encoded messages (a msgpack array of their maps).
+
+    Encoded messages are msgpack maps, so the bundle is the array's header and
+    the messages' bytes as they are."""
+    n = len(packets)
+    if n < 16:
+        head = bytes((0x90 | n,))
+    elif n < 1 << 16:
+        head = b"\xdc" + n.to_bytes(2, "big")
+    else:
+        raise ValueError(f"a bundle holds at most 65535 messages, not {n}")
+    return head + b"".join(packets)
+
+
+def decode_packet(data: bytes, *, bundles: bool) -> list[Message]:
+    """The messages of one fd-less packet from the daemon: one message, or (``bundles``: the
+    client asked for them) a bundle of several.  Raises RemoteProtocolError naming the field."""
+    obj = _unpack(data)
+    if isinstance(obj, list):
+        if not bundles:
+            raise RemoteProtocolError(ErrorCode.E_PROTO, "message", "a bundle, but the hello did not ask for bundles")
+        if not obj:
+            raise RemoteProtocolError(ErrorCode.E_PROTO, "message", "an empty bundle")
+        return [_from_obj(x, (), f"message[{i}]") for i, x in enumerate(obj)]
+    return [_from_obj(obj, ())]
 
 
 def peek(data: bytes, extra: tuple[str, ...] = ()) -> dict:

@@ -168,6 +168,8 @@ class ClientConnection:
         self.pending: dict[int, type[m.Message]] = {}
         self.ledger = ClientFrameLedger()
         self.server: m.HelloReply | None = None
+        #: the hello sent asked for bundles (packets of several messages)
+        self.bundles = False
 
     def next_seq(self) -> int:
         self._seq = (self._seq + 1) & 0xFFFFFFFF
@@ -184,13 +186,28 @@ class ClientConnection:
             self.pending[seq] = type(msg)
         if isinstance(msg, m.Submit):
             self.ledger.submitted(msg.session, msg.index)
+        if isinstance(msg, m.Hello):
+            self.bundles = bool(msg.bundles)
         return data, fds
 
     def receive(self, data: bytes) -> m.Message:
+        """Apply a packet that holds one message (see :meth:`receive_packet` for bundles)."""
+        msgs = self._decode(data)
+        if len(msgs) != 1:
+            raise RemoteProtocolError(ErrorCode.E_PROTO, "message", f"a bundle of {len(msgs)} messages")
+        return self._apply(msgs[0])
+
+    def receive_packet(self, data: bytes) -> list[m.Message]:
+        """Apply one packet: its message, or each message of a bundle in order."""
+        return [self._apply(msg) for msg in self._decode(data)]
+
+    def _decode(self, data: bytes) -> list[m.Message]:
         if not data:
             self.state = State.CLOSED
             raise RemoteProtocolError(ErrorCode.E_PROTO, "message", "the daemon closed the connection")
-        msg = m.decode(data)
+        return m.decode_packet(data, bundles=self.bundles)
+
+    def _apply(self, msg: m.Message) -> m.Message:
         re = getattr(msg, "re", None)
         if isinstance(msg, m.Error):
             if re is not None:
