@@ -55,7 +55,7 @@ def make_frames(w: int, h: int, count: int = 2):
 
 def start_daemon(lane: str, batch: int, sock: str) -> subprocess.Popen:
     r, wfd = os.pipe()
-    proc = subprocess.Popen([sys.executable, "-m", "vmafxd", "--socket", sock, "--lane", lane, "--gpu-batch",
+    proc = subprocess.Popen([sys.executable] + (["-m", "cProfile", "-o", os.environ["VX_PROF"]] if os.environ.get("VX_PROF") else []) + ["-m", "vmafxd", "--socket", sock, "--lane", lane, "--gpu-batch",
                              str(batch), "--ready-fd", str(wfd), "--log-level", "warning",
                              "--limit", "max_frames_in_flight=256"],
                             pass_fds=(wfd,), cwd=str(ROOT))
@@ -67,7 +67,8 @@ def start_daemon(lane: str, batch: int, sock: str) -> subprocess.Popen:
     return proc
 
 
-def bench_daemon(sock: str, w: int, h: int, frames: int, inflight: int, ring: int, memfd: bool = False):
+def bench_daemon(sock: str, w: int, h: int, frames: int, inflight: int, ring: int, memfd: bool = False,
+                 models=("version=vmaf_v0.6.1",), features=()):
     from tests.daemon.rawclient import RawClient
     from tests.lanes.test_gpu_lane import _register_vmm
     from vmafx.cuda_frames import CudaProducer, VmmFrameBuffer
@@ -99,7 +100,7 @@ def bench_daemon(sock: str, w: int, h: int, frames: int, inflight: int, ring: in
             db.write(dist)
             bufs.append((rb, db, _register_vmm(c, rb), _register_vmm(c, db)))
         producer.synchronize()
-    s = c.open_ok(models=["version=vmaf_v0.6.1"], width=w, height=h).session
+    s = c.open_ok(models=list(models), features=list(features), width=w, height=h).session
     free = list(range(ring))
     held: dict[int, int] = {}  # frame index -> ring slot
     roles: dict[int, int] = {}
@@ -142,6 +143,7 @@ def bench_daemon(sock: str, w: int, h: int, frames: int, inflight: int, ring: in
         handle(msg)
     elapsed = time.perf_counter() - t0
     assert done == frames, f"{done} of {frames} frames scored"
+    packets = c.packets
     for rb, db, rid, did in bufs:
         c.unregister(rid)
         c.unregister(did)
@@ -150,7 +152,7 @@ def bench_daemon(sock: str, w: int, h: int, frames: int, inflight: int, ring: in
     c.close()
     if producer is not None:
         producer.close()
-    return frames / elapsed, statistics.median(latency) * 1000, np.percentile(latency, 95) * 1000
+    return frames / elapsed, statistics.median(latency) * 1000, np.percentile(latency, 95) * 1000, frames / packets
 
 
 def bench_engine(w: int, h: int, frames: int, batch: int):
@@ -213,6 +215,10 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--inflight", type=int, default=128)
     ap.add_argument("--engine-only", action="store_true")
+    ap.add_argument("--models", default="version=vmaf_v0.6.1",
+                    help="comma-separated model specs ('' for none: with --features psnr at a tiny size this "
+                         "measures the daemon's and protocol's own cost per frame)")
+    ap.add_argument("--features", default="", help="comma-separated feature specs")
     ap.add_argument("--memfd", action="store_true", help="host (memfd) frame buffers instead of VMM (cpu/emu lanes)")
     args = ap.parse_args()
     sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes.split(",")]
@@ -230,12 +236,16 @@ def main() -> int:
     try:
         for w, h in sizes:
             frames = args.frames if w * h <= 2_100_000 else max(64, args.frames // 3)
-            runs = [bench_daemon(sock, w, h, frames, args.inflight, ring=min(args.inflight, 96) // 2 * 2, memfd=args.memfd)
+            runs = [bench_daemon(sock, w, h, frames, args.inflight, ring=min(args.inflight, 96) // 2 * 2, memfd=args.memfd,
+                                 models=[m for m in args.models.split(",") if m],
+                                 features=[f for f in args.features.split(",") if f])
                     for _ in range(args.repeats)]
             fps = [r[0] for r in runs]
-            print(f"daemon {args.lane} {w}x{h}: {statistics.median(fps):.0f} fps (min {min(fps):.0f}, "
+            what = "+".join(x for x in (args.models, args.features) if x)
+            print(f"daemon {args.lane} {what} {w}x{h}: {statistics.median(fps):.0f} fps (min {min(fps):.0f}, "
                   f"max {max(fps):.0f}); latency median {statistics.median(r[1] for r in runs):.1f} ms, "
-                  f"p95 {statistics.median(r[2] for r in runs):.1f} ms ({frames} frames, batch {args.batch}, "
+                  f"p95 {statistics.median(r[2] for r in runs):.1f} ms, {statistics.median(r[3] for r in runs):.1f} frames "
+                  f"per packet read ({frames} frames, batch {args.batch}, "
                   f"{args.inflight} in flight)", flush=True)
     finally:
         proc.terminate()

@@ -29,13 +29,15 @@ step() {  # step NAME SECONDS CMD...
 }
 case "$phase" in
     tests)
-        step lanes ${LANES_S:-330} python3 -m pytest -p no:cacheprovider -q -rs tests/lanes -k "not emu" --durations=12
+        step lanes ${LANES_S:-330} python3 -m pytest -p no:cacheprovider -q -rs tests/lanes -k "${LANES_K:-not emu}" --durations=12
         TAIL=60 step gl ${GL_S:-150} python3 -m pytest -p no:cacheprovider -s -v -rs tests/gl
         ;;
     bench)
         step bench_daemon ${DAEMON_S:-170} python3 scripts/bench_gpu.py --frames 960 --repeats 3
-        step bench_engine ${ENGINE_S:-80} python3 scripts/bench_gpu.py --engine-only --frames 1024 --repeats 3
-        step gl_score ${GLS_S:-60} python3 scripts/gl_score.py --lane cuda --twin
+        step bench_light ${LIGHT_S:-90} python3 scripts/bench_gpu.py --inflight 4 --frames 300 --repeats 3
+        step bench_protocol ${PROTO_S:-60} python3 scripts/bench_gpu.py --sizes 64x64 --models "" --features psnr --frames 3000 --repeats 3
+        [ -z "${DAEMON_ONLY:-}" ] && step bench_engine ${ENGINE_S:-80} python3 scripts/bench_gpu.py --engine-only --frames 1024 --repeats 3
+        [ -z "${DAEMON_ONLY:-}" ] && step gl_score ${GLS_S:-60} python3 scripts/gl_score.py --lane cuda --twin
         ;;
 esac
 cat "$OUT/summary.txt"
