@@ -90,6 +90,10 @@ class _SharedEvent:
             self.done = True
         return self.done
 
+    def add_share(self) -> None:
+        with self._lock:
+            self.shares += 1
+
     def drop_share(self) -> None:
         with self._lock:
             self.shares -= 1
@@ -119,7 +123,7 @@ class BatchReleaseHandle:
         return self._recorded
 
     def bind(self, shared: _SharedEvent) -> None:
-        shared.shares += 1
+        shared.add_share()
         self._shared = shared
         self._recorded = True
 
@@ -353,6 +357,8 @@ class GpuWorker(DeviceWorker):
         self.stream = None
         self.kernels: KernelSet | None = None
         self.inflight: list[tuple["GpuLaneSession", Any]] = []
+        #: batches' gather events not yet seen complete (the worker holds a share of each)
+        self._copying: list[_SharedEvent] = []
         #: frames taken from the queue and not yet launched, per session (in order)
         self._waiting: dict["GpuLaneSession", list["_FrameJob"]] = {}
         self._launching = False
@@ -368,8 +374,29 @@ class GpuWorker(DeviceWorker):
                 self.stream.synchronize()
             for sess, batch in list(self.inflight):
                 sess._complete(batch)
+            for shared in self._copying:
+                shared.drop_share()
+            self._copying = []
         except Exception:
             log.exception("%s: teardown", self.name)
+
+    def watch_copied(self, shared: _SharedEvent) -> None:
+        self._copying.append(shared)
+
+    def _announce_copied(self) -> None:
+        """Wake the reaper as soon as a batch's gather completes (the worker polls every
+        0.2 ms while it has work; the reaper's own poll is a slower fallback), so that
+        ``released`` follows the copy closely even while the features still run."""
+        left, seen = [], False
+        for shared in self._copying:
+            if shared.query():
+                shared.drop_share()
+                seen = True
+            else:
+                left.append(shared)
+        self._copying = left
+        if seen:
+            self.lane.services.wake_reaper()
 
     # The worker loop is DeviceWorker's; with batches in flight it wakes every
     # 0.2 ms to poll their events instead of blocking on the queue.
@@ -383,7 +410,7 @@ class GpuWorker(DeviceWorker):
     AHEAD = 2
 
     def poll_timeout(self) -> float | None:
-        return 0.0002 if (self.inflight or self._waiting) else None
+        return 0.0002 if (self.inflight or self._waiting or self._copying) else None
 
     def busy(self) -> bool:
         return bool(self.inflight or self._waiting)
@@ -428,6 +455,8 @@ class GpuWorker(DeviceWorker):
             self.poll()
 
     def poll(self, block: bool = False) -> None:
+        if self._copying:
+            self._announce_copied()
         done = []
         for sess, batch in self.inflight:
             if batch.done.query():
@@ -531,8 +560,12 @@ class GpuLaneSession(WorkerLaneSession):
             for p in uploads:
                 dev.free_async(p, stream)
             shared = _SharedEvent(dev, batch.copied)
+            # The worker's own share, held until it has seen the gather complete: the reaper may
+            # release (and destroy) the first handles before the last ones are bound.
+            shared.add_share()
             for j in chunk:
                 j.handle.bind(shared)
+            self.worker.watch_copied(shared)
             for i, j in enumerate(chunk):
                 self._seq_to_index[batch.first_seq + i] = j.frame.index
             self.worker.inflight.append((self, batch))
