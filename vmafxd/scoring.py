@@ -87,7 +87,7 @@ class ScoringPlan:
 
     @property
     def max_lag(self) -> int:
-        return max((i.decl.max_lag for i in self.instances), default=0)
+        return max((i.decl.lag_for(i.values) for i in self.instances), default=0)
 
     def metric_names(self) -> list[str]:
         names: list[str] = []

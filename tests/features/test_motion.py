@@ -254,3 +254,24 @@ def test_fps_weight_and_max_val_scale_and_clip(pair):
     for i in range(1, 4):
         want = min(plain[i]["integer_motion"] * 2.0, 3.0)
         assert weighted[i]["integer_motion" + suffix] == want
+
+
+@pytest.mark.parametrize("spec, lag", [("motion", 1), ("motion=motion_five_frame_window=true", 2), ("psnr", 0)])
+def test_a_frame_is_final_as_soon_as_its_window_is_seen(spec, lag):
+    """Frame i's scores leave once frame i + 1 is seen (i + 2 for frames 0 and 1 in the
+    five-frame window): a producer waiting for frame i's result is not held a frame longer."""
+    from vmafx.protocol import Limits
+    from vmafxd.picture import Picture
+    from vmafxd.scoring import CpuScorer
+    from vmafxd.session import build_plan
+
+    plan = build_plan(["version=vmaf_v0.6.1"] if spec == "motion" else [], [spec], Limits())
+    assert plan.max_lag == lag
+    rng = np.random.default_rng(3)
+    sc = CpuScorer(plan, 64, 48, 8)
+    finals = []
+    for i in range(4):
+        pic = Picture((rng.integers(0, 256, (48, 64), dtype=np.uint8),), 8, None)
+        finals.append([k for k, _ in sc.push(i, pic, pic)])
+    assert finals == [[k - lag] if k >= lag else [] for k in range(4)]
+    assert [k for k, _ in sc.finish()] == list(range(4 - lag, 4))

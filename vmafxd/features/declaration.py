@@ -141,8 +141,10 @@ class FeatureDeclaration:
     #: True when a frame's scores depend on other frames (motion)
     temporal: bool = False
     #: the most frames after frame *i* that must be seen before frame *i*'s
-    #: scores are final (motion2 of frame *i* needs frame *i + 1*)
+    #: scores are final (motion2 of frame *i* needs frame *i + 1*), for any options
     max_lag: int = 0
+    #: the lag for a set of resolved options, when it is less than ``max_lag`` for some
+    lag: Callable[[Mapping[str, Any]], int] | None = field(default=None, compare=False)
     #: kernel source file under ``vmafxd/features/kernels/`` (None: CPU only)
     kernel: str | None = None
     #: the CPU twin class (a :class:`FeatureExtractor`)
@@ -152,6 +154,10 @@ class FeatureDeclaration:
     help: str = ""
     #: a check across several resolved options (raises OptionError), run by resolve_options
     validate: Callable[[Mapping[str, Any]], None] | None = field(default=None, compare=False)
+
+    def lag_for(self, values: Mapping[str, Any]) -> int:
+        """Frames after frame *i* to see before frame *i* is final, with these options."""
+        return self.max_lag if self.lag is None else min(self.max_lag, self.lag(values))
 
     def option(self, name: str) -> Option:
         for opt in self.options:

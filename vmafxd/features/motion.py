@@ -373,6 +373,7 @@ DECLARATION = FeatureDeclaration(
     # frame i is final once frame i + 1 is seen; with the five-frame window
     # frames 0 and 1 wait for frame 2, so two frames bound every case
     max_lag=2,
+    lag=lambda values: 2 if values.get("motion_five_frame_window") else 1,
     kernel="motion.cu",
     cpu=IntegerMotion,
     help="integer motion: blurred luma difference between consecutive reference frames",
