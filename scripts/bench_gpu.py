@@ -3,6 +3,7 @@
 
     python3 scripts/bench_gpu.py [--sizes 576x324,1920x1080,3840x2160] [--frames N] [--repeats R]
                                  [--lane cuda] [--batch B] [--inflight K] [--engine-only]
+                                 [--models SPEC,...] [--features SPEC,...] [--memfd]
 
 A daemon process runs the GPU lane; this process is the producer: it keeps a
 ring of VMM frame buffers in device memory (content: the bundled sample,
@@ -14,6 +15,10 @@ runs (the min and max too: the machine is shared).
 
 ``--engine-only`` times the engine alone in this process (no daemon, no
 protocol), frames already on the device: the kernels' own ceiling.
+
+``--models '' --features psnr --sizes 64x64`` measures the daemon's and the
+protocol's own cost per frame.  ``VX_PROF=FILE`` runs the daemon under cProfile
+(its trio thread; the figures drop while profiled).
 """
 
 from __future__ import annotations

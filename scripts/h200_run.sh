@@ -5,6 +5,8 @@
 # Expects carried: .whl (trio, pytest-trio, PyOpenGL wheels), .gl (GL loader debs), and
 # optionally .h200ref (a copy of reference pairs in ../shared/reference's layout).
 # Logs go to $OUT; each step is bounded so one slow step cannot eat the run.
+# Knobs: LANES_K (pytest -k for tests/lanes), *_S (each step's bound in seconds),
+# DAEMON_ONLY=1 (bench: skip the engine-only and GL scoring steps).
 set -u
 phase="${1:-tests}"
 OUT="${OUT:-/tmp/out}"
