@@ -196,7 +196,7 @@ EGL_WIDTH, EGL_HEIGHT = 0x3057, 0x3056
 EGL_DMA_BUF_PLANE0_FD_EXT, EGL_DMA_BUF_PLANE0_OFFSET_EXT, EGL_DMA_BUF_PLANE0_PITCH_EXT = 0x3272, 0x3273, 0x3274
 EGL_DMA_BUF_PLANE0_MODIFIER_LO_EXT, EGL_DMA_BUF_PLANE0_MODIFIER_HI_EXT = 0x3443, 0x3444
 EGL_SYNC_FENCE_KHR, EGL_SYNC_REUSABLE_KHR = 0x30F9, 0x30FA
-EGL_SIGNALED_KHR, EGL_UNSIGNALED_KHR = 0x30F2, 0x30F3
+EGL_SIGNALED_KHR, EGL_UNSIGNALED_KHR, EGL_SYNC_STATUS_KHR = 0x30F2, 0x30F3, 0x30F1
 EGL_TIMEOUT_EXPIRED_KHR, EGL_CONDITION_SATISFIED_KHR = 0x30F5, 0x30F6
 _EGL_ERRORS = {0x3000: "EGL_SUCCESS", 0x3001: "EGL_NOT_INITIALIZED", 0x3002: "EGL_BAD_ACCESS",
                0x3003: "EGL_BAD_ALLOC", 0x3004: "EGL_BAD_ATTRIBUTE", 0x3005: "EGL_BAD_CONFIG",
@@ -293,6 +293,7 @@ _EGL_EXT = {
     "eglDestroySyncKHR": (_u, _vp, _vp),
     "eglClientWaitSyncKHR": (_i, _vp, _vp, _i, _u64),
     "eglSignalSyncKHR": (_u, _vp, _vp, _u),
+    "eglGetSyncAttribKHR": (_u, _vp, _vp, _i, _P(_i)),
 }
 #: GL (core 3.x/4.x and the extensions used), resolved through eglGetProcAddress
 _GL_FUNCS = {
@@ -872,7 +873,18 @@ def check_sync_acquire(sync: Any) -> None:
             return
         if r == EGL_TIMEOUT_EXPIRED_KHR:
             raise GlBusy("sync", f"the EGL {sync.kind} sync has not signalled yet; retry")
-        raise GlInvalid("sync", f"eglClientWaitSyncKHR failed ({_egl_error()})")
+        err = _egl_error()
+        if err == "EGL_SUCCESS":
+            # Mesa answers EGL_FALSE without an error when a reusable sync is signalled
+            # from another thread during the (zero-length) wait: ask its status instead.
+            status = ctypes.c_int(0)
+            if _egl().eglGetSyncAttribKHR(sync.display, sync.handle, EGL_SYNC_STATUS_KHR, ctypes.byref(status)):
+                if status.value == EGL_SIGNALED_KHR:
+                    return
+                if status.value == EGL_UNSIGNALED_KHR:
+                    raise GlBusy("sync", f"the EGL {sync.kind} sync has not signalled yet; retry")
+            err = _egl_error()
+        raise GlInvalid("sync", f"eglClientWaitSyncKHR failed ({err})")
     gl = _gl()
     current_egl()
     addr = _sync_address(sync)
