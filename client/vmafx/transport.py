@@ -144,6 +144,11 @@ def recv_packet_blocking(sock: socket.socket, max_bytes: int, max_fds: int) -> P
         raise ConnectionReset(str(e)) from None
     except BrokenPipeError as e:
         raise TransportClosed(str(e)) from None
+    return _received(data, anc, flags)
+
+
+def _received(data: bytes, anc, flags: int) -> Packet:
+    """The packet recvmsg returned; TransportClosed for the peer's end of stream."""
     pkt = _unpack(data, anc, flags)
     if not data and not pkt.fds and not pkt.truncated:
         raise TransportClosed("peer closed the connection")
@@ -234,10 +239,7 @@ class TrioPacketChannel:
             raise ConnectionReset(str(e)) from None
         except BrokenPipeError as e:
             raise TransportClosed(str(e)) from None
-        pkt = _unpack(data, anc, flags)
-        if not data and not pkt.fds and not pkt.truncated:
-            raise TransportClosed("peer closed the connection")
-        return pkt
+        return _received(data, anc, flags)
 
     def close(self) -> None:
         self.sock.close()

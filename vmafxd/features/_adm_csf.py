@@ -23,21 +23,12 @@ import math
 
 import numpy as np
 
-__all__ = ["f32", "powf", "powf_array", "int64_to_f32", "ONE_THIRD_F", "csf_factors", "BlendUnsupported", "scale0_int_rfactors", "s123_int_rfactors"]
+__all__ = ["f32", "powf", "powf_array", "ONE_THIRD_F", "csf_factors", "BlendUnsupported", "scale0_int_rfactors", "s123_int_rfactors"]
 
 
 def f32(x) -> np.float32:
     """Round a double (Python float) to float, as a C assignment to ``float`` does."""
     return np.float32(float(x))
-
-
-def int64_to_f32(v: int) -> np.float32:
-    """``(float)int64``: one rounding, straight from the integer.
-
-    ``np.float32(python_int)`` goes through a double first (two roundings);
-    an int64 array cast rounds once, like the C conversion.
-    """
-    return np.array([v], dtype=np.int64).astype(np.float32)[0]
 
 
 def _load_powf():

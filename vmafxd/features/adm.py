@@ -56,7 +56,7 @@ from ._adm_core import csf, decouple, den_sum, masked_sum
 from ._adm_csf import ONE_THIRD_F, BlendUnsupported, powf, powf_array
 from ._adm_plan import ScaleParams, factors_for, plan_for
 from ._adm_dwt import dwt_s123, dwt_scale0
-from .declaration import FeatureDeclaration, Option, OptionError
+from .declaration import FeatureDeclaration, Option, OptionError, per_frame
 
 __all__ = ["DECLARATION", "AdmStats", "IntegerAdm", "compute_stats", "metrics_from_stats", "check_options"]
 
@@ -260,7 +260,9 @@ def _num_scale(acc: np.ndarray, s: int, c: _ScaleConsts, noise: np.float32, simd
         if simd:
             f[0] = (acc[:, 0].astype(np.float32).astype(np.float64) / c.num_div[0]).astype(np.float32)
     else:
-        # int64 / float is a float division of the int64 rounded once to float.
+        # int64 / float is a float division of the int64 rounded once to float
+        # (an int64 array cast to float32 rounds once, like C; a Python int
+        # through np.float32 would go through a double first).
         f = [acc[:, b].astype(np.float32) / c.num_div[0] for b in range(3)]
     h, v, d = (powf_array(x, ONE_THIRD_F) + noise for x in f)
     return h + v + d
@@ -323,9 +325,7 @@ def metrics_from_sums(width: int, height: int, num: np.ndarray, den: np.ndarray,
         for s in range(4):
             columns[f"integer_adm_num_scale{s}"] = nums[s]
             columns[f"integer_adm_den_scale{s}"] = dens[s]
-    names = list(columns)
-    rows = zip(*(columns[k].tolist() for k in names))
-    return [dict(zip(names, row)) for row in rows]
+    return per_frame(columns)
 
 
 def metrics_from_stats(stats: AdmStats, options: Mapping[str, Any]) -> dict[str, float]:

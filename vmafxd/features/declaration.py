@@ -29,6 +29,7 @@ __all__ = [
     "OptionError",
     "FrameScores",
     "format_g",
+    "per_frame",
 ]
 
 
@@ -102,6 +103,13 @@ class Option:
 
 #: per-frame output of an extractor: (frame index, {metric name: value})
 FrameScores = tuple[int, dict[str, float]]
+
+
+def per_frame(columns: Mapping[str, Any]) -> list[dict[str, float]]:
+    """{metric name: array over frames} -> one {metric name: float} per frame (the
+    shape in which a feature's arithmetic over a batch hands its scores back)."""
+    names = list(columns)
+    return [dict(zip(names, row)) for row in zip(*(columns[k].tolist() for k in names))]
 
 
 class FeatureExtractor(Protocol):

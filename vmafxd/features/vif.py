@@ -49,7 +49,7 @@ from typing import Any, Mapping
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from .declaration import FeatureDeclaration, Option
+from .declaration import FeatureDeclaration, Option, per_frame
 
 __all__ = [
     "DECLARATION",
@@ -147,7 +147,7 @@ class VifStats:
 
     @classmethod
     def from_array(cls, array: np.ndarray, skip_scale0: bool = False) -> "VifStats":
-        """The inverse of :meth:`to_array` (how a GPU lane hands its sums back)."""
+        """The inverse of :meth:`to_array`."""
         rows = [ScaleAccumulators(*(int(v) for v in row)) for row in np.asarray(array).reshape(_NUM_SCALES, 4)]
         if skip_scale0:
             rows[0] = None
@@ -584,8 +584,7 @@ def metrics_from_sums(acc: np.ndarray, skip_scale0: bool, options: Mapping[str, 
         for s in range(_NUM_SCALES):
             columns[f"integer_vif_num_scale{s}"] = n64[:, s]
             columns[f"integer_vif_den_scale{s}"] = d64[:, s]
-    names = list(columns)
-    return [dict(zip(names, row)) for row in zip(*(columns[k].tolist() for k in names))]
+    return per_frame(columns)
 
 
 def metrics_from_stats(stats: VifStats, options: Mapping[str, Any]) -> dict[str, float]:

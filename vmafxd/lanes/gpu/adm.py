@@ -176,16 +176,19 @@ class GpuAdm:
                            self._table + s * self._row_bytes, out, ostride, s)
         dev.free_async(scratch, st)
 
+    @staticmethod
+    def _sums(records: np.ndarray) -> np.ndarray:
+        """int64[N, 3, 4, 3]: per frame (num, den, aim) x scale x band, from int64[N, 36] records."""
+        return np.asarray(records, dtype=np.int64).reshape(-1, 3, 4, 3)
+
     def stats_of(self, record: np.ndarray) -> cpu.AdmStats:
         """The CPU twin's :class:`AdmStats` from one frame's record (int64[36])."""
-        acc = np.asarray(record, dtype=np.int64)
-        return cpu.AdmStats(self.width, self.height, acc[0:12].reshape(4, 3).copy(),
-                            acc[12:24].reshape(4, 3).copy(), acc[24:36].reshape(4, 3).copy())
+        num, den, aim = self._sums(record)[0].copy()
+        return cpu.AdmStats(self.width, self.height, num, den, aim)
 
     def metrics(self, stats: np.ndarray, first_seq: int, count: int):
-        acc = stats[:count, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.int64)[:, :36]
-        acc = acc.reshape(count, 3, 4, 3)
-        rows = cpu.metrics_from_sums(self.width, self.height, acc[:, 0], acc[:, 1], acc[:, 2], self.values)
+        sums = self._sums(stats[:count, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.int64))
+        rows = cpu.metrics_from_sums(self.width, self.height, sums[:, 0], sums[:, 1], sums[:, 2], self.values)
         return [(first_seq + i, m) for i, m in enumerate(rows)]
 
     def flush(self):

@@ -100,8 +100,8 @@ class GpuVif:
         dev.free_async(scratch, st)
 
     def metrics(self, stats: np.ndarray, first_seq: int, count: int):
-        acc = stats[:count, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.int64)[:, :16]
-        rows = cpu.metrics_from_sums(acc.reshape(count, 4, 4), self.skip0, self.values)
+        acc = stats[:count, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.int64)
+        rows = cpu.metrics_from_sums(acc, self.skip0, self.values)
         return [(first_seq + i, m) for i, m in enumerate(rows)]
 
     def flush(self):
