@@ -220,7 +220,7 @@ class ClientHandler:
         end = min(deadline, trio.current_time() + SHUTDOWN_READ_S)
         with trio.move_on_at(end):
             for _ in range(SHUTDOWN_READ_PACKETS):
-                if self.conn.state is State.CLOSED or not self._queued():
+                if self.conn.finished or not self._queued():
                     break
                 if self.outgoing.pending > self.outgoing.bound // 2:
                     # Each refused submit is three packets; let the sender catch up
@@ -248,7 +248,7 @@ class ClientHandler:
         """Queue a message for this client (dropped once the connection is closing)."""
         if self.closed:
             return
-        if self.conn.state is State.CLOSED and not isinstance(msg, (Error, Goodbye)):
+        if self.conn.finished and not isinstance(msg, (Error, Goodbye)):
             return
         try:
             data, _ = self.conn.send(msg)
