@@ -43,14 +43,12 @@ import trio
 
 from vmafx.protocol import ErrorCode, Limits, Message, RemoteProtocolError, SessionClosed
 
-from . import features as feature_registry
 from .buffers import BufferRecord, Geometry
 from .fences import wait_implicit_fences
 from .lanes.device import LaneFrame, LaneSession
 from .ledger import FrameLedger, FrameRecord, FrameState, LedgerError, LedgerHost, ReleaseState
 from .model import BUILTIN_VERSIONS, ModelError, ModelSet, load_model, parse_model_spec
 from .scoring import FeatureRequest, PlanError, ScoringPlan, parse_feature_spec
-from .features.declaration import OptionError
 
 __all__ = ["Session", "FrameRecord", "SessionHost", "build_plan", "model_output_names", "early_release_planted"]
 
@@ -123,19 +121,15 @@ def build_plan(models: Sequence[str], features: Sequence[str], limits: Limits,
     requests: list[FeatureRequest] = []
     for i, text in enumerate(features):
         try:
-            req = parse_feature_spec(text)
-            decl = feature_registry.get(req.name)
-            decl.resolve_options(req.options)
+            requests.append(parse_feature_spec(text))
         except PlanError as e:
             raise _inval(f"features[{i}]", str(e).split(": ", 1)[-1]) from None
-        except feature_registry.UnknownFeature as e:
-            raise _inval(f"features[{i}]", str(e)) from None
-        except OptionError as e:
-            raise _inval(f"features[{i}].{e.field.split('.', 1)[-1]}", str(e).split(": ", 1)[-1]) from None
-        requests.append(req)
+    # Options are resolved once, by the plan; it names a request's errors features[i].
     try:
-        return ScoringPlan.build(sets, requests)
+        return ScoringPlan.build(sets, requests, fields=[f"features[{i}]" for i in range(len(requests))])
     except PlanError as e:
+        if e.field.startswith("features["):
+            raise _inval(e.field, str(e).split(": ", 1)[-1]) from None
         where = "models" if e.field.startswith("model") else "features"
         raise _inval(where, str(e)) from None
 

@@ -183,3 +183,20 @@ async def test_session_closed_waits_for_releases_that_complete_after_the_lane_fi
     kinds = ["released" if isinstance(m, tuple) else type(m).__name__ for m in host.sent]
     assert kinds == ["Result"] * 4 + ["released"] * 8 + ["SessionClosed"]  # both roles of each frame
     assert host.sent[-1].re == 5 and host.finished == [9]
+
+
+def test_open_session_resolves_each_feature_request_once(monkeypatch):
+    """build_plan resolves options only through the plan (it used to resolve them twice)."""
+    from vmafxd.features.declaration import FeatureDeclaration
+
+    calls = []
+    real = FeatureDeclaration.resolve_options
+
+    def counting(self, given=None):
+        calls.append(self.name)
+        return real(self, given)
+
+    monkeypatch.setattr(FeatureDeclaration, "resolve_options", counting)
+    plan = build_plan([], ["psnr=enable_chroma=false", "float_ssim"], Limits())
+    assert sorted(calls) == ["float_ssim", "psnr"]
+    assert plan.metric_names()[:1] == ["psnr_y"] and "float_ssim" in plan.metric_names()
