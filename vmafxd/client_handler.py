@@ -10,7 +10,12 @@ task in its clients' nursery.  The handler owns everything of that client:
   overflows);
 * its :class:`~vmafxd.buffers.BufferTable` and its sessions, each session's
   task running in the handler's nursery;
-* the counts its limits bound (buffers, sessions, frames in flight).
+* the counts its limits bound (buffers, sessions; frames in flight and
+  unanswered frames are sums over its sessions' frame ledgers).
+
+A decoded submit becomes a frame in its session's ledger (``_arrived``)
+before anything is checked, so that even a refusal is answered in order; the
+ledger (vmafxd/ledger.py) then decides its outcome and its releases.
 
 Requests are handled synchronously, one packet at a time, in the receive
 loop; nothing a request does waits (fence waits happen in session tasks,

@@ -1,27 +1,30 @@
-"""A scoring session: its frames, their fences, their outcomes in order.
+"""A scoring session: its plan, its lane session, its fence waits, and its frame ledger.
 
 ``open_session`` builds a :class:`Session` (:func:`build_plan` parses models
-and features and names the culprit: ``models[i]``, ``features[i]``); the
-client handler then feeds it decoded ``submit`` messages as
-:class:`FrameRecord` objects.  :meth:`Session.check` refuses what cannot be
-scored (index not increasing, unknown buffer, wrong geometry);
-:meth:`Session.accept` takes references on the two buffers and queues the
-frame for the session's own task, :meth:`Session.run`, which
+and features -- options are resolved once, by the scoring plan -- and names
+the culprit: ``models[i]``, ``features[i]``); the client handler then feeds it
+decoded ``submit`` messages as :class:`~vmafxd.ledger.FrameRecord` objects.
+:meth:`Session.check` refuses what cannot be scored (index not increasing,
+unknown buffer, wrong geometry); :meth:`Session.accept` has the ledger take
+references on the two buffers and queues the frame for the session's own
+task, :meth:`Session.run`, which
 
 1. waits for the frame's acquire fences on the host, bounded (R2), or for a
    fence-less dma-buf's implicit write fences (R8) -- here, in the session's
    task, so a slow fence holds back only its own session;
-2. hands the frame to the lane (``LaneSession.submit``) and puts the returned
-   release event into the pending-release table;
-3. after ``close_session`` (or at shutdown), lets the lane flush and sends
-   ``session_closed`` after the last outcome and the last ``released`` (the
-   outbox holds it while a frame's release is pending).
+2. hands the frame to the lane (``LaneSession.submit``) and gives the
+   returned release event to the ledger, which puts it into the
+   pending-release table;
+3. after ``close_session`` (or at shutdown), lets the lane flush and has the
+   ledger send ``session_closed`` after the last outcome and the last
+   ``released``.
 
-Every decoded submit gets exactly one outcome: a refused or failed frame a
-``frame_error``, the others what the lane reports.  Every decoded submit
-gets exactly one ``released`` per role: through the pending-release table
-(:meth:`SessionHost.track_release`) for accepted frames, at once for refused
-ones.
+What happens to each frame -- its one outcome, its releases, the order they
+leave in -- is decided by the session's :class:`~vmafxd.ledger.FrameLedger`
+alone (docs/frame-life.md).  The session is the lane's sink
+(``frames_scored``/``frame_failed``) and passes the lane's reports on to it.
+A ledger that refuses a transition does not leave the session open
+(:meth:`Session.ledger_broken`).
 
 The R15 plant: with ``VMAFXD_TEST_EARLY_RELEASE=1`` in its environment the
 daemon sends a frame's ``released`` messages when it accepts the frame --

@@ -263,3 +263,18 @@ async def test_a_ledger_error_closes_the_session_and_still_answers_every_frame()
     assert outcomes[1].index == 1 and outcomes[1].code == "E_INTERNAL"
     assert sum(isinstance(m, Released) for m in host.sent) == 4 and host.finished == [1]
     assert sess.state == Session.CLOSED
+
+
+def test_docs_frame_life_names_every_state_and_event_and_its_straight_edges_are_the_tables():
+    import os
+    import re
+
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "frame-life.md"), encoding="utf-8").read()
+    for name in [s.value for s in FrameState] + [s.value for s in ReleaseState] + [e.value for e in FrameEvent]:
+        assert f"{name}" in doc, name
+    edges = re.findall(r"(\w+) ──(\w+)──▶ (?=(\w+))", doc)
+    assert len(edges) >= 6
+    tables = {**{(s.value, e.value): n.value for (s, e), n in OUTCOME_TRANSITIONS.items()},
+              **{(s.value, e.value): n.value for (s, e), n in RELEASE_TRANSITIONS.items()}}
+    for a, event, b in edges:
+        assert tables.get((a, event)) == b, (a, event, b)
