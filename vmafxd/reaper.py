@@ -185,7 +185,10 @@ class ReleaseReaper:
     It parks while the table is empty and nothing is to be freed, wakes when
     an entry is added or a host event completes, and polls every
     ``poll_interval`` seconds while an event that does not announce its
-    completion (a device event) is pending.
+    completion (a device event) is pending.  After every pass it sets an
+    event (:meth:`next_pass`): whoever waits for the reaper -- a client's
+    shutdown drain, the server's final :meth:`drain` -- wakes on that, not on
+    a timer of its own.
     """
 
     def __init__(self, table: PendingReleases, *, poll_interval: float = 0.002):
