@@ -10,7 +10,12 @@ task in its clients' nursery.  The handler owns everything of that client:
   overflows);
 * its :class:`~vmafxd.buffers.BufferTable` and its sessions, each session's
   task running in the handler's nursery;
-* the counts its limits bound (buffers, sessions, frames in flight).
+* the counts its limits bound (buffers, sessions; frames in flight and
+  unanswered frames are sums over its sessions' frame ledgers).
+
+A decoded submit becomes a frame in its session's ledger (``_arrived``)
+before anything is checked, so that even a refusal is answered in order; the
+ledger (vmafxd/ledger.py) then decides its outcome and its releases.
 
 Requests are handled synchronously, one packet at a time, in the receive
 loop; nothing a request does waits (fence waits happen in session tasks,
@@ -38,8 +43,8 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from vmafx.protocol import (
-    PROTOCOL_VERSION, BufferRegistered, BufferUnregistered, CloseSession, Error, ErrorCode, FrameError, Goodbye,
-    Hello, HelloReply, ListSessions, LocalProtocolError, Message, OpenSession, RegisterBuffer, Released,
+    PROTOCOL_VERSION, BufferRegistered, BufferUnregistered, CloseSession, Error, ErrorCode, Goodbye,
+    Hello, HelloReply, ListSessions, LocalProtocolError, Message, OpenSession, RegisterBuffer,
     RemoteProtocolError, ServerConnection, SessionOpened, SessionsReply, State, Status, StatusReply, Submit,
     UnregisterBuffer, peek,
 )
@@ -51,9 +56,9 @@ from .fences import AcquireFence
 from .lanes.device import SessionSpec
 from .model import BUILTIN_VERSIONS
 from .outgoing import OutgoingQueue
-from .reaper import ReleaseEvent
+from .ledger import FrameRecord, answer_without_session
 from .scoring import PlanError
-from .session import FrameRecord, Session, build_plan
+from .session import Session, build_plan
 
 if TYPE_CHECKING:
     from .server import Server
@@ -92,10 +97,8 @@ class ClientHandler:
         self.outgoing = OutgoingQueue(4 * self.limits.max_frames_in_flight + 64)
         self.buffers = BufferTable(self.limits)
         self.sessions: dict[int, Session] = {}
-        #: accepted frames without an outcome (bounded by max_frames_in_flight)
-        self.in_flight = 0
-        #: frames holding a place in a session's order of outcomes (bounded, see _submit)
-        self.unanswered = 0
+        #: the daemon's pending-release table, where the sessions' ledgers put their frames
+        self.pending = server.pending
         self.pid = _peer_pid(channel.sock)
         self.closed = False
         self._nursery: trio.Nursery | None = None
@@ -105,8 +108,16 @@ class ClientHandler:
         self._draining = False
         #: seqs of requests refused during the shutdown drain (answered just before goodbye)
         self._refused_at_shutdown: list[int | None] = []
-        #: frames whose release entry is pending, and its event
-        self._releasing: dict[int, ReleaseEvent] = {}
+
+    @property
+    def in_flight(self) -> int:
+        """Accepted frames without an outcome (bounded by max_frames_in_flight)."""
+        return sum(s.ledger.in_flight for s in self.sessions.values())
+
+    @property
+    def unanswered(self) -> int:
+        """Frames holding a place in a session's order of outcomes (bounded, see _room)."""
+        return sum(s.ledger.unanswered for s in self.sessions.values())
 
     @property
     def label(self) -> str:
@@ -196,8 +207,8 @@ class ClientHandler:
         with trio.move_on_after(1.0):
             for session in late:
                 await session.finished.wait()
-            while any(ev.recorded and ev.query() for ev in self._releasing.values()):
-                await trio.sleep(0.005)  # the reaper has completed events to send
+            while any(s.ledger.completed_unreaped() for s in self.sessions.values()):
+                await self.server.reaper.next_pass()  # the reaper has completed events to send
         # Requests read in the drain are refused last: a client takes E_SHUTDOWN as
         # "the connection is closing" and would stop waiting for the outcomes above.
         for seq in self._refused_at_shutdown:
@@ -220,7 +231,7 @@ class ClientHandler:
         end = min(deadline, trio.current_time() + SHUTDOWN_READ_S)
         with trio.move_on_at(end):
             for _ in range(SHUTDOWN_READ_PACKETS):
-                if self.conn.state is State.CLOSED or not self._queued():
+                if self.conn.finished or not self._queued():
                     break
                 if self.outgoing.pending > self.outgoing.bound // 2:
                     # Each refused submit is three packets; let the sender catch up
@@ -248,7 +259,7 @@ class ClientHandler:
         """Queue a message for this client (dropped once the connection is closing)."""
         if self.closed:
             return
-        if self.conn.state is State.CLOSED and not isinstance(msg, (Error, Goodbye)):
+        if self.conn.finished and not isinstance(msg, (Error, Goodbye)):
             return
         try:
             data, _ = self.conn.send(msg)
@@ -311,12 +322,7 @@ class ClientHandler:
                 and "session" in info and "index" in info):
             # A submit we could not decode is still answered once, in its
             # session's order, and its buffers (when named) released.
-            frame = FrameRecord(info["session"], info["index"], info.get("ref"), info.get("dist"))
-            session = self.sessions.get(frame.session)
-            if session is not None:
-                session.reserve(frame, room=self._room())
-                if frame.slot is not None:
-                    self.unanswered += 1
+            frame, session = self._arrived(info["session"], info["index"], info.get("ref"), info.get("dist"))
             self._refuse_frame(frame, session, err)
             return
         self._error(info.get("seq"), err)
@@ -354,12 +360,7 @@ class ClientHandler:
         ``session_closed`` answers the request.
         """
         if isinstance(msg, Submit):
-            frame = FrameRecord(msg.session, msg.index, msg.ref, msg.dist)
-            session = self.sessions.get(msg.session)
-            if session is not None:
-                session.reserve(frame, room=self._room())
-                if frame.slot is not None:
-                    self.unanswered += 1
+            frame, session = self._arrived(msg.session, msg.index, msg.ref, msg.dist)
             self._refuse_frame(frame, session, RemoteProtocolError(
                 ErrorCode.E_SHUTDOWN, "", "the daemon is shutting down; the frame was not read"))
         else:
@@ -459,15 +460,18 @@ class ClientHandler:
 
     # ------------------------------------------------------------------ frames
 
+    def _arrived(self, sid: int, index: int, ref, dist) -> tuple[FrameRecord, Session | None]:
+        """A decoded submit: its frame, in its session's ledger (with a place in the order if there is room)."""
+        frame = FrameRecord(sid, index, ref, dist)
+        session = self.sessions.get(sid)
+        if session is not None:
+            session.receive(frame, room=self._room())
+        return frame, session
+
     def _submit(self, msg: Submit, pkt: Packet) -> None:
-        frame = FrameRecord(msg.session, msg.index, msg.ref, msg.dist)
-        session = self.sessions.get(msg.session)
         # The frame's place in its session's order first, so that every refusal
         # below -- a fence's too -- waits for the outcomes of the frames before it.
-        if session is not None:
-            session.reserve(frame, room=self._room())
-            if frame.slot is not None:
-                self.unanswered += 1
+        frame, session = self._arrived(msg.session, msg.index, msg.ref, msg.dist)
         try:
             # Then the fences: their fds are consumed whatever becomes of the frame.
             frame.ref_fence, frame.ref_gpu_fence = self._take_fence(msg.ref_fence, pkt, "ref_fence")
@@ -479,10 +483,9 @@ class ClientHandler:
                 raise RemoteProtocolError(ErrorCode.E_NOMEM, "index",
                                           f"{self.in_flight} frames are in flight (max_frames_in_flight); "
                                           f"wait for outcomes")
-            if frame.slot is None:
+            if not frame.placed:
                 raise RemoteProtocolError(ErrorCode.E_NOMEM, "index", "too many unanswered frames")
             session.accept(frame)
-            self.in_flight += 1
         except RemoteProtocolError as e:
             self._refuse_frame(frame, session, e)
 
@@ -497,51 +500,14 @@ class ClientHandler:
 
     def _refuse_frame(self, frame: FrameRecord, session: Session | None, err: RemoteProtocolError) -> None:
         """A decoded submit that will not be scored: released at once, one frame_error."""
-        frame.close_fences()
-        self.send_released(frame)
         if session is not None:
             session.refuse(frame, err)
         else:
-            self.emit(FrameError(session=frame.session, index=frame.index, code=err.code.value,
-                                 field=err.field, message=err.message[:1024]))
+            answer_without_session(self.emit, frame, err)
 
     # ------------------------------------------------------------------ SessionHost
 
-    def send_released(self, frame: FrameRecord) -> None:
-        if frame.released_sent:
-            return
-        frame.released_sent = True
-        for role, bid in (("ref", frame.ref_id), ("dist", frame.dist_id)):
-            if isinstance(bid, int):
-                self.emit(Released(buffer=bid, session=frame.session, index=frame.index, role=role))
-
-    def track_release(self, frame: FrameRecord, event: ReleaseEvent) -> None:
-        """The frame's release waits for ``event`` in the pending-release table (once per frame)."""
-        if frame.release_tracked:
-            raise RuntimeError(f"frame {frame.index} of session {frame.session}: a second release entry")
-        frame.release_tracked = True
-        self._releasing[id(frame)] = event
-        self.server.pending.add(event, lambda: self._complete_release(frame),
-                                label=f"client {self.id} session {frame.session} frame {frame.index}")
-
-    def _complete_release(self, frame: FrameRecord) -> None:
-        """The reaper saw the frame's release event complete (or the frame was never read)."""
-        self._releasing.pop(id(frame), None)
-        self.send_released(frame)
-        if not frame.refs_dropped:
-            frame.refs_dropped = True
-            for rec in (frame.ref, frame.dist):
-                if rec is not None:
-                    rec.unref()
-        if frame.on_released is not None:
-            done, frame.on_released = frame.on_released, None
-            done()
-
-    def outcome_sent(self, session: Session, msg: Message, accepted: bool, had_slot: bool) -> None:
-        if accepted:
-            self.in_flight -= 1
-        if had_slot:
-            self.unanswered -= 1
+    def outcome_sent(self, msg: Message) -> None:
         self.server.outcome_sent(msg)
 
     def session_finished(self, session: Session) -> None:

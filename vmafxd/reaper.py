@@ -185,7 +185,10 @@ class ReleaseReaper:
     It parks while the table is empty and nothing is to be freed, wakes when
     an entry is added or a host event completes, and polls every
     ``poll_interval`` seconds while an event that does not announce its
-    completion (a device event) is pending.
+    completion (a device event) is pending.  After every pass it sets an
+    event (:meth:`next_pass`): whoever waits for the reaper -- a client's
+    shutdown drain, the server's final :meth:`drain` -- wakes on that, not on
+    a timer of its own.
     """
 
     def __init__(self, table: PendingReleases, *, poll_interval: float = 0.002):
@@ -193,6 +196,10 @@ class ReleaseReaper:
         self.poll_interval = poll_interval
         self._frees: list[_Free] = []
         self._wakeup = trio.Event()
+        #: set (and replaced) after every pass of the task: what waiters wake on
+        self._passed = trio.Event()
+        #: a batch of frees is being closed in a worker thread
+        self._freeing = False
         self._token: trio.lowlevel.TrioToken | None = None
         self.completed = 0
         self.freed = 0
@@ -228,6 +235,8 @@ class ReleaseReaper:
             while True:
                 await self._wait()
                 await self.reap_once()
+                self._passed.set()
+                self._passed = trio.Event()
         finally:
             # Cancelled at shutdown: imports already handed to us are still
             # closed (synchronously: nothing is scoring any more).
@@ -259,8 +268,12 @@ class ReleaseReaper:
             # Shielded: an import handed to us must be closed even if we are
             # being cancelled, or its mapping and fds would leak.  Bounded by
             # the closes themselves (munmap/close; a device free on GPU lanes).
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(_close_all, batch)
+            self._freeing = True
+            try:
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(_close_all, batch)
+            finally:
+                self._freeing = False
             self.freed += len(batch)
             for item in batch:
                 if item.then is not None:
@@ -269,19 +282,31 @@ class ReleaseReaper:
                     except Exception:
                         log.exception("after-free callback failed")
 
-    async def drain(self, timeout: float) -> bool:
-        """Reap until the table is empty and nothing is left to free, or ``timeout`` passes.
+    @property
+    def idle(self) -> bool:
+        """Nothing pending, nothing to free, nothing being freed."""
+        return not len(self.table) and not self._frees and not self._freeing
 
-        Used at shutdown, after the clients are gone.  Returns True when empty.
+    async def next_pass(self) -> None:
+        """Wait until the running task has made its next pass (completions sent, frees run)."""
+        await self._passed.wait()
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait until the table is empty and nothing is left to free, or ``timeout`` passes.
+
+        Used at shutdown, after the clients are gone, while :meth:`run` still
+        runs: the caller wakes on the task's passes (an event set after each),
+        never on a timer of its own.  Returns True when empty.
         """
         with trio.move_on_after(timeout):
-            while len(self.table) or self._frees:
-                await self.reap_once()
-                if len(self.table):
-                    with trio.move_on_after(self.poll_interval):
-                        await self._wakeup.wait()
-                    self._wakeup = trio.Event()
-        return not len(self.table) and not self._frees
+            while not self.idle:
+                if self._token is None:  # no task running (a test): reap here
+                    await self.reap_once()
+                    if not self.idle:
+                        await trio.sleep(self.poll_interval)
+                    continue
+                await self.next_pass()
+        return self.idle
 
 
 def _close_all(batch: list[_Free]) -> None:

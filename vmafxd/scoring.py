@@ -96,13 +96,19 @@ class ScoringPlan:
         return names
 
     @classmethod
-    def build(cls, models: Sequence[ModelSet], requests: Sequence[FeatureRequest]) -> "ScoringPlan":
+    def build(cls, models: Sequence[ModelSet], requests: Sequence[FeatureRequest], *,
+              fields: Sequence[str] | None = None) -> "ScoringPlan":
+        """Resolve every option once.  ``fields[i]`` names request *i* in errors
+        (``features[1]``, ``features[0].enable_chroma``); without it, ``feature.NAME``."""
         instances: dict[tuple, FeatureInstance] = {}
 
-        def add(decl: FeatureDeclaration, given: Mapping[str, Any], where: str) -> FeatureInstance:
+        def add(decl: FeatureDeclaration, given: Mapping[str, Any], where: str,
+                request_field: str | None = None) -> FeatureInstance:
             try:
                 values = decl.resolve_options(given)
             except OptionError as e:
+                if request_field is not None:
+                    raise PlanError(f"{request_field}.{e.field.split('.', 1)[-1]}", str(e).split(": ", 1)[-1]) from None
                 raise PlanError(e.field if not where else f"{where}.{e.field}", str(e).split(": ", 1)[-1]) from None
             inst = FeatureInstance(decl, values)
             have = instances.get(inst.key)
@@ -144,12 +150,13 @@ class ScoringPlan:
                     inputs.append(out)
                 per_model.append(inputs)
             model_inputs[ms.name] = per_model
-        for req in requests:
+        for i, req in enumerate(requests):
+            field_i = fields[i] if fields is not None else None
             try:
                 decl = feature_registry.get(req.name)
             except feature_registry.UnknownFeature as e:
-                raise PlanError(f"feature.{req.name}", str(e)) from None
-            add(decl, req.options, "")
+                raise PlanError(field_i or f"feature.{req.name}", str(e)) from None
+            add(decl, req.options, "", field_i)
         return cls(list(instances.values()), list(models), model_inputs)
 
 

@@ -91,11 +91,8 @@ class Server:
                 await self._stop.wait()
                 await self._shut_down(clients)
             # Clients are gone; let the reaper complete what the workers still
-            # release and free the imports (bounded), then stop everything.
-            with trio.move_on_after(2.0):
-                while len(self.pending):
-                    await trio.sleep(0.01)
-                await trio.sleep(0)  # let the reaper run frees queued by the last completions
+            # release and free the imports (bounded; woken by its passes), then stop.
+            await self.reaper.drain(2.0)
             services.cancel_scope.cancel()
         log.info("stopped: %d frames scored, %d failed", self.frames_scored, self.frames_failed)
 

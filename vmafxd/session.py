@@ -1,27 +1,30 @@
-"""A scoring session: its frames, their fences, their outcomes in order.
+"""A scoring session: its plan, its lane session, its fence waits, and its frame ledger.
 
 ``open_session`` builds a :class:`Session` (:func:`build_plan` parses models
-and features and names the culprit: ``models[i]``, ``features[i]``); the
-client handler then feeds it decoded ``submit`` messages as
-:class:`FrameRecord` objects.  :meth:`Session.check` refuses what cannot be
-scored (index not increasing, unknown buffer, wrong geometry);
-:meth:`Session.accept` takes references on the two buffers and queues the
-frame for the session's own task, :meth:`Session.run`, which
+and features -- options are resolved once, by the scoring plan -- and names
+the culprit: ``models[i]``, ``features[i]``); the client handler then feeds it
+decoded ``submit`` messages as :class:`~vmafxd.ledger.FrameRecord` objects.
+:meth:`Session.check` refuses what cannot be scored (index not increasing,
+unknown buffer, wrong geometry); :meth:`Session.accept` has the ledger take
+references on the two buffers and queues the frame for the session's own
+task, :meth:`Session.run`, which
 
 1. waits for the frame's acquire fences on the host, bounded (R2), or for a
    fence-less dma-buf's implicit write fences (R8) -- here, in the session's
    task, so a slow fence holds back only its own session;
-2. hands the frame to the lane (``LaneSession.submit``) and puts the returned
-   release event into the pending-release table;
-3. after ``close_session`` (or at shutdown), lets the lane flush and sends
-   ``session_closed`` after the last outcome and the last ``released`` (the
-   outbox holds it while a frame's release is pending).
+2. hands the frame to the lane (``LaneSession.submit``) and gives the
+   returned release event to the ledger, which puts it into the
+   pending-release table;
+3. after ``close_session`` (or at shutdown), lets the lane flush and has the
+   ledger send ``session_closed`` after the last outcome and the last
+   ``released``.
 
-Every decoded submit gets exactly one outcome: a refused or failed frame a
-``frame_error``, the others what the lane reports.  Every decoded submit
-gets exactly one ``released`` per role: through the pending-release table
-(:meth:`SessionHost.track_release`) for accepted frames, at once for refused
-ones.
+What happens to each frame -- its one outcome, its releases, the order they
+leave in -- is decided by the session's :class:`~vmafxd.ledger.FrameLedger`
+alone (docs/frame-life.md).  The session is the lane's sink
+(``frames_scored``/``frame_failed``) and passes the lane's reports on to it.
+A ledger that refuses a transition does not leave the session open
+(:meth:`Session.ledger_broken`).
 
 The R15 plant: with ``VMAFXD_TEST_EARLY_RELEASE=1`` in its environment the
 daemon sends a frame's ``released`` messages when it accepts the frame --
@@ -37,24 +40,18 @@ from __future__ import annotations
 import logging
 import math
 import os
-from dataclasses import dataclass
 from typing import Any, Mapping, Protocol, Sequence
 
 import trio
 
-from vmafx.protocol import (
-    ErrorCode, FrameError, Limits, Message, RemoteProtocolError, Result, SessionClosed,
-)
+from vmafx.protocol import ErrorCode, Limits, Message, RemoteProtocolError, SessionClosed
 
-from . import features as feature_registry
 from .buffers import BufferRecord, Geometry
-from .fences import AcquireFence, wait_implicit_fences
+from .fences import wait_implicit_fences
 from .lanes.device import LaneFrame, LaneSession
+from .ledger import FrameLedger, FrameRecord, FrameState, LedgerError, LedgerHost, ReleaseState
 from .model import BUILTIN_VERSIONS, ModelError, ModelSet, load_model, parse_model_spec
-from .outbox import OrderedOutbox, Slot
-from .reaper import HostReleaseEvent, ReleaseEvent
 from .scoring import FeatureRequest, PlanError, ScoringPlan, parse_feature_spec
-from .features.declaration import OptionError
 
 __all__ = ["Session", "FrameRecord", "SessionHost", "build_plan", "model_output_names", "early_release_planted"]
 
@@ -127,19 +124,15 @@ def build_plan(models: Sequence[str], features: Sequence[str], limits: Limits,
     requests: list[FeatureRequest] = []
     for i, text in enumerate(features):
         try:
-            req = parse_feature_spec(text)
-            decl = feature_registry.get(req.name)
-            decl.resolve_options(req.options)
+            requests.append(parse_feature_spec(text))
         except PlanError as e:
             raise _inval(f"features[{i}]", str(e).split(": ", 1)[-1]) from None
-        except feature_registry.UnknownFeature as e:
-            raise _inval(f"features[{i}]", str(e)) from None
-        except OptionError as e:
-            raise _inval(f"features[{i}].{e.field.split('.', 1)[-1]}", str(e).split(": ", 1)[-1]) from None
-        requests.append(req)
+    # Options are resolved once, by the plan; it names a request's errors features[i].
     try:
-        return ScoringPlan.build(sets, requests)
+        return ScoringPlan.build(sets, requests, fields=[f"features[{i}]" for i in range(len(requests))])
     except PlanError as e:
+        if e.field.startswith("features["):
+            raise _inval(e.field, str(e).split(": ", 1)[-1]) from None
         where = "models" if e.field.startswith("model") else "features"
         raise _inval(where, str(e)) from None
 
@@ -162,51 +155,13 @@ def _finite(metrics: Mapping[str, float]) -> dict[str, float | None]:
 
 
 # ---------------------------------------------------------------------------
-# frames
+# the session
 
 
-@dataclass(eq=False)
-class FrameRecord:
-    """One decoded ``submit`` as the daemon tracks it until its outcome and releases."""
-
-    session: int
-    index: int
-    ref_id: int
-    dist_id: int
-    ref: BufferRecord | None = None
-    dist: BufferRecord | None = None
-    ref_fence: AcquireFence | None = None
-    dist_fence: AcquireFence | None = None
-    ref_gpu_fence: Any = None
-    dist_gpu_fence: Any = None
-    slot: Slot | None = None
-    #: the ``released`` messages went out (exactly once)
-    released_sent: bool = False
-    #: the buffer references were dropped (exactly once)
-    refs_dropped: bool = True
-    #: the frame's one entry in the pending-release table exists
-    release_tracked: bool = False
-    #: called (trio thread) once the entry completed and ``released`` went out
-    on_released: Any = None
-
-    def close_fences(self) -> None:
-        for f in (self.ref_fence, self.dist_fence):
-            if f is not None:
-                f.close()
-
-
-class SessionHost(Protocol):
-    """What a session needs from its client connection."""
+class SessionHost(LedgerHost, Protocol):
+    """What a session needs from its client connection (the ledger's needs, and these)."""
 
     limits: Limits
-
-    def emit(self, msg: Message) -> None: ...
-
-    def send_released(self, frame: FrameRecord) -> None: ...
-
-    def track_release(self, frame: FrameRecord, event: ReleaseEvent) -> None: ...
-
-    def outcome_sent(self, session: "Session", msg: Message, accepted: bool, had_slot: bool) -> None: ...
 
     def session_finished(self, session: "Session") -> None: ...
 
@@ -231,26 +186,30 @@ class Session:
         self.last_index: int | None = None
         self.submitted = 0  # decoded submits
         self.accepted = 0
-        self.scored = 0
-        self.failed = 0
-        self.outbox = OrderedOutbox(self._emit)
+        #: every frame of the session, its state, its order and its release (vmafxd/ledger.py)
+        self.ledger = FrameLedger(sid, host, self._closed)
+        #: why the ledger refused a transition (the session then stops taking frames)
+        self.broken: str | None = None
         self._queue_send, self._queue_recv = trio.open_memory_channel[FrameRecord](math.inf)
-        #: frames handed to the lane, by index, until their outcome
-        self._in_lane: dict[int, FrameRecord] = {}
         self.finished = trio.Event()
         #: set when session_closed has gone out
         self.closed_sent = trio.Event()
         self._scope = trio.CancelScope()
-        #: frames whose release entry has not completed yet; each holds the outbox, so
-        #: session_closed waits for them (OrderedOutbox.hold)
-        self._releasing = 0
         self.early_release = early_release_planted()
 
     # -- bookkeeping ------------------------------------------------------------------
 
     @property
     def in_flight(self) -> int:
-        return len(self.outbox)
+        return self.ledger.unanswered
+
+    @property
+    def scored(self) -> int:
+        return self.ledger.scored
+
+    @property
+    def failed(self) -> int:
+        return self.ledger.failed
 
     def row(self) -> dict[str, Any]:
         g = self.geometry
@@ -262,39 +221,47 @@ class Session:
             "in_flight": self.in_flight, "state": self.state,
         }
 
-    def _emit(self, msg: Message, slot: Slot | None) -> None:
-        if isinstance(msg, SessionClosed):
-            self.state = Session.CLOSED
-            self.host.emit(msg)
-            self.closed_sent.set()
-            self.host.session_finished(self)
-            return
-        self._count(msg)
-        self.host.emit(msg)
-        self.host.outcome_sent(self, msg, slot is not None and slot.accepted, slot is not None)
+    def _closed(self, msg: Message) -> None:
+        """session_closed went out (the ledger sends it after the last outcome and release)."""
+        self.state = Session.CLOSED
+        self.closed_sent.set()
+        self.host.session_finished(self)
 
-    def _count(self, msg: Message) -> None:
-        if isinstance(msg, Result):
-            self.scored += 1
-        else:
-            self.failed += 1
+    def ledger_broken(self, err: LedgerError) -> None:
+        """The ledger refused a transition (a daemon bug): stop taking frames, fail the rest, close.
+
+        The session does not stay open on a broken ledger: new submits are
+        refused (``E_STATE``), every frame without an outcome gets an
+        ``E_INTERNAL`` frame_error, and the session task finishes and sends
+        ``session_closed`` as for a close.
+        """
+        log.error("session %d: %s; the session stops taking frames", self.id, err.message)
+        if self.broken is None:
+            self.broken = err.message
+        if self.state == Session.OPEN:
+            self.state = Session.CLOSING
+            self._queue_send.close()
+        try:
+            self.ledger.fail_unanswered(ErrorCode.E_INTERNAL, f"the daemon's frame ledger failed: {err.message}")
+        except LedgerError:
+            log.exception("session %d: failing the unanswered frames failed too", self.id)
 
     # -- submit (trio thread, from the client handler) -----------------------------------
 
-    def reserve(self, frame: FrameRecord, room: bool = True) -> None:
+    def receive(self, frame: FrameRecord, room: bool = True) -> None:
         """A decoded submit of this session takes its place in the order of outcomes.
 
         ``room`` is False when the client already has too many unanswered
-        frames; the frame then gets no slot (and is refused).
+        frames; the frame then gets no place (and is refused).
         """
         self.submitted += 1
-        if self.state == Session.OPEN and room:
-            frame.slot = self.outbox.reserve(frame.index)
+        self.ledger.receive(frame, place=self.state == Session.OPEN and room)
 
     def check(self, frame: FrameRecord, buffers) -> None:
         """Refuse what cannot be scored; on success ``frame.ref``/``frame.dist`` are set (not yet referenced)."""
         if self.state != Session.OPEN:
-            raise RemoteProtocolError(ErrorCode.E_STATE, "session", f"session {self.id} is closing")
+            why = f"failed ({self.broken})" if self.broken else "closing"
+            raise RemoteProtocolError(ErrorCode.E_STATE, "session", f"session {self.id} is {why}")
         if self.last_index is not None and frame.index <= self.last_index:
             raise RemoteProtocolError(
                 ErrorCode.E_STATE, "index",
@@ -311,30 +278,26 @@ class Session:
             setattr(frame, role, rec)
 
     def accept(self, frame: FrameRecord) -> None:
-        assert frame.ref is not None and frame.dist is not None and frame.slot is not None
-        frame.slot.accepted = True
-        frame.ref.ref()
-        frame.dist.ref()
-        frame.refs_dropped = False
+        try:
+            self.ledger.accept(frame)
+        except LedgerError as e:
+            self.ledger_broken(e)
+            if frame.state is FrameState.RECEIVED:  # still answered, once
+                self.refuse(frame, RemoteProtocolError(ErrorCode.E_INTERNAL, "", e.message))
+            return
         self.last_index = frame.index
         self.accepted += 1
         if self.early_release:
             # R15 plant: a deliberately early release (module docstring).
-            self.host.send_released(frame)
+            self.ledger.release_early(frame)
         self._queue_send.send_nowait(frame)
 
     def refuse(self, frame: FrameRecord, err: RemoteProtocolError) -> None:
-        """A decoded submit that will not be scored: its frame_error in order."""
-        msg = FrameError(session=frame.session, index=frame.index, code=err.code.value, field=err.field,
-                         message=err.message[:1024])
-        if frame.slot is not None:
-            self.outbox.fill(frame.slot, msg)
-        else:
-            # No place in the order (the session is closing, or the client has
-            # flooded it with refused frames): answered at once.
-            self._count(msg)
-            self.host.emit(msg)
-            self.host.outcome_sent(self, msg, False, False)
+        """A decoded submit that will not be scored: released at once, its frame_error in order."""
+        try:
+            self.ledger.refuse(frame, err)
+        except LedgerError as e:
+            self.ledger_broken(e)
 
     # -- close ----------------------------------------------------------------------------
 
@@ -347,26 +310,27 @@ class Session:
 
     def fail_unanswered(self, code: ErrorCode, message: str) -> None:
         """Give every frame without an outcome a ``frame_error`` (shutdown past its deadline)."""
-        for slot in self.outbox.unfilled():
-            self._in_lane.pop(slot.index, None)
-            self.outbox.fill(slot, FrameError(session=self.id, index=slot.index, code=code.value,
-                                              field="", message=message))
+        try:
+            self.ledger.fail_unanswered(code, message)
+        except LedgerError as e:
+            self.ledger_broken(e)
 
     # -- the lane's sink (trio thread) --------------------------------------------------------
 
     def frames_scored(self, items: Sequence[tuple[int, Mapping[str, float]]]) -> None:
-        for index, metrics in items:
-            frame = self._in_lane.pop(index, None)
-            if frame is None or frame.slot is None or frame.slot.filled:
-                continue
-            self.outbox.fill(frame.slot, Result(session=self.id, index=index, metrics=_finite(metrics)))
+        try:
+            for index, metrics in items:
+                self.ledger.lane_scored(index, _finite(metrics))
+            self.ledger.flush()
+        except LedgerError as e:
+            self.ledger_broken(e)
 
     def frame_failed(self, index: int, code: ErrorCode | str, field: str, message: str) -> None:
-        frame = self._in_lane.pop(index, None)
-        if frame is None or frame.slot is None or frame.slot.filled:
-            return
-        self.outbox.fill(frame.slot, FrameError(session=self.id, index=index, code=ErrorCode(code).value,
-                                                field=field, message=message[:1024]))
+        try:
+            self.ledger.lane_failed(index, code, field, message[:1024])
+            self.ledger.flush()
+        except LedgerError as e:
+            self.ledger_broken(e)
 
     # -- the session's task -----------------------------------------------------------------
 
@@ -385,23 +349,27 @@ class Session:
         try:
             async for frame in self._queue_recv:
                 current = frame
-                await self._hand_over(frame)
+                try:
+                    await self._hand_over(frame)
+                except LedgerError as e:
+                    self.ledger_broken(e)
                 current = None
             summary = await self.lane_session.finish()
             lane_finished = True
-            for index in list(self._in_lane):
-                self.frame_failed(index, ErrorCode.E_INTERNAL, "", "the lane returned no outcome for this frame")
+            try:
+                self.ledger.fail_in_lane(ErrorCode.E_INTERNAL, "the lane returned no outcome for this frame")
+            except LedgerError as e:
+                self.ledger_broken(e)
             # session_closed leaves after the last outcome and after the last
-            # ``released`` of the session: the outbox holds it while any frame's
-            # release entry is pending, so a producer may take "closed" to mean
-            # "no buffer of this session is held".  The lane has finished, so its
-            # events should be complete and the reaper only has to get to them.
-            # The hold sits where session_closed is sent rather than in a wait
-            # here, so no path can overtake it: outcomes reach the session before
-            # the reaper has seen their events, a shutdown fills the last slots
-            # itself, and a bounded wait would send session_closed anyway once
-            # it ran out.
-            self.outbox.close(lambda: SessionClosed(
+            # ``released`` of the session: the ledger sends it only then, so a
+            # producer may take "closed" to mean "no buffer of this session is
+            # held".  The lane has finished, so its events should be complete and
+            # the reaper only has to get to them.  The rule sits where
+            # session_closed is sent rather than in a wait here, so no path can
+            # overtake it: outcomes reach the session before the reaper has seen
+            # their events, a shutdown fails the last frames itself, and a bounded
+            # wait would send session_closed anyway once it ran out.
+            self.ledger.close(lambda: SessionClosed(
                 re=self.close_seq, session=self.id, frames=self.scored, failed=self.failed,
                 pooled=summary.pooled, aggregate=summary.aggregate,
             ))
@@ -411,43 +379,23 @@ class Session:
                 # A lane that broke its promise (an event never completes): say so, and
                 # still never send session_closed while a buffer of the session is held.
                 log.error("session %d: %d frames still unreleased 10 s after the lane finished; "
-                          "session_closed waits for them", self.id, self._releasing)
+                          "session_closed waits for them", self.id, self.ledger.releasing)
                 await self.closed_sent.wait()
         finally:
             # Cancelled (client gone, shutdown past its deadline): frames that never
             # reached the lane are released unread; the lane drops the rest.
-            if current is not None and not current.release_tracked:
-                self._release_unread(current)  # cancelled in its fence wait
+            if current is not None and current.release is ReleaseState.HELD:
+                self.ledger.release_unread(current)  # cancelled in its fence wait
             while True:
                 try:
                     frame = self._queue_recv.receive_nowait()
                 except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
                     break
-                self._release_unread(frame)
+                self.ledger.release_unread(frame)
             self._queue_recv.close()
             if self.state != Session.CLOSED and not lane_finished:
                 self.lane_session.abort()
             self.finished.set()
-
-    def _track(self, frame: FrameRecord, event: ReleaseEvent) -> None:
-        """The frame's one entry in the pending-release table; session_closed waits for it."""
-        if self.outbox.closed:
-            # Cannot happen: the final message waits for every hold, and frames are
-            # tracked only before the session task ends.  Loud if it ever does.
-            log.error("session %d: frame %d tracked for release after session_closed", self.id, frame.index)
-        self._releasing += 1
-        self.outbox.hold()  # before tracking: a table may complete the entry at once
-        frame.on_released = self._released
-        self.host.track_release(frame, event)
-
-    def _released(self) -> None:
-        """The frame's ``released`` went out (ClientHandler._complete_release calls this after)."""
-        self._releasing -= 1
-        self.outbox.unhold()
-
-    def _release_unread(self, frame: FrameRecord) -> None:
-        frame.close_fences()
-        self._track(frame, HostReleaseEvent.completed())
 
     async def _hand_over(self, frame: FrameRecord) -> None:
         limits = self.host.limits
@@ -469,23 +417,19 @@ class Session:
                             f"signal within {limits.implicit_fence_timeout_ms} ms; gave up (attach an "
                             f"acquire fence)")
         frame.close_fences()
-        if self.state == Session.CLOSED or (frame.slot is not None and frame.slot.filled):
+        if self.state == Session.CLOSED or frame.state is not FrameState.ACQUIRED:
             # Answered meanwhile (shutdown past its deadline): nothing to score.
-            return self._release_unread(frame)
+            return self.ledger.release_unread(frame)
         lane_frame = LaneFrame(frame.index, frame.ref.imp, frame.dist.imp,
                                frame.ref_gpu_fence, frame.dist_gpu_fence)
-        self._in_lane[frame.index] = frame
+        self.ledger.hand_over(frame)  # before submit: a lane may report inside it
         try:
             event = self.lane_session.submit(lane_frame)
         except Exception as e:
-            self._in_lane.pop(frame.index, None)
             log.exception("session %d: the lane refused frame %d", self.id, frame.index)
             return self._fail_unread(frame, ErrorCode.E_INTERNAL, "", f"the lane failed: {e}")
-        self._track(frame, event)
+        self.ledger.track(frame, event)
 
     def _fail_unread(self, frame: FrameRecord, code: ErrorCode, field: str, message: str) -> None:
-        frame.close_fences()
-        if frame.slot is not None and not frame.slot.filled:
-            self.outbox.fill(frame.slot, FrameError(session=self.id, index=frame.index, code=code.value,
-                                                    field=field, message=message))
-        self._track(frame, HostReleaseEvent.completed())
+        self.ledger.fail(frame, code, field, message)
+        self.ledger.release_unread(frame)

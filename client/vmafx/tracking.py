@@ -28,7 +28,7 @@ from .exceptions import ConnectionClosed, DaemonError, LayoutError, ProtocolViol
 from .protocol import messages as m
 from .protocol.errors import ErrorCode, LocalProtocolError, RemoteProtocolError
 from .protocol.limits import Limits, PROTOCOL_VERSION
-from .protocol.state import ClientConnection, State
+from .protocol.state import ClientConnection
 
 __all__ = ["ClientTracker", "SessionState", "BufferState", "FrameResult", "Summary", "ServerInfo",
            "BufferView", "SessionView"]
@@ -154,7 +154,7 @@ class ClientTracker:
     def check_usable(self) -> None:
         if self.failure is not None:
             raise self.failure
-        if self.conn.state is State.CLOSED:
+        if self.conn.finished:
             self.fail(ConnectionClosed(self.goodbye or "the connection is closed"))
             raise self.failure
 
@@ -162,7 +162,7 @@ class ClientTracker:
         """Mark the connection unusable (first reason wins) and return the reason."""
         if self.failure is None:
             self.failure = exc
-            self.conn.state = State.CLOSED
+            self.conn.close()
         return self.failure
 
     def lost(self, why: str) -> ConnectionClosed:

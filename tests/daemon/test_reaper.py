@@ -102,3 +102,25 @@ async def test_reaper_polls_device_events_and_frees_after_completion():
         # freed off the trio thread (R4), and only then the follow-up
         assert log == [("closed", True), "then"]
         nursery.cancel_scope.cancel()
+
+
+async def test_drain_wakes_on_the_reapers_passes_and_waits_for_the_frees():
+    table = PendingReleases()
+    reaper = ReleaseReaper(table)
+    done, freed = [], []
+
+    class Closeable:
+        def close(self):
+            freed.append(1)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(reaper.run)
+        ev = HostReleaseEvent(reaper.wake_threadsafe)
+        ev.record()
+        table.add(ev, lambda: (done.append(1), reaper.free_later(Closeable(), lambda: done.append(2))))
+        assert not await reaper.drain(0.05)  # the event has not completed: bounded, and False
+        threading.Timer(0.05, ev.complete).start()
+        with trio.fail_after(5):
+            assert await reaper.drain(5)
+        assert done == [1, 2] and freed == [1] and reaper.idle  # the free and its follow-up ran too
+        nursery.cancel_scope.cancel()

@@ -6,11 +6,12 @@ import os
 import trio
 
 from vmafx.formats import PixelFormat
-from vmafx.protocol import FrameError, Limits, Result, SessionClosed
+from vmafx.protocol import FrameError, Limits, Released, Result, SessionClosed
 from vmafxd.buffers import BufferRecord, Geometry
 from vmafxd.lanes.device import LaneImport, LaneSession, LaneSummary
 from vmafxd.reaper import HostReleaseEvent, PendingReleases, ReleaseReaper
-from vmafxd.session import FrameRecord, Session, build_plan
+from vmafxd.ledger import FrameRecord
+from vmafxd.session import Session, build_plan
 
 GEO = Geometry(64, 36, PixelFormat.YUV420P, 8)
 
@@ -48,24 +49,30 @@ class FakeLaneSession(LaneSession):
         pass
 
 
-class Host:
+class RecordingTable(PendingReleases):
+    """The real pending-release table, noting each entry as it is added."""
+
     def __init__(self):
+        super().__init__()
+        self.added = []
+
+    def add(self, event, on_complete, label=""):
+        self.added.append(label)
+        return super().add(event, on_complete, label)
+
+
+class Host:
+    """What a session needs from its client connection (as ClientHandler gives it)."""
+
+    def __init__(self, table=None):
         self.limits = Limits(implicit_fence_timeout_ms=50)
-        self.sent, self.releases, self.finished = [], [], []
+        self.pending = table if table is not None else RecordingTable()
+        self.sent, self.finished = [], []
 
     def emit(self, msg):
-        self.sent.append(msg)
+        self.sent.append(("released", msg.index) if isinstance(msg, Released) else msg)
 
-    def send_released(self, frame):
-        self.sent.append(("released", frame.index))
-
-    def track_release(self, frame, event):
-        assert not frame.release_tracked
-        frame.release_tracked = True
-        self.releases.append((frame.index, event.recorded and event.query()))
-        frame.on_released()  # what the reaper does once the event completed
-
-    def outcome_sent(self, session, msg, accepted, had_slot):
+    def outcome_sent(self, msg):
         pass
 
     def session_finished(self, session):
@@ -85,11 +92,13 @@ async def test_a_dmabuf_without_a_fence_waits_for_its_implicit_fences_and_gives_
     lane.sink = sess
     stuck, free = _record(FakeDmabufImport(busy)), _record(FakeDmabufImport(idle))
     buffers = {1: stuck, 2: free}
+    reaper = ReleaseReaper(host.pending)
     async with trio.open_nursery() as nursery:
+        await nursery.start(reaper.run)
         nursery.start_soon(sess.run)
         for index, ref in ((0, 1), (1, 2)):
             frame = FrameRecord(7, index, ref, 2)
-            sess.reserve(frame)
+            sess.receive(frame)
             sess.check(frame, buffers)
             sess.accept(frame)
         t0 = trio.current_time()
@@ -97,6 +106,7 @@ async def test_a_dmabuf_without_a_fence_waits_for_its_implicit_fences_and_gives_
         with trio.fail_after(5):
             await sess.finished.wait()
         assert trio.current_time() - t0 >= 0.05  # it did wait, bounded
+        nursery.cancel_scope.cancel()
     outcomes = [m for m in host.sent if isinstance(m, (Result, FrameError, SessionClosed))]
     err, res, closed = outcomes
     assert isinstance(err, FrameError) and (err.index, err.code, err.field) == (0, "E_TIMEOUT", "ref")
@@ -104,7 +114,8 @@ async def test_a_dmabuf_without_a_fence_waits_for_its_implicit_fences_and_gives_
     assert isinstance(res, Result) and res.index == 1 and res.metrics == {"psnr_y": 41.0}
     assert isinstance(closed, SessionClosed) and (closed.re, closed.frames, closed.failed) == (99, 1, 1)
     assert lane.submitted == [1]  # the timed-out frame never reached the lane
-    assert sorted(i for i, _ in host.releases) == [0, 1]  # one release entry per frame
+    assert sorted(host.pending.added) == ["session 7 frame 0", "session 7 frame 1"]  # one entry per frame
+    assert sorted(m[1] for m in host.sent if isinstance(m, tuple)) == [0, 0, 1, 1]  # released once per role
     os.close(busy)
     os.close(idle)
 
@@ -141,29 +152,10 @@ class LateEventLane(LaneSession):
         pass
 
 
-class TableHost(Host):
-    """Releases through the real pending-release table and reaper, as ClientHandler does."""
-
-    def __init__(self, table):
-        super().__init__()
-        self.table = table
-
-    def track_release(self, frame, event):
-        assert not frame.release_tracked
-        frame.release_tracked = True
-
-        def complete():
-            self.sent.append(("released", frame.index))
-            done, frame.on_released = frame.on_released, None
-            done()
-
-        self.table.add(event, complete)
-
-
 async def test_session_closed_waits_for_releases_that_complete_after_the_lane_finished(autojump_clock):
     table = PendingReleases()
     reaper = ReleaseReaper(table)
-    host = TableHost(table)
+    host = Host(table)
     lane = LateEventLane(reaper.wake_threadsafe)
     sess = Session(9, host, "cpu", lane, GEO, build_plan([], ["psnr"], host.limits))
     lane.sink = sess
@@ -174,7 +166,7 @@ async def test_session_closed_waits_for_releases_that_complete_after_the_lane_fi
         nursery.start_soon(sess.run)
         for index in range(4):
             frame = FrameRecord(9, index, 1, 1)
-            sess.reserve(frame)
+            sess.receive(frame)
             sess.check(frame, {1: buf})
             sess.accept(frame)
         sess.close(5)
@@ -189,5 +181,22 @@ async def test_session_closed_waits_for_releases_that_complete_after_the_lane_fi
             await sess.finished.wait()
         nursery.cancel_scope.cancel()
     kinds = ["released" if isinstance(m, tuple) else type(m).__name__ for m in host.sent]
-    assert kinds == ["Result"] * 4 + ["released"] * 4 + ["SessionClosed"]
+    assert kinds == ["Result"] * 4 + ["released"] * 8 + ["SessionClosed"]  # both roles of each frame
     assert host.sent[-1].re == 5 and host.finished == [9]
+
+
+def test_open_session_resolves_each_feature_request_once(monkeypatch):
+    """build_plan resolves options only through the plan (it used to resolve them twice)."""
+    from vmafxd.features.declaration import FeatureDeclaration
+
+    calls = []
+    real = FeatureDeclaration.resolve_options
+
+    def counting(self, given=None):
+        calls.append(self.name)
+        return real(self, given)
+
+    monkeypatch.setattr(FeatureDeclaration, "resolve_options", counting)
+    plan = build_plan([], ["psnr=enable_chroma=false", "float_ssim"], Limits())
+    assert sorted(calls) == ["float_ssim", "psnr"]
+    assert plan.metric_names()[:1] == ["psnr_y"] and "float_ssim" in plan.metric_names()

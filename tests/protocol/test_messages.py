@@ -114,27 +114,45 @@ def test_server_refuses_oversized_and_ctrunc_packets_fatally():
     with pytest.raises(RemoteProtocolError) as e:
         conn.receive(b"x", truncated=True)
     assert e.value.code is ErrorCode.E_PROTO and e.value.field == "message"
-    assert conn.state is State.CLOSED
+    assert conn.state is State.ERROR  # a fatal breach by the peer: sticky ERROR, as in h11
     conn = ServerConnection(Limits(), "test")
     with pytest.raises(RemoteProtocolError) as e:
         conn.receive(b"x", (1, 2), ctrunc=True)
-    assert e.value.field == "fds" and conn.state is State.CLOSED
+    assert e.value.field == "fds" and conn.state is State.ERROR
 
 
-def test_client_ledger_catches_double_outcomes_and_unexpected_releases():
+def _hello_done() -> ClientConnection:
     c = ClientConnection()
     c.send(Hello(seq=c.next_seq(), version=1))
     c.receive(encode(HelloReply(re=1, version=1, server="s", limits=Limits().to_wire()))[0])
     assert c.state is State.OPEN
+    return c
+
+
+def test_client_ledger_catches_double_outcomes_and_unexpected_releases():
+    c = _hello_done()
     c.send(Submit(session=1, index=0, ref=1, dist=1))
     c.receive(encode(Released(buffer=1, session=1, index=0, role="ref"))[0])
     c.receive(encode(Result(session=1, index=0, metrics={"vmaf": 1.0}))[0])
-    with pytest.raises(RemoteProtocolError):
-        c.receive(encode(Result(session=1, index=0, metrics={}))[0])
-    with pytest.raises(RemoteProtocolError):
-        c.receive(encode(Released(buffer=1, session=1, index=0, role="ref"))[0])
     c.receive(encode(Released(buffer=1, session=1, index=0, role="dist"))[0])
     assert c.ledger.unreleased() == 0 and not c.ledger.frames
+    # A second outcome: the daemon broke its promise, and the connection is in ERROR for good.
+    c = _hello_done()
+    c.send(Submit(session=1, index=0, ref=1, dist=1))
+    c.receive(encode(Result(session=1, index=0, metrics={"vmaf": 1.0}))[0])
+    with pytest.raises(RemoteProtocolError):
+        c.receive(encode(Result(session=1, index=0, metrics={}))[0])
+    assert c.state is State.ERROR
+    with pytest.raises(RemoteProtocolError):  # nothing is applied any more
+        c.receive(encode(Released(buffer=1, session=1, index=0, role="ref"))[0])
+    assert c.ledger.unreleased() == 2
+    # A second release of one role: the same.
+    c = _hello_done()
+    c.send(Submit(session=1, index=0, ref=1, dist=1))
+    c.receive(encode(Released(buffer=1, session=1, index=0, role="ref"))[0])
+    with pytest.raises(RemoteProtocolError):
+        c.receive(encode(Released(buffer=1, session=1, index=0, role="ref"))[0])
+    assert c.state is State.ERROR
 
 
 def test_client_refuses_session_closed_with_unanswered_frames():
@@ -144,7 +162,7 @@ def test_client_refuses_session_closed_with_unanswered_frames():
     c.send(Submit(session=4, index=7, ref=1, dist=2))
     with pytest.raises(RemoteProtocolError) as e:
         c.receive(encode(SessionClosed(session=4, frames=0))[0])
-    assert e.value.field == "session"
+    assert e.value.field == "session" and c.state is State.ERROR  # not left OPEN
 
 
 # -- bundles: several of the daemon's messages in one packet ------------------------------
@@ -176,7 +194,7 @@ def test_a_bundle_is_its_messages_in_order_and_each_is_applied(n):
     # each was applied to the ledger: frame (1, 0) answered and both its roles released
     assert (1, 0) not in c.ledger.frames
     if n > 3:
-        assert c.ledger.frames[(2, 2)] == {"ref"}
+        assert c.ledger.frames[(2, 2)].unreleased == {"ref"}
 
 
 def test_a_bundle_is_refused_unless_the_hello_asked_for_it():
@@ -192,15 +210,18 @@ def test_a_bad_bundle_names_the_message_and_single_receive_refuses_a_bundle():
     with pytest.raises(RemoteProtocolError) as e:
         c.receive_packet(msgpack.packb([]))
     assert e.value.code is ErrorCode.E_PROTO and "empty bundle" in e.value.message
+    assert c.state is State.ERROR  # any breach of the daemon's is final
+    c = _opened(True)
     with pytest.raises(RemoteProtocolError) as e:
         c.receive_packet(msgpack.packb([{"t": "released", "buffer": 1, "session": 1, "index": 0, "role": "ref"}, 5]))
     assert e.value.code is ErrorCode.E_PROTO and e.value.field == "message[1]"
+    c = _opened(True)
     c.ledger.submitted(1, 0)
     two = messages_bundle([encode(Released(buffer=1, session=1, index=0, role="ref"))[0]] * 2)
     with pytest.raises(RemoteProtocolError) as e:
         c.receive(two)
     assert "a bundle of 2 messages" in e.value.message
-    assert c.ledger.frames[(1, 0)] == {"ref", "dist"}  # nothing of the refused packet was applied
+    assert c.ledger.frames[(1, 0)].unreleased == {"ref", "dist"}  # nothing of the refused packet was applied
 
 
 def test_hello_bundles_is_a_boolean_field():

@@ -1,16 +1,25 @@
-"""Connection state, sans I/O: what each side may send and receive when.
+"""Connection state, sans I/O, in h11's manner: the protocol's rules as tables.
 
-Everything that affects the protocol's state machine lives here, in tables:
-which messages each role may send in each state, and which requests a reply
-answers.  The transport hands packets in and takes packets out; it never
-decides anything itself.
+Everything that moves a connection from one state to another is data here:
 
-The client side also keeps the protocol's two accounting promises and
-raises :class:`RemoteProtocolError` when the daemon breaks them:
+* :data:`TRANSITIONS` -- per role, ``(state, event) -> state``;
+* :data:`CLIENT_SENDS` / :data:`SERVER_SENDS` -- what each side may send in
+  each state (the receiving side checks the same table);
+* :data:`REPLY_TO` -- which reply answers which request;
+* :class:`FramePromise` -- the protocol's per-frame promise (exactly one
+  outcome, exactly one ``released`` per role), kept in this one place: the
+  client's :class:`ClientFrameLedger` checks the daemon with it, and the
+  daemon's own frame ledger (``vmafxd/ledger.py``) keeps its word with it.
 
-* every submitted frame gets exactly one outcome (``result`` or
-  ``frame_error``), before its session's ``session_closed``;
-* every buffer reference of a submitted frame is ``released`` exactly once.
+:class:`ServerConnection` and :class:`ClientConnection` only look the tables
+up (:func:`next_state`, :func:`check_send`); the transport hands packets in
+and takes packets out and decides nothing.  As in h11, a breach found while
+receiving -- a fatal decoding error, a message the peer may not send now, a
+broken frame promise -- moves the connection to :attr:`State.ERROR`, which is
+sticky.  A breach by this side (:class:`LocalProtocolError` on ``send``)
+changes nothing: nothing was sent.  docs/protocol.md ("Connection states")
+shows the same tables; tests/protocol/test_state_tables.py checks that the
+document and this module agree.
 """
 
 from __future__ import annotations
@@ -19,24 +28,96 @@ import enum
 from dataclasses import dataclass, field
 
 from . import messages as m
-from .errors import ErrorCode, LocalProtocolError, RemoteProtocolError
+from .errors import FATAL_CODES, ErrorCode, LocalProtocolError, ProtocolError, RemoteProtocolError
 from .limits import PROTOCOL_VERSION, Limits
 
-__all__ = ["State", "ServerConnection", "ClientConnection", "ClientFrameLedger"]
+__all__ = [
+    "State", "Role", "Event", "TRANSITIONS", "CLIENT_SENDS", "SERVER_SENDS", "REPLY_TO", "UNSOLICITED",
+    "next_state", "check_send", "FramePromise", "ServerConnection", "ClientConnection", "ClientFrameLedger",
+    "check_packet",
+]
 
 
 class State(enum.Enum):
     AWAIT_HELLO = "await_hello"
     OPEN = "open"
-    CLOSED = "closed"  # after a fatal error or a goodbye
+    CLOSED = "closed"  # after a goodbye, the daemon's closing error, or the transport's end
+    ERROR = "error"  # the peer broke the protocol (sticky)
 
 
-# What a client may send in each state, and which reply type answers each request.
-CLIENT_SENDS = {
-    State.AWAIT_HELLO: {m.Hello},
-    State.OPEN: {m.OpenSession, m.CloseSession, m.RegisterBuffer, m.UnregisterBuffer, m.Submit,
-                 m.Status, m.ListSessions},
-    State.CLOSED: set(),
+class Role(enum.Enum):
+    CLIENT = "client"
+    SERVER = "server"
+
+
+class Event(enum.Enum):
+    #: the server accepts a hello; the client receives the hello_reply
+    HELLO = "hello"
+    #: the server sends goodbye; the client receives it
+    GOODBYE = "goodbye"
+    #: the client receives an ``error`` with a code after which the daemon closes (E_PROTO, E_SHUTDOWN)
+    CLOSING_ERROR = "closing_error"
+    #: a breach found while receiving (fatal decoding error, a message not allowed now, a broken promise)
+    PROTOCOL_ERROR = "protocol_error"
+    #: the transport ended, or this side closed it
+    CLOSE = "close"
+
+
+_S, _E = State, Event
+
+#: (state, event) -> next state, per role.  A pair that is not here is a bug in the caller.
+TRANSITIONS: dict[Role, dict[tuple[State, Event], State]] = {
+    Role.SERVER: {
+        (_S.AWAIT_HELLO, _E.HELLO): _S.OPEN,
+        (_S.AWAIT_HELLO, _E.GOODBYE): _S.CLOSED,
+        (_S.OPEN, _E.GOODBYE): _S.CLOSED,
+        (_S.CLOSED, _E.GOODBYE): _S.CLOSED,
+        (_S.ERROR, _E.GOODBYE): _S.ERROR,
+        (_S.AWAIT_HELLO, _E.PROTOCOL_ERROR): _S.ERROR,
+        (_S.OPEN, _E.PROTOCOL_ERROR): _S.ERROR,
+        (_S.ERROR, _E.PROTOCOL_ERROR): _S.ERROR,
+        (_S.AWAIT_HELLO, _E.CLOSE): _S.CLOSED,
+        (_S.OPEN, _E.CLOSE): _S.CLOSED,
+        (_S.CLOSED, _E.CLOSE): _S.CLOSED,
+        (_S.ERROR, _E.CLOSE): _S.ERROR,
+    },
+    Role.CLIENT: {
+        (_S.AWAIT_HELLO, _E.HELLO): _S.OPEN,
+        (_S.AWAIT_HELLO, _E.GOODBYE): _S.CLOSED,
+        (_S.OPEN, _E.GOODBYE): _S.CLOSED,
+        (_S.CLOSED, _E.GOODBYE): _S.CLOSED,
+        (_S.AWAIT_HELLO, _E.CLOSING_ERROR): _S.CLOSED,
+        (_S.OPEN, _E.CLOSING_ERROR): _S.CLOSED,
+        (_S.CLOSED, _E.CLOSING_ERROR): _S.CLOSED,
+        (_S.AWAIT_HELLO, _E.PROTOCOL_ERROR): _S.ERROR,
+        (_S.OPEN, _E.PROTOCOL_ERROR): _S.ERROR,
+        (_S.CLOSED, _E.PROTOCOL_ERROR): _S.ERROR,
+        (_S.ERROR, _E.PROTOCOL_ERROR): _S.ERROR,
+        (_S.AWAIT_HELLO, _E.CLOSE): _S.CLOSED,
+        (_S.OPEN, _E.CLOSE): _S.CLOSED,
+        (_S.CLOSED, _E.CLOSE): _S.CLOSED,
+        (_S.ERROR, _E.CLOSE): _S.ERROR,
+    },
+}
+
+#: What a client may send in each state (the server checks incoming messages against it).
+CLIENT_SENDS: dict[State, frozenset[type[m.Message]]] = {
+    _S.AWAIT_HELLO: frozenset({m.Hello}),
+    _S.OPEN: frozenset({m.OpenSession, m.CloseSession, m.RegisterBuffer, m.UnregisterBuffer, m.Submit,
+                        m.Status, m.ListSessions}),
+    _S.CLOSED: frozenset(),
+    _S.ERROR: frozenset(),
+}
+#: What the server may send in each state (the client checks incoming messages against it).
+#: Before hello: the reply, or an error (a request before hello, a wrong version), or goodbye
+#: at shutdown.  Once closed or broken: only the error that says why, and goodbye.
+SERVER_SENDS: dict[State, frozenset[type[m.Message]]] = {
+    _S.AWAIT_HELLO: frozenset({m.HelloReply, m.Error, m.Goodbye}),
+    _S.OPEN: frozenset({m.HelloReply, m.SessionOpened, m.SessionClosed, m.BufferRegistered,
+                        m.BufferUnregistered, m.StatusReply, m.SessionsReply, m.Result, m.FrameError,
+                        m.Released, m.Error, m.Goodbye}),
+    _S.CLOSED: frozenset({m.Error, m.Goodbye}),
+    _S.ERROR: frozenset({m.Error, m.Goodbye}),
 }
 REPLY_TO = {
     m.Hello: {m.HelloReply},
@@ -49,6 +130,58 @@ REPLY_TO = {
 }
 #: messages the daemon sends without a request
 UNSOLICITED = {m.Result, m.FrameError, m.Released, m.Goodbye, m.Error, m.SessionClosed}
+
+
+def next_state(role: Role, state: State, event: Event) -> State:
+    """The table's answer; a pair the table does not have is a bug here, not the peer's."""
+    try:
+        return TRANSITIONS[role][(state, event)]
+    except KeyError:
+        raise LocalProtocolError(ErrorCode.E_STATE, "state",
+                                 f"the {role.value} has no transition from {state.value} on {event.value}") from None
+
+
+def check_send(sender: Role, state: State, msg: m.Message, error: type[ProtocolError]) -> None:
+    """Raise ``error`` unless ``sender`` may send ``msg`` in ``state``."""
+    allowed = (CLIENT_SENDS if sender is Role.CLIENT else SERVER_SENDS)[state]
+    if type(msg) not in allowed:
+        raise error(ErrorCode.E_STATE if state is State.AWAIT_HELLO else ErrorCode.E_PROTO, "t",
+                    f"a {sender.value} does not send {msg.TYPE} in state {state.value}")
+
+
+# ---------------------------------------------------------------------------
+# the per-frame promise
+
+
+@dataclass
+class FramePromise:
+    """One submitted frame's promise: exactly one outcome, exactly one ``released`` per role.
+
+    The one place the rule is kept.  ``breach`` is the error to raise when it
+    is broken: :class:`RemoteProtocolError` where the peer keeps the promise
+    (the client checking the daemon), :class:`LocalProtocolError` where this
+    side does (the daemon's frame ledger, about to send a second outcome).
+    """
+
+    label: str = "frame"
+    answered: bool = False
+    #: the roles not released yet
+    unreleased: set[str] = field(default_factory=lambda: {"ref", "dist"})
+
+    def answer(self, breach: type[ProtocolError]) -> None:
+        if self.answered:
+            raise breach(ErrorCode.E_PROTO, "index", f"a second outcome for {self.label}")
+        self.answered = True
+
+    def release(self, role: str, breach: type[ProtocolError]) -> None:
+        if role not in self.unreleased:
+            raise breach(ErrorCode.E_PROTO, "role", f"a second or unexpected release of {role} for {self.label}")
+        self.unreleased.discard(role)
+
+    @property
+    def kept(self) -> bool:
+        """Answered and fully released: nothing more may come for this frame."""
+        return self.answered and not self.unreleased
 
 
 def check_packet(data_len: int, nfds: int, truncated: bool, ctrunc: bool, limits: Limits) -> None:
@@ -67,8 +200,26 @@ def check_packet(data_len: int, nfds: int, truncated: bool, ctrunc: bool, limits
         raise RemoteProtocolError(ErrorCode.E_PROTO, "message", "empty packet")
 
 
-class ServerConnection:
+class _Connection:
+    role: Role
+    state: State
+
+    def _to(self, event: Event) -> None:
+        self.state = next_state(self.role, self.state, event)
+
+    @property
+    def finished(self) -> bool:
+        """Closed or broken: only an error and goodbye may still go out."""
+        return self.state in (State.CLOSED, State.ERROR)
+
+    def close(self) -> None:
+        self._to(Event.CLOSE)
+
+
+class ServerConnection(_Connection):
     """The daemon's view of one client connection."""
+
+    role = Role.SERVER
 
     def __init__(self, limits: Limits, server_name: str):
         self.limits = limits
@@ -78,21 +229,25 @@ class ServerConnection:
 
     def receive(self, data: bytes, fds: tuple[int, ...] = (), *, truncated: bool = False,
                 ctrunc: bool = False) -> m.Message:
-        """Decode and state-check one packet.  On error the caller closes ``fds``."""
-        if self.state is State.CLOSED:
+        """Decode and state-check one packet.  On error the caller closes ``fds``.
+
+        A fatal error (``E_PROTO``) moves the connection to ERROR; the others
+        (a bad field, a request before hello) refuse one message and leave the
+        state as it was -- the protocol lets the client go on.
+        """
+        if self.finished:
             raise RemoteProtocolError(ErrorCode.E_STATE, "message", "the connection is closed")
         try:
             check_packet(len(data), len(fds), truncated, ctrunc, self.limits)
             msg = m.decode(data, fds)
+            if type(msg) not in CLIENT_SENDS[self.state]:
+                if self.state is State.AWAIT_HELLO:
+                    raise RemoteProtocolError(ErrorCode.E_STATE, "t", f"{msg.TYPE} before hello")
+                raise RemoteProtocolError(ErrorCode.E_PROTO, "t", f"a client does not send {msg.TYPE}")
         except RemoteProtocolError as e:
             if e.fatal:
-                self.state = State.CLOSED
+                self._to(Event.PROTOCOL_ERROR)
             raise
-        if type(msg) not in CLIENT_SENDS[self.state]:
-            if self.state is State.AWAIT_HELLO:
-                raise RemoteProtocolError(ErrorCode.E_STATE, "t", f"{msg.TYPE} before hello")
-            self.state = State.CLOSED
-            raise RemoteProtocolError(ErrorCode.E_PROTO, "t", f"a client does not send {msg.TYPE}")
         if isinstance(msg, m.Hello):
             if msg.version != PROTOCOL_VERSION:
                 raise RemoteProtocolError(
@@ -100,65 +255,63 @@ class ServerConnection:
                     f"protocol version {msg.version} is not supported (this daemon speaks {PROTOCOL_VERSION})",
                 )
             self.client_name = msg.client
-            self.state = State.OPEN
+            self._to(Event.HELLO)
         return msg
 
     def send(self, msg: m.Message) -> tuple[bytes, tuple[int, ...]]:
-        if self.state is State.CLOSED and not isinstance(msg, (m.Error, m.Goodbye)):
+        if self.finished and type(msg) not in SERVER_SENDS[self.state]:
             raise LocalProtocolError(ErrorCode.E_STATE, "message", "the connection is closed")
+        check_send(Role.SERVER, self.state, msg, LocalProtocolError)
+        data = m.encode(msg, max_bytes=self.limits.max_message_bytes)
         if isinstance(msg, m.Goodbye):
-            self.state = State.CLOSED
-        return m.encode(msg, max_bytes=self.limits.max_message_bytes)
-
-    def close(self) -> None:
-        self.state = State.CLOSED
+            self._to(Event.GOODBYE)
+        return data
 
 
 @dataclass
 class ClientFrameLedger:
-    """Outstanding frames and buffer references, to check the daemon's promises."""
+    """The client's check of the daemon's per-frame promises (one :class:`FramePromise` per frame)."""
 
-    #: (session, index) -> set of roles not yet released
-    frames: dict[tuple[int, int], set[str]] = field(default_factory=dict)
-    answered: set[tuple[int, int]] = field(default_factory=set)
+    #: (session, index) -> its promise, until every outcome and release came
+    frames: dict[tuple[int, int], FramePromise] = field(default_factory=dict)
 
     def submitted(self, session: int, index: int) -> None:
         key = (session, index)
-        if key in self.frames or key in self.answered:
+        if key in self.frames:
             raise LocalProtocolError(ErrorCode.E_STATE, "index", f"frame {index} of session {session} was already submitted")
-        self.frames[key] = {"ref", "dist"}
+        self.frames[key] = FramePromise(f"frame {index} of session {session}")
+
+    def _promise(self, session: int, index: int) -> FramePromise:
+        promise = self.frames.get((session, index))
+        if promise is None:
+            raise RemoteProtocolError(ErrorCode.E_PROTO, "index",
+                                      f"an outcome or release for frame {index} of session {session}, "
+                                      f"which is not outstanding")
+        return promise
 
     def outcome(self, session: int, index: int) -> None:
-        key = (session, index)
-        if key not in self.frames or key in self.answered:
-            raise RemoteProtocolError(ErrorCode.E_PROTO, "index",
-                                      f"second or unexpected outcome for frame {index} of session {session}")
-        self.answered.add(key)
-        self._maybe_done(key)
+        self._settle((session, index), self._promise(session, index).answer, RemoteProtocolError)
 
     def released(self, session: int, index: int, role: str) -> None:
-        key = (session, index)
-        roles = self.frames.get(key)
-        if roles is None or role not in roles:
-            raise RemoteProtocolError(ErrorCode.E_PROTO, "role",
-                                      f"unexpected release of {role} for frame {index} of session {session}")
-        roles.discard(role)
-        self._maybe_done(key)
+        promise = self._promise(session, index)
+        self._settle((session, index), lambda breach: promise.release(role, breach), RemoteProtocolError)
 
-    def _maybe_done(self, key) -> None:
-        if key in self.answered and not self.frames.get(key):
-            self.frames.pop(key, None)
-            self.answered.discard(key)
+    def _settle(self, key, step, breach) -> None:
+        step(breach)
+        if self.frames[key].kept:
+            del self.frames[key]
 
     def unanswered(self, session: int | None = None) -> list[tuple[int, int]]:
-        return [k for k in self.frames if k not in self.answered and (session is None or k[0] == session)]
+        return [k for k, p in self.frames.items() if not p.answered and (session is None or k[0] == session)]
 
     def unreleased(self) -> int:
-        return sum(len(r) for r in self.frames.values())
+        return sum(len(p.unreleased) for p in self.frames.values())
 
 
-class ClientConnection:
+class ClientConnection(_Connection):
     """The client's view: sequence numbers, pending requests and the frame ledger."""
+
+    role = Role.CLIENT
 
     def __init__(self, client_name: str = "vmafx"):
         self.client_name = client_name
@@ -176,10 +329,11 @@ class ClientConnection:
         return self._seq
 
     def send(self, msg: m.Message) -> tuple[bytes, tuple[int, ...]]:
-        if type(msg) not in CLIENT_SENDS.get(self.state, set()) and not (
-            self.state is State.AWAIT_HELLO and isinstance(msg, m.Hello)
-        ):
-            raise LocalProtocolError(ErrorCode.E_STATE, "message", f"cannot send {msg.TYPE} in state {self.state.value}")
+        try:
+            check_send(Role.CLIENT, self.state, msg, LocalProtocolError)
+        except LocalProtocolError:
+            raise LocalProtocolError(ErrorCode.E_STATE, "message",
+                                     f"cannot send {msg.TYPE} in state {self.state.value}") from None
         data, fds = m.encode(msg, max_bytes=self.limits.max_message_bytes)
         seq = getattr(msg, "seq", None)
         if seq is not None and type(msg) in REPLY_TO:
@@ -194,6 +348,7 @@ class ClientConnection:
         """Apply a packet that holds one message (see :meth:`receive_packet` for bundles)."""
         msgs = self._decode(data)
         if len(msgs) != 1:
+            self._to(Event.PROTOCOL_ERROR)
             raise RemoteProtocolError(ErrorCode.E_PROTO, "message", f"a bundle of {len(msgs)} messages")
         return self._apply(msgs[0])
 
@@ -202,18 +357,35 @@ class ClientConnection:
         return [self._apply(msg) for msg in self._decode(data)]
 
     def _decode(self, data: bytes) -> list[m.Message]:
+        if self.state is State.ERROR:
+            raise RemoteProtocolError(ErrorCode.E_PROTO, "message", "the daemon already broke the protocol")
         if not data:
-            self.state = State.CLOSED
+            self._to(Event.CLOSE)
             raise RemoteProtocolError(ErrorCode.E_PROTO, "message", "the daemon closed the connection")
-        return m.decode_packet(data, bundles=self.bundles)
+        try:
+            return m.decode_packet(data, bundles=self.bundles)
+        except RemoteProtocolError:
+            self._to(Event.PROTOCOL_ERROR)
+            raise
 
     def _apply(self, msg: m.Message) -> m.Message:
+        """Any breach of the daemon's -- a message not allowed now, a broken promise -- moves to ERROR."""
+        if self.state is State.ERROR:
+            raise RemoteProtocolError(ErrorCode.E_PROTO, "message", "the daemon already broke the protocol")
+        try:
+            return self._apply_checked(msg)
+        except RemoteProtocolError:
+            self._to(Event.PROTOCOL_ERROR)
+            raise
+
+    def _apply_checked(self, msg: m.Message) -> m.Message:
+        check_send(Role.SERVER, self.state, msg, RemoteProtocolError)
         re = getattr(msg, "re", None)
         if isinstance(msg, m.Error):
             if re is not None:
                 self.pending.pop(re, None)
-            if ErrorCode(msg.code) in (ErrorCode.E_PROTO, ErrorCode.E_SHUTDOWN):
-                self.state = State.CLOSED
+            if ErrorCode(msg.code) in FATAL_CODES:
+                self._to(Event.CLOSING_ERROR)
             return msg
         if isinstance(msg, (m.Result, m.FrameError)):
             self.ledger.outcome(msg.session, msg.index)
@@ -222,7 +394,7 @@ class ClientConnection:
             self.ledger.released(msg.session, msg.index, msg.role)
             return msg
         if isinstance(msg, m.Goodbye):
-            self.state = State.CLOSED
+            self._to(Event.GOODBYE)
             return msg
         if isinstance(msg, m.SessionClosed):
             left = self.ledger.unanswered(msg.session)
@@ -240,5 +412,5 @@ class ClientConnection:
         if isinstance(msg, m.HelloReply):
             self.server = msg
             self.limits = Limits.from_wire(msg.limits)
-            self.state = State.OPEN
+            self._to(Event.HELLO)
         return msg

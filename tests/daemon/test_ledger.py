@@ -1,0 +1,280 @@
+"""The frame ledger's tables: every allowed transition, every refused one, one outcome, one release."""
+
+import pytest
+import trio
+
+from vmafx.formats import PixelFormat
+from vmafx.protocol import ErrorCode, FrameError, Limits, Released, RemoteProtocolError, Result, SessionClosed
+from vmafxd.buffers import BufferRecord, Geometry
+from vmafxd.lanes.device import LaneImport, LaneSession, LaneSummary
+from vmafxd.ledger import (
+    OUTCOME_TRANSITIONS, RELEASE_TRANSITIONS, FrameEvent, FrameLedger, FrameRecord, FrameState, LedgerError,
+    ReleaseState, answer_without_session,
+)
+from vmafxd.reaper import HostReleaseEvent, PendingReleases, ReleaseReaper
+from vmafxd.session import Session, build_plan
+
+GEO = Geometry(64, 36, PixelFormat.YUV420P, 8)
+RELEASE_EVENTS = {FrameEvent.TRACK, FrameEvent.COMPLETE, FrameEvent.RELEASE_NOW}
+OUTCOME_EVENTS = set(FrameEvent) - RELEASE_EVENTS
+
+
+class Imp(LaneImport):
+    def close(self):
+        pass
+
+
+def _buffer(bid):
+    return BufferRecord(bid, type("L", (), {"geometry": GEO})(), Imp(), lambda rec: None)
+
+
+class Host:
+    def __init__(self):
+        self.pending = PendingReleases()
+        self.sent = []
+        self.counted = []
+
+    def emit(self, msg):
+        self.sent.append(msg)
+
+    def outcome_sent(self, msg):
+        self.counted.append(msg)
+
+    def complete_all(self):
+        for entry in self.pending.take_completed():
+            entry.on_complete()
+
+
+def _frame(index, state=FrameState.RECEIVED, release=ReleaseState.HELD):
+    f = FrameRecord(1, index, 10, 11)
+    f.state, f.release = state, release
+    return f
+
+
+def _kinds(sent):
+    return [(type(m).__name__, m.index) + ((m.role,) if isinstance(m, Released) else ()) for m in sent]
+
+
+# -- the tables -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("state,event", list(OUTCOME_TRANSITIONS))
+def test_every_allowed_outcome_transition(state, event):
+    f = _frame(0, state)
+    f.step(event)
+    assert f.state is OUTCOME_TRANSITIONS[(state, event)] and f.release is ReleaseState.HELD
+
+
+@pytest.mark.parametrize("state,event", list(RELEASE_TRANSITIONS))
+def test_every_allowed_release_transition(state, event):
+    f = _frame(0, FrameState.QUEUED, state)
+    f.step(event)
+    assert f.release is RELEASE_TRANSITIONS[(state, event)] and f.state is FrameState.QUEUED
+
+
+@pytest.mark.parametrize("state,event", [(s, e) for s in FrameState for e in OUTCOME_EVENTS
+                                         if (s, e) not in OUTCOME_TRANSITIONS])
+def test_every_other_outcome_transition_is_refused(state, event):
+    f = _frame(0, state)
+    with pytest.raises(LedgerError):
+        f.step(event)
+    assert f.state is state
+
+
+@pytest.mark.parametrize("state,event", [(s, e) for s in ReleaseState for e in RELEASE_EVENTS
+                                         if (s, e) not in RELEASE_TRANSITIONS])
+def test_every_other_release_transition_is_refused(state, event):
+    f = _frame(0, FrameState.QUEUED, state)
+    with pytest.raises(LedgerError):
+        f.step(event)
+    assert f.release is state
+
+
+def test_scored_and_failed_exclude_each_other_and_answered_is_terminal():
+    for decided in (FrameState.SCORED, FrameState.FAILED):
+        assert not any(s is decided and n is not FrameState.ANSWERED for (s, _), n in OUTCOME_TRANSITIONS.items())
+    assert not any(s is FrameState.ANSWERED for s, _ in OUTCOME_TRANSITIONS)
+    assert not any(s is ReleaseState.RELEASED for s, _ in RELEASE_TRANSITIONS)
+
+
+# -- one outcome, one release ------------------------------------------------------------------------
+
+
+def _accepted(ledger, index, ref, dist):
+    f = FrameRecord(1, index, ref.id, dist.id)
+    ledger.receive(f, place=True)
+    f.ref, f.dist = ref, dist
+    ledger.accept(f)
+    return f
+
+
+def test_a_frame_gets_exactly_one_outcome_and_a_late_lane_report_is_dropped():
+    host = Host()
+    ledger = FrameLedger(1, host, lambda msg: None)
+    ref, dist = _buffer(10), _buffer(11)
+    f = _accepted(ledger, 0, ref, dist)
+    ledger.hand_over(f)
+    ledger.lane_scored(0, {"psnr_y": 40.0})
+    ledger.lane_failed(0, ErrorCode.E_INTERNAL, "", "late")  # no longer the lane's: dropped
+    ledger.fail(f, ErrorCode.E_SHUTDOWN, "", "shutdown")  # decided already: nothing
+    ledger.flush()
+    assert _kinds(host.sent) == [("Result", 0)] and host.sent[0].metrics == {"psnr_y": 40.0}
+    assert f.state is FrameState.ANSWERED and ledger.in_flight == 0 and ledger.scored == 1
+    with pytest.raises(LedgerError):
+        f.decide(FrameEvent.FAIL, FrameError(session=1, index=0, code="E_INTERNAL", field="", message="x"))
+    with pytest.raises(LedgerError):
+        f.send_outcome(host.emit)
+    assert len(host.sent) == 1
+
+
+def test_release_goes_once_per_role_and_drops_references_once():
+    host = Host()
+    ledger = FrameLedger(1, host, lambda msg: None)
+    ref, dist = _buffer(10), _buffer(11)
+    f = _accepted(ledger, 0, ref, dist)
+    assert (ref.refs, dist.refs) == (2, 2)  # registration + this frame
+    ledger.hand_over(f)
+    ev = HostReleaseEvent()
+    ledger.track(f, ev)
+    assert f.release is ReleaseState.PENDING and ledger.releasing == 1
+    host.complete_all()
+    assert host.sent == []  # not recorded: not even queried (R5)
+    ev.complete()
+    host.complete_all()
+    assert _kinds(host.sent) == [("Released", 0, "ref"), ("Released", 0, "dist")]
+    assert (ref.refs, dist.refs) == (1, 1) and f.release is ReleaseState.RELEASED and ledger.releasing == 0
+    with pytest.raises(LedgerError):
+        ledger._complete(f)  # a second completion is refused before anything is sent or dropped
+    with pytest.raises(LedgerError):
+        ledger.track(f, HostReleaseEvent.completed())
+    assert len(host.sent) == 2 and (ref.refs, dist.refs) == (1, 1)
+
+
+def test_the_planted_early_release_sends_released_once_and_references_follow_the_event():
+    host = Host()
+    ledger = FrameLedger(1, host, lambda msg: None)
+    ref, dist = _buffer(10), _buffer(11)
+    f = _accepted(ledger, 0, ref, dist)
+    ledger.release_early(f)
+    assert len(host.sent) == 2 and (ref.refs, dist.refs) == (2, 2)
+    ledger.release_unread(f)
+    host.complete_all()
+    assert len(host.sent) == 2 and (ref.refs, dist.refs) == (1, 1)
+
+
+def test_outcomes_leave_in_order_and_the_final_message_waits_for_every_release():
+    host = Host()
+    finals = []
+    ledger = FrameLedger(1, host, finals.append)
+    ref, dist = _buffer(10), _buffer(11)
+    a, b = _accepted(ledger, 0, ref, dist), _accepted(ledger, 1, ref, dist)
+    refused = FrameRecord(1, 2, 10, 99)
+    ledger.receive(refused, place=True)
+    ledger.refuse(refused, RemoteProtocolError(ErrorCode.E_NOENT, "dist", "no buffer 99"))
+    unplaced = FrameRecord(1, 3, 10, 11)
+    ledger.receive(unplaced, place=False)
+    ledger.refuse(unplaced, RemoteProtocolError(ErrorCode.E_NOMEM, "index", "too many"))
+    for f in (a, b):
+        ledger.hand_over(f)
+        ledger.track(f, HostReleaseEvent.completed())
+    ledger.lane_scored(1, {"x": 1.0})
+    ledger.flush()
+    # the refused frames are released at once; the unplaced one answered at once; 1 and 2 wait for 0
+    assert _kinds(host.sent) == [("Released", 2, "ref"), ("Released", 2, "dist"), ("Released", 3, "ref"),
+                                 ("Released", 3, "dist"), ("FrameError", 3)]
+    ledger.close(lambda: SessionClosed(session=1, frames=ledger.scored, failed=ledger.failed))
+    ledger.lane_scored(0, {"x": 0.0})
+    ledger.flush()
+    assert _kinds(host.sent[5:]) == [("Result", 0), ("Result", 1), ("FrameError", 2)]
+    assert finals == []  # two frames still hold their buffers
+    host.complete_all()
+    assert isinstance(host.sent[-1], SessionClosed) and (host.sent[-1].frames, host.sent[-1].failed) == (2, 2)
+    assert finals == [host.sent[-1]] and ledger.closed and ledger.in_flight == 0
+    assert len(host.counted) == 4  # every outcome counted once
+
+
+def test_a_frame_of_no_session_is_released_and_answered_once():
+    sent = []
+    f = FrameRecord(5, 0, 1, "x")
+    answer_without_session(sent.append, f, RemoteProtocolError(ErrorCode.E_NOENT, "session", "no session 5"))
+    assert _kinds(sent) == [("Released", 0, "ref"), ("FrameError", 0)]  # "x" names no buffer
+    assert f.state is FrameState.ANSWERED and f.release is ReleaseState.RELEASED and f.promise.kept
+
+
+# -- a ledger error does not leave the session open ----------------------------------------------------
+
+
+class ScoringLane(LaneSession):
+    device = 0
+
+    def __init__(self):
+        self.sink = None
+
+    def submit(self, frame):
+        self.sink.frames_scored([(frame.index, {"psnr_y": 40.0})])
+        return HostReleaseEvent.completed()
+
+    async def finish(self):
+        return LaneSummary({}, {})
+
+    def abort(self):
+        pass
+
+
+class SessionHost(Host):
+    limits = Limits()
+
+    def __init__(self):
+        super().__init__()
+        self.finished = []
+
+    def session_finished(self, session):
+        self.finished.append(session.id)
+
+
+async def test_a_ledger_error_closes_the_session_and_still_answers_every_frame():
+    host = SessionHost()
+    lane = ScoringLane()
+    sess = Session(1, host, "cpu", lane, GEO, build_plan([], ["psnr"], Limits()))
+    lane.sink = sess
+    buffers = {10: _buffer(10), 11: _buffer(11)}
+    reaper = ReleaseReaper(host.pending)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(reaper.run)
+        nursery.start_soon(sess.run)
+        ok = FrameRecord(1, 0, 10, 11)
+        sess.receive(ok)
+        sess.check(ok, buffers)
+        sess.accept(ok)
+        await trio.sleep(0.05)
+        bad = FrameRecord(1, 1, 10, 11)
+        sess.receive(bad, room=False)  # a caller's bug: accepting a frame that has no place
+        sess.check(bad, buffers)
+        sess.accept(bad)
+        assert sess.state == Session.CLOSING and "without a place" in sess.broken
+        with pytest.raises(RemoteProtocolError) as e:
+            sess.check(FrameRecord(1, 2, 10, 11), buffers)
+        assert e.value.code is ErrorCode.E_STATE and "failed" in e.value.message
+        with trio.fail_after(5):
+            await sess.finished.wait()
+        nursery.cancel_scope.cancel()
+    outcomes = [m for m in host.sent if not isinstance(m, Released)]
+    assert [type(m) for m in outcomes] == [Result, FrameError, SessionClosed]
+    assert outcomes[1].index == 1 and outcomes[1].code == "E_INTERNAL"
+    assert sum(isinstance(m, Released) for m in host.sent) == 4 and host.finished == [1]
+    assert sess.state == Session.CLOSED
+
+
+def test_docs_frame_life_names_every_state_and_event_and_its_straight_edges_are_the_tables():
+    import os
+    import re
+
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "frame-life.md"), encoding="utf-8").read()
+    for name in [s.value for s in FrameState] + [s.value for s in ReleaseState] + [e.value for e in FrameEvent]:
+        assert f"{name}" in doc, name
+    edges = re.findall(r"(\w+) ──(\w+)──▶ (?=(\w+))", doc)
+    assert len(edges) >= 6
+    tables = {**{(s.value, e.value): n.value for (s, e), n in OUTCOME_TRANSITIONS.items()},
+              **{(s.value, e.value): n.value for (s, e), n in RELEASE_TRANSITIONS.items()}}
+    for a, event, b in edges:
+        assert tables.get((a, event)) == b, (a, event, b)

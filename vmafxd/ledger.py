@@ -1,0 +1,417 @@
+"""A session's frames, one state each: the only place that decides outcomes and releases.
+
+Every decoded ``submit`` becomes a :class:`FrameRecord` that lives in its
+session's :class:`FrameLedger` (or, naming no session, is answered at once by
+:func:`answer_without_session`).  A frame has two independent tracks, each a
+table of ``(state, event) -> state`` below:
+
+* its *outcome* (:class:`FrameState`): ``received`` (decoded, holding its
+  place in the session's order) → ``acquired`` (accepted: buffer references
+  taken, fences being waited for) → ``queued`` (handed to the lane) →
+  ``scored`` → ``answered``; or, from any state before ``scored``, ``failed``
+  (a frame_error was decided: refused, fence timeout, lane failure, shutdown)
+  → ``answered``.  ``scored`` and ``failed`` exclude each other and ``answered``
+  is reached once, so every frame gets exactly one outcome.
+* its *buffers* (:class:`ReleaseState`): ``held`` → ``pending`` (its one entry
+  in the pending-release table) → ``released`` (both ``released`` messages
+  sent, the references dropped); a refused frame, never read, goes ``held`` →
+  ``released`` at once.
+
+The tracks are independent because the orders differ by lane: the CPU lane
+releases a frame when its worker has read it, long before motion's lag lets
+its result out; a GPU lane may report a result before the reaper has seen
+the frame's release event complete.  What joins them is the rule of
+``session_closed``: it leaves after the last outcome *and* after the last
+release of the session, so a producer may read "closed" as "no buffer of
+this session is held".  The rule sits where ``session_closed`` is sent
+(:meth:`FrameLedger._flush`), so no path -- a late release event, a shutdown
+that fails the last frames itself -- can send it early.
+
+Outcomes leave in submit order: frames finish in any order (a refused frame
+at once, motion's frame *i* only after frame *i + 1*), so each frame with a
+place waits for the frames before it.  A frame refused without a place (the
+session is closing, or the client floods it with refused frames) is answered
+at once.
+
+The per-frame promise itself -- one outcome, one ``released`` per role -- is
+:class:`vmafx.protocol.state.FramePromise`, the same object the client uses to
+check the daemon; the ledger keeps its word through it (a breach raises
+:class:`LedgerError`).  A transition the tables do not have is a bug in the
+daemon and raises :class:`LedgerError` too; the session that meets one stops
+taking frames and fails the rest (:meth:`vmafxd.session.Session.ledger_broken`)
+rather than stay open.
+
+docs/frame-life.md draws the same picture.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections import deque
+from functools import partial
+from typing import Any, Callable, Mapping, Protocol
+
+from vmafx.protocol import (
+    ErrorCode, FrameError, LocalProtocolError, Message, ProtocolError, Released, RemoteProtocolError, Result,
+)
+from vmafx.protocol.state import FramePromise
+
+from .buffers import BufferRecord
+from .fences import AcquireFence
+from .reaper import HostReleaseEvent, PendingReleases, ReleaseEvent
+
+__all__ = [
+    "FrameState", "ReleaseState", "FrameEvent", "OUTCOME_TRANSITIONS", "RELEASE_TRANSITIONS", "LedgerError",
+    "FrameRecord", "FrameLedger", "LedgerHost", "answer_without_session",
+]
+
+log = logging.getLogger("vmafxd.ledger")
+
+
+class FrameState(enum.Enum):
+    """A frame's outcome track."""
+
+    RECEIVED = "received"
+    ACQUIRED = "acquired"
+    QUEUED = "queued"
+    SCORED = "scored"
+    FAILED = "failed"
+    ANSWERED = "answered"
+
+
+class ReleaseState(enum.Enum):
+    """A frame's buffer track."""
+
+    HELD = "held"
+    PENDING = "pending"
+    RELEASED = "released"
+
+
+class FrameEvent(enum.Enum):
+    ACCEPT = "accept"  # checked and accepted: references taken, queued for the fence wait
+    HAND_OVER = "hand_over"  # fences signalled: given to the lane
+    SCORE = "score"  # the lane's final metrics
+    FAIL = "fail"  # a frame_error is decided
+    SEND = "send"  # the outcome leaves (its turn in the order came)
+    TRACK = "track"  # the release event went into the pending-release table
+    COMPLETE = "complete"  # the reaper saw the release event complete
+    RELEASE_NOW = "release_now"  # refused: never read, released at once
+
+
+_F, _R, _E = FrameState, ReleaseState, FrameEvent
+
+OUTCOME_TRANSITIONS: dict[tuple[FrameState, FrameEvent], FrameState] = {
+    (_F.RECEIVED, _E.ACCEPT): _F.ACQUIRED,
+    (_F.ACQUIRED, _E.HAND_OVER): _F.QUEUED,
+    (_F.QUEUED, _E.SCORE): _F.SCORED,
+    (_F.RECEIVED, _E.FAIL): _F.FAILED,
+    (_F.ACQUIRED, _E.FAIL): _F.FAILED,
+    (_F.QUEUED, _E.FAIL): _F.FAILED,
+    (_F.SCORED, _E.SEND): _F.ANSWERED,
+    (_F.FAILED, _E.SEND): _F.ANSWERED,
+}
+RELEASE_TRANSITIONS: dict[tuple[ReleaseState, FrameEvent], ReleaseState] = {
+    (_R.HELD, _E.TRACK): _R.PENDING,
+    (_R.PENDING, _E.COMPLETE): _R.RELEASED,
+    (_R.HELD, _E.RELEASE_NOW): _R.RELEASED,
+}
+#: states whose outcome is decided (nothing more may be decided for the frame)
+DECIDED = frozenset({_F.SCORED, _F.FAILED, _F.ANSWERED})
+
+
+class LedgerError(LocalProtocolError):
+    """The daemon was about to break a frame's rules (a transition the tables lack): a bug."""
+
+    def __init__(self, message: str):
+        super().__init__(ErrorCode.E_INTERNAL, "", message)
+
+
+class FrameRecord:
+    """One decoded ``submit``: what it names, what it holds, and where it is in its life."""
+
+    __slots__ = ("session", "index", "ref_id", "dist_id", "ref", "dist", "ref_fence", "dist_fence",
+                 "ref_gpu_fence", "dist_gpu_fence", "state", "release", "promise", "outcome", "placed",
+                 "accepted", "event")
+
+    def __init__(self, session: int, index: int, ref_id: Any, dist_id: Any):
+        self.session = session
+        self.index = index
+        self.ref_id = ref_id
+        self.dist_id = dist_id
+        self.ref: BufferRecord | None = None
+        self.dist: BufferRecord | None = None
+        self.ref_fence: AcquireFence | None = None
+        self.dist_fence: AcquireFence | None = None
+        self.ref_gpu_fence: Any = None
+        self.dist_gpu_fence: Any = None
+        self.state = FrameState.RECEIVED
+        self.release = ReleaseState.HELD
+        self.promise = FramePromise(f"frame {index} of session {session}")
+        #: the frame's one outcome, once decided
+        self.outcome: Message | None = None
+        #: it holds a place in its session's order of outcomes
+        self.placed = False
+        #: accepted for scoring (counts against max_frames_in_flight until answered)
+        self.accepted = False
+        #: its release event, once tracked
+        self.event: ReleaseEvent | None = None
+
+    def __repr__(self) -> str:
+        return f"<frame {self.index} of session {self.session}: {self.state.value}, {self.release.value}>"
+
+    def step(self, event: FrameEvent) -> None:
+        """Move along the outcome track, or the release track, as the tables say."""
+        table, attr = ((RELEASE_TRANSITIONS, "release")
+                       if event in (_E.TRACK, _E.COMPLETE, _E.RELEASE_NOW) else (OUTCOME_TRANSITIONS, "state"))
+        now = getattr(self, attr)
+        nxt = table.get((now, event))
+        if nxt is None:
+            raise LedgerError(f"frame {self.index} of session {self.session}: no transition from "
+                              f"{now.value} on {event.value}")
+        setattr(self, attr, nxt)
+
+    def close_fences(self) -> None:
+        for f in (self.ref_fence, self.dist_fence):
+            if f is not None:
+                f.close()
+
+    # -- the two promises, kept through the protocol's FramePromise ---------------------
+
+    def decide(self, event: FrameEvent, msg: Message) -> None:
+        self.step(event)
+        self.outcome = msg
+
+    def send_outcome(self, emit: Callable[[Message], None]) -> Message:
+        assert self.outcome is not None
+        self.step(_E.SEND)
+        self._keep(lambda breach: self.promise.answer(breach))
+        emit(self.outcome)
+        return self.outcome
+
+    def send_released(self, emit: Callable[[Message], None]) -> None:
+        """The ``released`` messages not sent yet (the R15 plant sends them early, and only once)."""
+        for role, bid in (("ref", self.ref_id), ("dist", self.dist_id)):
+            if role in self.promise.unreleased:
+                self._keep(lambda breach: self.promise.release(role, breach))
+                if isinstance(bid, int):  # an undecodable submit may not name its buffers
+                    emit(Released(buffer=bid, session=self.session, index=self.index, role=role))
+
+    @staticmethod
+    def _keep(step: Callable[[type[ProtocolError]], None]) -> None:
+        try:
+            step(LocalProtocolError)
+        except LocalProtocolError as e:
+            raise LedgerError(e.message) from None
+
+
+def _frame_error(frame: FrameRecord, code: ErrorCode | str, field: str, message: str) -> FrameError:
+    return FrameError(session=frame.session, index=frame.index, code=ErrorCode(code).value, field=field[:256],
+                      message=message[:1024])
+
+
+def _refusal(frame: FrameRecord, err: RemoteProtocolError) -> FrameError:
+    return _frame_error(frame, err.code, err.field, err.message)
+
+
+class LedgerHost(Protocol):
+    """What a ledger needs from its connection."""
+
+    #: the daemon's pending-release table (one per daemon, drained by the reaper)
+    pending: PendingReleases
+
+    def emit(self, msg: Message) -> None: ...
+
+    def outcome_sent(self, msg: Message) -> None: ...
+
+
+class FrameLedger:
+    """One session's frames: their states, their order, and the final message."""
+
+    def __init__(self, session_id: int, host: LedgerHost, on_final: Callable[[Message], None]):
+        self.session_id = session_id
+        self.host = host
+        #: called after the final message went out (the session is closed)
+        self._on_final = on_final
+        #: frames holding a place, in submit order, until their outcome leaves
+        self._order: deque[FrameRecord] = deque()
+        #: frames handed to the lane, by index, until their outcome is decided
+        self._in_lane: dict[int, FrameRecord] = {}
+        #: frames whose release entry is pending (session_closed waits for them)
+        self._pending: dict[int, FrameRecord] = {}
+        self._final: Callable[[], Message] | None = None
+        #: the final message went out
+        self.closed = False
+        #: accepted frames whose outcome has not left yet (the client's max_frames_in_flight)
+        self.in_flight = 0
+        self.scored = 0
+        self.failed = 0
+
+    # -- counts ---------------------------------------------------------------------------
+
+    @property
+    def unanswered(self) -> int:
+        """Frames holding a place in the order (a client's bound on refused frames too)."""
+        return len(self._order)
+
+    @property
+    def releasing(self) -> int:
+        return len(self._pending)
+
+    def completed_unreaped(self) -> bool:
+        """Some pending frame's release event has completed and the reaper has not got to it yet."""
+        for frame in self._pending.values():
+            ev = frame.event
+            try:
+                if ev is not None and ev.recorded and ev.query():
+                    return True
+            except Exception:
+                return False
+        return False
+
+    # -- arrival (the client handler, trio thread) ------------------------------------------
+
+    def receive(self, frame: FrameRecord, place: bool) -> None:
+        """A decoded submit of this session; ``place``: it takes its place in the order of outcomes."""
+        if place:
+            if self._final is not None or self.closed:
+                raise LedgerError(f"session {self.session_id}: a frame placed after close")
+            frame.placed = True
+            self._order.append(frame)
+
+    def accept(self, frame: FrameRecord) -> None:
+        """Checked: take references on both buffers; the frame goes to the session's fence wait."""
+        assert frame.ref is not None and frame.dist is not None
+        if not frame.placed:
+            raise LedgerError(f"frame {frame.index} of session {frame.session}: accepted without a place")
+        frame.step(_E.ACCEPT)
+        frame.accepted = True
+        frame.ref.ref()
+        frame.dist.ref()
+        self.in_flight += 1
+
+    def release_early(self, frame: FrameRecord) -> None:
+        """The R15 plant (vmafxd/session.py): ``released`` now; references still follow the real event."""
+        frame.send_released(self.host.emit)
+
+    def refuse(self, frame: FrameRecord, err: RemoteProtocolError) -> None:
+        """A decoded submit that will not be scored: released at once, then its frame_error in order."""
+        frame.close_fences()
+        frame.step(_E.RELEASE_NOW)
+        frame.send_released(self.host.emit)
+        frame.decide(_E.FAIL, _refusal(frame, err))
+        if frame.placed:
+            self._flush()
+        else:
+            self._send(frame)
+
+    # -- the session's task ---------------------------------------------------------------
+
+    def hand_over(self, frame: FrameRecord) -> None:
+        """Fences signalled: the frame is the lane's (before ``LaneSession.submit``: a lane may answer inside it)."""
+        frame.step(_E.HAND_OVER)
+        self._in_lane[frame.index] = frame
+
+    def track(self, frame: FrameRecord, event: ReleaseEvent) -> None:
+        """The frame's one entry in the pending-release table; completed by the reaper."""
+        if self.closed:
+            # Cannot happen: the final message waits for every pending release, and
+            # frames are tracked only before the session's task ends.  Loud if it does.
+            log.error("session %d: frame %d tracked for release after session_closed", self.session_id, frame.index)
+        frame.step(_E.TRACK)
+        frame.event = event
+        self._pending[id(frame)] = frame  # before adding: a table may complete the entry at once
+        self.host.pending.add(event, partial(self._complete, frame),
+                              label=f"session {frame.session} frame {frame.index}")
+
+    def release_unread(self, frame: FrameRecord) -> None:
+        """An accepted frame that no lane will read: released through the table like any other."""
+        frame.close_fences()
+        self.track(frame, HostReleaseEvent.completed())
+
+    def fail(self, frame: FrameRecord, code: ErrorCode | str, field: str, message: str) -> None:
+        """A frame_error for a frame whose outcome is not decided yet (else nothing: it has one)."""
+        if frame.state in DECIDED:
+            return
+        self._in_lane.pop(frame.index, None)
+        frame.decide(_E.FAIL, _frame_error(frame, code, field, message))
+        self._flush()
+
+    def fail_unanswered(self, code: ErrorCode, message: str) -> None:
+        """Every placed frame without an outcome gets a frame_error (shutdown past its deadline)."""
+        for frame in list(self._order):
+            if frame.state not in DECIDED:
+                self._in_lane.pop(frame.index, None)
+                frame.decide(_E.FAIL, _frame_error(frame, code, "", message))
+        self._flush()
+
+    def fail_in_lane(self, code: ErrorCode, message: str) -> None:
+        """The lane finished without an outcome for these (a broken promise of the lane's)."""
+        for frame in list(self._in_lane.values()):
+            self.fail(frame, code, "", message)
+
+    # -- the lane's reports (trio thread) -----------------------------------------------------
+
+    def lane_scored(self, index: int, metrics: Mapping[str, float | None]) -> None:
+        frame = self._in_lane.pop(index, None)
+        if frame is None:
+            return  # already failed (shutdown past its deadline), or not this session's
+        frame.decide(_E.SCORE, Result(session=self.session_id, index=index, metrics=dict(metrics)))
+
+    def lane_failed(self, index: int, code: ErrorCode | str, field: str, message: str) -> None:
+        frame = self._in_lane.pop(index, None)
+        if frame is None:
+            return
+        frame.decide(_E.FAIL, _frame_error(frame, code, field, message))
+
+    def flush(self) -> None:
+        """Send what the lane's reports made ready (after a batch of reports)."""
+        self._flush()
+
+    # -- close --------------------------------------------------------------------------------
+
+    def close(self, final: Callable[[], Message]) -> None:
+        """``final()`` is built and leaves after every outcome and every pending release."""
+        self._final = final
+        self._flush()
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _complete(self, frame: FrameRecord) -> None:
+        """The reaper saw the frame's release event complete (or the frame was never read)."""
+        self._pending.pop(id(frame), None)
+        frame.step(_E.COMPLETE)
+        frame.send_released(self.host.emit)
+        for rec in (frame.ref, frame.dist):
+            if rec is not None:
+                rec.unref()
+        self._flush()
+
+    def _send(self, frame: FrameRecord) -> None:
+        msg = frame.send_outcome(self.host.emit)
+        if frame.accepted:
+            self.in_flight -= 1
+        if isinstance(msg, Result):
+            self.scored += 1
+        else:
+            self.failed += 1
+        self.host.outcome_sent(msg)
+
+    def _flush(self) -> None:
+        while self._order and self._order[0].state in (_F.SCORED, _F.FAILED):
+            self._send(self._order.popleft())
+        if not self._order and not self._pending and self._final is not None and not self.closed:
+            self.closed = True
+            final, self._final = self._final, None
+            msg = final()
+            self.host.emit(msg)
+            self._on_final(msg)
+
+
+def answer_without_session(emit: Callable[[Message], None], frame: FrameRecord, err: RemoteProtocolError) -> None:
+    """A decoded submit naming no session of the client's: released at once, one frame_error."""
+    frame.close_fences()
+    frame.step(_E.RELEASE_NOW)
+    frame.send_released(emit)
+    frame.decide(_E.FAIL, _refusal(frame, err))
+    frame.send_outcome(emit)
