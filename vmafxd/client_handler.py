@@ -52,7 +52,7 @@ from .lanes.device import SessionSpec
 from .model import BUILTIN_VERSIONS
 from .outgoing import OutgoingQueue
 from .reaper import ReleaseEvent
-from .scoring import PlanError
+from .core.scoring import PlanError
 from .session import FrameRecord, Session, build_plan
 
 if TYPE_CHECKING:

@@ -38,7 +38,7 @@ import trio
 from vmafx.protocol import ErrorCode, Fence, RemoteProtocolError
 from vmafx.transport import OwnedFd
 
-from .fdkinds import FdKind, inspect_fd
+from .core.fdkinds import FdKind, inspect_fd
 
 __all__ = ["AcquireFence", "FD_FENCE_KINDS", "wait_implicit_fences"]
 

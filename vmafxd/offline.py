@@ -15,8 +15,8 @@ from vmafx.formats import PixelFormat
 from vmafx.io.video import VideoInfo, open_video
 
 from .model import ModelSet, load_model, parse_model_spec
-from .picture import picture_from_stored
-from .scoring import CpuScorer, FeatureRequest, ScoringPlan
+from .core.picture import picture_from_stored
+from .core.scoring import CpuScorer, FeatureRequest, ScoringPlan
 
 __all__ = ["Report", "score_files", "resolve_models", "GeometryError"]
 

@@ -53,7 +53,7 @@ from .lanes.device import LaneFrame, LaneSession
 from .model import BUILTIN_VERSIONS, ModelError, ModelSet, load_model, parse_model_spec
 from .outbox import OrderedOutbox, Slot
 from .reaper import HostReleaseEvent, ReleaseEvent
-from .scoring import FeatureRequest, PlanError, ScoringPlan, parse_feature_spec
+from .core.scoring import FeatureRequest, PlanError, ScoringPlan, parse_feature_spec
 from .features.declaration import OptionError
 
 __all__ = ["Session", "FrameRecord", "SessionHost", "build_plan", "model_output_names", "early_release_planted"]

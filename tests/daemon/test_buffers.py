@@ -139,7 +139,7 @@ def test_odd_16bit_layout_is_counted_as_a_host_copy():
 @pytest.fixture
 def fake_dmabuf(monkeypatch):
     """inspect_fd says "dma-buf"; DMA_BUF_IOCTL_SYNC calls are recorded instead of issued."""
-    from vmafxd import fdkinds
+    from vmafxd.core import fdkinds
     from vmafxd.lanes import cpu_import
 
     real = fdkinds.inspect_fd

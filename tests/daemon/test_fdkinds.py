@@ -8,7 +8,7 @@ import stat
 import pytest
 
 from vmafx.protocol import ErrorCode, RemoteProtocolError
-from vmafxd.fdkinds import F_SEAL_GROW, F_SEAL_SHRINK, FdKind, classify, inspect_fd, seal_names
+from vmafxd.core.fdkinds import F_SEAL_GROW, F_SEAL_SHRINK, FdKind, classify, inspect_fd, seal_names
 from vmafxd.lanes.cpu_import import DMA_BUF_IOCTL_SYNC
 
 

@@ -12,7 +12,7 @@ from vmafxd.lanes import create_lane
 from vmafxd.lanes.cpu_import import import_host_buffer
 from vmafxd.lanes.device import LaneFrame, LaneServices, SessionSpec
 from vmafxd.offline import resolve_models
-from vmafxd.scoring import CpuScorer, FeatureRequest, ScoringPlan
+from vmafxd.core.scoring import CpuScorer, FeatureRequest, ScoringPlan
 
 from .rawclient import frame_memfd
 

@@ -40,7 +40,7 @@ from vmafx.transport import OwnedFd
 from .. import features as feature_registry
 from ..buffers import BufferLayout
 from ..reaper import HostReleaseEvent
-from ..scoring import CpuScorer
+from ..core.scoring import CpuScorer
 from .cpu_import import CpuImport, import_host_buffer
 from .device import (
     DeviceWorker, FrameSink, Job, Lane, LaneFrame, LaneServices, LaneSummary, SessionSpec, WorkerLaneSession,

@@ -11,7 +11,7 @@ view) is a conversion the scoring needs anyway, not an import copy, and is
 not counted; neither are the copies features make for their own state.
 
 memfd
-    Must be a memfd (``/memfd:`` and sealable, see :mod:`vmafxd.fdkinds`) with
+    Must be a memfd (``/memfd:`` and sealable, see :mod:`vmafxd.core.fdkinds`) with
     ``F_SEAL_SHRINK``: without it the producer could shrink the file under the
     daemon's mapping and the next read would raise ``SIGBUS`` in the daemon.
     ``F_SEAL_GROW`` is not required -- growing the file leaves the mapped range
@@ -28,7 +28,7 @@ dma-buf
     and for polling its implicit write fences (R8).
 
 No real dma-buf can be made on the development machine (PLATFORM.md); the
-dma-buf branch is exercised through :func:`vmafxd.fdkinds.classify` and the
+dma-buf branch is exercised through :func:`vmafxd.core.fdkinds.classify` and the
 ioctl encoding, not end to end.
 """
 
@@ -50,8 +50,8 @@ from vmafx.protocol import ErrorCode, RemoteProtocolError
 from vmafx.transport import OwnedFd
 
 from ..buffers import BufferLayout, PlaneSpec
-from ..fdkinds import F_SEAL_SHRINK, FdKind, inspect_fd, memfd_seals, seal_names
-from ..picture import Picture, picture_from_stored
+from ..core.fdkinds import F_SEAL_SHRINK, FdKind, inspect_fd, memfd_seals, seal_names
+from ..core.picture import Picture, picture_from_stored
 from .device import LaneImport
 
 __all__ = ["HostMapping", "CpuImport", "import_host_buffer", "DMA_BUF_IOCTL_SYNC", "dma_buf_sync"]

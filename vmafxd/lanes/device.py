@@ -115,7 +115,7 @@ from vmafx.transport import OwnedFd
 
 from ..buffers import BufferLayout, Geometry
 from ..reaper import ReleaseEvent
-from ..scoring import ScoringPlan
+from ..core.scoring import ScoringPlan
 
 __all__ = [
     "Lane", "LaneImport", "LaneSession", "LaneFrame", "LaneSummary", "LaneServices", "SessionSpec",

@@ -50,7 +50,7 @@ from vmafx.protocol.messages import FLAG_ALLOW_COPY
 from vmafx.transport import OwnedFd
 
 from ...buffers import BufferLayout
-from ...scoring import PlanError
+from ...core.scoring import PlanError
 from ..device import (
     DeviceWorker, FrameSink, Job, Lane, LaneFrame, LaneImport, LaneServices, LaneSummary, SessionSpec,
     WorkerLaneSession, finite_pooled, serve_workers,

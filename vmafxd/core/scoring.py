@@ -16,9 +16,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from . import features as feature_registry
-from .features.declaration import FeatureDeclaration, OptionError
-from .model import ModelSet, pool, predict_set
+from .. import features as feature_registry
+from ..features.declaration import FeatureDeclaration, OptionError
+from ..model import ModelSet, pool, predict_set
 
 __all__ = [
     "FeatureRequest",
