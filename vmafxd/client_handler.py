@@ -33,13 +33,13 @@ import logging
 import select
 import socket
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import trio
 
 from vmafx.protocol import (
     PROTOCOL_VERSION, BufferRegistered, BufferUnregistered, CloseSession, Error, ErrorCode, FrameError, Goodbye,
-    Hello, HelloReply, ListSessions, LocalProtocolError, Message, OpenSession, RegisterBuffer, Released,
+    Hello, HelloReply, Limits, ListSessions, LocalProtocolError, Message, OpenSession, RegisterBuffer, Released,
     RemoteProtocolError, ServerConnection, SessionOpened, SessionsReply, State, Status, StatusReply, Submit,
     UnregisterBuffer, peek,
 )
@@ -47,18 +47,17 @@ from vmafx.protocol.messages import encode
 from vmafx.transport import ConnectionReset, OwnedFd, Packet, TransportClosed, TrioPacketChannel
 
 from .buffers import BufferRecord, BufferTable, check_geometry, validate_layout
+from .config import Config
+from .core.release import ReleaseEvent
+from .core.scoring import PlanError
 from .fences import AcquireFence
-from .lanes.device import SessionSpec
+from .lanes.device import Lane, SessionSpec
 from .model import BUILTIN_VERSIONS
 from .outgoing import OutgoingQueue
-from .reaper import ReleaseEvent
-from .core.scoring import PlanError
+from .reaper import PendingReleases, ReleaseReaper
 from .session import FrameRecord, Session, build_plan
 
-if TYPE_CHECKING:
-    from .server import Server
-
-__all__ = ["ClientHandler"]
+__all__ = ["ClientHandler", "ClientHost"]
 
 log = logging.getLogger("vmafxd.client")
 
@@ -78,8 +77,37 @@ def _peer_pid(sock) -> int | None:
         return None
 
 
+class ClientHost(Protocol):
+    """What a client connection needs from the daemon (:class:`vmafxd.server.Server` provides it).
+
+    Written out here so that the server imports the handler and not the
+    other way round.
+    """
+
+    config: Config
+    limits: Limits
+    lane: Lane
+    pending: PendingReleases
+    reaper: ReleaseReaper
+    server_name: str
+
+    def next_session_id(self) -> int: ...
+
+    def client_gone(self, handler: "ClientHandler") -> None: ...
+
+    def session_opened(self, session: Session) -> None: ...
+
+    def session_closed(self, session: Session) -> None: ...
+
+    def outcome_sent(self, msg: Message) -> None: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+    def session_rows(self) -> list[dict[str, Any]]: ...
+
+
 class ClientHandler:
-    def __init__(self, server: "Server", channel: TrioPacketChannel, client_id: int):
+    def __init__(self, server: ClientHost, channel: TrioPacketChannel, client_id: int):
         self.server = server
         self.id = client_id
         self.channel = channel

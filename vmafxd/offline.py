@@ -14,11 +14,13 @@ from typing import Callable, Sequence
 from vmafx.formats import PixelFormat
 from vmafx.io.video import VideoInfo, open_video
 
-from .model import ModelSet, load_model, parse_model_spec
 from .core.picture import picture_from_stored
-from .core.scoring import CpuScorer, FeatureRequest, ScoringPlan
+from .core.scoring import CpuScorer, FeatureRequest, ScoringPlan, parse_feature_spec
+from .model import ModelSet, load_model, parse_model_spec
 
-__all__ = ["Report", "score_files", "resolve_models", "GeometryError"]
+# parse_feature_spec is re-exported: the client's in-process scoring parses
+# --feature through this module, its one way into vmafxd.
+__all__ = ["Report", "score_files", "resolve_models", "parse_feature_spec", "GeometryError"]
 
 
 class GeometryError(ValueError):

@@ -47,12 +47,13 @@ from vmafx.protocol import (
 )
 
 from . import features as feature_registry
-from .buffers import BufferRecord, Geometry
+from .buffers import BufferRecord
+from .core.layout import Geometry
+from .core.release import HostReleaseEvent, ReleaseEvent
 from .fences import AcquireFence, wait_implicit_fences
 from .lanes.device import LaneFrame, LaneSession
 from .model import BUILTIN_VERSIONS, ModelError, ModelSet, load_model, parse_model_spec
 from .outbox import OrderedOutbox, Slot
-from .reaper import HostReleaseEvent, ReleaseEvent
 from .core.scoring import FeatureRequest, PlanError, ScoringPlan, parse_feature_spec
 from .features.declaration import OptionError
 

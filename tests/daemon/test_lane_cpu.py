@@ -7,7 +7,8 @@ from vmafx.formats import PixelFormat
 from vmafx.protocol import Limits
 from vmafx.transport import OwnedFd
 from vmafxd import features as registry
-from vmafxd.buffers import Geometry, validate_layout
+from vmafxd.buffers import validate_layout
+from vmafxd.core.layout import Geometry
 from vmafxd.lanes import create_lane
 from vmafxd.lanes.cpu_import import import_host_buffer
 from vmafxd.lanes.device import LaneFrame, LaneServices, SessionSpec

@@ -7,9 +7,11 @@ import trio
 
 from vmafx.formats import PixelFormat
 from vmafx.protocol import FrameError, Limits, Result, SessionClosed
-from vmafxd.buffers import BufferRecord, Geometry
+from vmafxd.buffers import BufferRecord
+from vmafxd.core.layout import Geometry
 from vmafxd.lanes.device import LaneImport, LaneSession, LaneSummary
-from vmafxd.reaper import HostReleaseEvent, PendingReleases, ReleaseReaper
+from vmafxd.core.release import HostReleaseEvent
+from vmafxd.reaper import PendingReleases, ReleaseReaper
 from vmafxd.session import FrameRecord, Session, build_plan
 
 GEO = Geometry(64, 36, PixelFormat.YUV420P, 8)

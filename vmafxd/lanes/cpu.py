@@ -38,8 +38,8 @@ from vmafx.protocol import ErrorCode, Fence, RemoteProtocolError
 from vmafx.transport import OwnedFd
 
 from .. import features as feature_registry
-from ..buffers import BufferLayout
-from ..reaper import HostReleaseEvent
+from ..core.layout import BufferLayout
+from ..core.release import HostReleaseEvent
 from ..core.scoring import CpuScorer
 from .cpu_import import CpuImport, import_host_buffer
 from .device import (

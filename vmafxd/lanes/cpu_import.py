@@ -49,7 +49,7 @@ import numpy as np
 from vmafx.protocol import ErrorCode, RemoteProtocolError
 from vmafx.transport import OwnedFd
 
-from ..buffers import BufferLayout, PlaneSpec
+from ..core.layout import BufferLayout, PlaneSpec
 from ..core.fdkinds import F_SEAL_SHRINK, FdKind, inspect_fd, memfd_seals, seal_names
 from ..core.picture import Picture, picture_from_stored
 from .device import LaneImport

@@ -113,8 +113,8 @@ import trio
 from vmafx.protocol import ErrorCode, Fence, RemoteProtocolError
 from vmafx.transport import OwnedFd
 
-from ..buffers import BufferLayout, Geometry
-from ..reaper import ReleaseEvent
+from ..core.layout import BufferLayout, Geometry
+from ..core.release import ReleaseEvent
 from ..core.scoring import ScoringPlan
 
 __all__ = [

@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from . import messages as m
+import vmafx.protocol.messages as m  # the module itself: "from . import" would name the package
 from .errors import ErrorCode, LocalProtocolError, RemoteProtocolError
 from .limits import PROTOCOL_VERSION, Limits
 

@@ -46,10 +46,9 @@ import trio
 
 from vmafx.formats import PixelFormat
 from vmafx.protocol import ErrorCode, Fence, RemoteProtocolError
-from vmafx.protocol.messages import FLAG_ALLOW_COPY
 from vmafx.transport import OwnedFd
 
-from ...buffers import BufferLayout
+from ...core.layout import BufferLayout
 from ...core.scoring import PlanError
 from ..device import (
     DeviceWorker, FrameSink, Job, Lane, LaneFrame, LaneImport, LaneServices, LaneSummary, SessionSpec,
@@ -286,7 +285,7 @@ class GpuLane(Lane):
                     raise RemoteProtocolError(ErrorCode.E_INVAL, "planes[0].fd", str(e)) from None
                 if e.error == "E_INVAL":
                     raise RemoteProtocolError(ErrorCode.E_INVAL, "size", str(e)) from None
-                if not layout.flags & FLAG_ALLOW_COPY:
+                if not layout.allow_copy:
                     raise RemoteProtocolError(
                         ErrorCode.E_NOTSUP, "planes[0].fd",
                         f"{e}: this {self.runtime.name} driver cannot import a dma-buf; register it with "
