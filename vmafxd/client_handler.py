@@ -49,8 +49,8 @@ from vmafx.transport import ConnectionReset, OwnedFd, Packet, TransportClosed, T
 from .buffers import BufferRecord, BufferTable, check_geometry, validate_layout
 from .config import Config
 from .core.release import ReleaseEvent
-from .core.scoring import PlanError
 from .fences import AcquireFence
+from .lane_errors import lane_boundary
 from .lanes.device import Lane, SessionSpec
 from .model import BUILTIN_VERSIONS
 from .outgoing import OutgoingQueue
@@ -409,7 +409,8 @@ class ClientHandler:
         self.buffers.check_room()
         layout = validate_layout(msg, self.limits)
         fds = {i: pkt.fds[i] for i in layout.fd_indices()}
-        imp = self.lane.import_buffer(layout, fds)  # keeps dups/mappings; the packet's fds close after us
+        with lane_boundary():
+            imp = self.lane.import_buffer(layout, fds)  # keeps dups/mappings; the packet's fds close after us
         rec = self.buffers.add(layout, imp, self._free_buffer)
         self.emit(BufferRegistered(re=msg.seq, buffer=rec.id, zero_copy=bool(imp.zero_copy)))
 
@@ -452,9 +453,8 @@ class ClientHandler:
         session = Session(sid, self, self.lane.name, None, geo, plan,  # type: ignore[arg-type]
                           name=msg.name, client_name=self.label)
         try:
-            session.lane_session = self.lane.open_session(SessionSpec(plan, geo, msg.device, msg.name), session)
-        except PlanError as e:
-            raise RemoteProtocolError(ErrorCode.E_INVAL, e.field, str(e).split(": ", 1)[-1]) from None
+            with lane_boundary():  # a PlanError the lane raises is E_INVAL naming its field
+                session.lane_session = self.lane.open_session(SessionSpec(plan, geo, msg.device, msg.name), session)
         except ValueError as e:
             # A feature that cannot work at this size (vif needs 16x16 ...).
             raise RemoteProtocolError(ErrorCode.E_INVAL, "width", str(e)) from None
@@ -518,7 +518,8 @@ class ClientHandler:
         if fence is None:
             return None, None
         if fence.fd is None:
-            self.lane.check_fence(fence, field)  # GPU interprocess events: the lane's, if it can
+            with lane_boundary():
+                self.lane.check_fence(fence.kind, field)  # GPU interprocess events: the lane's, if it can
             return None, fence
         owned = OwnedFd(pkt.fds[fence.fd].detach())  # the fence owns it from here on
         return AcquireFence.take(fence, owned, field), None

@@ -35,6 +35,7 @@ import os
 
 import trio
 
+from vmafx.field_error import FieldError
 from vmafx.protocol import ErrorCode, Fence, RemoteProtocolError
 from vmafx.transport import OwnedFd
 
@@ -68,7 +69,10 @@ class AcquireFence:
             want = FD_FENCE_KINDS.get(fence.kind)
             if want is None:
                 raise RemoteProtocolError(ErrorCode.E_INVAL, f"{field}.kind", f"{fence.kind} is not an fd fence")
-            info = inspect_fd(fd.fileno(), f"{field}.fd")
+            try:
+                info = inspect_fd(fd.fileno(), f"{field}.fd")
+            except FieldError as e:
+                raise RemoteProtocolError(ErrorCode.E_INVAL, e.field, e.reason) from None
             if info.kind is not want:
                 raise RemoteProtocolError(
                     ErrorCode.E_INVAL, f"{field}.fd",

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from vmafx.field_error import FieldError
 from vmafx.formats import PixelFormat
 from vmafx.io.video import VideoInfo, open_video
 
@@ -23,10 +24,8 @@ from .model import ModelSet, load_model, parse_model_spec
 __all__ = ["Report", "score_files", "resolve_models", "parse_feature_spec", "GeometryError"]
 
 
-class GeometryError(ValueError):
-    def __init__(self, field: str, message: str):
-        super().__init__(f"{field}: {message}")
-        self.field = field
+#: the two files disagree on a dimension or format (``field`` names it)
+GeometryError = FieldError
 
 
 @dataclass

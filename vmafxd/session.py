@@ -51,7 +51,9 @@ from .buffers import BufferRecord
 from .core.layout import Geometry
 from .core.release import HostReleaseEvent, ReleaseEvent
 from .fences import AcquireFence, wait_implicit_fences
+from .lane_errors import protocol_code
 from .lanes.device import LaneFrame, LaneSession
+from .lanes.errors import LaneError
 from .model import BUILTIN_VERSIONS, ModelError, ModelSet, load_model, parse_model_spec
 from .outbox import OrderedOutbox, Slot
 from .core.scoring import FeatureRequest, PlanError, ScoringPlan, parse_feature_spec
@@ -110,7 +112,7 @@ def build_plan(models: Sequence[str], features: Sequence[str], limits: Limits,
         try:
             spec = parse_model_spec(text)
         except ModelError as e:
-            raise _inval(f"models[{i}]{_sub(e.field, 'model')}", str(e).split(": ", 1)[-1]) from None
+            raise _inval(f"models[{i}]{_sub(e.field, 'model')}", e.reason) from None
         if spec.path is not None:
             _check_model_path(spec.path, model_dirs, f"models[{i}].path")
         specs.append(spec)
@@ -124,7 +126,7 @@ def build_plan(models: Sequence[str], features: Sequence[str], limits: Limits,
         try:
             sets.append(load_model(spec, default_name=default))
         except ModelError as e:
-            raise _inval(f"models[{i}]{_sub(e.field, 'model')}", str(e).split(": ", 1)[-1]) from None
+            raise _inval(f"models[{i}]{_sub(e.field, 'model')}", e.reason) from None
     requests: list[FeatureRequest] = []
     for i, text in enumerate(features):
         try:
@@ -132,11 +134,11 @@ def build_plan(models: Sequence[str], features: Sequence[str], limits: Limits,
             decl = feature_registry.get(req.name)
             decl.resolve_options(req.options)
         except PlanError as e:
-            raise _inval(f"features[{i}]", str(e).split(": ", 1)[-1]) from None
+            raise _inval(f"features[{i}]", e.reason) from None
         except feature_registry.UnknownFeature as e:
             raise _inval(f"features[{i}]", str(e)) from None
         except OptionError as e:
-            raise _inval(f"features[{i}].{e.field.split('.', 1)[-1]}", str(e).split(": ", 1)[-1]) from None
+            raise _inval(f"features[{i}].{e.field.split('.', 1)[-1]}", e.reason) from None
         requests.append(req)
     try:
         return ScoringPlan.build(sets, requests)
@@ -362,11 +364,14 @@ class Session:
                 continue
             self.outbox.fill(frame.slot, Result(session=self.id, index=index, metrics=_finite(metrics)))
 
-    def frame_failed(self, index: int, code: ErrorCode | str, field: str, message: str) -> None:
+    def frame_failed(self, index: int, error: LaneError) -> None:
+        self._frame_failed(index, protocol_code(error), error.field, error.reason)
+
+    def _frame_failed(self, index: int, code: ErrorCode, field: str, message: str) -> None:
         frame = self._in_lane.pop(index, None)
         if frame is None or frame.slot is None or frame.slot.filled:
             return
-        self.outbox.fill(frame.slot, FrameError(session=self.id, index=index, code=ErrorCode(code).value,
+        self.outbox.fill(frame.slot, FrameError(session=self.id, index=index, code=code.value,
                                                 field=field, message=message[:1024]))
 
     # -- the session's task -----------------------------------------------------------------
@@ -391,7 +396,7 @@ class Session:
             summary = await self.lane_session.finish()
             lane_finished = True
             for index in list(self._in_lane):
-                self.frame_failed(index, ErrorCode.E_INTERNAL, "", "the lane returned no outcome for this frame")
+                self._frame_failed(index, ErrorCode.E_INTERNAL, "", "the lane returned no outcome for this frame")
             # session_closed leaves after the last outcome and after the last
             # ``released`` of the session: the outbox holds it while any frame's
             # release entry is pending, so a producer may take "closed" to mean

@@ -53,8 +53,8 @@ class Sink:
     def frames_scored(self, items):
         self.scored.extend(items)
 
-    def frame_failed(self, index, code, field, message):
-        self.failed.append((index, code, field, message))
+    def frame_failed(self, index, error):
+        self.failed.append((index, error))
 
 
 @pytest.mark.parametrize("fmt", [PixelFormat.YUV420P, PixelFormat.NV12])

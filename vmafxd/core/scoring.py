@@ -16,6 +16,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from vmafx.field_error import FieldError
+
 from .. import features as feature_registry
 from ..features.declaration import FeatureDeclaration, OptionError
 from ..model import ModelSet, pool, predict_set
@@ -31,12 +33,8 @@ __all__ = [
 ]
 
 
-class PlanError(ValueError):
+class PlanError(FieldError):
     """A session's models or features do not fit together; ``field`` names the culprit."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(f"{field}: {message}")
-        self.field = field
 
 
 @dataclass(frozen=True)
@@ -103,7 +101,7 @@ class ScoringPlan:
             try:
                 values = decl.resolve_options(given)
             except OptionError as e:
-                raise PlanError(e.field if not where else f"{where}.{e.field}", str(e).split(": ", 1)[-1]) from None
+                raise PlanError(e.field if not where else f"{where}.{e.field}", e.reason) from None
             inst = FeatureInstance(decl, values)
             have = instances.get(inst.key)
             if have is None:

@@ -34,7 +34,7 @@ import numpy as np
 
 from vmafx.formats import PixelFormat, Subsampling, scoring_planes
 
-from ...core.scoring import FrameAssembler, ScoringPlan
+from ...core.scoring import FrameAssembler, PlanError, ScoringPlan
 from .launch import I32, U64, Launcher
 
 __all__ = ["FrameSource", "GpuFrame", "Staging", "Batch", "GpuScorer", "KernelSet", "GpuUnsupported"]
@@ -50,12 +50,8 @@ TWIN_MODULES = {
 }
 
 
-class GpuUnsupported(ValueError):
-    """A feature or format the GPU lane does not run (``field`` names it)."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(f"{field}: {message}")
-        self.field = field
+class GpuUnsupported(PlanError):
+    """A feature or format the GPU lane does not run (``field`` names it): a plan it cannot run."""
 
 
 class KernelSet:
