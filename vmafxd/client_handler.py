@@ -382,12 +382,7 @@ class ClientHandler:
         ``session_closed`` answers the request.
         """
         if isinstance(msg, Submit):
-            frame = FrameRecord(msg.session, msg.index, msg.ref, msg.dist)
-            session = self.sessions.get(msg.session)
-            if session is not None:
-                session.reserve(frame, room=self._room())
-                if frame.slot is not None:
-                    self.unanswered += 1
+            frame, session = self._received(msg)
             self._refuse_frame(frame, session, RemoteProtocolError(
                 ErrorCode.E_SHUTDOWN, "", "the daemon is shutting down; the frame was not read"))
         else:
@@ -487,15 +482,20 @@ class ClientHandler:
 
     # ------------------------------------------------------------------ frames
 
-    def _submit(self, msg: Submit, pkt: Packet) -> None:
+    def _received(self, msg: Submit) -> tuple[FrameRecord, Session | None]:
+        """A decoded submit's record, and its place in its session's order of outcomes (if it has one)."""
         frame = FrameRecord(msg.session, msg.index, msg.ref, msg.dist)
         session = self.sessions.get(msg.session)
-        # The frame's place in its session's order first, so that every refusal
-        # below -- a fence's too -- waits for the outcomes of the frames before it.
         if session is not None:
             session.reserve(frame, room=self._room())
             if frame.slot is not None:
                 self.unanswered += 1
+        return frame, session
+
+    def _submit(self, msg: Submit, pkt: Packet) -> None:
+        # The frame's place in its session's order first, so that every refusal
+        # below -- a fence's too -- waits for the outcomes of the frames before it.
+        frame, session = self._received(msg)
         try:
             # Then the fences: their fds are consumed whatever becomes of the frame.
             frame.ref_fence, frame.ref_gpu_fence = self._take_fence(msg.ref_fence, pkt, "ref_fence")

@@ -152,15 +152,6 @@ class CpuLaneSession(WorkerLaneSession):
 
     # -- worker thread ------------------------------------------------------------------
 
-    def _report_final(self, finals: list[tuple[int, dict[str, float]]]) -> None:
-        items = []
-        for seq, metrics in finals:
-            index = self._unreported.pop(seq, None)
-            if index is not None:
-                items.append((index, metrics))
-        if items:
-            self._hop(self._deliver_scored, items)
-
     def _fail(self, seq: int, message: str) -> None:
         index = self._unreported.pop(seq, None)
         if index is not None:
@@ -192,14 +183,14 @@ class CpuLaneSession(WorkerLaneSession):
         if finals is None:
             self._fail(seq, f"scoring failed: {self._broken}")
         else:
-            self._report_final(finals)
+            self._report_final(finals, self._unreported)
 
     def _run_finish(self, deliver) -> None:
         summary = LaneSummary()
         if not self._aborted:
             try:
                 if self._broken is None:
-                    self._report_final(self.scorer.finish())
+                    self._report_final(self.scorer.finish(), self._unreported)
                     summary = LaneSummary(finite_pooled(self.scorer.pooled()), dict(self.scorer.aggregate))
             except Exception as e:
                 log.exception("finishing a session failed")

@@ -267,6 +267,21 @@ class WorkerLaneSession(LaneSession):
             self._worker_released = True
             self.worker.sessions -= 1
 
+    def _report_final(self, finals: Sequence[tuple[int, Mapping[str, float]]], indices: dict[int, int]) -> None:
+        """Worker thread: hand frames the scorer made final to the sink, by the producer's index.
+
+        A scorer numbers frames densely; ``indices`` maps its numbers to the
+        producer's indices, and loses each entry as its frame is reported (a
+        number it no longer holds was already failed).
+        """
+        items = []
+        for seq, metrics in finals:
+            index = indices.pop(seq, None)
+            if index is not None:
+                items.append((index, metrics))
+        if items:
+            self._hop(self._deliver_scored, items)
+
     def _deliver_scored(self, items) -> None:
         if not self._aborted and items:
             self.sink.frames_scored(items)

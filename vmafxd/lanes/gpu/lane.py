@@ -582,18 +582,9 @@ class GpuLaneSession(WorkerLaneSession):
 
     def _complete(self, batch) -> None:
         finals = self.scorer.complete(batch)
-        self._report(finals)
+        self._report_final(finals, self._seq_to_index)
         if self._finishing is not None and not any(s is self for s, _ in self.worker.inflight):
             self._do_finish()
-
-    def _report(self, finals) -> None:
-        items = []
-        for seq, metrics in finals:
-            index = self._seq_to_index.pop(seq, None)
-            if index is not None:
-                items.append((index, metrics))
-        if items:
-            self._hop(self._deliver_scored, items)
 
     def _finish(self, deliver) -> None:
         self._finishing = deliver
@@ -605,7 +596,7 @@ class GpuLaneSession(WorkerLaneSession):
         summary = LaneSummary()
         if self.scorer is not None and not self._aborted:
             try:
-                self._report(self.scorer.finish())
+                self._report_final(self.scorer.finish(), self._seq_to_index)
                 summary = LaneSummary(finite_pooled(self.scorer.assembler.pooled()), dict(self.scorer.aggregate))
             except Exception as e:
                 log.exception("finishing a session failed")
