@@ -50,13 +50,13 @@ from . import features as feature_registry
 from .buffers import BufferRecord
 from .core.layout import Geometry
 from .core.release import HostReleaseEvent, ReleaseEvent
+from .core.scoring import FeatureRequest, PlanError, ScoringPlan, parse_feature_spec
 from .fences import AcquireFence, wait_implicit_fences
 from .lane_errors import protocol_code
 from .lanes.device import LaneFrame, LaneSession
 from .lanes.errors import LaneError
 from .model import BUILTIN_VERSIONS, ModelError, ModelSet, load_model, parse_model_spec
 from .outbox import OrderedOutbox, Slot
-from .core.scoring import FeatureRequest, PlanError, ScoringPlan, parse_feature_spec
 from .features.declaration import OptionError
 
 __all__ = ["Session", "FrameRecord", "SessionHost", "build_plan", "model_output_names", "early_release_planted"]
