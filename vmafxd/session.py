@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Protocol, Sequence
 
 import trio
@@ -46,18 +46,18 @@ from vmafx.protocol import (
     ErrorCode, FrameError, Limits, Message, RemoteProtocolError, Result, SessionClosed,
 )
 
-from . import features as feature_registry
 from .buffers import BufferRecord
 from .core.layout import Geometry
 from .core.release import HostReleaseEvent, ReleaseEvent
-from .core.scoring import FeatureRequest, PlanError, ScoringPlan, parse_feature_spec
+from .core.scoring import (
+    DEFAULT_MODEL, FeatureRequest, PlanError, ScoringPlan, default_model_name, parse_feature_spec,
+)
 from .fences import AcquireFence, wait_implicit_fences
 from .lane_errors import protocol_code
 from .lanes.device import LaneFrame, LaneSession
 from .lanes.errors import LaneError
 from .model import BUILTIN_VERSIONS, ModelError, ModelSet, load_model, parse_model_spec
 from .outbox import OrderedOutbox, Slot
-from .features.declaration import OptionError
 
 __all__ = ["Session", "FrameRecord", "SessionHost", "build_plan", "model_output_names", "early_release_planted"]
 
@@ -117,32 +117,25 @@ def build_plan(models: Sequence[str], features: Sequence[str], limits: Limits,
             _check_model_path(spec.path, model_dirs, f"models[{i}].path")
         specs.append(spec)
     if not specs and not features:
-        specs = [parse_model_spec("version=vmaf_v0.6.1")]
+        specs = [parse_model_spec(DEFAULT_MODEL)]
     sets: list[ModelSet] = []
     for i, spec in enumerate(specs):
-        default = "vmaf"
-        if len(specs) > 1 and spec.name is None:
-            default = spec.version or os.path.splitext(os.path.basename(spec.path or "model"))[0]
         try:
-            sets.append(load_model(spec, default_name=default))
+            sets.append(load_model(spec, default_name=default_model_name(spec, len(specs))))
         except ModelError as e:
             raise _inval(f"models[{i}]{_sub(e.field, 'model')}", e.reason) from None
     requests: list[FeatureRequest] = []
     for i, text in enumerate(features):
         try:
             req = parse_feature_spec(text)
-            decl = feature_registry.get(req.name)
-            decl.resolve_options(req.options)
         except PlanError as e:
             raise _inval(f"features[{i}]", e.reason) from None
-        except feature_registry.UnknownFeature as e:
-            raise _inval(f"features[{i}]", str(e)) from None
-        except OptionError as e:
-            raise _inval(f"features[{i}].{e.field.split('.', 1)[-1]}", e.reason) from None
-        requests.append(req)
+        requests.append(replace(req, label=f"features[{i}]"))
     try:
-        return ScoringPlan.build(sets, requests)
+        return ScoringPlan.build(sets, requests)  # the one place options are resolved
     except PlanError as e:
+        if e.field.startswith("features["):  # a request's own error names where it came from
+            raise _inval(e.field, e.reason) from None
         where = "models" if e.field.startswith("model") else "features"
         raise _inval(where, str(e)) from None
 

@@ -3,14 +3,16 @@ session_closed after the last released."""
 
 import os
 
+import pytest
 import trio
 
 from vmafx.formats import PixelFormat
-from vmafx.protocol import FrameError, Limits, Result, SessionClosed
+from vmafx.protocol import FrameError, Limits, RemoteProtocolError, Result, SessionClosed
 from vmafxd.buffers import BufferRecord
 from vmafxd.core.layout import Geometry
-from vmafxd.lanes.device import LaneImport, LaneSession, LaneSummary
 from vmafxd.core.release import HostReleaseEvent
+from vmafxd.features.declaration import FeatureDeclaration
+from vmafxd.lanes.device import LaneImport, LaneSession, LaneSummary
 from vmafxd.reaper import PendingReleases, ReleaseReaper
 from vmafxd.session import FrameRecord, Session, build_plan
 
@@ -193,3 +195,25 @@ async def test_session_closed_waits_for_releases_that_complete_after_the_lane_fi
     kinds = ["released" if isinstance(m, tuple) else type(m).__name__ for m in host.sent]
     assert kinds == ["Result"] * 4 + ["released"] * 4 + ["SessionClosed"]
     assert host.sent[-1].re == 5 and host.finished == [9]
+
+
+def test_a_plan_resolves_each_feature_once(monkeypatch):
+    """build_plan resolves options in one place (ScoringPlan.build), errors still name features[i]."""
+    calls = []
+    real = FeatureDeclaration.resolve_options
+
+    def counting(self, given):
+        calls.append(self.name)
+        return real(self, given)
+
+    monkeypatch.setattr(FeatureDeclaration, "resolve_options", counting)
+    plan = build_plan(["version=vmaf_v0.6.1"], ["psnr", "float_ssim"], Limits())
+    # vmaf_v0.6.1's inputs (adm, motion, vif at 4 scales sharing one instance): one call per input;
+    # each request once, not once more to check it first
+    assert sorted(calls) == sorted(["vif"] * 4 + ["adm", "motion", "psnr", "float_ssim"])
+    assert [i.decl.name for i in plan.instances] == ["adm", "motion", "vif", "psnr", "float_ssim"]
+    calls.clear()
+    with pytest.raises(RemoteProtocolError) as e:
+        build_plan([], ["psnr", "psnr=enable_chroma=maybe"], Limits())
+    assert (e.value.code.value, e.value.field) == ("E_INVAL", "features[1].enable_chroma")
+    assert calls == ["psnr", "psnr"]

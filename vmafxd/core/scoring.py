@@ -11,6 +11,7 @@ final, predicts the models on it and pools at the end.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -20,7 +21,7 @@ from vmafx.field_error import FieldError
 
 from .. import features as feature_registry
 from ..features.declaration import FeatureDeclaration, OptionError
-from ..model import ModelSet, pool, predict_set
+from ..model import ModelSet, ModelSpec, pool, predict_set
 
 __all__ = [
     "FeatureRequest",
@@ -30,17 +31,32 @@ __all__ = [
     "FrameAssembler",
     "CpuScorer",
     "PlanError",
+    "DEFAULT_MODEL",
+    "default_model_name",
 ]
+
+#: the model a session or a score runs when none is named
+DEFAULT_MODEL = "version=vmaf_v0.6.1"
 
 
 class PlanError(FieldError):
     """A session's models or features do not fit together; ``field`` names the culprit."""
 
 
+def default_model_name(spec: ModelSpec, count: int) -> str:
+    """The name of a model set given none: ``vmaf`` alone; among ``count`` > 1, its version or file's stem."""
+    if count > 1 and spec.name is None:
+        return spec.version or os.path.splitext(os.path.basename(spec.path or "model"))[0]
+    return "vmaf"
+
+
 @dataclass(frozen=True)
 class FeatureRequest:
     name: str
     options: Mapping[str, Any] = field(default_factory=dict)
+    #: where the request came from, for errors (``features[2]``: ``features[2].enable_chroma``);
+    #: "" names the feature itself (``feature.psnr``, ``psnr.enable_chroma``)
+    label: str = field(default="", compare=False)
 
 
 def parse_feature_spec(text: str) -> FeatureRequest:
@@ -95,13 +111,15 @@ class ScoringPlan:
 
     @classmethod
     def build(cls, models: Sequence[ModelSet], requests: Sequence[FeatureRequest]) -> "ScoringPlan":
+        """Resolve every feature's options once, here, and merge what names the same outputs.
+
+        The requests are resolved before the models, so a request's error is
+        reported before a model's; instances keep the models' order first.
+        """
+        resolved = [_resolve_request(req) for req in requests]
         instances: dict[tuple, FeatureInstance] = {}
 
-        def add(decl: FeatureDeclaration, given: Mapping[str, Any], where: str) -> FeatureInstance:
-            try:
-                values = decl.resolve_options(given)
-            except OptionError as e:
-                raise PlanError(e.field if not where else f"{where}.{e.field}", e.reason) from None
+        def add(decl: FeatureDeclaration, values: dict[str, Any]) -> FeatureInstance:
             inst = FeatureInstance(decl, values)
             have = instances.get(inst.key)
             if have is None:
@@ -133,7 +151,11 @@ class ScoringPlan:
                         ) from None
                     given = dict(mf.options)
                     given.update(ms.overloads.get(decl.name, {}))
-                    inst = add(decl, given, f"model.{ms.name}")
+                    try:
+                        values = decl.resolve_options(given)
+                    except OptionError as e:
+                        raise PlanError(f"model.{ms.name}.{e.field}", e.reason) from None
+                    inst = add(decl, values)
                     out = inst.names.get(mf.metric)
                     if out is None:
                         # a debug-only metric used as model input: turn debug on
@@ -142,13 +164,22 @@ class ScoringPlan:
                     inputs.append(out)
                 per_model.append(inputs)
             model_inputs[ms.name] = per_model
-        for req in requests:
-            try:
-                decl = feature_registry.get(req.name)
-            except feature_registry.UnknownFeature as e:
-                raise PlanError(f"feature.{req.name}", str(e)) from None
-            add(decl, req.options, "")
+        for decl, values in resolved:
+            add(decl, values)
         return cls(list(instances.values()), list(models), model_inputs)
+
+
+def _resolve_request(req: FeatureRequest) -> tuple[FeatureDeclaration, dict[str, Any]]:
+    try:
+        decl = feature_registry.get(req.name)
+    except feature_registry.UnknownFeature as e:
+        raise PlanError(req.label or f"feature.{req.name}", str(e)) from None
+    try:
+        return decl, decl.resolve_options(req.options)
+    except OptionError as e:
+        # e.field is "<feature>.<option>"; under a label the option hangs from it
+        field_ = f"{req.label}.{e.field.split('.', 1)[-1]}" if req.label else e.field
+        raise PlanError(field_, e.reason) from None
 
 
 class FrameAssembler:
