@@ -41,8 +41,8 @@ def main() -> int:
 
     from tests.reference import full_pairs, vendored_pairs
     from vmafxd.model import load_model
-    from vmafxd.picture import Picture
-    from vmafxd.scoring import CpuScorer, FeatureRequest, ScoringPlan
+    from vmafxd.core.picture import Picture
+    from vmafxd.core.scoring import CpuScorer, FeatureRequest, ScoringPlan
 
     sample = vendored_pairs()[0]
     refs, dists = sample.pictures()

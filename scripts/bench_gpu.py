@@ -88,7 +88,7 @@ def bench_daemon(sock: str, w: int, h: int, frames: int, inflight: int, ring: in
         # host buffers (sealed memfds): for lanes without device imports (cpu, emu)
         from tests.daemon.rawclient import frame_memfd
         from vmafx.formats import Subsampling
-        from vmafxd.picture import Picture
+        from vmafxd.core.picture import Picture
 
         for k in range(ring):
             ref, dist = content[k % len(content)]
@@ -166,7 +166,7 @@ def bench_engine(w: int, h: int, frames: int, batch: int):
     from vmafxd.lanes.gpu.engine import FrameSource, GpuFrame, GpuScorer, KernelSet
     from vmafxd.lanes.gpu.kernels import NVRTC_OPTIONS
     from vmafxd.model import load_model
-    from vmafxd.scoring import ScoringPlan
+    from vmafxd.core.scoring import ScoringPlan
 
     rt = cuda.load()
     dev = rt.device(0)

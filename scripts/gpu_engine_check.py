@@ -13,7 +13,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "client")]
 
 from tests.lanes.test_gpu_engine import _differences, cpu_scores, gpu_scores  # noqa: E402
 from tests.reference import full_pairs, vendored_pairs  # noqa: E402
-from vmafxd.scoring import FeatureRequest, ScoringPlan  # noqa: E402
+from vmafxd.core.scoring import FeatureRequest, ScoringPlan  # noqa: E402
 
 
 def main() -> int:

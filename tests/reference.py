@@ -15,7 +15,7 @@ from pathlib import Path
 
 from vmafx.formats import parse_pixel_format
 from vmafx.io.video import open_video
-from vmafxd.picture import Picture, picture_from_stored
+from vmafxd.core.picture import Picture, picture_from_stored
 
 HERE = Path(__file__).resolve().parent
 VENDORED = HERE / "data"

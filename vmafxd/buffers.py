@@ -4,7 +4,8 @@ Buffers are registered once and referenced by id (as Wayland's
 linux-dmabuf and PipeWire do).  :func:`validate_layout` checks everything
 about a ``register_buffer`` that does not depend on the memory itself --
 format, bit depth, dimensions, plane count, pitches and that every plane
-lies inside the declared ``size`` -- and names the offending field.  The
+lies inside the declared ``size`` -- names the offending field, and yields
+a :class:`~vmafxd.core.layout.BufferLayout` for the lane.  The
 lane then imports the memory (``Lane.import_buffer``) and checks what only
 the fd can tell: its kind, its real size, its seals (R3).
 
@@ -17,16 +18,15 @@ reaches zero.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from vmafx.formats import PixelFormat, parse_pixel_format, storage_planes
 from vmafx.protocol import ErrorCode, Limits, RegisterBuffer, RemoteProtocolError
+from vmafx.protocol.messages import FLAG_ALLOW_COPY
 
-__all__ = [
-    "Geometry", "PlaneSpec", "BufferLayout", "validate_layout", "check_geometry",
-    "BufferRecord", "BufferTable", "PLANAR_BITDEPTHS",
-]
+from .core.layout import BufferLayout, Geometry, PlaneSpec
+
+__all__ = ["validate_layout", "check_geometry", "BufferRecord", "BufferTable", "PLANAR_BITDEPTHS"]
 
 #: bit depths of the planar formats (the protocol's 8 or 10 bits)
 PLANAR_BITDEPTHS = (8, 10)
@@ -34,28 +34,6 @@ PLANAR_BITDEPTHS = (8, 10)
 
 def _inval(field: str, message: str) -> RemoteProtocolError:
     return RemoteProtocolError(ErrorCode.E_INVAL, field, message)
-
-
-@dataclass(frozen=True)
-class Geometry:
-    """What a frame is: shared by buffers and sessions, which must agree."""
-
-    width: int
-    height: int
-    pixel_format: PixelFormat
-    bitdepth: int
-
-    def differences(self, other: "Geometry") -> list[str]:
-        out = []
-        for attr in ("width", "height", "pixel_format", "bitdepth"):
-            a, b = getattr(self, attr), getattr(other, attr)
-            if a != b:
-                show = (lambda v: v.value if isinstance(v, PixelFormat) else v)
-                out.append(f"{attr} {show(a)} (session: {show(b)})")
-        return out
-
-    def describe(self) -> str:
-        return f"{self.width}x{self.height} {self.pixel_format.value} {self.bitdepth}-bit"
 
 
 def check_geometry(width: int, height: int, pixel_format: str, bitdepth: int, limits: Limits) -> Geometry:
@@ -78,44 +56,6 @@ def check_geometry(width: int, height: int, pixel_format: str, bitdepth: int, li
     return Geometry(width, height, fmt, bitdepth)
 
 
-@dataclass(frozen=True)
-class PlaneSpec:
-    """One stored plane: which packet fd, where, and how many rows of how many bytes."""
-
-    fd_index: int
-    offset: int
-    pitch: int
-    rows: int
-    row_bytes: int
-
-    @property
-    def end(self) -> int:
-        """One past the last byte the plane reads."""
-        return self.offset + self.pitch * (self.rows - 1) + self.row_bytes
-
-
-@dataclass(frozen=True)
-class BufferLayout:
-    """A ``register_buffer`` whose description has been checked (not yet its memory)."""
-
-    kind: str
-    geometry: Geometry
-    size: int
-    modifier: int
-    flags: int
-    planes: tuple[PlaneSpec, ...]
-    device: int | None = None
-    handle: bytes | None = None
-
-    def fd_indices(self) -> list[int]:
-        """The distinct packet fds the planes live in, in plane order."""
-        seen: list[int] = []
-        for p in self.planes:
-            if p.fd_index not in seen:
-                seen.append(p.fd_index)
-        return seen
-
-
 def validate_layout(msg: RegisterBuffer, limits: Limits) -> BufferLayout:
     geo = check_geometry(msg.width, msg.height, msg.pixel_format, msg.bitdepth, limits)
     if msg.size > limits.max_buffer_bytes:
@@ -123,7 +63,7 @@ def validate_layout(msg: RegisterBuffer, limits: Limits) -> BufferLayout:
     shapes = storage_planes(geo.pixel_format, geo.width, geo.height, geo.bitdepth)
     if msg.handle is not None and not msg.planes:
         # An IPC handle names the memory; the lane checks the handle.
-        return BufferLayout(msg.kind, geo, msg.size, msg.modifier, msg.flags, (), msg.device, msg.handle)
+        return BufferLayout(msg.kind, geo, msg.size, msg.modifier, bool(msg.flags & FLAG_ALLOW_COPY), (), msg.device, msg.handle)
     if len(msg.planes) != len(shapes):
         raise _inval("planes", f"{geo.pixel_format.value} has {len(shapes)} planes, {len(msg.planes)} given")
     planes = []
@@ -136,7 +76,7 @@ def validate_layout(msg: RegisterBuffer, limits: Limits) -> BufferLayout:
                          f"the plane (offset {p.offset}, pitch {p.pitch}, {shape.height} rows of "
                          f"{shape.row_bytes} bytes) ends at byte {spec.end}, beyond the declared size {msg.size}")
         planes.append(spec)
-    return BufferLayout(msg.kind, geo, msg.size, msg.modifier, msg.flags, tuple(planes), msg.device, msg.handle)
+    return BufferLayout(msg.kind, geo, msg.size, msg.modifier, bool(msg.flags & FLAG_ALLOW_COPY), tuple(planes), msg.device, msg.handle)
 
 
 class BufferRecord:

@@ -38,13 +38,13 @@ import logging
 import select
 import socket
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import trio
 
 from vmafx.protocol import (
     PROTOCOL_VERSION, BufferRegistered, BufferUnregistered, CloseSession, Error, ErrorCode, Goodbye,
-    Hello, HelloReply, ListSessions, LocalProtocolError, Message, OpenSession, RegisterBuffer,
+    Hello, HelloReply, Limits, ListSessions, LocalProtocolError, Message, OpenSession, RegisterBuffer,
     RemoteProtocolError, ServerConnection, SessionOpened, SessionsReply, State, Status, StatusReply, Submit,
     UnregisterBuffer, peek,
 )
@@ -52,18 +52,17 @@ from vmafx.protocol.messages import encode
 from vmafx.transport import ConnectionReset, OwnedFd, Packet, TransportClosed, TrioPacketChannel
 
 from .buffers import BufferRecord, BufferTable, check_geometry, validate_layout
+from .config import Config
 from .fences import AcquireFence
-from .lanes.device import SessionSpec
+from .lane_errors import lane_boundary
+from .lanes.device import Lane, SessionSpec
 from .model import BUILTIN_VERSIONS
 from .outgoing import OutgoingQueue
 from .ledger import FrameRecord, answer_without_session
-from .scoring import PlanError
+from .reaper import PendingReleases, ReleaseReaper
 from .session import Session, build_plan
 
-if TYPE_CHECKING:
-    from .server import Server
-
-__all__ = ["ClientHandler"]
+__all__ = ["ClientHandler", "ClientHost"]
 
 log = logging.getLogger("vmafxd.client")
 
@@ -83,8 +82,37 @@ def _peer_pid(sock) -> int | None:
         return None
 
 
+class ClientHost(Protocol):
+    """What a client connection needs from the daemon (:class:`vmafxd.server.Server` provides it).
+
+    Written out here so that the server imports the handler and not the
+    other way round.
+    """
+
+    config: Config
+    limits: Limits
+    lane: Lane
+    pending: PendingReleases
+    reaper: ReleaseReaper
+    server_name: str
+
+    def next_session_id(self) -> int: ...
+
+    def client_gone(self, handler: "ClientHandler") -> None: ...
+
+    def session_opened(self, session: Session) -> None: ...
+
+    def session_closed(self, session: Session) -> None: ...
+
+    def outcome_sent(self, msg: Message) -> None: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+    def session_rows(self) -> list[dict[str, Any]]: ...
+
+
 class ClientHandler:
-    def __init__(self, server: "Server", channel: TrioPacketChannel, client_id: int):
+    def __init__(self, server: ClientHost, channel: TrioPacketChannel, client_id: int):
         self.server = server
         self.id = client_id
         self.channel = channel
@@ -382,7 +410,8 @@ class ClientHandler:
         self.buffers.check_room()
         layout = validate_layout(msg, self.limits)
         fds = {i: pkt.fds[i] for i in layout.fd_indices()}
-        imp = self.lane.import_buffer(layout, fds)  # keeps dups/mappings; the packet's fds close after us
+        with lane_boundary():
+            imp = self.lane.import_buffer(layout, fds)  # keeps dups/mappings; the packet's fds close after us
         rec = self.buffers.add(layout, imp, self._free_buffer)
         self.emit(BufferRegistered(re=msg.seq, buffer=rec.id, zero_copy=bool(imp.zero_copy)))
 
@@ -425,9 +454,8 @@ class ClientHandler:
         session = Session(sid, self, self.lane.name, None, geo, plan,  # type: ignore[arg-type]
                           name=msg.name, client_name=self.label)
         try:
-            session.lane_session = self.lane.open_session(SessionSpec(plan, geo, msg.device, msg.name), session)
-        except PlanError as e:
-            raise RemoteProtocolError(ErrorCode.E_INVAL, e.field, str(e).split(": ", 1)[-1]) from None
+            with lane_boundary():  # a PlanError the lane raises is E_INVAL naming its field
+                session.lane_session = self.lane.open_session(SessionSpec(plan, geo, msg.device, msg.name), session)
         except ValueError as e:
             # A feature that cannot work at this size (vif needs 16x16 ...).
             raise RemoteProtocolError(ErrorCode.E_INVAL, "width", str(e)) from None
@@ -493,7 +521,8 @@ class ClientHandler:
         if fence is None:
             return None, None
         if fence.fd is None:
-            self.lane.check_fence(fence, field)  # GPU interprocess events: the lane's, if it can
+            with lane_boundary():
+                self.lane.check_fence(fence.kind, field)  # GPU interprocess events: the lane's, if it can
             return None, fence
         owned = OwnedFd(pkt.fds[fence.fd].detach())  # the fence owns it from here on
         return AcquireFence.take(fence, owned, field), None

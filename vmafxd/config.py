@@ -30,6 +30,7 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from vmafx.field_error import FieldError
 from vmafx.protocol import Limits
 
 __all__ = ["Config", "ConfigError", "DEFAULT_CONFIG_PATH", "DEFAULT_SOCKET", "load_config", "LOG_LEVELS"]
@@ -40,12 +41,8 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 LANES = ("auto", "cpu", "cuda", "hip", "emu")
 
 
-class ConfigError(ValueError):
+class ConfigError(FieldError):
     """A configuration value is wrong; ``field`` names it (``limits.max_clients``, ``--cpu-workers``)."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(f"{field}: {message}")
-        self.field = field
 
 
 def default_cpu_workers() -> int:

@@ -35,10 +35,11 @@ import os
 
 import trio
 
+from vmafx.field_error import FieldError
 from vmafx.protocol import ErrorCode, Fence, RemoteProtocolError
 from vmafx.transport import OwnedFd
 
-from .fdkinds import FdKind, inspect_fd
+from .core.fdkinds import FdKind, inspect_fd
 
 __all__ = ["AcquireFence", "FD_FENCE_KINDS", "wait_implicit_fences"]
 
@@ -68,7 +69,10 @@ class AcquireFence:
             want = FD_FENCE_KINDS.get(fence.kind)
             if want is None:
                 raise RemoteProtocolError(ErrorCode.E_INVAL, f"{field}.kind", f"{fence.kind} is not an fd fence")
-            info = inspect_fd(fd.fileno(), f"{field}.fd")
+            try:
+                info = inspect_fd(fd.fileno(), f"{field}.fd")
+            except FieldError as e:
+                raise RemoteProtocolError(ErrorCode.E_INVAL, e.field, e.reason) from None
             if info.kind is not want:
                 raise RemoteProtocolError(
                     ErrorCode.E_INVAL, f"{field}.fd",

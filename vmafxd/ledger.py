@@ -59,7 +59,8 @@ from vmafx.protocol.state import FramePromise
 
 from .buffers import BufferRecord
 from .fences import AcquireFence
-from .reaper import HostReleaseEvent, PendingReleases, ReleaseEvent
+from .core.release import HostReleaseEvent, ReleaseEvent
+from .reaper import PendingReleases
 
 __all__ = [
     "FrameState", "ReleaseState", "FrameEvent", "OUTCOME_TRANSITIONS", "RELEASE_TRANSITIONS", "LedgerError",

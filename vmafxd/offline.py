@@ -6,25 +6,27 @@ daemon's tests compare against, and what the CPU benchmark times.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from vmafx.field_error import FieldError
 from vmafx.formats import PixelFormat
 from vmafx.io.video import VideoInfo, open_video
 
+from .core.picture import picture_from_stored
+from .core.scoring import (
+    DEFAULT_MODEL, CpuScorer, FeatureRequest, ScoringPlan, default_model_name, parse_feature_spec,
+)
 from .model import ModelSet, load_model, parse_model_spec
-from .picture import picture_from_stored
-from .scoring import CpuScorer, FeatureRequest, ScoringPlan
 
-__all__ = ["Report", "score_files", "resolve_models", "GeometryError"]
+# parse_feature_spec is re-exported: the client's in-process scoring parses
+# --feature through this module, its one way into vmafxd.
+__all__ = ["Report", "score_files", "resolve_models", "parse_feature_spec", "GeometryError"]
 
 
-class GeometryError(ValueError):
-    def __init__(self, field: str, message: str):
-        super().__init__(f"{field}: {message}")
-        self.field = field
+#: the two files disagree on a dimension or format (``field`` names it)
+GeometryError = FieldError
 
 
 @dataclass
@@ -40,14 +42,8 @@ class Report:
 
 def resolve_models(specs: Sequence[str]) -> list[ModelSet]:
     """Load ``--model`` specifications; with several, unnamed ones are named after their version."""
-    parsed = [parse_model_spec(s) for s in specs] or [parse_model_spec("version=vmaf_v0.6.1")]
-    out = []
-    for spec in parsed:
-        default = "vmaf"
-        if len(parsed) > 1 and spec.name is None:
-            default = spec.version or os.path.splitext(os.path.basename(spec.path or "model"))[0]
-        out.append(load_model(spec, default_name=default))
-    return out
+    parsed = [parse_model_spec(s) for s in specs] or [parse_model_spec(DEFAULT_MODEL)]
+    return [load_model(spec, default_name=default_model_name(spec, len(parsed))) for spec in parsed]
 
 
 def _check_pair(ref: VideoInfo, dist: VideoInfo) -> None:

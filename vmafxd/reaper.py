@@ -30,89 +30,28 @@ even *ask* an event that is not ``recorded``.
 
 The event protocol
 ------------------
-:class:`ReleaseEvent` is all the table knows, so GPU lanes put their device
-events in unchanged: ``recorded`` (set when the lane has enqueued the record
-after the last reader), ``query()`` (non-blocking: has it completed?),
-``destroy()`` (called exactly once, after completion) and
-``signals_completion`` (True when whoever completes the event calls
-:meth:`ReleaseReaper.wake_threadsafe`, as the CPU lane's
-:class:`HostReleaseEvent` does; events without it are polled every
-``poll_interval`` seconds while any is pending).
+:class:`~vmafxd.core.release.ReleaseEvent` is all the table knows, so GPU
+lanes put their device events in unchanged; the CPU lane's
+:class:`~vmafxd.core.release.HostReleaseEvent` announces its completion
+(``signals_completion``) through :meth:`ReleaseReaper.wake_threadsafe`,
+device events are polled every ``poll_interval`` seconds while any is
+pending.  The contract lives in :mod:`vmafxd.core.release`, which the lanes
+and the daemon both stand on.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Callable
 
 import trio
 
-__all__ = ["ReleaseEvent", "HostReleaseEvent", "PendingRelease", "PendingReleases", "ReleaseReaper"]
+from .core.release import ReleaseEvent
+
+__all__ = ["PendingRelease", "PendingReleases", "ReleaseReaper"]
 
 log = logging.getLogger("vmafxd.reaper")
-
-
-@runtime_checkable
-class ReleaseEvent(Protocol):
-    """A point after the last reader of a frame (a device event, or a host flag)."""
-
-    #: True when whoever completes the event calls ReleaseReaper.wake_threadsafe()
-    signals_completion: bool
-
-    @property
-    def recorded(self) -> bool: ...
-
-    def query(self) -> bool: ...
-
-    def destroy(self) -> None: ...
-
-
-class HostReleaseEvent:
-    """The CPU lane's release event: a flag the worker thread sets.
-
-    ``record()`` when the worker starts reading the frame, ``complete()`` when
-    it has finished reading it.  Both may be called from any thread;
-    ``complete`` then calls ``notify`` (the reaper's thread-safe wake-up), so
-    the reaper does not need to poll host events.
-    """
-
-    __slots__ = ("_recorded", "_done", "_notify")
-    signals_completion = True
-
-    def __init__(self, notify: Callable[[], None] | None = None):
-        self._recorded = False
-        self._done = threading.Event()
-        self._notify = notify
-
-    @classmethod
-    def completed(cls) -> "HostReleaseEvent":
-        """An event that is already recorded and complete (a frame nobody will read)."""
-        ev = cls()
-        ev._recorded = True
-        ev._done.set()
-        return ev
-
-    @property
-    def recorded(self) -> bool:
-        return self._recorded
-
-    def record(self) -> None:
-        self._recorded = True
-
-    def complete(self) -> None:
-        # Recorded first: a completed event must never look unrecorded (R5).
-        self._recorded = True
-        self._done.set()
-        if self._notify is not None:
-            self._notify()
-
-    def query(self) -> bool:
-        return self._done.is_set()
-
-    def destroy(self) -> None:
-        self._notify = None
 
 
 @dataclass(eq=False)

@@ -40,18 +40,24 @@ from __future__ import annotations
 import logging
 import math
 import os
+from dataclasses import replace
 from typing import Any, Mapping, Protocol, Sequence
 
 import trio
 
 from vmafx.protocol import ErrorCode, Limits, Message, RemoteProtocolError, SessionClosed
 
-from .buffers import BufferRecord, Geometry
+from .buffers import BufferRecord
+from .core.layout import Geometry
+from .core.scoring import (
+    DEFAULT_MODEL, FeatureRequest, PlanError, ScoringPlan, default_model_name, parse_feature_spec,
+)
 from .fences import wait_implicit_fences
+from .lane_errors import protocol_code
 from .lanes.device import LaneFrame, LaneSession
+from .lanes.errors import LaneError
 from .ledger import FrameLedger, FrameRecord, FrameState, LedgerError, LedgerHost, ReleaseState
 from .model import BUILTIN_VERSIONS, ModelError, ModelSet, load_model, parse_model_spec
-from .scoring import FeatureRequest, PlanError, ScoringPlan, parse_feature_spec
 
 __all__ = ["Session", "FrameRecord", "SessionHost", "build_plan", "model_output_names", "early_release_planted"]
 
@@ -106,33 +112,30 @@ def build_plan(models: Sequence[str], features: Sequence[str], limits: Limits,
         try:
             spec = parse_model_spec(text)
         except ModelError as e:
-            raise _inval(f"models[{i}]{_sub(e.field, 'model')}", str(e).split(": ", 1)[-1]) from None
+            raise _inval(f"models[{i}]{_sub(e.field, 'model')}", e.reason) from None
         if spec.path is not None:
             _check_model_path(spec.path, model_dirs, f"models[{i}].path")
         specs.append(spec)
     if not specs and not features:
-        specs = [parse_model_spec("version=vmaf_v0.6.1")]
+        specs = [parse_model_spec(DEFAULT_MODEL)]
     sets: list[ModelSet] = []
     for i, spec in enumerate(specs):
-        default = "vmaf"
-        if len(specs) > 1 and spec.name is None:
-            default = spec.version or os.path.splitext(os.path.basename(spec.path or "model"))[0]
         try:
-            sets.append(load_model(spec, default_name=default))
+            sets.append(load_model(spec, default_name=default_model_name(spec, len(specs))))
         except ModelError as e:
-            raise _inval(f"models[{i}]{_sub(e.field, 'model')}", str(e).split(": ", 1)[-1]) from None
+            raise _inval(f"models[{i}]{_sub(e.field, 'model')}", e.reason) from None
     requests: list[FeatureRequest] = []
     for i, text in enumerate(features):
         try:
-            requests.append(parse_feature_spec(text))
+            req = parse_feature_spec(text)
         except PlanError as e:
-            raise _inval(f"features[{i}]", str(e).split(": ", 1)[-1]) from None
-    # Options are resolved once, by the plan; it names a request's errors features[i].
+            raise _inval(f"features[{i}]", e.reason) from None
+        requests.append(replace(req, label=f"features[{i}]"))
     try:
-        return ScoringPlan.build(sets, requests, fields=[f"features[{i}]" for i in range(len(requests))])
+        return ScoringPlan.build(sets, requests)  # the one place options are resolved
     except PlanError as e:
-        if e.field.startswith("features["):
-            raise _inval(e.field, str(e).split(": ", 1)[-1]) from None
+        if e.field.startswith("features["):  # a request's own error names where it came from
+            raise _inval(e.field, e.reason) from None
         where = "models" if e.field.startswith("model") else "features"
         raise _inval(where, str(e)) from None
 
@@ -325,7 +328,10 @@ class Session:
         except LedgerError as e:
             self.ledger_broken(e)
 
-    def frame_failed(self, index: int, code: ErrorCode | str, field: str, message: str) -> None:
+    def frame_failed(self, index: int, error: LaneError) -> None:
+        self._frame_failed(index, protocol_code(error), error.field, error.reason)
+
+    def _frame_failed(self, index: int, code: ErrorCode | str, field: str, message: str) -> None:
         try:
             self.ledger.lane_failed(index, code, field, message[:1024])
             self.ledger.flush()

@@ -40,7 +40,7 @@ from .exceptions import ConnectionClosed, DaemonUnavailable
 from .frames import FrameBuffer
 from .protocol import messages as m
 from .protocol.errors import RemoteProtocolError
-from .tracking import BufferView, ClientTracker, FrameResult, ServerInfo, SessionView, Summary
+from .tracking import BufferView, ClientTracker, ClientView, FrameResult, SessionView, Summary
 from .transport import BlockingPacketChannel, ConnectionReset, TransportClosed
 
 __all__ = ["BlockingClient", "BlockingSession", "BlockingBufferHandle"]
@@ -106,7 +106,7 @@ class BlockingSession(SessionView):
         return st.summary  # type: ignore[return-value]
 
 
-class BlockingClient:
+class BlockingClient(ClientView):
     """A connection to vmafxd for blocking code.  Use as ``with BlockingClient.connect(path) as client``."""
 
     def __init__(self, channel: BlockingPacketChannel, tracker: ClientTracker):
@@ -144,25 +144,6 @@ class BlockingClient:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-    # -- what the daemon said --------------------------------------------------------
-
-    @property
-    def info(self) -> ServerInfo:
-        assert self._tracker.info is not None
-        return self._tracker.info
-
-    @property
-    def limits(self):
-        return self._tracker.limits
-
-    @property
-    def lanes(self) -> tuple[dict, ...]:
-        return self.info.lanes
-
-    @property
-    def in_flight(self) -> int:
-        return self._tracker.in_flight
 
     # -- requests ----------------------------------------------------------------------
 

@@ -50,7 +50,7 @@ from .exceptions import ConnectionClosed, DaemonUnavailable
 from .frames import FrameBuffer
 from .protocol import messages as m
 from .protocol.errors import RemoteProtocolError
-from .tracking import BufferView, ClientTracker, FrameResult, ServerInfo, SessionView, Summary
+from .tracking import BufferView, ClientTracker, ClientView, FrameResult, SessionView, Summary
 from .transport import ConnectionReset, TrioPacketChannel, TransportClosed
 
 __all__ = ["Client", "Session", "BufferHandle", "open_client", "DEFAULT_SOCKET", "default_socket_path"]
@@ -121,7 +121,7 @@ class Session(SessionView):
         return st.summary  # type: ignore[return-value]
 
 
-class Client:
+class Client(ClientView):
     """A connection to vmafxd.  Use as ``async with await Client.connect(path) as client``."""
 
     def __init__(self, channel: TrioPacketChannel, tracker: ClientTracker):
@@ -203,25 +203,6 @@ class Client:
             self._tracker.fail(ConnectionClosed("the client was closed", field="client"))
             self._chan.close()
             self._lot.unpark_all()
-
-    # -- what the daemon said -------------------------------------------------------
-
-    @property
-    def info(self) -> ServerInfo:
-        assert self._tracker.info is not None
-        return self._tracker.info
-
-    @property
-    def limits(self):
-        return self._tracker.limits
-
-    @property
-    def lanes(self) -> tuple[dict, ...]:
-        return self.info.lanes
-
-    @property
-    def in_flight(self) -> int:
-        return self._tracker.in_flight
 
     # -- requests ------------------------------------------------------------------
 

@@ -31,7 +31,7 @@ from .protocol.limits import Limits, PROTOCOL_VERSION
 from .protocol.state import ClientConnection
 
 __all__ = ["ClientTracker", "SessionState", "BufferState", "FrameResult", "Summary", "ServerInfo",
-           "BufferView", "SessionView"]
+           "ClientView", "BufferView", "SessionView"]
 
 
 @dataclass(frozen=True)
@@ -377,6 +377,29 @@ class ClientTracker:
         m.BufferUnregistered: _on_buffer_unregistered,
         m.Goodbye: _on_goodbye,
     }
+
+
+class ClientView:
+    """What both clients show of the daemon: ``hello_reply``'s facts and the frames in flight."""
+
+    _tracker: ClientTracker
+
+    @property
+    def info(self) -> ServerInfo:
+        assert self._tracker.info is not None
+        return self._tracker.info
+
+    @property
+    def limits(self):
+        return self._tracker.limits
+
+    @property
+    def lanes(self) -> tuple[dict, ...]:
+        return self.info.lanes
+
+    @property
+    def in_flight(self) -> int:
+        return self._tracker.in_flight
 
 
 class BufferView:

@@ -1,8 +1,13 @@
 """Packets and file descriptors over ``AF_UNIX``/``SOCK_SEQPACKET``, for trio and for blocking code.
 
 This is the one place where ``OSError`` from the socket becomes a transport
-error: :class:`TransportClosed` when the peer (or the kernel) ended the
-connection, ``trio.ClosedResourceError`` semantics when we closed it.
+error (:func:`_socket_errors`): :class:`ConnectionReset` for ``ECONNRESET``,
+:class:`TransportClosed` for every other error of the socket (the peer or
+the kernel ended the connection, or it cannot carry packets any more).  Two
+are not errors of the connection and pass unchanged: ``BlockingIOError`` (a
+non-blocking send found the buffer full) and ``TimeoutError`` (a blocking
+receive's timeout ran out).  A socket *we* closed keeps
+``trio.ClosedResourceError`` semantics.
 
 File descriptors received with SCM_RIGHTS arrive as :class:`OwnedFd`
 objects: exactly one owner, ``close()`` is idempotent and forgets the
@@ -18,10 +23,12 @@ get and report the packet as truncated so the protocol layer refuses it.
 from __future__ import annotations
 
 import array
+import contextlib
 import os
 import socket
 import weakref
 from dataclasses import dataclass
+from typing import Iterator
 
 __all__ = [
     "OwnedFd", "Packet", "TransportClosed", "ConnectionReset", "recv_packet_blocking", "send_packet_blocking",
@@ -43,6 +50,19 @@ class ConnectionReset(TransportClosed):
     returns them, then end-of-file.  A reader that wants the peer's last
     words keeps reading after this one.
     """
+
+
+@contextlib.contextmanager
+def _socket_errors() -> Iterator[None]:
+    """Translate the socket's ``OSError`` into transport errors (see the module docstring)."""
+    try:
+        yield
+    except (BlockingIOError, TimeoutError):
+        raise
+    except ConnectionResetError as e:
+        raise ConnectionReset(str(e)) from None
+    except OSError as e:
+        raise TransportClosed(str(e)) from None
 
 
 def _close_quietly(fd: int) -> None:
@@ -138,12 +158,8 @@ def _ancillary(fds) -> list:
 
 
 def recv_packet_blocking(sock: socket.socket, max_bytes: int, max_fds: int) -> Packet:
-    try:
+    with _socket_errors():
         data, anc, flags, _ = sock.recvmsg(max_bytes, ancillary_size(max_fds), socket.MSG_CMSG_CLOEXEC)
-    except ConnectionResetError as e:
-        raise ConnectionReset(str(e)) from None
-    except BrokenPipeError as e:
-        raise TransportClosed(str(e)) from None
     return _received(data, anc, flags)
 
 
@@ -156,10 +172,8 @@ def _received(data: bytes, anc, flags: int) -> Packet:
 
 
 def send_packet_blocking(sock: socket.socket, data: bytes, fds=()) -> None:
-    try:
+    with _socket_errors():
         sock.sendmsg([data], _ancillary(fds))
-    except (BrokenPipeError, ConnectionResetError) as e:
-        raise TransportClosed(str(e)) from None
 
 
 class BlockingPacketChannel:
@@ -225,20 +239,14 @@ class TrioPacketChannel:
         return cls(s, **kw)
 
     async def send(self, data: bytes, fds=()) -> None:
-        try:
+        with _socket_errors():
             await self.sock.sendmsg([data], _ancillary(fds))
-        except (BrokenPipeError, ConnectionResetError) as e:
-            raise TransportClosed(str(e)) from None
 
     async def receive(self) -> Packet:
-        try:
+        with _socket_errors():
             data, anc, flags, _ = await self.sock.recvmsg(
                 self.max_bytes, ancillary_size(self.max_fds), socket.MSG_CMSG_CLOEXEC
             )
-        except ConnectionResetError as e:
-            raise ConnectionReset(str(e)) from None
-        except BrokenPipeError as e:
-            raise TransportClosed(str(e)) from None
         return _received(data, anc, flags)
 
     def close(self) -> None:

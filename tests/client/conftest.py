@@ -43,7 +43,7 @@ def daemon_socket():
 def expected(p: Pair, *, start: int = 0, count: int | None = None, models=(), features=()) -> dict:
     """The in-process scoring core's numbers for frames start..start+count of a pair, indexed from 0."""
     from vmafxd.offline import resolve_models
-    from vmafxd.scoring import CpuScorer, ScoringPlan, parse_feature_spec
+    from vmafxd.core.scoring import CpuScorer, ScoringPlan, parse_feature_spec
 
     # The protocol's default: no models and no features means vmaf_v0.6.1; features alone mean no model.
     model_sets = resolve_models(list(models)) if models or not features else []

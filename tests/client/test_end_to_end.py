@@ -179,7 +179,7 @@ async def test_acquire_fences_are_waited_for_and_a_late_one_fails_only_its_frame
 
 def _scored_sequence(p, picked):
     from vmafxd.offline import resolve_models
-    from vmafxd.scoring import CpuScorer, ScoringPlan
+    from vmafxd.core.scoring import CpuScorer, ScoringPlan
 
     refs, dists = p.pictures()
     scorer = CpuScorer(ScoringPlan.build(resolve_models([]), []), p.width, p.height, p.bitdepth)

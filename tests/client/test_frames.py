@@ -15,7 +15,7 @@ from vmafx.frames import (
 )
 from vmafx.io.video import VideoInfo
 from .conftest import settled_fd_count
-from vmafxd.picture import PlaneLayout, picture_from_buffer, picture_from_stored
+from vmafxd.core.picture import PlaneLayout, picture_from_buffer, picture_from_stored
 
 F_GET_SEALS = 1034
 

@@ -30,7 +30,7 @@ from .rawclient import RawClient, frame_memfd
 
 def _expected_psnr(p01):
     from vmafx.protocol import Limits
-    from vmafxd.scoring import CpuScorer
+    from vmafxd.core.scoring import CpuScorer
     from vmafxd.session import build_plan
 
     _, refs, dists = p01

@@ -9,6 +9,7 @@ import pytest
 from vmafx.protocol import ErrorCode, Limits, Plane, RegisterBuffer, RemoteProtocolError
 from vmafx.transport import OwnedFd, open_fd_count
 from vmafxd.buffers import validate_layout
+from vmafxd.lane_errors import lane_boundary
 from vmafxd.lanes.cpu_import import import_host_buffer
 
 W, H = 64, 36
@@ -50,8 +51,10 @@ def _memfd(size, seals=0x2 | 0x4, allow=True):
 
 
 def _import(fd, **kw):
+    """The import as the daemon makes it: the lane's refusals leave as protocol errors."""
     layout = validate_layout(_msg(**kw), Limits())
-    return import_host_buffer(layout, {0: fd})
+    with lane_boundary():
+        return import_host_buffer(layout, {0: fd})
 
 
 def test_unsealed_memfd_is_refused_naming_the_missing_seal():
@@ -139,7 +142,7 @@ def test_odd_16bit_layout_is_counted_as_a_host_copy():
 @pytest.fixture
 def fake_dmabuf(monkeypatch):
     """inspect_fd says "dma-buf"; DMA_BUF_IOCTL_SYNC calls are recorded instead of issued."""
-    from vmafxd import fdkinds
+    from vmafxd.core import fdkinds
     from vmafxd.lanes import cpu_import
 
     real = fdkinds.inspect_fd

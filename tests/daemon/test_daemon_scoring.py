@@ -4,8 +4,8 @@ import pytest
 
 from vmafx.formats import PixelFormat
 from vmafx.protocol import BufferUnregistered, ListSessions, Released, Status
-from vmafxd.picture import Picture
-from vmafxd.scoring import CpuScorer
+from vmafxd.core.picture import Picture
+from vmafxd.core.scoring import CpuScorer
 
 from .rawclient import RawClient, frame_memfd, stored_planes
 

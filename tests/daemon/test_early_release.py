@@ -58,7 +58,7 @@ def canary(daemon, refs, dists, expected, frames: int = 3) -> list[bool]:
 
 def _expected(refs, dists, n=3):
     from vmafx.protocol import Limits
-    from vmafxd.scoring import CpuScorer
+    from vmafxd.core.scoring import CpuScorer
     from vmafxd.session import build_plan
 
     sc = CpuScorer(build_plan([], ["psnr"], Limits()), 576, 324, 8)

@@ -7,8 +7,10 @@ import stat
 
 import pytest
 
-from vmafx.protocol import ErrorCode, RemoteProtocolError
-from vmafxd.fdkinds import F_SEAL_GROW, F_SEAL_SHRINK, FdKind, classify, inspect_fd, seal_names
+from vmafx.field_error import FieldError
+from vmafx.protocol import ErrorCode
+from vmafxd.core.fdkinds import F_SEAL_GROW, F_SEAL_SHRINK, FdKind, classify, inspect_fd, seal_names
+from vmafxd.lane_errors import protocol_code, protocol_error
 from vmafxd.lanes.cpu_import import DMA_BUF_IOCTL_SYNC
 
 
@@ -49,9 +51,11 @@ def test_names_the_kernel_gives_dmabufs_and_sync_files():
 def test_a_closed_fd_is_refused_naming_the_field():
     fd = os.eventfd(0)
     os.close(fd)
-    with pytest.raises(RemoteProtocolError) as e:
+    with pytest.raises(FieldError) as e:
         inspect_fd(fd, "planes[2].fd")
-    assert e.value.code is ErrorCode.E_INVAL and e.value.field == "planes[2].fd"
+    assert e.value.field == "planes[2].fd" and e.value.reason == "cannot inspect the fd: Bad file descriptor"
+    # the daemon answers it E_INVAL, naming the field
+    assert (protocol_code(e.value), protocol_error(e.value).field) == (ErrorCode.E_INVAL, "planes[2].fd")
 
 
 def test_seal_names_and_dma_buf_ioctl_number():

@@ -7,12 +7,13 @@ from vmafx.formats import PixelFormat
 from vmafx.protocol import Limits
 from vmafx.transport import OwnedFd
 from vmafxd import features as registry
-from vmafxd.buffers import Geometry, validate_layout
+from vmafxd.buffers import validate_layout
+from vmafxd.core.layout import Geometry
 from vmafxd.lanes import create_lane
 from vmafxd.lanes.cpu_import import import_host_buffer
 from vmafxd.lanes.device import LaneFrame, LaneServices, SessionSpec
 from vmafxd.offline import resolve_models
-from vmafxd.scoring import CpuScorer, FeatureRequest, ScoringPlan
+from vmafxd.core.scoring import CpuScorer, FeatureRequest, ScoringPlan
 
 from .rawclient import frame_memfd
 
@@ -52,8 +53,8 @@ class Sink:
     def frames_scored(self, items):
         self.scored.extend(items)
 
-    def frame_failed(self, index, code, field, message):
-        self.failed.append((index, code, field, message))
+    def frame_failed(self, index, error):
+        self.failed.append((index, error))
 
 
 @pytest.mark.parametrize("fmt", [PixelFormat.YUV420P, PixelFormat.NV12])

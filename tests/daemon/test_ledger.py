@@ -11,7 +11,8 @@ from vmafxd.ledger import (
     OUTCOME_TRANSITIONS, RELEASE_TRANSITIONS, FrameEvent, FrameLedger, FrameRecord, FrameState, LedgerError,
     ReleaseState, answer_without_session,
 )
-from vmafxd.reaper import HostReleaseEvent, PendingReleases, ReleaseReaper
+from vmafxd.core.release import HostReleaseEvent
+from vmafxd.reaper import PendingReleases, ReleaseReaper
 from vmafxd.session import Session, build_plan
 
 GEO = Geometry(64, 36, PixelFormat.YUV420P, 8)

@@ -4,7 +4,8 @@ import threading
 
 import trio
 
-from vmafxd.reaper import HostReleaseEvent, PendingReleases, ReleaseEvent, ReleaseReaper
+from vmafxd.core.release import HostReleaseEvent, ReleaseEvent
+from vmafxd.reaper import PendingReleases, ReleaseReaper
 
 
 class DeviceLikeEvent:

@@ -3,13 +3,17 @@ session_closed after the last released."""
 
 import os
 
+import pytest
 import trio
 
 from vmafx.formats import PixelFormat
-from vmafx.protocol import FrameError, Limits, Released, Result, SessionClosed
-from vmafxd.buffers import BufferRecord, Geometry
+from vmafx.protocol import FrameError, Limits, Released, RemoteProtocolError, Result, SessionClosed
+from vmafxd.buffers import BufferRecord
+from vmafxd.core.layout import Geometry
+from vmafxd.core.release import HostReleaseEvent
+from vmafxd.features.declaration import FeatureDeclaration
 from vmafxd.lanes.device import LaneImport, LaneSession, LaneSummary
-from vmafxd.reaper import HostReleaseEvent, PendingReleases, ReleaseReaper
+from vmafxd.reaper import PendingReleases, ReleaseReaper
 from vmafxd.ledger import FrameRecord
 from vmafxd.session import Session, build_plan
 
@@ -185,18 +189,23 @@ async def test_session_closed_waits_for_releases_that_complete_after_the_lane_fi
     assert host.sent[-1].re == 5 and host.finished == [9]
 
 
-def test_open_session_resolves_each_feature_request_once(monkeypatch):
-    """build_plan resolves options only through the plan (it used to resolve them twice)."""
-    from vmafxd.features.declaration import FeatureDeclaration
-
+def test_a_plan_resolves_each_feature_once(monkeypatch):
+    """build_plan resolves options in one place (ScoringPlan.build), errors still name features[i]."""
     calls = []
     real = FeatureDeclaration.resolve_options
 
-    def counting(self, given=None):
+    def counting(self, given):
         calls.append(self.name)
         return real(self, given)
 
     monkeypatch.setattr(FeatureDeclaration, "resolve_options", counting)
-    plan = build_plan([], ["psnr=enable_chroma=false", "float_ssim"], Limits())
-    assert sorted(calls) == ["float_ssim", "psnr"]
-    assert plan.metric_names()[:1] == ["psnr_y"] and "float_ssim" in plan.metric_names()
+    plan = build_plan(["version=vmaf_v0.6.1"], ["psnr", "float_ssim"], Limits())
+    # vmaf_v0.6.1's inputs (adm, motion, vif at 4 scales sharing one instance): one call per input;
+    # each request once, not once more to check it first
+    assert sorted(calls) == sorted(["vif"] * 4 + ["adm", "motion", "psnr", "float_ssim"])
+    assert [i.decl.name for i in plan.instances] == ["adm", "motion", "vif", "psnr", "float_ssim"]
+    calls.clear()
+    with pytest.raises(RemoteProtocolError) as e:
+        build_plan([], ["psnr", "psnr=enable_chroma=maybe"], Limits())
+    assert (e.value.code.value, e.value.field) == ("E_INVAL", "features[1].enable_chroma")
+    assert calls == ["psnr", "psnr"]

@@ -10,7 +10,7 @@ import pytest
 from vmafx.io.scores import format_score
 from vmafxd.features.adm import DECLARATION, AdmStats, IntegerAdm, compute_stats, metrics_from_stats
 from vmafxd.features.declaration import OptionError
-from vmafxd.picture import Picture
+from vmafxd.core.picture import Picture
 
 from ..reference import full_pairs, pair_params
 from .harness import run_feature

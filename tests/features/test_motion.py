@@ -159,7 +159,7 @@ def test_timeline_streams_what_the_batch_flush_computes(five, average, n):
 
 def synthetic_pictures(n, h=24, w=32, seed=0):
     from vmafx.formats import Subsampling
-    from vmafxd.picture import Picture
+    from vmafxd.core.picture import Picture
 
     rng = np.random.default_rng(seed)
     return [Picture((rng.integers(0, 256, (h, w), dtype=np.uint8),), 8, Subsampling.S400) for _ in range(n)]
@@ -186,7 +186,7 @@ def test_state_survives_a_reused_input_buffer():
     opts = DECLARATION.resolve_options({})
     ext = DECLARATION.cpu(opts, 32, 24, 8)
     buf = pics[0].luma.copy()
-    from vmafxd.picture import Picture
+    from vmafxd.core.picture import Picture
 
     shared = Picture((buf,), 8, pics[0].subsampling)
     out = {}
@@ -261,8 +261,8 @@ def test_a_frame_is_final_as_soon_as_its_window_is_seen(spec, lag):
     """Frame i's scores leave once frame i + 1 is seen (i + 2 for frames 0 and 1 in the
     five-frame window): a producer waiting for frame i's result is not held a frame longer."""
     from vmafx.protocol import Limits
-    from vmafxd.picture import Picture
-    from vmafxd.scoring import CpuScorer
+    from vmafxd.core.picture import Picture
+    from vmafxd.core.scoring import CpuScorer
     from vmafxd.session import build_plan
 
     plan = build_plan(["version=vmaf_v0.6.1"] if spec == "motion" else [], [spec], Limits())

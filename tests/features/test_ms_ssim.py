@@ -24,7 +24,7 @@ from vmafxd.features.ms_ssim import (
     metrics_from_stats,
     scale_sizes,
 )
-from vmafxd.picture import Picture
+from vmafxd.core.picture import Picture
 
 from ..reference import pair_params
 from .harness import compare, run_feature

@@ -16,7 +16,7 @@ from vmafxd.features.psnr import (
     metrics_from_stats,
     psnr_params,
 )
-from vmafxd.picture import Picture
+from vmafxd.core.picture import Picture
 
 from ..reference import pair_params
 from .harness import compare, run_feature

@@ -26,7 +26,7 @@ from vmafxd.features.ssim import (
     metrics_from_stats,
     resolve_scale,
 )
-from vmafxd.picture import Picture
+from vmafxd.core.picture import Picture
 
 from ..reference import pair_params
 from .harness import compare, run_feature

@@ -88,7 +88,7 @@ def gpu_adm_stats(rt, dev, refs, dists, bitdepth: int, options: dict, batch: int
     """The GPU engine's AdmStats of each frame (a plan holding only adm with ``options``)."""
     from vmafxd.lanes.gpu.engine import FrameSource, GpuFrame, GpuScorer, KernelSet
     from vmafxd.lanes.gpu.kernels import HIPRTC_OPTIONS, NVRTC_OPTIONS
-    from vmafxd.scoring import FeatureRequest, ScoringPlan
+    from vmafxd.core.scoring import FeatureRequest, ScoringPlan
 
     plan = ScoringPlan.build([], [FeatureRequest("adm", dict(options))])
     h, w = refs[0].shape

@@ -11,7 +11,7 @@ import pytest
 
 from vmafx.formats import PixelFormat
 from vmafxd.model import load_model
-from vmafxd.scoring import CpuScorer, FeatureRequest, ScoringPlan
+from vmafxd.core.scoring import CpuScorer, FeatureRequest, ScoringPlan
 
 from ..reference import vendored_pairs, full_pairs
 

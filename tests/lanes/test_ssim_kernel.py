@@ -22,8 +22,8 @@ from vmafxd.features import ssim as ssim_cpu
 from vmafxd.lanes.gpu import ssim as gpu_ssim
 from vmafxd.lanes.gpu.engine import FrameSource, GpuFrame, GpuScorer, KernelSet
 from vmafxd.lanes.gpu.kernels import HIPRTC_OPTIONS, NVRTC_OPTIONS
-from vmafxd.picture import picture_from_planes
-from vmafxd.scoring import FeatureRequest, ScoringPlan
+from vmafxd.core.picture import picture_from_planes
+from vmafxd.core.scoring import FeatureRequest, ScoringPlan
 
 from .test_gpu_engine import cpu_scores, gpu_scores
 

@@ -22,6 +22,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Protocol
 
+from vmafx.field_error import FieldError
+
 __all__ = [
     "Option",
     "FeatureDeclaration",
@@ -33,15 +35,11 @@ __all__ = [
 ]
 
 
-class OptionError(ValueError):
+class OptionError(FieldError):
     """A feature option is unknown, of the wrong type, or out of bounds.
 
     ``field`` names the offending option as ``<feature>.<option>``.
     """
-
-    def __init__(self, field: str, message: str):
-        super().__init__(f"{field}: {message}")
-        self.field = field
 
 
 def format_g(value: float) -> str:

@@ -34,18 +34,18 @@ from typing import Any, Mapping
 
 import trio
 
-from vmafx.protocol import ErrorCode, Fence, RemoteProtocolError
 from vmafx.transport import OwnedFd
 
 from .. import features as feature_registry
-from ..buffers import BufferLayout
-from ..reaper import HostReleaseEvent
-from ..scoring import CpuScorer
+from ..core.layout import BufferLayout
+from ..core.release import HostReleaseEvent
+from ..core.scoring import CpuScorer
 from .cpu_import import CpuImport, import_host_buffer
 from .device import (
     DeviceWorker, FrameSink, Job, Lane, LaneFrame, LaneServices, LaneSummary, SessionSpec, WorkerLaneSession,
     finite_pooled, serve_workers,
 )
+from .errors import LaneFailure, Unsupported
 
 __all__ = ["CpuLane", "CpuLaneSession", "create_lane"]
 
@@ -87,12 +87,12 @@ class CpuLane(Lane):
     def import_buffer(self, layout: BufferLayout, fds: Mapping[int, OwnedFd]) -> CpuImport:
         return import_host_buffer(layout, fds)
 
-    def check_fence(self, fence: Fence, field: str) -> None:
-        if fence.kind not in ("sync_file", "eventfd"):
-            raise RemoteProtocolError(
-                ErrorCode.E_NOTSUP, field,
-                f"the cpu lane cannot wait on a {fence.kind} fence (GPU interprocess events need the "
-                f"{'cuda' if fence.kind.startswith('cuda') else 'hip'} lane)",
+    def check_fence(self, kind: str, field: str) -> None:
+        if kind not in ("sync_file", "eventfd"):
+            raise Unsupported(
+                field,
+                f"the cpu lane cannot wait on a {kind} fence (GPU interprocess events need the "
+                f"{'cuda' if kind.startswith('cuda') else 'hip'} lane)",
             )
 
     # -- sessions -------------------------------------------------------------------
@@ -102,8 +102,8 @@ class CpuLane(Lane):
             raise RuntimeError("the cpu lane is not running")
         if spec.device is not None:
             if not 0 <= spec.device < len(self.workers):
-                raise RemoteProtocolError(
-                    ErrorCode.E_NOTSUP, "device",
+                raise Unsupported(
+                    "device",
                     f"the cpu lane has devices 0..{len(self.workers) - 1} (its workers), not {spec.device}",
                 )
             worker = self.workers[spec.device]
@@ -152,19 +152,10 @@ class CpuLaneSession(WorkerLaneSession):
 
     # -- worker thread ------------------------------------------------------------------
 
-    def _report_final(self, finals: list[tuple[int, dict[str, float]]]) -> None:
-        items = []
-        for seq, metrics in finals:
-            index = self._unreported.pop(seq, None)
-            if index is not None:
-                items.append((index, metrics))
-        if items:
-            self._hop(self._deliver_scored, items)
-
     def _fail(self, seq: int, message: str) -> None:
         index = self._unreported.pop(seq, None)
         if index is not None:
-            self._hop(self._deliver_failed, index, ErrorCode.E_INTERNAL, "", message)
+            self._hop(self._deliver_failed, index, LaneFailure("", message))
 
     def _run_frame(self, seq: int, frame: LaneFrame, event: HostReleaseEvent) -> None:
         if self._aborted:
@@ -192,14 +183,14 @@ class CpuLaneSession(WorkerLaneSession):
         if finals is None:
             self._fail(seq, f"scoring failed: {self._broken}")
         else:
-            self._report_final(finals)
+            self._report_final(finals, self._unreported)
 
     def _run_finish(self, deliver) -> None:
         summary = LaneSummary()
         if not self._aborted:
             try:
                 if self._broken is None:
-                    self._report_final(self.scorer.finish())
+                    self._report_final(self.scorer.finish(), self._unreported)
                     summary = LaneSummary(finite_pooled(self.scorer.pooled()), dict(self.scorer.aggregate))
             except Exception as e:
                 log.exception("finishing a session failed")

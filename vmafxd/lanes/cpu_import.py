@@ -11,7 +11,7 @@ view) is a conversion the scoring needs anyway, not an import copy, and is
 not counted; neither are the copies features make for their own state.
 
 memfd
-    Must be a memfd (``/memfd:`` and sealable, see :mod:`vmafxd.fdkinds`) with
+    Must be a memfd (``/memfd:`` and sealable, see :mod:`vmafxd.core.fdkinds`) with
     ``F_SEAL_SHRINK``: without it the producer could shrink the file under the
     daemon's mapping and the next read would raise ``SIGBUS`` in the daemon.
     ``F_SEAL_GROW`` is not required -- growing the file leaves the mapped range
@@ -24,11 +24,11 @@ dma-buf
     Mapped read-only; reads are bracketed with ``DMA_BUF_IOCTL_SYNC``
     (``START|READ`` ... ``END|READ``) so that the exporter can make the CPU's
     view coherent.  An exporter that refuses CPU mmap (NVIDIA's, ``errno`` 524)
-    is ``E_NOTSUP`` naming the plane's fd.  Its fd is kept for the sync ioctl
+    is refused as not supported, naming the plane's fd.  Its fd is kept for the sync ioctl
     and for polling its implicit write fences (R8).
 
 No real dma-buf can be made on the development machine (PLATFORM.md); the
-dma-buf branch is exercised through :func:`vmafxd.fdkinds.classify` and the
+dma-buf branch is exercised through :func:`vmafxd.core.fdkinds.classify` and the
 ioctl encoding, not end to end.
 """
 
@@ -46,13 +46,13 @@ from typing import Iterator, Mapping
 
 import numpy as np
 
-from vmafx.protocol import ErrorCode, RemoteProtocolError
 from vmafx.transport import OwnedFd
 
-from ..buffers import BufferLayout, PlaneSpec
-from ..fdkinds import F_SEAL_SHRINK, FdKind, inspect_fd, memfd_seals, seal_names
-from ..picture import Picture, picture_from_stored
+from ..core.layout import BufferLayout, PlaneSpec
+from ..core.fdkinds import F_SEAL_SHRINK, FdKind, inspect_fd, memfd_seals, seal_names
+from ..core.picture import Picture, picture_from_stored
 from .device import LaneImport
+from .errors import InvalidInput, OutOfMemory, Unsupported
 
 __all__ = ["HostMapping", "CpuImport", "import_host_buffer", "DMA_BUF_IOCTL_SYNC", "dma_buf_sync"]
 
@@ -71,10 +71,6 @@ ENOTSUPP = 524
 
 def dma_buf_sync(fd: int, flags: int) -> None:
     fcntl.ioctl(fd, DMA_BUF_IOCTL_SYNC, struct.pack("=Q", flags))
-
-
-def _refuse(code: ErrorCode, field: str, message: str) -> RemoteProtocolError:
-    return RemoteProtocolError(code, field, message)
 
 
 class HostMapping:
@@ -191,12 +187,12 @@ def _describe_refusal(info_desc: str, declared: str) -> str:
 def import_host_buffer(layout: BufferLayout, fds: Mapping[int, OwnedFd]) -> CpuImport:
     """Map every fd of ``layout`` read-only after checking it; refuse naming the field."""
     if layout.kind not in ("memfd", "dmabuf"):
-        raise _refuse(ErrorCode.E_NOTSUP, "kind",
-                      f"the cpu lane imports memfd and dmabuf buffers, not {layout.kind} (use a GPU lane)")
+        raise Unsupported("kind",
+                          f"the cpu lane imports memfd and dmabuf buffers, not {layout.kind} (use a GPU lane)")
     if layout.modifier != 0:
-        raise _refuse(ErrorCode.E_NOTSUP, "modifier",
-                      f"modifier {layout.modifier:#x} is not DRM_FORMAT_MOD_LINEAR: the cpu lane reads linear "
-                      f"buffers only")
+        raise Unsupported("modifier",
+                          f"modifier {layout.modifier:#x} is not DRM_FORMAT_MOD_LINEAR: the cpu lane reads linear "
+                          f"buffers only")
     mappings: dict[int, HostMapping] = {}
     try:
         first_fd = layout.planes[0].fd_index
@@ -219,22 +215,22 @@ def _map_one(layout: BufferLayout, fd: OwnedFd, field: str, planes: list[tuple[i
     declared = layout.kind
     if declared == "memfd" and info.kind is not FdKind.MEMFD:
         if info.kind is FdKind.DMABUF:
-            raise _refuse(ErrorCode.E_INVAL, field, "the fd is a dma-buf: register it with kind dmabuf")
-        raise _refuse(ErrorCode.E_INVAL, field, _describe_refusal(info.describe(), declared))
+            raise InvalidInput(field, "the fd is a dma-buf: register it with kind dmabuf")
+        raise InvalidInput(field, _describe_refusal(info.describe(), declared))
     if declared == "dmabuf" and info.kind is not FdKind.DMABUF:
         if info.kind is FdKind.MEMFD:
-            raise _refuse(ErrorCode.E_INVAL, field, "the fd is a memfd: register it with kind memfd")
-        raise _refuse(ErrorCode.E_INVAL, field, _describe_refusal(info.describe(), declared))
+            raise InvalidInput(field, "the fd is a memfd: register it with kind memfd")
+        raise InvalidInput(field, _describe_refusal(info.describe(), declared))
 
     dmabuf_fd: OwnedFd | None = None
     try:
         if info.kind is FdKind.MEMFD:
             seals = memfd_seals(fd.fileno()) or 0
             if not seals & F_SEAL_SHRINK:
-                raise _refuse(ErrorCode.E_INVAL, field,
-                              f"memfd lacks F_SEAL_SHRINK: a client could shrink it under the daemon's mapping "
-                              f"(it has {seal_names(seals)}; create it with MFD_ALLOW_SEALING and add "
-                              f"F_SEAL_SHRINK|F_SEAL_GROW)")
+                raise InvalidInput(field,
+                                   f"memfd lacks F_SEAL_SHRINK: a client could shrink it under the daemon's mapping "
+                                   f"(it has {seal_names(seals)}; create it with MFD_ALLOW_SEALING and add "
+                                   f"F_SEAL_SHRINK|F_SEAL_GROW)")
             real = info.st_size
             map_fd = fd.fileno()
         else:
@@ -243,30 +239,30 @@ def _map_one(layout: BufferLayout, fd: OwnedFd, field: str, planes: list[tuple[i
                 dmabuf_fd = fd.dup()
                 real = os.lseek(dmabuf_fd.fileno(), 0, os.SEEK_END)
             except OSError as e:
-                raise _refuse(ErrorCode.E_INVAL, field, f"cannot size the dma-buf: {e.strerror}") from None
+                raise InvalidInput(field, f"cannot size the dma-buf: {e.strerror}") from None
             map_fd = dmabuf_fd.fileno()
         if is_first and layout.size > real:
-            raise _refuse(ErrorCode.E_INVAL, "size",
-                          f"declared {layout.size} bytes but the buffer has {real} ({info.describe()})")
+            raise InvalidInput("size",
+                               f"declared {layout.size} bytes but the buffer has {real} ({info.describe()})")
         # ``size`` describes the first plane's fd; planes in other fds must lie within those fds.
         limit = layout.size if is_first else real
         for i, p in planes:
             if p.end > limit:
-                raise _refuse(ErrorCode.E_INVAL, f"planes[{i}].offset",
-                              f"the plane ends at byte {p.end}, beyond the {limit} bytes of its fd")
+                raise InvalidInput(f"planes[{i}].offset",
+                                   f"the plane ends at byte {p.end}, beyond the {limit} bytes of its fd")
         length = max(p.end for _, p in planes)
         try:
             mm = mmap.mmap(map_fd, length, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
         except OSError as e:
             if info.kind is FdKind.DMABUF:
                 why = "errno 524: the exporter does not support CPU mmap" if e.errno == ENOTSUPP else e.strerror
-                raise _refuse(ErrorCode.E_NOTSUP, field,
-                              f"{info.describe()} cannot be mapped by the cpu lane ({why}); "
-                              f"use a GPU lane or register a memfd") from None
-            code = ErrorCode.E_NOMEM if e.errno == errno.ENOMEM else ErrorCode.E_INVAL
-            raise _refuse(code, field, f"cannot map the memfd: {e.strerror}") from None
+                raise Unsupported(field,
+                                  f"{info.describe()} cannot be mapped by the cpu lane ({why}); "
+                                  f"use a GPU lane or register a memfd") from None
+            refusal = OutOfMemory if e.errno == errno.ENOMEM else InvalidInput
+            raise refusal(field, f"cannot map the memfd: {e.strerror}") from None
         except ValueError as e:
-            raise _refuse(ErrorCode.E_INVAL, field, f"cannot map the buffer: {e}") from None
+            raise InvalidInput(field, f"cannot map the buffer: {e}") from None
         return HostMapping(mm, info.kind, dmabuf_fd)
     except BaseException:
         if dmabuf_fd is not None:

@@ -1,9 +1,15 @@
 """The lane interface, and the generic device-worker shape lanes are built from.
 
-A *lane* is one kind of scoring hardware (``cpu`` today; ``cuda`` and ``hip``
-to come) with one or more *devices*.  The server knows lanes only through
-the classes below; everything lane-specific -- how memory is imported, how
-frames are batched, what a release event is -- stays behind them.
+A *lane* is one kind of scoring hardware (``cpu``; ``cuda`` and ``hip``, and
+``emu``, the GPU lane over the CPU emulator of its kernels) with one or more
+*devices*.  The server knows lanes only through the classes below;
+everything lane-specific -- how memory is imported, how frames are batched,
+what a release event is -- stays behind them.  A lane imports only
+:mod:`vmafxd.core`, the features, the models and the foundation shared with
+the client (formats, fds); never the daemon or the wire protocol
+(tests/test_layers.py).  It refuses and fails with
+:mod:`vmafxd.lanes.errors`, which the daemon turns into protocol codes
+(:mod:`vmafxd.lane_errors`).
 
 Lifecycle
 ---------
@@ -21,13 +27,14 @@ bounded time.  :meth:`Lane.describe` feeds ``hello_reply`` and ``status``.
 Buffers
 -------
 ``Lane.import_buffer(layout, fds) -> LaneImport`` runs in the trio thread while
-``register_buffer`` is handled.  ``layout`` is already validated against the
-declared size (:func:`vmafxd.buffers.validate_layout`); ``fds`` maps the
+``register_buffer`` is handled.  ``layout`` (:class:`~vmafxd.core.layout.BufferLayout`)
+is already validated against the declared size by the daemon; ``fds`` maps the
 packet's fd indices to :class:`~vmafx.transport.OwnedFd` objects that the
 *caller* closes right after the call -- a lane keeps what it needs by
 ``dup()`` (R3) or by mapping.  The lane checks what only the memory can tell
 (kind, real size, seals, modifier, mappability) and refuses with a
-``RemoteProtocolError`` naming the field (``E_INVAL``, ``E_NOTSUP``).  It must
+:class:`~vmafxd.lanes.errors.LaneError` naming the field (``InvalidInput``,
+``Unsupported``, ``OutOfMemory``).  It must
 not block on the device for long.  The returned :class:`LaneImport` is freed
 with ``close()`` by the reaper only, in a worker thread, once no pending
 frame references it (R4).
@@ -37,16 +44,16 @@ Fences
 Fd fences (``sync_file``, ``eventfd``) are waited on the host by the daemon
 before a frame reaches the lane (R2), as are a dma-buf's implicit fences when
 no fence was given (R8, through :meth:`LaneImport.implicit_fence_fds`).
-``Lane.check_fence(fence, field)`` refuses the kinds a lane cannot wait on
-(the CPU lane: ``cuda_ipc_event``/``hip_ipc_event``, ``E_NOTSUP``); the kinds
+``Lane.check_fence(kind, field)`` refuses the kinds a lane cannot wait on
+(the CPU lane: ``cuda_ipc_event``/``hip_ipc_event``, ``Unsupported``); the kinds
 it accepts arrive in :class:`LaneFrame` (``ref_gpu_fence``/``dist_gpu_fence``)
 for the lane to wait on its library stream.
 
 Sessions and frames
 -------------------
 ``Lane.open_session(spec, sink) -> LaneSession`` (trio thread; may refuse with
-``RemoteProtocolError``, or raise ``PlanError``/``ValueError`` for a plan the
-lane cannot run at this size).  Then, per frame, in index order:
+a ``LaneError``, or raise ``PlanError``/``ValueError`` for a plan the lane
+cannot run at this size).  Then, per frame, in index order:
 
 ``LaneSession.submit(frame) -> ReleaseEvent``
     Hands over one frame whose acquire fences have signalled.  It must not
@@ -62,13 +69,14 @@ lane cannot run at this size).  Then, per frame, in index order:
     releases its share.  Every event handed out must eventually be recorded
     and complete -- also for frames the lane drops after :meth:`abort`.
 
-``FrameSink.frames_scored([(index, metrics), ...])`` / ``FrameSink.frame_failed(index, code, field, message)``
+``FrameSink.frames_scored([(index, metrics), ...])`` / ``FrameSink.frame_failed(index, error)``
     How outcomes come back: final metrics (after temporal features and model
-    prediction), any number of frames per call, in any grouping, from the trio
-    thread (a worker thread hops with ``TrioToken.run_sync_soon``).  Every
-    submitted frame gets exactly one of the two, before :meth:`finish`
-    returns.  The daemon orders outcomes per session itself; a lane may
-    report frames of a batch in any order.
+    prediction), or a ``LaneError`` naming the field (``LaneFailure``,
+    ``LaneStopped`` ...); any number of frames per call, in any grouping,
+    from the trio thread (a worker thread hops with
+    ``TrioToken.run_sync_soon``).  Every submitted frame gets exactly one of
+    the two, before :meth:`finish` returns.  The daemon orders outcomes per
+    session itself; a lane may report frames of a batch in any order.
 
 ``await LaneSession.finish() -> LaneSummary``
     After the last submit: flush (a temporal feature's last frames are final
@@ -80,7 +88,7 @@ lane cannot run at this size).  Then, per frame, in index order:
     their release events all the same), free per-session state.  Sink calls
     after ``abort`` are ignored.
 
-Release events (:class:`vmafxd.reaper.ReleaseEvent`): ``recorded``,
+Release events (:class:`vmafxd.core.release.ReleaseEvent`): ``recorded``,
 ``query()``, ``destroy()``, ``signals_completion``; a lane whose events can
 announce completion (a host flag, a ``cuLaunchHostFunc`` callback) calls
 ``services.wake_reaper()`` -- thread-safe -- when one completes; otherwise the
@@ -110,16 +118,16 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import trio
 
-from vmafx.protocol import ErrorCode, Fence, RemoteProtocolError
 from vmafx.transport import OwnedFd
 
-from ..buffers import BufferLayout, Geometry
-from ..reaper import ReleaseEvent
-from ..scoring import ScoringPlan
+from ..core.layout import BufferLayout, Geometry
+from ..core.release import ReleaseEvent
+from ..core.scoring import ScoringPlan
+from .errors import LaneError, Unsupported
 
 __all__ = [
     "Lane", "LaneImport", "LaneSession", "LaneFrame", "LaneSummary", "LaneServices", "SessionSpec",
-    "FrameSink", "DeviceWorker", "Job", "serve_workers", "WorkerLaneSession", "finite_pooled",
+    "FrameSink", "GpuFence", "DeviceWorker", "Job", "serve_workers", "WorkerLaneSession", "finite_pooled",
 ]
 
 log = logging.getLogger("vmafxd.lanes")
@@ -142,6 +150,13 @@ class SessionSpec:
     name: str | None = None
 
 
+class GpuFence(Protocol):
+    """A GPU interprocess event to wait on (the protocol's ``cuda_ipc_event``/``hip_ipc_event`` fence)."""
+
+    kind: str
+    handle: bytes | None
+
+
 @dataclass
 class LaneFrame:
     """One frame handed to a lane: its index and its two imports."""
@@ -150,8 +165,8 @@ class LaneFrame:
     ref: "LaneImport"
     dist: "LaneImport"
     #: a GPU interprocess event to wait on the library stream (GPU lanes only)
-    ref_gpu_fence: Fence | None = None
-    dist_gpu_fence: Fence | None = None
+    ref_gpu_fence: GpuFence | None = None
+    dist_gpu_fence: GpuFence | None = None
 
 
 @dataclass
@@ -167,7 +182,7 @@ class FrameSink(Protocol):
 
     def frames_scored(self, items: Sequence[tuple[int, Mapping[str, float]]]) -> None: ...
 
-    def frame_failed(self, index: int, code: ErrorCode | str, field: str, message: str) -> None: ...
+    def frame_failed(self, index: int, error: LaneError) -> None: ...
 
 
 class LaneImport(abc.ABC):
@@ -252,13 +267,28 @@ class WorkerLaneSession(LaneSession):
             self._worker_released = True
             self.worker.sessions -= 1
 
+    def _report_final(self, finals: Sequence[tuple[int, Mapping[str, float]]], indices: dict[int, int]) -> None:
+        """Worker thread: hand frames the scorer made final to the sink, by the producer's index.
+
+        A scorer numbers frames densely; ``indices`` maps its numbers to the
+        producer's indices, and loses each entry as its frame is reported (a
+        number it no longer holds was already failed).
+        """
+        items = []
+        for seq, metrics in finals:
+            index = indices.pop(seq, None)
+            if index is not None:
+                items.append((index, metrics))
+        if items:
+            self._hop(self._deliver_scored, items)
+
     def _deliver_scored(self, items) -> None:
         if not self._aborted and items:
             self.sink.frames_scored(items)
 
-    def _deliver_failed(self, index: int, code, field: str, message: str) -> None:
+    def _deliver_failed(self, index: int, error: LaneError) -> None:
         if not self._aborted:
-            self.sink.frame_failed(index, code, field, message)
+            self.sink.frame_failed(index, error)
 
     def _hop(self, fn, *args) -> None:
         """Run ``fn(*args)`` in the trio thread (from a worker thread)."""
@@ -293,12 +323,10 @@ class Lane(abc.ABC):
     @abc.abstractmethod
     def import_buffer(self, layout: BufferLayout, fds: Mapping[int, OwnedFd]) -> LaneImport: ...
 
-    def check_fence(self, fence: Fence, field: str) -> None:
+    def check_fence(self, kind: str, field: str) -> None:
         """Refuse fence kinds this lane cannot wait on (fd fences are the daemon's, R2)."""
-        if fence.kind not in ("sync_file", "eventfd"):
-            raise RemoteProtocolError(
-                ErrorCode.E_NOTSUP, field, f"the {self.name} lane cannot wait on a {fence.kind} fence",
-            )
+        if kind not in ("sync_file", "eventfd"):
+            raise Unsupported(field, f"the {self.name} lane cannot wait on a {kind} fence")
 
     @abc.abstractmethod
     def open_session(self, spec: SessionSpec, sink: FrameSink) -> LaneSession: ...

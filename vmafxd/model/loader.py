@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Mapping
 
+from vmafx.field_error import FieldError
+
 from ..features.names import alias
 from .svm import SvmModel, SvmParseError, parse_libsvm
 
@@ -39,12 +41,8 @@ __all__ = [
 BUILTIN_VERSIONS = ("vmaf_v0.6.1", "vmaf_v0.6.1neg", "vmaf_4k_v0.6.1", "vmaf_b_v0.6.3")
 
 
-class ModelError(ValueError):
+class ModelError(FieldError):
     """A model cannot be loaded; ``field`` names what is wrong (``model.version``, ``model_dict.slopes`` ...)."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(f"{field}: {message}")
-        self.field = field
 
 
 @dataclass(frozen=True)

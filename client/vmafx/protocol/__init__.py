@@ -1,7 +1,8 @@
 """The vmafxd wire protocol, sans I/O: messages, state tables, limits and typed errors.
 
-Imports only the standard library and msgpack (tests/protocol/test_imports.py
-checks that importing it loads no trio, numpy or GPU binding).
+Imports only the standard library, msgpack and the foundation's formats
+(tests/test_layers.py checks that importing it loads no trio, numpy, GPU
+binding, vmafxd or producer-side module).
 """
 
 from . import messages

@@ -27,7 +27,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from . import messages as m
+import vmafx.protocol.messages as m  # the module itself: "from . import" would name the package
 from .errors import FATAL_CODES, ErrorCode, LocalProtocolError, ProtocolError, RemoteProtocolError
 from .limits import PROTOCOL_VERSION, Limits
 

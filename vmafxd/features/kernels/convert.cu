@@ -11,7 +11,7 @@
 //   4: P010 luma             -> u16 >> 6 (P010 keeps 10 bits in the high bits)
 //   5: P010 CbCr, take Cb    -> u16 >> 6
 //   6: P010 CbCr, take Cr    -> u16 >> 6
-// This is the device twin of vmafxd.picture.picture_from_buffer.
+// This is the device twin of vmafxd.core.picture.picture_from_buffer.
 
 #define VX_CONVERT_ROWS 4
 

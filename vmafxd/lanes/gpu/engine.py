@@ -18,7 +18,7 @@ The host later (when ``done`` has completed, queried, never waited on in the
 scoring path) turns each feature's statistics into metrics with the *same*
 ``metrics_from_stats`` function its CPU twin uses, so the integer features
 come out bit for bit as on the CPU lane, and feeds the lane-independent
-:class:`~vmafxd.scoring.FrameAssembler` (models, pooling).
+:class:`~vmafxd.core.scoring.FrameAssembler` (models, pooling).
 
 Frames are numbered densely here (0, 1, 2 ... in submission order); the
 session maps them back to the producer's indices.
@@ -34,7 +34,7 @@ import numpy as np
 
 from vmafx.formats import PixelFormat, Subsampling, scoring_planes
 
-from ...scoring import FrameAssembler, ScoringPlan
+from ...core.scoring import FrameAssembler, PlanError, ScoringPlan
 from .launch import I32, U64, Launcher
 
 __all__ = ["FrameSource", "GpuFrame", "Staging", "Batch", "GpuScorer", "KernelSet", "GpuUnsupported"]
@@ -50,12 +50,8 @@ TWIN_MODULES = {
 }
 
 
-class GpuUnsupported(ValueError):
-    """A feature or format the GPU lane does not run (``field`` names it)."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(f"{field}: {message}")
-        self.field = field
+class GpuUnsupported(PlanError):
+    """A feature or format the GPU lane does not run (``field`` names it): a plan it cannot run."""
 
 
 class KernelSet:

@@ -27,7 +27,7 @@ Imports (R3, R4, R13)
     ``cuda_vmm``/``hip_vmm``: the producer's allocation mapped read-only,
     zero-copy.  ``cuda_ipc``/``hip_ipc``: an IPC memory handle.  ``dmabuf``:
     the runtime's external-memory import where the driver has one (HIP);
-    where it answers not-supported (CUDA on the H200) ``E_NOTSUP`` naming the
+    where it answers not-supported (CUDA on the H200) ``Unsupported`` naming the
     runtime and the field, or, with ``ALLOW_COPY``, a host mapping uploaded per
     frame.  ``memfd``: mapped and uploaded per frame (a host copy, counted).
     Imports are closed by the reaper only, behind the release events of every
@@ -45,18 +45,17 @@ from typing import Any, Mapping
 import trio
 
 from vmafx.formats import PixelFormat
-from vmafx.protocol import ErrorCode, Fence, RemoteProtocolError
-from vmafx.protocol.messages import FLAG_ALLOW_COPY
 from vmafx.transport import OwnedFd
 
-from ...buffers import BufferLayout
-from ...scoring import PlanError
+from ...core.layout import BufferLayout
+from ...core.scoring import PlanError
 from ..device import (
     DeviceWorker, FrameSink, Job, Lane, LaneFrame, LaneImport, LaneServices, LaneSummary, SessionSpec,
     WorkerLaneSession, finite_pooled, serve_workers,
 )
 from ..runtime import RuntimeCallError, RuntimeUnavailable
-from .engine import FrameSource, GpuFrame, GpuScorer, GpuUnsupported, KernelSet, TWIN_MODULES
+from ..errors import InvalidInput, LaneError, LaneFailure, LaneStopped, Unsupported
+from .engine import FrameSource, GpuFrame, GpuScorer, KernelSet, TWIN_MODULES
 
 __all__ = ["GpuLane", "create_cuda_lane", "create_hip_lane", "create_emu_lane", "BatchReleaseHandle"]
 
@@ -242,8 +241,8 @@ class GpuLane(Lane):
     def _device_for(self, layout: BufferLayout) -> int:
         d = 0 if layout.device is None else layout.device
         if not 0 <= d < len(self.devices):
-            raise RemoteProtocolError(ErrorCode.E_INVAL, "device",
-                                      f"the {self.name} lane has devices 0..{len(self.devices) - 1}, not {d}")
+            raise InvalidInput("device",
+                               f"the {self.name} lane has devices 0..{len(self.devices) - 1}, not {d}")
         return d
 
     def import_buffer(self, layout: BufferLayout, fds: Mapping[int, OwnedFd]) -> GpuImport:
@@ -251,9 +250,9 @@ class GpuLane(Lane):
         if kind in ("memfd", "dmabuf") or (self.runtime.name == "emu" and kind not in self.device_kinds):
             return self._import_host_or_dmabuf(layout, fds)
         if kind not in self.device_kinds:
-            raise RemoteProtocolError(ErrorCode.E_NOTSUP, "kind",
-                                      f"the {self.name} lane cannot import {kind} buffers "
-                                      f"(it imports {', '.join(self.device_kinds + ('dmabuf', 'memfd'))})")
+            raise Unsupported("kind",
+                              f"the {self.name} lane cannot import {kind} buffers "
+                              f"(it imports {', '.join(self.device_kinds + ('dmabuf', 'memfd'))})")
         d = self._device_for(layout)
         dev = self.devices[d]
         dev.make_current()
@@ -263,12 +262,11 @@ class GpuLane(Lane):
             else:
                 idx = layout.fd_indices()
                 if len(idx) != 1:
-                    raise RemoteProtocolError(ErrorCode.E_NOTSUP, "planes[1].fd",
-                                              "a VMM buffer's planes must all live in its one fd")
+                    raise Unsupported("planes[1].fd", "a VMM buffer's planes must all live in its one fd")
                 mem = dev.import_vmm_fd(fds[idx[0]].fileno(), layout.size)
         except RuntimeCallError as e:
-            raise RemoteProtocolError(ErrorCode.E_NOTSUP if e.not_supported else ErrorCode.E_INVAL,
-                                      "handle" if kind.endswith("_ipc") else "planes[0].fd", str(e)) from None
+            refusal = Unsupported if e.not_supported else InvalidInput
+            raise refusal("handle" if kind.endswith("_ipc") else "planes[0].fd", str(e)) from None
         return GpuImport(self, layout, d, memory=mem)
 
     def _import_host_or_dmabuf(self, layout: BufferLayout, fds: Mapping[int, OwnedFd]) -> GpuImport:
@@ -283,12 +281,12 @@ class GpuLane(Lane):
                 return GpuImport(self, layout, d, memory=dev.import_dmabuf(fd, layout.size))
             except RuntimeCallError as e:
                 if not e.not_supported and e.error != "E_INVAL":
-                    raise RemoteProtocolError(ErrorCode.E_INVAL, "planes[0].fd", str(e)) from None
+                    raise InvalidInput("planes[0].fd", str(e)) from None
                 if e.error == "E_INVAL":
-                    raise RemoteProtocolError(ErrorCode.E_INVAL, "size", str(e)) from None
-                if not layout.flags & FLAG_ALLOW_COPY:
-                    raise RemoteProtocolError(
-                        ErrorCode.E_NOTSUP, "planes[0].fd",
+                    raise InvalidInput("size", str(e)) from None
+                if not layout.allow_copy:
+                    raise Unsupported(
+                        "planes[0].fd",
                         f"{e}: this {self.runtime.name} driver cannot import a dma-buf; register it with "
                         "flags ALLOW_COPY to let the daemon read it through a host mapping") from None
         host = import_host_buffer(layout, fds)  # memfd; or a dma-buf with ALLOW_COPY (mmap may still refuse)
@@ -298,16 +296,15 @@ class GpuLane(Lane):
             return GpuImport(self, layout, d, memory=_MappedMemory(host, d))
         if len(layout.fd_indices()) != 1:
             host.close()
-            raise RemoteProtocolError(ErrorCode.E_NOTSUP, "planes[1].fd",
-                                      f"the {self.name} lane uploads host buffers whose planes share one fd")
+            raise Unsupported("planes[1].fd",
+                              f"the {self.name} lane uploads host buffers whose planes share one fd")
         return GpuImport(self, layout, d, host=host)
 
-    def check_fence(self, fence: Fence, field: str) -> None:
-        if fence.kind in ("sync_file", "eventfd"):
+    def check_fence(self, kind: str, field: str) -> None:
+        if kind in ("sync_file", "eventfd"):
             return
-        if fence.kind != self.event_kind:
-            raise RemoteProtocolError(ErrorCode.E_NOTSUP, field,
-                                      f"the {self.name} lane cannot wait on a {fence.kind} fence")
+        if kind != self.event_kind:
+            raise Unsupported(field, f"the {self.name} lane cannot wait on a {kind} fence")
 
     # -- sessions ----------------------------------------------------------------------
     def open_session(self, spec: SessionSpec, sink: FrameSink) -> "GpuLaneSession":
@@ -315,9 +312,8 @@ class GpuLane(Lane):
             raise RuntimeError(f"the {self.name} lane is not running")
         if spec.device is not None:
             if not 0 <= spec.device < len(self.workers):
-                raise RemoteProtocolError(ErrorCode.E_NOTSUP, "device",
-                                          f"the {self.name} lane has devices 0..{len(self.workers) - 1}, "
-                                          f"not {spec.device}")
+                raise Unsupported("device",
+                                  f"the {self.name} lane has devices 0..{len(self.workers) - 1}, not {spec.device}")
             worker = self.workers[spec.device]
         else:
             worker = min(self.workers, key=lambda w: w.sessions)
@@ -331,11 +327,9 @@ class GpuLane(Lane):
         opened.wait()
         if errors:
             e = errors[0]
-            if isinstance(e, GpuUnsupported):
-                raise PlanError(e.field, str(e).split(": ", 1)[-1])
-            if isinstance(e, (ValueError, PlanError)):
+            if isinstance(e, ValueError):  # a PlanError (GpuUnsupported), or a size a feature cannot score
                 raise e
-            raise RemoteProtocolError(ErrorCode.E_INTERNAL, "session", f"{type(e).__name__}: {e}")
+            raise LaneFailure("session", f"{type(e).__name__}: {e}")
         worker.sessions += 1
         return session
 
@@ -505,10 +499,10 @@ class GpuLaneSession(WorkerLaneSession):
         self.scorer = GpuScorer(w.device, w.kernels, w.stream, self.spec.plan, geo.width, geo.height,
                                 geo.bitdepth, geo.pixel_format.subsampling, max_batch=self.lane.batch)
 
-    def _fail_frames(self, jobs, code, field, message) -> None:
+    def _fail_frames(self, jobs, error: LaneError) -> None:
         for job in jobs:
             job.handle.complete_on_host()
-            self._hop(self._deliver_failed, job.frame.index, code, field, message)
+            self._hop(self._deliver_failed, job.frame.index, error)
 
     def _enqueue(self, jobs: list["_FrameJob"]) -> None:
         if self._aborted or self.scorer is None:
@@ -523,8 +517,8 @@ class GpuLaneSession(WorkerLaneSession):
             for j in bad:
                 other = j.frame.ref.device if j.frame.ref.device != self.device else j.frame.dist.device
                 role = "ref" if j.frame.ref.device != self.device else "dist"
-                self._fail_frames([j], ErrorCode.E_INVAL, role,
-                                  f"the buffer lives on device {other}; this session runs on device {self.device}")
+                self._fail_frames([j], InvalidInput(
+                    role, f"the buffer lives on device {other}; this session runs on device {self.device}"))
             chunk = [j for j in chunk if j not in bad]
             if not chunk:
                 continue
@@ -552,7 +546,7 @@ class GpuLaneSession(WorkerLaneSession):
                     dev.free(p)
                 for ev in transient:
                     ev.close()
-                self._fail_frames(chunk, ErrorCode.E_INTERNAL, "", f"{type(e).__name__}: {e}")
+                self._fail_frames(chunk, LaneFailure("", f"{type(e).__name__}: {e}"))
                 continue
             # R6: events used only for a stream wait may be destroyed once the wait is enqueued
             for ev in transient:
@@ -588,18 +582,9 @@ class GpuLaneSession(WorkerLaneSession):
 
     def _complete(self, batch) -> None:
         finals = self.scorer.complete(batch)
-        self._report(finals)
+        self._report_final(finals, self._seq_to_index)
         if self._finishing is not None and not any(s is self for s, _ in self.worker.inflight):
             self._do_finish()
-
-    def _report(self, finals) -> None:
-        items = []
-        for seq, metrics in finals:
-            index = self._seq_to_index.pop(seq, None)
-            if index is not None:
-                items.append((index, metrics))
-        if items:
-            self._hop(self._deliver_scored, items)
 
     def _finish(self, deliver) -> None:
         self._finishing = deliver
@@ -611,12 +596,12 @@ class GpuLaneSession(WorkerLaneSession):
         summary = LaneSummary()
         if self.scorer is not None and not self._aborted:
             try:
-                self._report(self.scorer.finish())
+                self._report_final(self.scorer.finish(), self._seq_to_index)
                 summary = LaneSummary(finite_pooled(self.scorer.assembler.pooled()), dict(self.scorer.aggregate))
             except Exception as e:
                 log.exception("finishing a session failed")
                 for seq, index in sorted(self._seq_to_index.items()):
-                    self._hop(self._deliver_failed, index, ErrorCode.E_INTERNAL, "", f"finish: {e}")
+                    self._hop(self._deliver_failed, index, LaneFailure("", f"finish: {e}"))
                 self._seq_to_index.clear()
         self._close_scorer()
         self._hop(deliver, summary)
@@ -641,8 +626,8 @@ class _FrameJob(Job):
 
     def drop(self) -> None:
         self.handle.complete_on_host()
-        self.session._hop(self.session._deliver_failed, self.frame.index, ErrorCode.E_SHUTDOWN, "",
-                          "the daemon stopped before the frame was read")
+        self.session._hop(self.session._deliver_failed, self.frame.index,
+                          LaneStopped("", "the daemon stopped before the frame was read"))
 
 
 @dataclass(eq=False)

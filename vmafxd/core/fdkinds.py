@@ -20,8 +20,9 @@ What the kernel names things (``d_path`` of the open file):
 * pipes and sockets: ``pipe:[INO]`` / ``socket:[INO]``.
 
 This module is one of the places where ``OSError`` is translated: an fd
-that cannot even be inspected is the client's problem, reported as
-``E_INVAL`` naming the field it came in.
+that cannot even be inspected is the client's problem, a
+:class:`~vmafx.field_error.FieldError` naming the field it came in (the
+daemon answers it ``E_INVAL``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import os
 import stat
 from dataclasses import dataclass
 
-from vmafx.protocol import ErrorCode, RemoteProtocolError
+from vmafx.field_error import FieldError
 
 __all__ = [
     "FdKind", "FdInfo", "inspect_fd", "classify", "memfd_seals",
@@ -143,12 +144,12 @@ def memfd_seals(fd: int) -> int | None:
 
 
 def inspect_fd(fd: int, field: str) -> FdInfo:
-    """Look at a received fd.  Raises ``E_INVAL`` naming ``field`` if it cannot be inspected."""
+    """Look at a received fd.  Raises :class:`FieldError` naming ``field`` if it cannot be inspected."""
     try:
         st = os.fstat(fd)
         target = os.readlink(f"/proc/self/fd/{fd}")
     except OSError as e:
-        raise RemoteProtocolError(ErrorCode.E_INVAL, field, f"cannot inspect the fd: {e.strerror}") from None
+        raise FieldError(field, f"cannot inspect the fd: {e.strerror}") from None
     try:
         with open(f"/proc/self/fdinfo/{fd}", encoding="utf-8", errors="replace") as f:
             fdinfo = f.read(4096)

@@ -1,0 +1,95 @@
+"""The release event: what a lane hands back for every frame, and what the daemon waits on.
+
+A producer may write a buffer again once the daemon says ``released``, and
+the daemon may say so only once the last reader of the frame has finished:
+on a GPU lane a point on the device's library stream, known through an event
+recorded after the last kernel or copy that reads the frame; on the CPU lane
+the moment the worker returns from extracting it.  Every submitted frame
+therefore yields one :class:`ReleaseEvent`, which the daemon puts into its
+pending-release table (``vmafxd.reaper.PendingReleases``); the reaper task
+completes entries as their events complete.
+
+The contract a lane fulfils:
+
+* ``recorded`` -- set once the lane has enqueued the record after the last
+  reader.  R5: ``hipEventQuery`` and ``cuEventQuery`` (measured on the H200)
+  report success for an event never recorded, so the table does not even
+  *ask* an unrecorded event;
+* ``query()`` -- non-blocking: has it completed?
+* ``destroy()`` -- called exactly once, after completion;
+* ``signals_completion`` -- True when whoever completes the event calls the
+  reaper's thread-safe wake-up (``LaneServices.wake_reaper``), as
+  :class:`HostReleaseEvent` does; events without it are polled every couple
+  of milliseconds while any is pending.
+
+Every event handed out must eventually be recorded and complete, also for
+frames a lane drops unread.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable, Protocol, runtime_checkable
+
+__all__ = ["ReleaseEvent", "HostReleaseEvent"]
+
+
+@runtime_checkable
+class ReleaseEvent(Protocol):
+    """A point after the last reader of a frame (a device event, or a host flag)."""
+
+    #: True when whoever completes the event calls ReleaseReaper.wake_threadsafe()
+    signals_completion: bool
+
+    @property
+    def recorded(self) -> bool: ...
+
+    def query(self) -> bool: ...
+
+    def destroy(self) -> None: ...
+
+
+class HostReleaseEvent:
+    """The CPU lane's release event: a flag the worker thread sets.
+
+    ``record()`` when the worker starts reading the frame, ``complete()`` when
+    it has finished reading it.  Both may be called from any thread;
+    ``complete`` then calls ``notify`` (the reaper's thread-safe wake-up), so
+    the reaper does not need to poll host events.
+    """
+
+    __slots__ = ("_recorded", "_done", "_notify")
+    signals_completion = True
+
+    def __init__(self, notify: Callable[[], None] | None = None):
+        self._recorded = False
+        self._done = threading.Event()
+        self._notify = notify
+
+    @classmethod
+    def completed(cls) -> "HostReleaseEvent":
+        """An event that is already recorded and complete (a frame nobody will read)."""
+        ev = cls()
+        ev._recorded = True
+        ev._done.set()
+        return ev
+
+    @property
+    def recorded(self) -> bool:
+        return self._recorded
+
+    def record(self) -> None:
+        self._recorded = True
+
+    def complete(self) -> None:
+        # Recorded first: a completed event must never look unrecorded (R5).
+        self._recorded = True
+        self._done.set()
+        if self._notify is not None:
+            self._notify()
+
+    def query(self) -> bool:
+        return self._done.is_set()
+
+    def destroy(self) -> None:
+        self._notify = None

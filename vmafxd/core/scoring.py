@@ -1,0 +1,281 @@
+"""What a scoring session computes, and how per-frame results are assembled.
+
+:class:`ScoringPlan` turns models and feature requests into the set of
+feature *instances* to run (one per feature and set of name-changing options,
+so ``vmaf_v0.6.1`` and ``vmaf_v0.6.1neg`` in one session run ADM twice: once
+plain, once with ``adm_enhn_gain_limit=1``).  It is lane-independent: the CPU
+lane runs each instance's CPU twin, the GPU lanes its kernel, and both hand
+metric values to a :class:`FrameAssembler`, which decides when a frame is
+final, predicts the models on it and pools at the end.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from vmafx.field_error import FieldError
+
+from .. import features as feature_registry
+from ..features.declaration import FeatureDeclaration, OptionError
+from ..model import ModelSet, ModelSpec, pool, predict_set
+
+__all__ = [
+    "FeatureRequest",
+    "parse_feature_spec",
+    "FeatureInstance",
+    "ScoringPlan",
+    "FrameAssembler",
+    "CpuScorer",
+    "PlanError",
+    "DEFAULT_MODEL",
+    "default_model_name",
+]
+
+#: the model a session or a score runs when none is named
+DEFAULT_MODEL = "version=vmaf_v0.6.1"
+
+
+class PlanError(FieldError):
+    """A session's models or features do not fit together; ``field`` names the culprit."""
+
+
+def default_model_name(spec: ModelSpec, count: int) -> str:
+    """The name of a model set given none: ``vmaf`` alone; among ``count`` > 1, its version or file's stem."""
+    if count > 1 and spec.name is None:
+        return spec.version or os.path.splitext(os.path.basename(spec.path or "model"))[0]
+    return "vmaf"
+
+
+@dataclass(frozen=True)
+class FeatureRequest:
+    name: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    #: where the request came from, for errors (``features[2]``: ``features[2].enable_chroma``);
+    #: "" names the feature itself (``feature.psnr``, ``psnr.enable_chroma``)
+    label: str = field(default="", compare=False)
+
+
+def parse_feature_spec(text: str) -> FeatureRequest:
+    """libvmaf CLI syntax: ``NAME`` or ``NAME=opt=val:opt=val``."""
+    name, sep, rest = text.partition("=")
+    opts: dict[str, str] = {}
+    if sep:
+        for part in rest.split(":"):
+            if not part:
+                continue
+            k, s2, v = part.partition("=")
+            if not s2:
+                raise PlanError(f"feature.{name}", f"expected option=value, got {part!r}")
+            opts[k] = v
+    if not name:
+        raise PlanError("feature", "empty feature name")
+    return FeatureRequest(name, opts)
+
+
+@dataclass
+class FeatureInstance:
+    """One feature with one set of resolved options, and its output names."""
+
+    decl: FeatureDeclaration
+    values: dict[str, Any]
+
+    @property
+    def key(self) -> tuple:
+        return (self.decl.name, self.decl.name_suffix(self.values))
+
+    @property
+    def names(self) -> dict[str, str]:
+        return self.decl.metric_names(self.values)
+
+
+@dataclass
+class ScoringPlan:
+    instances: list[FeatureInstance]
+    models: list[ModelSet]
+    #: per model set: the output metric names of its primary model's inputs, in order
+    model_inputs: dict[str, list[list[str]]]
+
+    @property
+    def max_lag(self) -> int:
+        return max((i.decl.lag_for(i.values) for i in self.instances), default=0)
+
+    def metric_names(self) -> list[str]:
+        names: list[str] = []
+        for inst in self.instances:
+            names.extend(n for n in inst.names.values() if n not in names)
+        return names
+
+    @classmethod
+    def build(cls, models: Sequence[ModelSet], requests: Sequence[FeatureRequest]) -> "ScoringPlan":
+        """Resolve every feature's options once, here, and merge what names the same outputs.
+
+        The requests are resolved before the models, so a request's error is
+        reported before a model's; instances keep the models' order first.
+        """
+        resolved = [_resolve_request(req) for req in requests]
+        instances: dict[tuple, FeatureInstance] = {}
+
+        def add(decl: FeatureDeclaration, values: dict[str, Any]) -> FeatureInstance:
+            inst = FeatureInstance(decl, values)
+            have = instances.get(inst.key)
+            if have is None:
+                instances[inst.key] = inst
+                return inst
+            # Same feature, same names: merge the options that change no name
+            # (debug adds metrics, so the merged instance emits the union).
+            for opt in decl.options:
+                if not opt.feature_param and opt.type is bool and values[opt.name]:
+                    have.values[opt.name] = True
+            return have
+
+        names_seen: set[str] = set()
+        model_inputs: dict[str, list[list[str]]] = {}
+        for ms in models:
+            if ms.name in names_seen:
+                raise PlanError("models", f"two models are named {ms.name!r}; give one a name=")
+            names_seen.add(ms.name)
+            per_model: list[list[str]] = []
+            for mi, model in enumerate(ms.all_models()):
+                inputs = []
+                for fi, mf in enumerate(model.features):
+                    try:
+                        decl = feature_registry.provider(mf.metric)
+                    except feature_registry.UnknownFeature:
+                        raise PlanError(
+                            f"model.{ms.name}.feature_names[{fi}]",
+                            f"no feature provides {mf.name!r}",
+                        ) from None
+                    given = dict(mf.options)
+                    given.update(ms.overloads.get(decl.name, {}))
+                    try:
+                        values = decl.resolve_options(given)
+                    except OptionError as e:
+                        raise PlanError(f"model.{ms.name}.{e.field}", e.reason) from None
+                    inst = add(decl, values)
+                    out = inst.names.get(mf.metric)
+                    if out is None:
+                        # a debug-only metric used as model input: turn debug on
+                        inst.values["debug"] = True
+                        out = inst.names[mf.metric]
+                    inputs.append(out)
+                per_model.append(inputs)
+            model_inputs[ms.name] = per_model
+        for decl, values in resolved:
+            add(decl, values)
+        return cls(list(instances.values()), list(models), model_inputs)
+
+
+def _resolve_request(req: FeatureRequest) -> tuple[FeatureDeclaration, dict[str, Any]]:
+    try:
+        decl = feature_registry.get(req.name)
+    except feature_registry.UnknownFeature as e:
+        raise PlanError(req.label or f"feature.{req.name}", str(e)) from None
+    try:
+        return decl, decl.resolve_options(req.options)
+    except OptionError as e:
+        # e.field is "<feature>.<option>"; under a label the option hangs from it
+        field_ = f"{req.label}.{e.field.split('.', 1)[-1]}" if req.label else e.field
+        raise PlanError(field_, e.reason) from None
+
+
+class FrameAssembler:
+    """Collects metric values per frame from any lane; predicts models once a frame is final.
+
+    Frames become final in index order: frame *i* once frame ``i + max_lag``
+    has been pushed, the rest at :meth:`finish`.  Every frame is emitted once.
+    """
+
+    def __init__(self, plan: ScoringPlan):
+        self.plan = plan
+        self._pending: dict[int, dict[str, float]] = {}
+        self._next_final = 0
+        self._last_pushed = -1
+        self.frames: list[tuple[int, dict[str, float]]] = []
+
+    def add(self, index: int, metrics: Mapping[str, float]) -> None:
+        if index < self._next_final:
+            raise RuntimeError(f"metrics for frame {index} arrived after it was final")
+        self._pending.setdefault(index, {}).update(metrics)
+
+    def pushed(self, index: int) -> list[tuple[int, dict[str, float]]]:
+        """Record that frame ``index`` has been extracted; returns frames now final."""
+        self._last_pushed = max(self._last_pushed, index)
+        return self._finalise_upto(self._last_pushed - self.plan.max_lag)
+
+    def finish(self) -> list[tuple[int, dict[str, float]]]:
+        return self._finalise_upto(self._last_pushed)
+
+    def _finalise_upto(self, last: int) -> list[tuple[int, dict[str, float]]]:
+        ready = []
+        while self._next_final <= last:
+            idx = self._next_final
+            ready.append((idx, self._pending.pop(idx, {})))
+            self._next_final += 1
+        if not ready:
+            return []
+        self._predict(ready)
+        self.frames.extend(ready)
+        return ready
+
+    def _predict(self, frames: list[tuple[int, dict[str, float]]]) -> None:
+        for ms in self.plan.models:
+            inputs = self.plan.model_inputs[ms.name][0]
+            try:
+                x = np.array([[m[n] for n in inputs] for _, m in frames], dtype=np.float64)
+            except KeyError as e:
+                raise RuntimeError(f"model {ms.name}: feature {e.args[0]} missing for a frame") from None
+            for out_name, values in predict_set(ms, x).items():
+                for (_, m), v in zip(frames, values):
+                    m[out_name] = float(v)
+
+    def pooled(self) -> dict[str, dict[str, float]]:
+        names: list[str] = []
+        for _, m in self.frames:
+            for n in m:
+                if n not in names:
+                    names.append(n)
+        out = {}
+        for n in names:
+            vals = [m[n] for _, m in self.frames if n in m]
+            out[n] = pool(vals)
+        return out
+
+
+class CpuScorer:
+    """The CPU lane's scorer: runs each instance's CPU twin frame by frame."""
+
+    def __init__(self, plan: ScoringPlan, width: int, height: int, bitdepth: int):
+        self.plan = plan
+        self.assembler = FrameAssembler(plan)
+        #: whole-run metrics (libvmaf's aggregate_metrics), filled by finish()
+        self.aggregate: dict[str, float] = {}
+        self._extractors = []
+        for inst in plan.instances:
+            if inst.decl.cpu is None:
+                raise PlanError(f"feature.{inst.decl.name}", "has no CPU implementation")
+            self._extractors.append((inst, inst.decl.cpu(dict(inst.values), width, height, bitdepth)))
+
+    def _take(self, inst: FeatureInstance, items: Iterable) -> None:
+        names = inst.names
+        for idx, metrics in items:
+            self.assembler.add(idx, {names[k]: v for k, v in metrics.items() if k in names})
+
+    def push(self, index: int, ref, dist) -> list[tuple[int, dict[str, float]]]:
+        for inst, ext in self._extractors:
+            self._take(inst, ext.extract(index, ref, dist))
+        return self.assembler.pushed(index)
+
+    def finish(self) -> list[tuple[int, dict[str, float]]]:
+        for inst, ext in self._extractors:
+            self._take(inst, ext.flush())
+            aggregate = getattr(ext, "aggregate", None)
+            if aggregate is not None:
+                self.aggregate.update(aggregate())
+        return self.assembler.finish()
+
+    def pooled(self) -> dict[str, dict[str, float]]:
+        return self.assembler.pooled()
