@@ -1,7 +1,8 @@
 """The lane interface, and the generic device-worker shape lanes are built from.
 
-A *lane* is one kind of scoring hardware (``cpu`` today; ``cuda`` and ``hip``
-to come) with one or more *devices*.  The server knows lanes only through
+A *lane* is one kind of scoring hardware (``cpu``, ``cuda``, ``hip``, and
+``emu``, the GPU lane over the CPU emulator of its kernels) with one or more
+*devices*.  The server knows lanes only through
 the classes below; everything lane-specific -- how memory is imported, how
 frames are batched, what a release event is -- stays behind them.
 
@@ -44,9 +45,13 @@ for the lane to wait on its library stream.
 
 Sessions and frames
 -------------------
-``Lane.open_session(spec, sink) -> LaneSession`` (trio thread; may refuse with
-``RemoteProtocolError``, or raise ``PlanError``/``ValueError`` for a plan the
-lane cannot run at this size).  Then, per frame, in index order:
+``await Lane.open_session(spec, sink) -> LaneSession`` (trio thread; may refuse
+with ``RemoteProtocolError``, or raise ``PlanError``/``ValueError`` for a plan
+the lane cannot run at this size).  It is awaited so that slow preparation --
+the GPU lane compiles a feature's kernels at their first use on a device --
+runs off the trio thread; once started it returns a session or raises even
+when its caller is cancelled (the caller then drops the session as any
+other).  Then, per frame, in index order:
 
 ``LaneSession.submit(frame) -> ReleaseEvent``
     Hands over one frame whose acquire fences have signalled.  It must not
@@ -301,7 +306,7 @@ class Lane(abc.ABC):
             )
 
     @abc.abstractmethod
-    def open_session(self, spec: SessionSpec, sink: FrameSink) -> LaneSession: ...
+    async def open_session(self, spec: SessionSpec, sink: FrameSink) -> LaneSession: ...
 
     @abc.abstractmethod
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None: ...

@@ -61,12 +61,12 @@ class GpuUnsupported(ValueError):
 class KernelSet:
     """The compiled modules of one device, loaded once and shared by its sessions."""
 
-    def __init__(self, runtime, device, options: Sequence[str]):
+    def __init__(self, runtime, device, options: Sequence[str] | None = None):
         from . import kernels
 
         self.runtime = runtime
         self.device = device
-        self._options = tuple(options)
+        self._options = tuple(runtime.compile_options if options is None else options)
         self._modules: dict[str, Any] = {}
         self._launchers: dict[tuple, Launcher] = {}
         self._kernels = kernels
@@ -74,8 +74,8 @@ class KernelSet:
     def module(self, source: str):
         m = self._modules.get(source)
         if m is None:
-            if getattr(self.runtime, "name", "") == "emu":
-                # the emulator's "binary" is a library path in its own directory: never cache it
+            if not self.runtime.caches_binaries:
+                # e.g. the emulator's "binary" is a library path in its own directory
                 image = self.runtime.compile(self._kernels.source(source), source, self.device.info.arch,
                                              [*self._kernels.COMMON_OPTIONS, *self._options])
             else:
@@ -91,9 +91,10 @@ class KernelSet:
         return Launcher(self.device, fn, types, shared=shared)
 
     def close(self) -> None:
-        for m in self._modules.values():
+        modules, self._modules = list(self._modules.values()), {}
+        self._launchers.clear()
+        for m in modules:
             m.close()
-        self._modules.clear()
 
 
 @dataclass(frozen=True)
@@ -301,6 +302,10 @@ class GpuScorer:
         return self.assembler.finish()
 
     def close(self) -> None:
+        """Free the session's device state (the stream must have passed its batches)."""
+        for batch in self._inflight:  # an aborted session's batches were never completed
+            batch.done.close()
+        self._inflight = []
         for twin in self.twins:
             twin.close()
         self.device.free(self._stats_dev)

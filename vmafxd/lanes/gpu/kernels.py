@@ -28,8 +28,9 @@ SOURCES = ("convert.cu", "psnr.cu", "motion.cu", "vif.cu", "adm.cu", "ssim.cu")
 #: arithmetic that passes through double/float (VIF's g, ADM's angle test)
 #: rounds exactly as the CPU twin's.
 COMMON_OPTIONS = ("-DVX_KERNELS=1",)
-NVRTC_OPTIONS = ("--fmad=false", "--std=c++17", "-default-device")
-HIPRTC_OPTIONS = ("-ffp-contract=off", "-std=c++17")
+# each compiler's own options live with its binding (``runtime.compile_options``)
+from ..cuda import NVRTC_OPTIONS  # noqa: E402
+from ..hip import HIPRTC_OPTIONS  # noqa: E402
 
 
 def _read(name: str) -> str:
