@@ -22,9 +22,9 @@ def gpu_features() -> set[str]:
     """Features whose GPU twin module exists."""
     import importlib.util
 
-    from vmafxd.lanes.gpu.engine import TWIN_MODULES
+    from vmafxd.lanes.gpu.engine import twin_modules
 
-    return {f for f, m in TWIN_MODULES.items() if importlib.util.find_spec(f"vmafxd.lanes.gpu.{m}")}
+    return {f for f, m in twin_modules().items() if importlib.util.find_spec(f"vmafxd.lanes.gpu.{m}")}
 
 
 def _plan():

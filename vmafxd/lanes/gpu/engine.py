@@ -37,17 +37,14 @@ from vmafx.formats import PixelFormat, Subsampling, scoring_planes
 from ...scoring import FrameAssembler, ScoringPlan
 from .launch import I32, U64, Launcher
 
-__all__ = ["FrameSource", "GpuFrame", "Staging", "Batch", "GpuScorer", "KernelSet", "GpuUnsupported"]
+__all__ = ["FrameSource", "GpuFrame", "Staging", "Batch", "GpuScorer", "KernelSet", "GpuUnsupported", "twin_modules"]
 
-#: feature name -> module under vmafxd.lanes.gpu providing make(instance, scorer)
-TWIN_MODULES = {
-    "psnr": "psnr",
-    "motion": "motion",
-    "vif": "vif",
-    "adm": "adm",
-    "float_ssim": "ssim",
-    "float_ms_ssim": "ssim",
-}
+def twin_modules() -> dict[str, str]:
+    """Feature name -> its GPU twin's module under vmafxd.lanes.gpu (``make(instance, scorer)``),
+    from the feature declarations (``FeatureDeclaration.gpu``): the one registry."""
+    from ...features import all_declarations
+
+    return {d.name: d.gpu for d in all_declarations() if d.gpu}
 
 
 class GpuUnsupported(ValueError):
@@ -215,7 +212,7 @@ class GpuScorer:
         self.twins = []
         offset = 0
         for inst in plan.instances:
-            mod_name = TWIN_MODULES.get(inst.decl.name)
+            mod_name = inst.decl.gpu
             if mod_name is None:
                 raise GpuUnsupported(f"feature.{inst.decl.name}", "has no GPU kernel")
             mod = importlib.import_module(f"{__package__}.{mod_name}")

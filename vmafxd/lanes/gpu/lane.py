@@ -56,7 +56,7 @@ from ..device import (
     WorkerLaneSession, finite_pooled, serve_workers,
 )
 from ..runtime import LaneError, RuntimeCallError, RuntimeUnavailable
-from .engine import FrameSource, GpuFrame, GpuScorer, GpuUnsupported, KernelSet, TWIN_MODULES
+from .engine import FrameSource, GpuFrame, GpuScorer, GpuUnsupported, KernelSet, twin_modules
 
 __all__ = ["GpuLane", "create_cuda_lane", "create_hip_lane", "create_emu_lane", "BatchReleaseHandle"]
 
@@ -226,7 +226,7 @@ class GpuLane(Lane):
         }
 
     def features(self) -> list[str]:
-        return sorted(TWIN_MODULES)
+        return sorted(twin_modules())
 
     @property
     def host_copies(self) -> int:
@@ -320,7 +320,7 @@ class GpuLane(Lane):
         else:
             worker = min(self.workers, key=lambda w: w.sessions)
         for inst in spec.plan.instances:
-            if inst.decl.name not in TWIN_MODULES:
+            if inst.decl.gpu is None:
                 raise PlanError(f"feature.{inst.decl.name}", f"has no kernel on the {self.name} lane")
         session = GpuLaneSession(self, worker, spec, sink, self._token)
         job = _OpenJob(session, trio.Event(), self._token)
