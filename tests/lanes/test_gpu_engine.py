@@ -40,11 +40,10 @@ def _plan():
 
 def gpu_scores(rt, dev, plan, pair, batch=7):
     from vmafxd.lanes.gpu.engine import FrameSource, GpuFrame, GpuScorer, KernelSet
-    from vmafxd.lanes.gpu.kernels import HIPRTC_OPTIONS, NVRTC_OPTIONS
 
     refs, dists = pair.pictures()
     pic = refs[0]
-    ks = KernelSet(rt, dev, HIPRTC_OPTIONS if rt.name == "hip" else NVRTC_OPTIONS)
+    ks = KernelSet(rt, dev)  # the runtime's own compile options
     stream = dev.create_stream()
     sc = GpuScorer(dev, ks, stream, plan, pair.width, pair.height, pair.bitdepth, pic.subsampling, max_batch=batch)
     fmt = PixelFormat(pair.pix_fmt)
