@@ -271,7 +271,7 @@ class ClientHandler:
                     # Gone (a ConnectionReset too: whatever it still queued is for
                     # no one); closing the socket drops those packets and their fds.
                     return False
-                if self._handle_packet(pkt):
+                if await self._handle_packet(pkt):
                     break  # E_PROTO: nothing more is read, the error goes out before goodbye
         return True
 
@@ -316,11 +316,11 @@ class ClientHandler:
                     return "closed abruptly"
                 except TransportClosed:
                     return "closed"
-                if self._handle_packet(pkt):
+                if await self._handle_packet(pkt):
                     return "fatal"
         return "shutdown"
 
-    def _handle_packet(self, pkt: Packet) -> bool:
+    async def _handle_packet(self, pkt: Packet) -> bool:
         """Handle one packet; True when the connection must close (E_PROTO)."""
         try:
             try:
@@ -331,7 +331,7 @@ class ClientHandler:
                 self._undecodable(pkt.data, e)
                 return e.fatal
             try:
-                self._dispatch(msg, pkt)
+                await self._dispatch(msg, pkt)
             except RemoteProtocolError as e:
                 log.debug("client %s: %s refused: %s", self.label, msg.TYPE, e)
                 self._error(getattr(msg, "seq", None), e)
@@ -355,7 +355,7 @@ class ClientHandler:
             return
         self._error(info.get("seq"), err)
 
-    def _dispatch(self, msg: Message, pkt: Packet) -> None:
+    async def _dispatch(self, msg: Message, pkt: Packet) -> None:
         if self._draining and not isinstance(msg, CloseSession):
             self._refuse_at_shutdown(msg)
         elif isinstance(msg, Submit):
@@ -367,7 +367,7 @@ class ClientHandler:
         elif isinstance(msg, UnregisterBuffer):
             self._unregister_buffer(msg)
         elif isinstance(msg, OpenSession):
-            self._open_session(msg)
+            await self._open_session(msg)
         elif isinstance(msg, CloseSession):
             self._close_session(msg)
         elif isinstance(msg, Status):
@@ -439,7 +439,7 @@ class ClientHandler:
         # unordered rather than growing this without bound.
         return self.unanswered < 2 * self.limits.max_frames_in_flight + 16
 
-    def _open_session(self, msg: OpenSession) -> None:
+    async def _open_session(self, msg: OpenSession) -> None:
         if len(self.sessions) >= self.limits.max_sessions_per_client:
             raise RemoteProtocolError(ErrorCode.E_NOMEM, "session",
                                       f"this client already has {len(self.sessions)} sessions "
@@ -455,7 +455,8 @@ class ClientHandler:
                           name=msg.name, client_name=self.label)
         try:
             with lane_boundary():  # a PlanError the lane raises is E_INVAL naming its field
-                session.lane_session = self.lane.open_session(SessionSpec(plan, geo, msg.device, msg.name), session)
+                session.lane_session = await self.lane.open_session(
+                    SessionSpec(plan, geo, msg.device, msg.name), session)
         except ValueError as e:
             # A feature that cannot work at this size (vif needs 16x16 ...).
             raise RemoteProtocolError(ErrorCode.E_INVAL, "width", str(e)) from None

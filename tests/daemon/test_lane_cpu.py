@@ -66,7 +66,7 @@ async def test_lane_scores_like_cpu_scorer_with_a_skipped_index(fmt, p01):
     async with trio.open_nursery() as nursery:
         await nursery.start(lane.run)
         sink = Sink()
-        sess = lane.open_session(SessionSpec(plan, Geometry(576, 324, fmt, 8)), sink)
+        sess = await lane.open_session(SessionSpec(plan, Geometry(576, 324, fmt, 8)), sink)
         imps, events = [], []
         for k, idx in enumerate(indices):
             r, d = _imp(refs[k], fmt), _imp(dists[k], fmt)

@@ -87,12 +87,11 @@ def _case_id(case) -> str:
 def gpu_adm_stats(rt, dev, refs, dists, bitdepth: int, options: dict, batch: int = 2):
     """The GPU engine's AdmStats of each frame (a plan holding only adm with ``options``)."""
     from vmafxd.lanes.gpu.engine import FrameSource, GpuFrame, GpuScorer, KernelSet
-    from vmafxd.lanes.gpu.kernels import HIPRTC_OPTIONS, NVRTC_OPTIONS
     from vmafxd.core.scoring import FeatureRequest, ScoringPlan
 
     plan = ScoringPlan.build([], [FeatureRequest("adm", dict(options))])
     h, w = refs[0].shape
-    ks = KernelSet(rt, dev, HIPRTC_OPTIONS if rt.name == "hip" else NVRTC_OPTIONS)
+    ks = KernelSet(rt, dev)  # the runtime's own compile options
     stream = dev.create_stream()
     sc = GpuScorer(dev, ks, stream, plan, w, h, bitdepth, Subsampling.S400, max_batch=batch)
     twin = sc.twins[0]

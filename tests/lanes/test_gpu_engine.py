@@ -22,9 +22,9 @@ def gpu_features() -> set[str]:
     """Features whose GPU twin module exists."""
     import importlib.util
 
-    from vmafxd.lanes.gpu.engine import TWIN_MODULES
+    from vmafxd.lanes.gpu.engine import twin_modules
 
-    return {f for f, m in TWIN_MODULES.items() if importlib.util.find_spec(f"vmafxd.lanes.gpu.{m}")}
+    return {f for f, m in twin_modules().items() if importlib.util.find_spec(f"vmafxd.lanes.gpu.{m}")}
 
 
 def _plan():
@@ -40,11 +40,10 @@ def _plan():
 
 def gpu_scores(rt, dev, plan, pair, batch=7):
     from vmafxd.lanes.gpu.engine import FrameSource, GpuFrame, GpuScorer, KernelSet
-    from vmafxd.lanes.gpu.kernels import HIPRTC_OPTIONS, NVRTC_OPTIONS
 
     refs, dists = pair.pictures()
     pic = refs[0]
-    ks = KernelSet(rt, dev, HIPRTC_OPTIONS if rt.name == "hip" else NVRTC_OPTIONS)
+    ks = KernelSet(rt, dev)  # the runtime's own compile options
     stream = dev.create_stream()
     sc = GpuScorer(dev, ks, stream, plan, pair.width, pair.height, pair.bitdepth, pic.subsampling, max_batch=batch)
     fmt = PixelFormat(pair.pix_fmt)

@@ -1,4 +1,13 @@
-"""The feature registry: every feature's one declaration, by libvmaf's extractor name."""
+"""The feature registry: every feature's one declaration, by libvmaf's extractor name.
+
+This is the only registry.  A feature is one module here exposing
+``DECLARATION`` (a :class:`FeatureDeclaration`), listed once in
+:data:`_MODULES`.  The CPU lane builds the declaration's CPU twin
+(``cpu``); the GPU lanes offer the features whose declaration names a GPU
+twin module (``gpu``, under ``vmafxd/lanes/gpu/``) and compile its ``kernel``
+with the ``#define``s generated from ``kernel_params`` (docs/lanes.md,
+"Adding a feature").
+"""
 
 from __future__ import annotations
 
@@ -8,7 +17,7 @@ from .declaration import FeatureDeclaration, Option, OptionError
 
 __all__ = ["FeatureDeclaration", "Option", "OptionError", "get", "all_declarations", "provider", "UnknownFeature"]
 
-# One module per feature; each exposes DECLARATION.
+# One module per feature; each exposes DECLARATION.  Registering a feature is adding it here.
 _MODULES = ("vif", "adm", "motion", "psnr", "ssim", "ms_ssim")
 
 

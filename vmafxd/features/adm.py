@@ -364,6 +364,23 @@ DECLARATION = FeatureDeclaration(
     validate=check_options,
     temporal=False,
     kernel="adm.cu",
+    gpu="adm",
+    # the per-scale constants adm.cu reads, built from the CPU twin's plan (lanes/gpu/adm.py)
+    kernel_params=(
+        ("w", 1), ("h", 1), ("top", 1), ("bottom", 1), ("left", 1), ("right", 1),
+        ("irf", 3),  # CSF weights h, v, d (uint16 narrow, uint32 wide)
+        ("sub", 3),  # narrow threshold shifts
+        ("sq_add", 3), ("sq_shift", 3), ("cub_add", 3), ("cub_shift", 3),
+        ("row_add", 1), ("row_shift", 1), ("den_sq_add", 1), ("den_sq_shift", 1),
+        ("den_cub_add", 1), ("den_cub_shift", 1), ("den_row_add", 1), ("den_row_shift", 1),
+        ("vr_lo", 1), ("vr_hi", 1),  # AVX-512 vector columns of decouple and CSF: [lo, hi)
+        # AVX-512 vector pixels of masking: columns [lo, hi) x rows [rlo, rhi)
+        ("vg_lo", 1), ("vg_hi", 1), ("vg_rlo", 1), ("vg_rhi", 1),
+        ("egl_int", 1),  # adm_enhn_gain_limit when integral, else -1
+        ("egl_bits", 1),  # adm_enhn_gain_limit, double bits
+        ("cos_bits", 1),  # cos^2(1 degree) as libvmaf has it (float widened), double bits
+        ("skip_aim", 1),
+    ),
     cpu=IntegerAdm,
     help="integer ADM (Additive Detail Metric: detail loss and additive impairment)",
 )

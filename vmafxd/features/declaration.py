@@ -4,7 +4,11 @@ libvmaf's lesson in reverse: its CUDA extractors copy the option table, the
 feature names and the score-writing code of the CPU ones word for word.  Here
 each feature is declared once (:class:`FeatureDeclaration`): its name, the
 metric names it provides, its options with defaults and bounds, whether it is
-temporal, the kernel source the GPU lanes compile, and the CPU twin class.
+temporal, its CPU twin class, and its GPU twin: the kernel source the GPU lanes
+compile, the module under ``vmafxd/lanes/gpu/`` that drives it, and the layout
+of the kernel's parameter block (whose ``#define``s are generated from here).
+The registry (``vmafxd/features/__init__.py``) lists the feature modules once;
+the CPU lane, the GPU engine and the kernel compiler all read these declarations.
 The GPU lanes produce the same *statistics* the CPU twin produces and call the
 same pure ``metrics_from_stats`` function, so the two cannot drift apart.
 
@@ -153,6 +157,14 @@ class FeatureDeclaration:
     lag: Callable[[Mapping[str, Any]], int] | None = field(default=None, compare=False)
     #: kernel source file under ``vmafxd/features/kernels/`` (None: CPU only)
     kernel: str | None = None
+    #: the GPU twin: a module under ``vmafxd/lanes/gpu/`` with ``make(instance, scorer)``
+    #: (None: the GPU lanes do not offer this feature)
+    gpu: str | None = None
+    #: the kernel's int64 parameter block, in order: (name, count) pairs.  The kernel
+    #: compiler prepends ``#define P_<NAME> <index>`` for each and ``P_COUNT`` to the
+    #: kernel source (:meth:`kernel_defines`); the host fills the block by the same
+    #: names (:meth:`pack_kernel_params`), so neither side is matched to the other by hand.
+    kernel_params: tuple[tuple[str, int], ...] = ()
     #: the CPU twin class (a :class:`FeatureExtractor`)
     cpu: Callable[..., FeatureExtractor] | None = field(default=None, compare=False)
     #: other names libvmaf accepts for this feature on the command line
@@ -160,6 +172,35 @@ class FeatureDeclaration:
     help: str = ""
     #: a check across several resolved options (raises OptionError), run by resolve_options
     validate: Callable[[Mapping[str, Any]], None] | None = field(default=None, compare=False)
+
+    def kernel_param_names(self) -> tuple[str, ...]:
+        """The parameter block's entries one by one (``irf0``, ``irf1`` ... for a group of 3)."""
+        return tuple(n if count == 1 else f"{n}{i}" for n, count in self.kernel_params for i in range(count))
+
+    def kernel_defines(self) -> str:
+        """The ``#define``s of the parameter block's indices, as the kernel source uses them."""
+        lines, at = [f"// generated from DECLARATION.kernel_params of feature {self.name}"], 0
+        for n, count in self.kernel_params:
+            lines.append(f"#define P_{n.upper()} {at}")
+            at += count
+        lines.append(f"#define P_COUNT {at}")
+        return "\n".join(lines) + "\n"
+
+    def pack_kernel_params(self, values: Mapping[str, Any]) -> list[int]:
+        """One parameter block from ``{name: value or sequence of count values}``, in the declared order.
+
+        Every declared name must be given, with its count of values, and no other."""
+        extra = set(values) - {n for n, _ in self.kernel_params}
+        if extra:
+            raise KeyError(f"{self.name}: not in kernel_params: {sorted(extra)}")
+        row: list[int] = []
+        for n, count in self.kernel_params:
+            v = values[n]
+            got = [int(x) for x in v] if count != 1 or isinstance(v, (tuple, list)) else [int(v)]
+            if len(got) != count:
+                raise ValueError(f"{self.name}: kernel parameter {n} takes {count} values, got {len(got)}")
+            row += got
+        return row
 
     def lag_for(self, values: Mapping[str, Any]) -> int:
         """Frames after frame *i* to see before frame *i* is final, with these options."""

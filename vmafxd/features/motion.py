@@ -375,6 +375,7 @@ DECLARATION = FeatureDeclaration(
     max_lag=2,
     lag=lambda values: 2 if values.get("motion_five_frame_window") else 1,
     kernel="motion.cu",
+    gpu="motion",
     cpu=IntegerMotion,
     help="integer motion: blurred luma difference between consecutive reference frames",
 )

@@ -286,6 +286,7 @@ DECLARATION = FeatureDeclaration(
     ),
     temporal=False,
     kernel="ssim.cu",
+    gpu="ssim",
     cpu=FloatMsSsim,
     help="float multi-scale SSIM of luma (5 scales, Wang's weights)",
 )

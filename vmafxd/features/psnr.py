@@ -253,6 +253,7 @@ DECLARATION = FeatureDeclaration(
     ),
     temporal=False,
     kernel="psnr.cu",
+    gpu="psnr",
     cpu=IntegerPsnr,
     help="integer PSNR per plane (peak (1 << bpc) - 1, capped at 6 * bpc + 12 dB)",
 )

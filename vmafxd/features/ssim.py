@@ -232,6 +232,7 @@ DECLARATION = FeatureDeclaration(
     ),
     temporal=False,
     kernel="ssim.cu",
+    gpu="ssim",
     cpu=FloatSsim,
     help="float SSIM of luma (11x11 Gaussian window; auto-downscaled when the shorter side is 384 or more)",
 )

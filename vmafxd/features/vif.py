@@ -648,6 +648,7 @@ DECLARATION = FeatureDeclaration(
     ),
     temporal=False,
     kernel="vif.cu",
+    gpu="vif",
     cpu=VifExtractor,
     help="integer visual information fidelity (libvmaf's fixed-point VIF), luma only",
 )

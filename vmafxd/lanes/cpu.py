@@ -97,7 +97,7 @@ class CpuLane(Lane):
 
     # -- sessions -------------------------------------------------------------------
 
-    def open_session(self, spec: SessionSpec, sink: FrameSink) -> "CpuLaneSession":
+    async def open_session(self, spec: SessionSpec, sink: FrameSink) -> "CpuLaneSession":
         if self._token is None:
             raise RuntimeError("the cpu lane is not running")
         if spec.device is not None:

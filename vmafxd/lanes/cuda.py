@@ -20,9 +20,15 @@ from typing import Sequence
 
 import numpy as np
 
-from .runtime import CompileError, DeviceInfo, RuntimeCallError, RuntimeUnavailable
+from .runtime import (
+    CompileError, DeviceInfo, Event, ImportedMemory, Module, RuntimeCallError, RuntimeUnavailable, Stream, Undo,
+)
 
-__all__ = ["CudaRuntime", "load"]
+__all__ = ["CudaRuntime", "load", "nvrtc_compile", "compiler_version", "NVRTC_OPTIONS"]
+
+#: NVRTC's options for the kernels: no FMA contraction, so device arithmetic that
+#: passes through double/float (VIF's g, ADM's angle test) rounds as the CPU twin's.
+NVRTC_OPTIONS = ("--fmad=false", "--std=c++17", "-default-device")
 
 _lock = threading.Lock()
 _runtime: "CudaRuntime | None" = None
@@ -46,12 +52,27 @@ def _import_bindings():
     return driver, nvrtc
 
 
-class _Checker:
-    """Every driver call goes through here: a failing call raises with the driver's error name."""
+def _code(err) -> int | None:
+    try:
+        return int(err)
+    except (TypeError, ValueError):
+        return None
+
+
+class _CudaDriver:
+    """The driver table of the shared handle classes, and the one checker of every driver call.
+
+    cuda-bindings returns a tuple ``(CUresult, *outputs)`` from every call: a
+    failing call raises :class:`RuntimeCallError` with the driver's error name
+    and code; a passing one returns its output (None, one value, or a tuple).
+    """
+
+    name = "cuda"
 
     def __init__(self, driver):
         self.d = driver
         self.success = driver.CUresult.CUDA_SUCCESS
+        self.not_ready = driver.CUresult.CUDA_ERROR_NOT_READY
 
     def __call__(self, call: str, result):
         if isinstance(result, tuple):
@@ -59,10 +80,13 @@ class _Checker:
         else:
             err, rest = result, ()
         if err != self.success:
-            raise RuntimeCallError("cuda", call, self.error_name(err))
+            raise self.error(call, err)
         if not rest:
             return None
         return rest[0] if len(rest) == 1 else rest
+
+    def error(self, call: str, err) -> RuntimeCallError:
+        return RuntimeCallError("cuda", call, self.error_name(err), _code(err))
 
     def error_name(self, err) -> str:
         try:
@@ -73,122 +97,57 @@ class _Checker:
             pass
         return str(err)
 
-
-class CudaEvent:
-    """A CUDA event; ``recorded`` stays False until a record was enqueued (R5)."""
-
-    def __init__(self, device: "CudaDevice", handle, *, owned: bool = True, interprocess: bool = False):
-        self._dev = device
-        self.handle = handle
-        self.recorded = False
-        self.interprocess = interprocess
-        self._owned = owned
-
-    def record(self, stream) -> None:
-        self._dev._ck("cuEventRecord", self._dev._d.cuEventRecord(self.handle, stream.handle))
-        self.recorded = True
-
-    def query(self) -> bool:
-        err = self._dev._d.cuEventQuery(self.handle)
-        err = err[0] if isinstance(err, tuple) else err
-        if err == self._dev._ck.success:
+    def _ready(self, call: str, result) -> bool:
+        err = result[0] if isinstance(result, tuple) else result
+        if err == self.success:
             return True
-        if err == self._dev._d.CUresult.CUDA_ERROR_NOT_READY:
+        if err == self.not_ready:
             return False
-        raise RuntimeCallError("cuda", "cuEventQuery", self._dev._ck.error_name(err))
+        raise self.error(call, err)
 
-    def synchronize(self) -> None:
-        self._dev._ck("cuEventSynchronize", self._dev._d.cuEventSynchronize(self.handle))
+    # -- events ------------------------------------------------------------------
+    def event_record(self, event, stream) -> None:
+        self("cuEventRecord", self.d.cuEventRecord(event, stream))
 
-    def ipc_handle(self) -> bytes:
-        h = self._dev._ck("cuIpcGetEventHandle", self._dev._d.cuIpcGetEventHandle(self.handle))
+    def event_query(self, event) -> bool:
+        return self._ready("cuEventQuery", self.d.cuEventQuery(event))
+
+    def event_synchronize(self, event) -> None:
+        self("cuEventSynchronize", self.d.cuEventSynchronize(event))
+
+    def event_ipc_handle(self, event) -> bytes:
+        h = self("cuIpcGetEventHandle", self.d.cuIpcGetEventHandle(event))
         return ctypes.string_at(h.getPtr(), 64)
 
-    def close(self) -> None:
-        h, self.handle = self.handle, None
-        if h is not None and self._owned:
-            self._dev._d.cuEventDestroy(h)
+    def event_destroy(self, event) -> None:
+        self("cuEventDestroy", self.d.cuEventDestroy(event))
 
+    # -- streams -----------------------------------------------------------------
+    def stream_wait(self, stream, event) -> None:
+        self("cuStreamWaitEvent", self.d.cuStreamWaitEvent(stream, event, 0))
 
-class CudaStream:
-    def __init__(self, device: "CudaDevice", handle):
-        self._dev = device
-        self._obj = handle
-        self.handle = handle
+    def stream_query(self, stream) -> bool:
+        return self._ready("cuStreamQuery", self.d.cuStreamQuery(stream))
 
-    def wait_event(self, event) -> None:
-        self._dev._ck("cuStreamWaitEvent", self._dev._d.cuStreamWaitEvent(self.handle, event.handle, 0))
+    def stream_synchronize(self, stream) -> None:
+        self("cuStreamSynchronize", self.d.cuStreamSynchronize(stream))
 
-    def submit(self) -> None:
-        # R9: a query makes the driver submit what was enqueued (the research
-        # note saw the last frame come out wrong without it on HIP; on CUDA
-        # it is cheap, so the lane does it the same way on both).
-        self._dev._d.cuStreamQuery(self.handle)
+    def stream_destroy(self, stream) -> None:
+        self("cuStreamDestroy", self.d.cuStreamDestroy(stream))
 
-    def synchronize(self) -> None:
-        self._dev._ck("cuStreamSynchronize", self._dev._d.cuStreamSynchronize(self.handle))
+    # -- modules -----------------------------------------------------------------
+    def module_function(self, module, name: str):
+        return self(f"cuModuleGetFunction({name})", self.d.cuModuleGetFunction(module, name.encode()))
 
-    def close(self) -> None:
-        h, self.handle = self.handle, None
-        if h is not None:
-            self._dev._d.cuStreamDestroy(h)
-
-
-class CudaModule:
-    def __init__(self, device: "CudaDevice", handle):
-        self._dev = device
-        self.handle = handle
-        self._functions: dict[str, object] = {}
-
-    def function(self, name: str):
-        f = self._functions.get(name)
-        if f is None:
-            f = self._dev._ck(f"cuModuleGetFunction({name})",
-                              self._dev._d.cuModuleGetFunction(self.handle, name.encode()))
-            self._functions[name] = f
-        return f
-
-    def close(self) -> None:
-        h, self.handle = self.handle, None
-        if h is not None:
-            self._dev._d.cuModuleUnload(h)
-
-
-class VmmImport:
-    """A VMM allocation of another process, mapped read-only into ours."""
-
-    def __init__(self, device: "CudaDevice", ptr: int, size: int):
-        self._dev = device
-        self.ptr = ptr
-        self.size = size
-        self.device = device.info.ordinal
-
-    def close(self) -> None:
-        ptr, self.ptr = self.ptr, 0
-        if ptr:
-            d = self._dev._d
-            d.cuMemUnmap(ptr, self.size)
-            d.cuMemAddressFree(ptr, self.size)
-
-
-class IpcImport:
-    def __init__(self, device: "CudaDevice", ptr: int, size: int):
-        self._dev = device
-        self.ptr = ptr
-        self.size = size
-        self.device = device.info.ordinal
-
-    def close(self) -> None:
-        ptr, self.ptr = self.ptr, 0
-        if ptr:
-            self._dev._d.cuIpcCloseMemHandle(ptr)
+    def module_unload(self, module) -> None:
+        self("cuModuleUnload", self.d.cuModuleUnload(module))
 
 
 class CudaDevice:
     def __init__(self, runtime: "CudaRuntime", ordinal: int):
         self._rt = runtime
         self._d = runtime.d
-        self._ck = runtime.ck
+        self._ck = self.driver = runtime.ck
         d, ck = self._d, self._ck
         self._dev = ck("cuDeviceGet", d.cuDeviceGet(ordinal))
         name = ck("cuDeviceGetName", d.cuDeviceGetName(256, self._dev))
@@ -215,34 +174,47 @@ class CudaDevice:
     def make_current(self) -> None:
         self._ck("cuCtxSetCurrent", self._d.cuCtxSetCurrent(self._ctx))
 
-    # -- streams and events -----------------------------------------------
-    def create_stream(self) -> CudaStream:
-        h = self._ck("cuStreamCreate", self._d.cuStreamCreate(self._d.CUstream_flags.CU_STREAM_NON_BLOCKING))
-        return CudaStream(self, h)
+    def scoped(self, fn):
+        """``fn(handle)`` run with this device's context pushed, from any thread (the
+        reaper, a finalizer); the thread's own current context is restored after."""
+        d, ctx, ck = self._d, self._ctx, self._ck
 
-    def create_event(self, *, interprocess: bool = False) -> CudaEvent:
+        def call(handle) -> None:
+            ck("cuCtxPushCurrent", d.cuCtxPushCurrent(ctx))
+            try:
+                fn(handle)
+            finally:
+                ck("cuCtxPopCurrent", d.cuCtxPopCurrent())
+
+        return call
+
+    # -- streams and events -----------------------------------------------
+    def create_stream(self) -> Stream:
+        h = self._ck("cuStreamCreate", self._d.cuStreamCreate(self._d.CUstream_flags.CU_STREAM_NON_BLOCKING))
+        return Stream(self, h)
+
+    def create_event(self, *, interprocess: bool = False) -> Event:
         f = self._d.CUevent_flags
         flags = f.CU_EVENT_DISABLE_TIMING
         if interprocess:
             flags |= f.CU_EVENT_INTERPROCESS
         h = self._ck("cuEventCreate", self._d.cuEventCreate(flags))
-        return CudaEvent(self, h, interprocess=interprocess)
+        return Event(self, h, interprocess=interprocess)
 
-    def create_timing_event(self) -> CudaEvent:
+    def create_timing_event(self) -> Event:
         h = self._ck("cuEventCreate", self._d.cuEventCreate(self._d.CUevent_flags.CU_EVENT_DEFAULT))
-        return CudaEvent(self, h)
+        return Event(self, h)
 
-    def elapsed_ms(self, start: CudaEvent, end: CudaEvent) -> float:
+    def elapsed_ms(self, start: Event, end: Event) -> float:
         return float(self._ck("cuEventElapsedTime", self._d.cuEventElapsedTime(start.handle, end.handle)))
 
-    def open_ipc_event(self, handle: bytes) -> CudaEvent:
+    def open_ipc_event(self, handle: bytes) -> Event:
         if len(handle) != 64:
             raise ValueError("a CUDA IPC event handle is 64 bytes")
         buf = np.frombuffer(bytes(handle), dtype=np.uint8).copy()
         h = self._ck("cuIpcOpenEventHandle", self._d.cuIpcOpenEventHandle(self._d.CUipcEventHandle(buf.ctypes.data)))
-        ev = CudaEvent(self, h, owned=True, interprocess=True)
-        ev.recorded = True  # the producer recorded it; we only wait on it
-        return ev
+        # owned: an opened IPC event is ours to destroy; recorded: the producer recorded it, we only wait on it
+        return Event(self, h, owned=True, interprocess=True, recorded=True)
 
     # -- memory --------------------------------------------------------------
     def alloc(self, nbytes: int) -> int:
@@ -250,12 +222,12 @@ class CudaDevice:
 
     def free(self, ptr: int) -> None:
         if ptr:
-            self._d.cuMemFree(ptr)
+            self._ck("cuMemFree", self._d.cuMemFree(ptr))
 
-    def alloc_async(self, nbytes: int, stream: CudaStream) -> int:
+    def alloc_async(self, nbytes: int, stream: Stream) -> int:
         return int(self._ck("cuMemAllocAsync", self._d.cuMemAllocAsync(max(1, nbytes), stream.handle)))
 
-    def free_async(self, ptr: int, stream: CudaStream) -> None:
+    def free_async(self, ptr: int, stream: Stream) -> None:
         if ptr:
             self._ck("cuMemFreeAsync", self._d.cuMemFreeAsync(ptr, stream.handle))
 
@@ -265,19 +237,19 @@ class CudaDevice:
         return arr
 
     def free_host(self, array: np.ndarray) -> None:
-        self._d.cuMemFreeHost(array.ctypes.data)
+        self._ck("cuMemFreeHost", self._d.cuMemFreeHost(array.ctypes.data))
 
-    def copy_htod_async(self, dst: int, src: np.ndarray, nbytes: int, stream: CudaStream) -> None:
+    def copy_htod_async(self, dst: int, src: np.ndarray, nbytes: int, stream: Stream) -> None:
         self._ck("cuMemcpyHtoDAsync", self._d.cuMemcpyHtoDAsync(dst, src.ctypes.data, nbytes, stream.handle))
 
-    def copy_dtoh_async(self, dst: np.ndarray, src: int, nbytes: int, stream: CudaStream) -> None:
+    def copy_dtoh_async(self, dst: np.ndarray, src: int, nbytes: int, stream: Stream) -> None:
         self._ck("cuMemcpyDtoHAsync", self._d.cuMemcpyDtoHAsync(dst.ctypes.data, src, nbytes, stream.handle))
 
-    def copy_dtod_async(self, dst: int, src: int, nbytes: int, stream: CudaStream) -> None:
+    def copy_dtod_async(self, dst: int, src: int, nbytes: int, stream: Stream) -> None:
         self._ck("cuMemcpyDtoDAsync", self._d.cuMemcpyDtoDAsync(dst, src, nbytes, stream.handle))
 
     def copy_2d_async(self, dst: int, dst_pitch: int, src: int, src_pitch: int,
-                      width_bytes: int, rows: int, stream: CudaStream) -> None:
+                      width_bytes: int, rows: int, stream: Stream) -> None:
         d = self._d
         p = d.CUDA_MEMCPY2D()
         p.srcMemoryType = d.CUmemorytype.CU_MEMORYTYPE_DEVICE
@@ -290,14 +262,14 @@ class CudaDevice:
         p.Height = rows
         self._ck("cuMemcpy2DAsync", d.cuMemcpy2DAsync(p, stream.handle))
 
-    def memset_async(self, dst: int, value: int, nbytes: int, stream: CudaStream) -> None:
+    def memset_async(self, dst: int, value: int, nbytes: int, stream: Stream) -> None:
         self._ck("cuMemsetD8Async", self._d.cuMemsetD8Async(dst, value, nbytes, stream.handle))
 
     # -- modules and launches -------------------------------------------
-    def load_module(self, image: bytes) -> CudaModule:
+    def load_module(self, image: bytes) -> Module:
         buf = np.frombuffer(image, dtype=np.uint8).copy()
         h = self._ck("cuModuleLoadData", self._d.cuModuleLoadData(buf.ctypes.data))
-        return CudaModule(self, h)
+        return Module(self, h)
 
     def set_max_shared(self, function, nbytes: int) -> None:
         d = self._d
@@ -305,7 +277,7 @@ class CudaDevice:
             function, d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes))
 
     def launch_packed(self, function, grid: Sequence[int], block: Sequence[int], shared: int,
-                      stream: CudaStream, args_address: int, types=()) -> None:
+                      stream: Stream, args_address: int, types=()) -> None:
         """Launch with a ready array of argument pointers at ``args_address`` (see gpu/launch.py).
 
         ``types`` (the parameters' dtypes) is for bindings that need them; the driver does not."""
@@ -328,95 +300,89 @@ class CudaDevice:
             self._granularity = int(g)
         return self._granularity
 
-    def import_vmm_fd(self, fd: int, size: int) -> VmmImport:
+    def import_vmm_fd(self, fd: int, size: int) -> ImportedMemory:
         """Map another process's VMM allocation (exported as a POSIX fd) read-only.
 
         The fd stays the caller's (the driver does not take it).  ``size`` is
         rounded up to the allocation granularity; a mapping larger than the
-        allocation fails in cuMemMap.
+        allocation fails in cuMemMap.  Each step that succeeded is undone if a
+        later one fails.
         """
         d, ck = self._d, self._ck
         g = self.vmm_granularity()
         size = (size + g - 1) // g * g
-        handle = ck("cuMemImportFromShareableHandle", d.cuMemImportFromShareableHandle(
-            fd, d.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
-        ptr = 0
-        try:
+        with Undo() as undo:
+            handle = ck("cuMemImportFromShareableHandle", d.cuMemImportFromShareableHandle(
+                fd, d.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+            release = undo.push("cuMemRelease", lambda: ck("cuMemRelease", d.cuMemRelease(handle)))
             ptr = int(ck("cuMemAddressReserve", d.cuMemAddressReserve(size, 0, 0, 0)))
+            undo.push("cuMemAddressFree", lambda: ck("cuMemAddressFree", d.cuMemAddressFree(ptr, size)))
             ck("cuMemMap", d.cuMemMap(ptr, size, 0, handle, 0))
+            undo.push("cuMemUnmap", lambda: ck("cuMemUnmap", d.cuMemUnmap(ptr, size)))
             desc = d.CUmemAccessDesc()
             desc.location.type = d.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
             desc.location.id = self.info.ordinal
             desc.flags = d.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READ
-            try:
-                ck("cuMemSetAccess", d.cuMemSetAccess(ptr, size, [desc], 1))
-            except RuntimeCallError:
-                d.cuMemUnmap(ptr, size)
-                raise
-        except BaseException:
-            if ptr:
-                d.cuMemAddressFree(ptr, size)
-            d.cuMemRelease(handle)
-            raise
-        # The mapping holds the allocation; our handle is no longer needed.
-        d.cuMemRelease(handle)
-        return VmmImport(self, ptr, size)
+            ck("cuMemSetAccess", d.cuMemSetAccess(ptr, size, [desc], 1))
+            # The mapping holds the allocation now; our handle is no longer needed.
+            undo.drop(release)
+            ck("cuMemRelease", d.cuMemRelease(handle))
 
-    def import_ipc_memory(self, handle: bytes, size: int) -> IpcImport:
+        def free(ptr: int) -> None:
+            ck("cuMemUnmap", d.cuMemUnmap(ptr, size))
+            ck("cuMemAddressFree", d.cuMemAddressFree(ptr, size))
+
+        return ImportedMemory(self, ptr, size, free)
+
+    def import_ipc_memory(self, handle: bytes, size: int) -> ImportedMemory:
         if len(handle) != 64:
             raise ValueError("a CUDA IPC memory handle is 64 bytes")
-        d = self._d
+        d, ck = self._d, self._ck
         buf = np.frombuffer(bytes(handle), dtype=np.uint8).copy()
-        ptr = self._ck("cuIpcOpenMemHandle", d.cuIpcOpenMemHandle(
+        ptr = ck("cuIpcOpenMemHandle", d.cuIpcOpenMemHandle(
             d.CUipcMemHandle(buf.ctypes.data), d.CUipcMem_flags.CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS))
-        return IpcImport(self, int(ptr), size)
+        return ImportedMemory(self, int(ptr), size,
+                              lambda p: ck("cuIpcCloseMemHandle", d.cuIpcCloseMemHandle(p)))
 
-    def import_dmabuf(self, fd: int, size: int):
+    def import_dmabuf(self, fd: int, size: int) -> ImportedMemory:
         """External memory from a dma-buf fd.  On the H200 this answers CUDA_ERROR_NOT_SUPPORTED."""
         d, ck = self._d, self._ck
         desc = d.CUDA_EXTERNAL_MEMORY_HANDLE_DESC()
         desc.type = d.CUexternalMemoryHandleType.CU_EXTERNAL_MEMORY_HANDLE_TYPE_DMABUF_FD
         desc.handle.fd = fd
         desc.size = size
-        ext = ck("cuImportExternalMemory", d.cuImportExternalMemory(desc))
-        try:
+        with Undo() as undo:
+            ext = ck("cuImportExternalMemory", d.cuImportExternalMemory(desc))
+            undo.push("cuDestroyExternalMemory", lambda: ck("cuDestroyExternalMemory", d.cuDestroyExternalMemory(ext)))
             bdesc = d.CUDA_EXTERNAL_MEMORY_BUFFER_DESC()
             bdesc.offset = 0
             bdesc.size = size
-            ptr = ck("cuExternalMemoryGetMappedBuffer", d.cuExternalMemoryGetMappedBuffer(ext, bdesc))
-        except BaseException:
-            d.cuDestroyExternalMemory(ext)
-            raise
-        return _ExternalImport(self, int(ptr), size, ext)
+            ptr = int(ck("cuExternalMemoryGetMappedBuffer", d.cuExternalMemoryGetMappedBuffer(ext, bdesc)))
+
+        def free(ptr: int) -> None:
+            # the mapped buffer first (cuMemFree, as the driver documents), then the memory object
+            ck("cuMemFree", d.cuMemFree(ptr))
+            ck("cuDestroyExternalMemory", d.cuDestroyExternalMemory(ext))
+
+        return ImportedMemory(self, ptr, size, free)
 
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self._d.cuDevicePrimaryCtxRelease(self._dev)
-
-
-class _ExternalImport:
-    def __init__(self, device: CudaDevice, ptr: int, size: int, ext):
-        self._dev = device
-        self.ptr = ptr
-        self.size = size
-        self.device = device.info.ordinal
-        self._ext = ext
-
-    def close(self) -> None:
-        ext, self._ext = self._ext, None
-        if ext is not None:
-            self._dev._d.cuMemFree(self.ptr)
-            self._dev._d.cuDestroyExternalMemory(ext)
-            self.ptr = 0
+            self._ck("cuDevicePrimaryCtxRelease", self._d.cuDevicePrimaryCtxRelease(self._dev))
 
 
 class CudaRuntime:
     name = "cuda"
+    device_import_kinds = ("cuda_vmm", "cuda_ipc")
+    ipc_event_kind = "cuda_ipc_event"
+    device_reads_host = False
+    caches_binaries = True
+    compile_options = NVRTC_OPTIONS
 
     def __init__(self):
         self.d, self.nvrtc = _import_bindings()
-        self.ck = _Checker(self.d)
+        self.ck = _CudaDriver(self.d)
         try:
             err = self.d.cuInit(0)
         except Exception as e:  # cuda-pathfinder's DynamicLibNotFoundError and friends
@@ -454,7 +420,7 @@ def nvrtc_compile(source: str, name: str, arch: str, options: Sequence[str]) -> 
     ok = nvrtc.nvrtcResult.NVRTC_SUCCESS
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
     if err != ok:
-        raise RuntimeCallError("cuda", "nvrtcCreateProgram", str(err))
+        raise RuntimeCallError("cuda", "nvrtcCreateProgram", str(err), _code(err))
     try:
         opts = [f"--gpu-architecture={arch}".encode(), *[o.encode() for o in options]]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
@@ -462,14 +428,14 @@ def nvrtc_compile(source: str, name: str, arch: str, options: Sequence[str]) -> 
             _, n = nvrtc.nvrtcGetProgramLogSize(prog)
             log = b" " * n
             nvrtc.nvrtcGetProgramLog(prog, log)
-            raise CompileError("cuda", name, log.decode(errors="replace"))
+            raise CompileError("cuda", name, log.decode(errors="replace"), "nvrtcCompileProgram")
         err, n = nvrtc.nvrtcGetCUBINSize(prog)
         if err != ok:
-            raise RuntimeCallError("cuda", "nvrtcGetCUBINSize", str(err))
+            raise RuntimeCallError("cuda", "nvrtcGetCUBINSize", str(err), _code(err))
         cubin = b" " * n
         (err,) = nvrtc.nvrtcGetCUBIN(prog, cubin)
         if err != ok:
-            raise RuntimeCallError("cuda", "nvrtcGetCUBIN", str(err))
+            raise RuntimeCallError("cuda", "nvrtcGetCUBIN", str(err), _code(err))
         return bytes(cubin)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)

@@ -51,9 +51,13 @@ for the lane to wait on its library stream.
 
 Sessions and frames
 -------------------
-``Lane.open_session(spec, sink) -> LaneSession`` (trio thread; may refuse with
-a ``LaneError``, or raise ``PlanError``/``ValueError`` for a plan the lane
-cannot run at this size).  Then, per frame, in index order:
+``await Lane.open_session(spec, sink) -> LaneSession`` (trio thread; may refuse
+with a ``LaneError``, or raise ``PlanError``/``ValueError`` for a plan
+the lane cannot run at this size).  It is awaited so that slow preparation --
+the GPU lane compiles a feature's kernels at their first use on a device --
+runs off the trio thread; once started it returns a session or raises even
+when its caller is cancelled (the caller then drops the session as any
+other).  Then, per frame, in index order:
 
 ``LaneSession.submit(frame) -> ReleaseEvent``
     Hands over one frame whose acquire fences have signalled.  It must not
@@ -329,7 +333,7 @@ class Lane(abc.ABC):
             raise Unsupported(field, f"the {self.name} lane cannot wait on a {kind} fence")
 
     @abc.abstractmethod
-    def open_session(self, spec: SessionSpec, sink: FrameSink) -> LaneSession: ...
+    async def open_session(self, spec: SessionSpec, sink: FrameSink) -> LaneSession: ...
 
     @abc.abstractmethod
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None: ...

@@ -32,7 +32,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .runtime import CompileError, DeviceInfo, RuntimeUnavailable
+from .runtime import CompileError, DeviceInfo, Event, ImportedMemory, Module, RuntimeUnavailable, Stream
 
 __all__ = ["EmulatedRuntime", "load"]
 
@@ -66,42 +66,49 @@ class _Dim3(ctypes.Structure):
     _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint)]
 
 
-class EmuEvent:
-    def __init__(self):
-        self.recorded = False
-        self.handle = object()
+class _EmuDriver:
+    """The driver table of the shared handle classes: streams are synchronous, so every
+    call is done when it returns; an event is complete, recorded or not (R5's trap, as
+    on HIP and CUDA: a never-recorded event answers "done")."""
 
-    def record(self, stream) -> None:
-        self.recorded = True
+    name = "emu"
 
-    def query(self) -> bool:
-        # The R5 trap, as on HIP and CUDA: a never-recorded event answers "done".
+    def event_record(self, event, stream) -> None:
+        pass
+
+    def event_query(self, event) -> bool:
         return True
 
-    def synchronize(self) -> None:
+    def event_synchronize(self, event) -> None:
         pass
 
-    def ipc_handle(self) -> bytes:
+    def event_ipc_handle(self, event) -> bytes:
         raise RuntimeUnavailable("emu", "the emulator has no interprocess events")
 
-    def close(self) -> None:
-        self.handle = None
-
-
-class EmuStream:
-    handle = 0
-
-    def wait_event(self, event) -> None:
+    def event_destroy(self, event) -> None:
         pass
 
-    def submit(self) -> None:
+    def stream_wait(self, stream, event) -> None:
         pass
 
-    def synchronize(self) -> None:
+    def stream_query(self, stream) -> bool:
+        return True
+
+    def stream_synchronize(self, stream) -> None:
         pass
 
-    def close(self) -> None:
+    def stream_destroy(self, stream) -> None:
         pass
+
+    def module_function(self, module, name: str) -> "EmuFunction":
+        return EmuFunction(module, name)
+
+    def module_unload(self, module) -> None:
+        # a loaded library stays loaded (dlclose under ctypes is not safe); the handle goes
+        pass
+
+
+_DRIVER = _EmuDriver()
 
 
 class EmuFunction:
@@ -115,42 +122,6 @@ class EmuFunction:
         self.grid = _Dim3.in_dll(lib, "vx_emu_gridDim")
 
 
-class EmuModule:
-    def __init__(self, path: str):
-        self.lib = ctypes.CDLL(path)
-        self._functions: dict[str, EmuFunction] = {}
-
-    def function(self, name: str) -> EmuFunction:
-        f = self._functions.get(name)
-        if f is None:
-            f = self._functions[name] = EmuFunction(self.lib, name)
-        return f
-
-    def close(self) -> None:
-        pass
-
-
-class _Mapped:
-    """A memfd (or any mappable fd) mapped read-only: emulated device memory of another process."""
-
-    def __init__(self, fd: int, size: int, device: int):
-        self._map = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
-        self._view = np.frombuffer(self._map, dtype=np.uint8)
-        self.ptr = self._view.ctypes.data
-        self.size = size
-        self.device = device
-
-    def close(self) -> None:
-        if self._map is not None:
-            self._view = None
-            try:
-                self._map.close()
-            except BufferError:
-                pass
-            self._map = None
-            self.ptr = 0
-
-
 class EmuDevice:
     def __init__(self, runtime: "EmulatedRuntime", ordinal: int = 0):
         self._rt = runtime
@@ -158,15 +129,19 @@ class EmuDevice:
                                os.cpu_count() or 1, 1 << 34)
         self._buffers: dict[int, np.ndarray] = {}
         self.allocated_bytes = 0
+        self.driver = _DRIVER
+
+    def scoped(self, fn):
+        return fn  # one host: nothing to make current
 
     def make_current(self) -> None:
         pass
 
-    def create_stream(self) -> EmuStream:
-        return EmuStream()
+    def create_stream(self) -> Stream:
+        return Stream(self, 0)
 
-    def create_event(self, *, interprocess: bool = False) -> EmuEvent:
-        return EmuEvent()
+    def create_event(self, *, interprocess: bool = False) -> Event:
+        return Event(self, object(), interprocess=interprocess)
 
     def open_ipc_event(self, handle: bytes):
         raise RuntimeUnavailable("emu", "the emulator has no interprocess events")
@@ -212,9 +187,9 @@ class EmuDevice:
     def memset_async(self, dst: int, value: int, nbytes: int, stream) -> None:
         ctypes.memset(dst, value, nbytes)
 
-    def load_module(self, image: bytes) -> EmuModule:
+    def load_module(self, image: bytes) -> Module:
         # the "image" is the path of the compiled shared library
-        return EmuModule(image.decode())
+        return Module(self, ctypes.CDLL(image.decode()))
 
     def launch_packed(self, function: EmuFunction, grid: Sequence[int], block: Sequence[int], shared: int,
                       stream, args_address: int, types: Sequence[np.dtype] = ()) -> None:
@@ -245,11 +220,23 @@ class EmuDevice:
     def import_ipc_memory(self, handle: bytes, size: int):
         raise RuntimeUnavailable("emu", "the emulator has no IPC memory handles")
 
-    def import_dmabuf(self, fd: int, size: int):
-        return _Mapped(fd, size, 0)
+    def import_dmabuf(self, fd: int, size: int) -> ImportedMemory:
+        return self.import_memfd(fd, size)
 
-    def import_memfd(self, fd: int, size: int) -> _Mapped:
-        return _Mapped(fd, size, 0)
+    def import_memfd(self, fd: int, size: int) -> ImportedMemory:
+        """A memfd (or any mappable fd) mapped read-only: emulated device memory of another process."""
+        mapping = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
+        held = [np.frombuffer(mapping, dtype=np.uint8)]
+        ptr = held[0].ctypes.data
+
+        def free(_ptr: int) -> None:
+            held.clear()  # the array's export of the mapping goes first, or close() refuses
+            try:
+                mapping.close()
+            except BufferError:
+                pass  # someone still holds a view: the mapping goes with it
+
+        return ImportedMemory(self, ptr, size, free)
 
     def close(self) -> None:
         self._buffers.clear()
@@ -264,6 +251,13 @@ def _compiler() -> str | None:
 
 class EmulatedRuntime:
     name = "emu"
+    device_import_kinds: tuple[str, ...] = ()
+    ipc_event_kind = None
+    #: its device memory is host memory: a checked host mapping is read in place
+    device_reads_host = True
+    #: its "binary" is a library path in its own temp directory: never cache it on disk
+    caches_binaries = False
+    compile_options: tuple[str, ...] = ()
 
     def __init__(self):
         self._cxx = _compiler()
@@ -307,6 +301,3 @@ class EmulatedRuntime:
                 raise CompileError("emu", name, res.stderr)
         return str(lib).encode()
 
-
-#: the emulator's compile options (the shared ones come from gpu/kernels.py)
-EMU_OPTIONS: tuple[str, ...] = ()

@@ -12,10 +12,10 @@ the shared lane code — docs/lanes.md lists where each one lives:
 * R2 a sync_file is never imported as an external semaphore (10.1 refuses,
   7.2 aborts the process): this binding has no semaphore import at all; fences
   are checked on the host by the daemon.
-* R9 :meth:`HipStream.submit` queries the stream after enqueueing: without it
+* R9 :meth:`vmafxd.lanes.runtime.Stream.submit` queries the stream after enqueueing: without it
   the last frame came out wrong in 8 of 8 runs.
 * R5 ``hipEventQuery`` of a never-recorded event returns success:
-  :attr:`HipEvent.recorded` stays False until a record is enqueued, and the
+  :attr:`vmafxd.lanes.runtime.Event.recorded` stays False until a record is enqueued, and the
   pending table does not trust a query before that.
 * R4 ``hipFree`` of a mapping synchronised the device for 200 ms: imports are
   closed only by the reaper, behind the lane's release event.
@@ -32,9 +32,16 @@ from typing import Sequence
 
 import numpy as np
 
-from .runtime import CompileError, DeviceInfo, RuntimeCallError, RuntimeUnavailable
+from .errors import InvalidInput
+from .runtime import (
+    CompileError, DeviceInfo, Event, ImportedMemory, Module, RuntimeCallError, RuntimeUnavailable,
+    Stream, Undo,
+)
 
-__all__ = ["HipRuntime", "load", "hiprtc_compile", "compiler_version"]
+__all__ = ["HipRuntime", "load", "hiprtc_compile", "compiler_version", "HIPRTC_OPTIONS"]
+
+#: HIPRTC's options for the kernels (no FMA contraction, as NVRTC's --fmad=false)
+HIPRTC_OPTIONS = ("-ffp-contract=off", "-std=c++17")
 
 _lock = threading.Lock()
 _runtime: "HipRuntime | None" = None
@@ -60,122 +67,91 @@ def _err_value(res):
     return res[0] if isinstance(res, tuple) else res
 
 
-class _Checker:
+def _code(err) -> int | None:
+    try:
+        return int(err)
+    except (TypeError, ValueError):
+        return None
+
+
+class _HipDriver:
+    """The driver table of the shared handle classes, and the one checker of every HIP call."""
+
+    name = "hip"
+
     def __init__(self, hip):
         self.hip = hip
         self.success = hip.hipError_t.hipSuccess
+        self.not_ready = hip.hipError_t.hipErrorNotReady
 
     def __call__(self, call: str, result):
         err = _err_value(result)
         rest = result[1:] if isinstance(result, tuple) else ()
         if err != self.success:
-            raise RuntimeCallError("hip", call, self.name(err))
+            raise self.error(call, err)
         if not rest:
             return None
         return rest[0] if len(rest) == 1 else rest
 
-    def name(self, err) -> str:
+    def error(self, call: str, err) -> RuntimeCallError:
+        return RuntimeCallError("hip", call, self.error_name(err), _code(err))
+
+    def error_name(self, err) -> str:
         return getattr(err, "name", str(err))
 
-
-class HipEvent:
-    def __init__(self, device: "HipDevice", handle, *, interprocess: bool = False, owned: bool = True):
-        self._dev = device
-        self.handle = handle
-        self.recorded = False  # R5: a never-recorded event queries as complete on HIP
-        self.interprocess = interprocess
-        self._owned = owned
-
-    def record(self, stream) -> None:
-        self._dev._ck("hipEventRecord", self._dev._hip.hipEventRecord(self.handle, stream.handle))
-        self.recorded = True
-
-    def query(self) -> bool:
-        hip = self._dev._hip
-        err = _err_value(hip.hipEventQuery(self.handle))
-        if err == hip.hipError_t.hipSuccess:
+    def _ready(self, call: str, result) -> bool:
+        err = _err_value(result)
+        if err == self.success:
             return True
-        if err == hip.hipError_t.hipErrorNotReady:
+        if err == self.not_ready:
             return False
-        raise RuntimeCallError("hip", "hipEventQuery", self._dev._ck.name(err))
+        raise self.error(call, err)
 
-    def synchronize(self) -> None:
-        self._dev._ck("hipEventSynchronize", self._dev._hip.hipEventSynchronize(self.handle))
+    # events; R5: a never-recorded event queries as complete on HIP (Event.recorded guards it)
+    def event_record(self, event, stream) -> None:
+        self("hipEventRecord", self.hip.hipEventRecord(event, stream))
 
-    def ipc_handle(self) -> bytes:
-        h = self._dev._ck("hipIpcGetEventHandle", self._dev._hip.hipIpcGetEventHandle(self.handle))
+    def event_query(self, event) -> bool:
+        return self._ready("hipEventQuery", self.hip.hipEventQuery(event))
+
+    def event_synchronize(self, event) -> None:
+        self("hipEventSynchronize", self.hip.hipEventSynchronize(event))
+
+    def event_ipc_handle(self, event) -> bytes:
+        h = self("hipIpcGetEventHandle", self.hip.hipIpcGetEventHandle(event))
         return bytes(h.reserved) if hasattr(h, "reserved") else ctypes.string_at(int(h), 64)
 
-    def close(self) -> None:
-        h, self.handle = self.handle, None
-        if h is not None and self._owned:
-            self._dev._hip.hipEventDestroy(h)
+    def event_destroy(self, event) -> None:
+        self("hipEventDestroy", self.hip.hipEventDestroy(event))
 
+    # streams
+    def stream_wait(self, stream, event) -> None:
+        self("hipStreamWaitEvent", self.hip.hipStreamWaitEvent(stream, event, 0))
 
-class HipStream:
-    def __init__(self, device: "HipDevice", handle):
-        self._dev = device
-        self.handle = handle
-
-    def wait_event(self, event) -> None:
-        self._dev._ck("hipStreamWaitEvent", self._dev._hip.hipStreamWaitEvent(self.handle, event.handle, 0))
-
-    def submit(self) -> None:
+    def stream_query(self, stream) -> bool:
         # R9: without a query after enqueueing, the research note's last frame
         # came out wrong in 8 of 8 runs (the work sat unsubmitted).
-        self._dev._hip.hipStreamQuery(self.handle)
+        return self._ready("hipStreamQuery", self.hip.hipStreamQuery(stream))
 
-    def synchronize(self) -> None:
-        self._dev._ck("hipStreamSynchronize", self._dev._hip.hipStreamSynchronize(self.handle))
+    def stream_synchronize(self, stream) -> None:
+        self("hipStreamSynchronize", self.hip.hipStreamSynchronize(stream))
 
-    def close(self) -> None:
-        h, self.handle = self.handle, None
-        if h is not None:
-            self._dev._hip.hipStreamDestroy(h)
+    def stream_destroy(self, stream) -> None:
+        self("hipStreamDestroy", self.hip.hipStreamDestroy(stream))
 
+    # modules
+    def module_function(self, module, name: str):
+        return self(f"hipModuleGetFunction({name})", self.hip.hipModuleGetFunction(module, name.encode()))
 
-class HipModule:
-    def __init__(self, device: "HipDevice", handle):
-        self._dev = device
-        self.handle = handle
-        self._functions: dict[str, object] = {}
-
-    def function(self, name: str):
-        f = self._functions.get(name)
-        if f is None:
-            f = self._functions[name] = self._dev._ck(
-                f"hipModuleGetFunction({name})", self._dev._hip.hipModuleGetFunction(self.handle, name.encode()))
-        return f
-
-    def close(self) -> None:
-        h, self.handle = self.handle, None
-        if h is not None:
-            self._dev._hip.hipModuleUnload(h)
-
-
-class _HipImport:
-    """Imported device memory; ``close()`` frees it (only the reaper calls it, R4)."""
-
-    def __init__(self, device: "HipDevice", ptr: int, size: int, free):
-        self._dev = device
-        self.ptr = ptr
-        self.size = size
-        self.device = device.info.ordinal
-        self._free = free
-
-    def close(self) -> None:
-        free, self._free = self._free, None
-        if free is not None:
-            self._dev.make_current()
-            free()
-            self.ptr = 0
+    def module_unload(self, module) -> None:
+        self("hipModuleUnload", self.hip.hipModuleUnload(module))
 
 
 class HipDevice:
     def __init__(self, runtime: "HipRuntime", ordinal: int):
         self._rt = runtime
         self._hip = hip = runtime.hip
-        self._ck = ck = runtime.ck
+        self._ck = ck = self.driver = runtime.ck
         self._ordinal = ordinal
         ck("hipSetDevice", hip.hipSetDevice(ordinal))
         props = hip.hipDeviceProp_t()
@@ -196,29 +172,44 @@ class HipDevice:
     def make_current(self) -> None:
         self._ck("hipSetDevice", self._hip.hipSetDevice(self._ordinal))
 
-    def create_stream(self) -> HipStream:
-        return HipStream(self, self._ck("hipStreamCreateWithFlags",
+    def scoped(self, fn):
+        """``fn(handle)`` run with this device current, from any thread (the reaper, a
+        finalizer); the thread's own current device is restored after."""
+        hip, ck, ordinal = self._hip, self._ck, self._ordinal
+
+        def call(handle) -> None:
+            prev = ck("hipGetDevice", hip.hipGetDevice())
+            ck("hipSetDevice", hip.hipSetDevice(ordinal))
+            try:
+                fn(handle)
+            finally:
+                ck("hipSetDevice", hip.hipSetDevice(prev))
+
+        return call
+
+    def create_stream(self) -> Stream:
+        return Stream(self, self._ck("hipStreamCreateWithFlags",
                                         self._hip.hipStreamCreateWithFlags(self._hip.hipStreamNonBlocking)))
 
-    def create_event(self, *, interprocess: bool = False) -> HipEvent:
+    def create_event(self, *, interprocess: bool = False) -> Event:
         hip = self._hip
         flags = hip.hipEventDisableTiming | (hip.hipEventInterprocess if interprocess else 0)
-        return HipEvent(self, self._ck("hipEventCreateWithFlags", hip.hipEventCreateWithFlags(flags)),
-                        interprocess=interprocess)
+        return Event(self, self._ck("hipEventCreateWithFlags", hip.hipEventCreateWithFlags(flags)),
+                     interprocess=interprocess)
 
-    def create_timing_event(self) -> HipEvent:
-        return HipEvent(self, self._ck("hipEventCreate", self._hip.hipEventCreate()))
+    def create_timing_event(self) -> Event:
+        return Event(self, self._ck("hipEventCreate", self._hip.hipEventCreate()))
 
-    def elapsed_ms(self, start: HipEvent, end: HipEvent) -> float:
+    def elapsed_ms(self, start: Event, end: Event) -> float:
         return float(self._ck("hipEventElapsedTime", self._hip.hipEventElapsedTime(start.handle, end.handle)))
 
-    def open_ipc_event(self, handle: bytes) -> HipEvent:
+    def open_ipc_event(self, handle: bytes) -> Event:
         hip = self._hip
         h = hip.hipIpcEventHandle_t()
         ctypes.memmove(int(h.getPtr() if hasattr(h, "getPtr") else h.ptr), bytes(handle), 64)
-        ev = HipEvent(self, self._ck("hipIpcOpenEventHandle", hip.hipIpcOpenEventHandle(h)), interprocess=True)
-        ev.recorded = True  # recorded by the producer; we only wait on it
-        return ev
+        # owned: an opened IPC event is ours to destroy; recorded by the producer, we only wait on it
+        return Event(self, self._ck("hipIpcOpenEventHandle", hip.hipIpcOpenEventHandle(h)), interprocess=True,
+                     recorded=True)
 
     # memory
     def alloc(self, nbytes: int) -> int:
@@ -226,12 +217,12 @@ class HipDevice:
 
     def free(self, ptr: int) -> None:
         if ptr:
-            self._hip.hipFree(ptr)
+            self._ck("hipFree", self._hip.hipFree(ptr))
 
-    def alloc_async(self, nbytes: int, stream: HipStream) -> int:
+    def alloc_async(self, nbytes: int, stream: Stream) -> int:
         return int(self._ck("hipMallocAsync", self._hip.hipMallocAsync(max(1, nbytes), stream.handle)))
 
-    def free_async(self, ptr: int, stream: HipStream) -> None:
+    def free_async(self, ptr: int, stream: Stream) -> None:
         if ptr:
             self._ck("hipFreeAsync", self._hip.hipFreeAsync(ptr, stream.handle))
 
@@ -240,15 +231,15 @@ class HipDevice:
         return np.ctypeslib.as_array((ctypes.c_uint8 * max(1, nbytes)).from_address(ptr))
 
     def free_host(self, array: np.ndarray) -> None:
-        self._hip.hipHostFree(array.ctypes.data)
+        self._ck("hipHostFree", self._hip.hipHostFree(array.ctypes.data))
 
-    def copy_htod_async(self, dst: int, src: np.ndarray, nbytes: int, stream: HipStream) -> None:
+    def copy_htod_async(self, dst: int, src: np.ndarray, nbytes: int, stream: Stream) -> None:
         self._ck("hipMemcpyHtoDAsync", self._hip.hipMemcpyHtoDAsync(dst, src.ctypes.data, nbytes, stream.handle))
 
-    def copy_dtoh_async(self, dst: np.ndarray, src: int, nbytes: int, stream: HipStream) -> None:
+    def copy_dtoh_async(self, dst: np.ndarray, src: int, nbytes: int, stream: Stream) -> None:
         self._ck("hipMemcpyDtoHAsync", self._hip.hipMemcpyDtoHAsync(dst.ctypes.data, src, nbytes, stream.handle))
 
-    def copy_dtod_async(self, dst: int, src: int, nbytes: int, stream: HipStream) -> None:
+    def copy_dtod_async(self, dst: int, src: int, nbytes: int, stream: Stream) -> None:
         self._ck("hipMemcpyDtoDAsync", self._hip.hipMemcpyDtoDAsync(dst, src, nbytes, stream.handle))
 
     def copy_2d_async(self, dst, dst_pitch, src, src_pitch, width_bytes, rows, stream) -> None:
@@ -257,90 +248,90 @@ class HipDevice:
             dst, dst_pitch, src, src_pitch, width_bytes, rows, hip.hipMemcpyKind.hipMemcpyDeviceToDevice,
             stream.handle))
 
-    def memset_async(self, dst: int, value: int, nbytes: int, stream: HipStream) -> None:
+    def memset_async(self, dst: int, value: int, nbytes: int, stream: Stream) -> None:
         self._ck("hipMemsetD8Async", self._hip.hipMemsetD8Async(dst, value, nbytes, stream.handle))
 
     # modules and launches
-    def load_module(self, image: bytes) -> HipModule:
+    def load_module(self, image: bytes) -> Module:
         buf = np.frombuffer(image, dtype=np.uint8).copy()
-        return HipModule(self, self._ck("hipModuleLoadData", self._hip.hipModuleLoadData(buf.ctypes.data)))
+        return Module(self, self._ck("hipModuleLoadData", self._hip.hipModuleLoadData(buf.ctypes.data)))
 
     def launch_packed(self, function, grid: Sequence[int], block: Sequence[int], shared: int,
-                      stream: HipStream, args_address: int, types=()) -> None:
+                      stream: Stream, args_address: int, types=()) -> None:
         gx, gy, gz = (list(grid) + [1, 1])[:3]
         bx, by, bz = (list(block) + [1, 1])[:3]
         self._ck("hipModuleLaunchKernel", self._hip.hipModuleLaunchKernel(
             function, gx, gy, gz, bx, by, bz, shared, stream.handle, args_address, None))
 
-    # imports
-    def import_dmabuf(self, fd: int, size: int) -> _HipImport:
+    # imports: each step that succeeded is undone if a later one fails
+    def import_dmabuf(self, fd: int, size: int) -> ImportedMemory:
         """R3: the dma-buf's own size, a larger declared size refused, a dup() we own and close.
 
         The caller passes the size it validated; we measure the real one on
         our own dup and refuse when the declared size exceeds it (the runtime
-        would import 4x the buffer without a word).
+        would import 4x the buffer without a word): a :class:`LaneError`
+        naming ``size``.
         """
-        hip = self._hip
-        own = os.dup(fd)
-        try:
+        hip, ck = self._hip, self._ck
+        with Undo() as undo:
+            own = os.dup(fd)
+            undo.push("close", os.close, own)
             real = os.lseek(own, 0, os.SEEK_END)
             if size > real:
-                raise RuntimeCallError("hip", "hipImportExternalMemory", "E_INVAL",
-                                       f"size: declared {size} bytes but the dma-buf holds {real}")
+                raise InvalidInput("size", f"declared {size} bytes but the dma-buf holds {real}")
             desc = hip.hipExternalMemoryHandleDesc()
             desc.type = hip.hipExternalMemoryHandleType.hipExternalMemoryHandleTypeOpaqueFd
             desc.handle.fd = own
             desc.size = real
-            ext = self._ck("hipImportExternalMemory", hip.hipImportExternalMemory(desc))
+            ext = ck("hipImportExternalMemory", hip.hipImportExternalMemory(desc))
+            undo.push("hipDestroyExternalMemory", lambda: ck("hipDestroyExternalMemory", hip.hipDestroyExternalMemory(ext)))
             bdesc = hip.hipExternalMemoryBufferDesc()
             bdesc.offset = 0
             bdesc.size = real
+            ptr = int(ck("hipExternalMemoryGetMappedBuffer", hip.hipExternalMemoryGetMappedBuffer(ext, bdesc)))
+
+        def free(ptr: int) -> None:
             try:
-                ptr = int(self._ck("hipExternalMemoryGetMappedBuffer", hip.hipExternalMemoryGetMappedBuffer(ext, bdesc)))
-            except BaseException:
-                hip.hipDestroyExternalMemory(ext)
-                raise
-        except BaseException:
-            os.close(own)
-            raise
+                ck("hipFree", hip.hipFree(ptr))
+                ck("hipDestroyExternalMemory", hip.hipDestroyExternalMemory(ext))
+            finally:
+                os.close(own)  # the runtime leaves the descriptor open (research note)
 
-        def free():
-            hip.hipFree(ptr)
-            hip.hipDestroyExternalMemory(ext)
-            os.close(own)  # the runtime leaves the descriptor open (research note)
+        return ImportedMemory(self, ptr, real, free)
 
-        return _HipImport(self, ptr, real, free)
-
-    def import_ipc_memory(self, handle: bytes, size: int) -> _HipImport:
-        hip = self._hip
+    def import_ipc_memory(self, handle: bytes, size: int) -> ImportedMemory:
+        if len(handle) != 64:
+            raise ValueError("a HIP IPC memory handle is 64 bytes")
+        hip, ck = self._hip, self._ck
         h = hip.hipIpcMemHandle_t()
         ctypes.memmove(int(h.getPtr() if hasattr(h, "getPtr") else h.ptr), bytes(handle), 64)
-        ptr = int(self._ck("hipIpcOpenMemHandle", hip.hipIpcOpenMemHandle(h, hip.hipIpcMemLazyEnablePeerAccess)))
-        return _HipImport(self, ptr, size, lambda: hip.hipIpcCloseMemHandle(ptr))
+        ptr = int(ck("hipIpcOpenMemHandle", hip.hipIpcOpenMemHandle(h, hip.hipIpcMemLazyEnablePeerAccess)))
+        return ImportedMemory(self, ptr, size, lambda p: ck("hipIpcCloseMemHandle", hip.hipIpcCloseMemHandle(p)))
 
-    def import_vmm_fd(self, fd: int, size: int) -> _HipImport:
+    def import_vmm_fd(self, fd: int, size: int) -> ImportedMemory:
         hip, ck = self._hip, self._ck
-        handle = ck("hipMemImportFromShareableHandle", hip.hipMemImportFromShareableHandle(
-            fd, hip.hipMemAllocationHandleType.hipMemHandleTypePosixFileDescriptor))
-        ptr = int(ck("hipMemAddressReserve", hip.hipMemAddressReserve(size, 0, 0, 0)))
-        try:
+        with Undo() as undo:
+            handle = ck("hipMemImportFromShareableHandle", hip.hipMemImportFromShareableHandle(
+                fd, hip.hipMemAllocationHandleType.hipMemHandleTypePosixFileDescriptor))
+            release = undo.push("hipMemRelease", lambda: ck("hipMemRelease", hip.hipMemRelease(handle)))
+            ptr = int(ck("hipMemAddressReserve", hip.hipMemAddressReserve(size, 0, 0, 0)))
+            undo.push("hipMemAddressFree", lambda: ck("hipMemAddressFree", hip.hipMemAddressFree(ptr, size)))
             ck("hipMemMap", hip.hipMemMap(ptr, size, 0, handle, 0))
+            undo.push("hipMemUnmap", lambda: ck("hipMemUnmap", hip.hipMemUnmap(ptr, size)))
             desc = hip.hipMemAccessDesc()
             desc.location.type = hip.hipMemLocationType.hipMemLocationTypeDevice
             desc.location.id = self._ordinal
             desc.flags = hip.hipMemAccessFlags.hipMemAccessFlagsProtRead
             ck("hipMemSetAccess", hip.hipMemSetAccess(ptr, size, desc, 1))
-        except BaseException:
-            hip.hipMemAddressFree(ptr, size)
-            hip.hipMemRelease(handle)
-            raise
-        hip.hipMemRelease(handle)
+            # The mapping holds the allocation now; our handle is no longer needed.
+            undo.drop(release)
+            ck("hipMemRelease", hip.hipMemRelease(handle))
 
-        def free():
-            hip.hipMemUnmap(ptr, size)
-            hip.hipMemAddressFree(ptr, size)
+        def free(ptr: int) -> None:
+            ck("hipMemUnmap", hip.hipMemUnmap(ptr, size))
+            ck("hipMemAddressFree", hip.hipMemAddressFree(ptr, size))
 
-        return _HipImport(self, ptr, size, free)
+        return ImportedMemory(self, ptr, size, free)
 
     def close(self) -> None:
         self.closed = True
@@ -348,10 +339,15 @@ class HipDevice:
 
 class HipRuntime:
     name = "hip"
+    device_import_kinds = ("hip_vmm", "hip_ipc")
+    ipc_event_kind = "hip_ipc_event"
+    device_reads_host = False
+    caches_binaries = True
+    compile_options = HIPRTC_OPTIONS
 
     def __init__(self):
         self.hip, self.hiprtc = _bindings()
-        self.ck = _Checker(self.hip)
+        self.ck = _HipDriver(self.hip)
         try:
             count = self.hip.hipGetDeviceCount()
         except RuntimeError as e:  # hip-python: "failed to dlopen libamdhip64.so"
@@ -360,7 +356,7 @@ class HipRuntime:
         if err == self.hip.hipError_t.hipErrorNoDevice or (err == self.ck.success and count[1] == 0):
             raise RuntimeUnavailable("hip", "no AMD GPU (hipGetDeviceCount: hipErrorNoDevice)")
         if err != self.ck.success:
-            raise RuntimeUnavailable("hip", f"hipGetDeviceCount failed with {self.ck.name(err)}")
+            raise RuntimeUnavailable("hip", f"hipGetDeviceCount failed with {self.ck.error_name(err)}")
         self._count = int(count[1])
         self._devices: dict[int, HipDevice] = {}
 
@@ -399,7 +395,7 @@ def hiprtc_compile(source: str, name: str, arch: str, options: Sequence[str]) ->
         raise RuntimeUnavailable("hip", f"HIPRTC cannot be loaded ({e})") from None
     err, prog = res
     if _err_value(err) != ok and err != 0:
-        raise RuntimeCallError("hip", "hiprtcCreateProgram", str(err))
+        raise RuntimeCallError("hip", "hiprtcCreateProgram", str(err), _code(err))
     try:
         opts = [f"--offload-arch={arch}".encode(), *[o.encode() for o in options]]
         (err,) = hiprtc.hiprtcCompileProgram(prog, len(opts), opts)
@@ -407,12 +403,12 @@ def hiprtc_compile(source: str, name: str, arch: str, options: Sequence[str]) ->
             _, n = hiprtc.hiprtcGetProgramLogSize(prog)
             log = bytearray(n)
             hiprtc.hiprtcGetProgramLog(prog, log)
-            raise CompileError("hip", name, bytes(log).decode(errors="replace"))
+            raise CompileError("hip", name, bytes(log).decode(errors="replace"), "hiprtcCompileProgram")
         _, n = hiprtc.hiprtcGetCodeSize(prog)
         code = bytearray(n)
         (err,) = hiprtc.hiprtcGetCode(prog, code)
         if err != ok:
-            raise RuntimeCallError("hip", "hiprtcGetCode", str(err))
+            raise RuntimeCallError("hip", "hiprtcGetCode", str(err), _code(err))
         return bytes(code)
     finally:
         # the C call takes a hiprtcProgram* (passing the handle itself crashes)

@@ -1,45 +1,71 @@
-"""The small GPU runtime layer the GPU lane is written against.
+"""The GPU runtime layer: what the GPU lane (``vmafxd/lanes/gpu/``) is written against.
 
-The CUDA and HIP lanes are one code path (``vmafxd/lanes/gpu.py``) over this
-interface; only the bindings (``cuda.py``, ``hip.py``) name a vendor.  What a
-lane needs and nothing more:
+Three bindings implement it: ``cuda.py`` (cuda-bindings' driver API and
+NVRTC), ``hip.py`` (hip-python and HIPRTC) and ``emulated.py`` (the kernels'
+own source built with the host C++ compiler, for CI).  Only a binding names
+its vendor.  This module holds what they share:
 
-* devices: ordinal, name, PCI location, architecture, multiprocessor count;
-* one context per device, made current on the thread that owns the device;
-* streams, events (timing off; interprocess ones for producer fences and
-  release points), stream waits;
-* stream-ordered allocations from the stream's pool (``alloc_async`` /
-  ``free_async``, R7), plain device allocations, pinned host memory;
-* copies host<->device and device<->device, 1-D and 2-D, asynchronous;
-* modules from compiled code (cubin / code object) and kernel launches;
-* imported memory: VMM POSIX fds, IPC memory handles, dma-bufs (external
-  memory, where the driver can), each an :class:`ImportedMemory` that owns its
-  mapping and frees it behind the lane's release event (R4);
-* a compiler (NVRTC / HIPRTC) with a version string for the kernel cache key.
+* **Owned handles** (:class:`Owned`, in cuda.core's manner): one Python object
+  per driver handle.  ``close()`` destroys it, is checked (a failing destroy
+  raises :class:`RuntimeCallError`) and is safe to call twice; a handle
+  dropped without ``close()`` is destroyed by a ``weakref.finalize`` safety
+  net (its failure is logged, there is no caller to raise to).  A *borrowed*
+  handle (``owned=False``: someone else destroys it) is never destroyed here.
+  :func:`live_handles` counts the owned handles not yet destroyed, so tests
+  can show that sessions leave none behind.
+* **One class per handle kind**, :class:`Event`, :class:`Stream`,
+  :class:`Module` and :class:`ImportedMemory`, over a binding's
+  :class:`Driver` table (the few calls each kind needs).  A binding supplies
+  the table and its :class:`Device`; it repeats none of these classes.
+* **One error type**: :class:`~vmafxd.lanes.errors.RuntimeCallError` (runtime,
+  call, the driver's error name and code), with
+  :class:`~vmafxd.lanes.errors.CompileError` carrying the compiler's log.
+  :class:`RuntimeUnavailable` says that the runtime cannot be used here at all.
+* **Capabilities** on the :class:`Runtime` (which buffer kinds it imports as
+  device memory, its interprocess event kind, whether its device reads host
+  memory in place, whether its compiled binaries are worth the on-disk cache,
+  its compiler options): the lane reads these, never the runtime's name.
 
-Every driver call goes through the binding's one checker, which raises
-:class:`RuntimeCallError` carrying the runtime, the call and the driver's
-error name (and the compile log for the compiler).  Handles are owned by one
-Python object each, with an idempotent ``close()``.
+What a device offers (:class:`Device`): streams and events (timing off;
+interprocess ones for producer fences), stream-ordered allocations from the
+stream's pool (R7) and plain ones, pinned host memory, asynchronous copies,
+modules and launches with a packed argument array, and imports of another
+process's memory (VMM POSIX fds, IPC memory handles, dma-bufs), each an
+:class:`ImportedMemory` that the lane's reaper closes behind the release
+event of every frame that read it (R4).
 """
 
 from __future__ import annotations
 
+import logging
+import threading
+import weakref
+from collections import Counter
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
+
+from .errors import CompileError, LaneError, RuntimeCallError
 
 __all__ = [
     "RuntimeUnavailable",
     "RuntimeCallError",
     "CompileError",
+    "LaneError",
     "DeviceInfo",
+    "Driver",
+    "Owned",
     "Event",
     "Stream",
-    "ImportedMemory",
     "Module",
+    "ImportedMemory",
     "Device",
     "Runtime",
+    "live_handles",
+    "dropped_handles",
+    "Undo",
 ]
+
+log = logging.getLogger("vmafxd.lanes.runtime")
 
 
 class RuntimeUnavailable(RuntimeError):
@@ -55,31 +81,6 @@ class RuntimeUnavailable(RuntimeError):
         self.reason = message
 
 
-class RuntimeCallError(RuntimeError):
-    """A driver call failed: ``runtime``, ``call`` and the driver's ``error`` name."""
-
-    def __init__(self, runtime: str, call: str, error: str, detail: str = ""):
-        msg = f"{runtime}: {call} failed with {error}"
-        if detail:
-            msg += f": {detail}"
-        super().__init__(msg)
-        self.runtime = runtime
-        self.call = call
-        self.error = error
-
-    @property
-    def not_supported(self) -> bool:
-        return self.error.endswith("NOT_SUPPORTED") or self.error.endswith("NotSupported")
-
-
-class CompileError(RuntimeError):
-    def __init__(self, runtime: str, source: str, log: str):
-        super().__init__(f"{runtime}: compiling {source} failed:\n{log}")
-        self.runtime = runtime
-        self.source = source
-        self.log = log
-
-
 @dataclass(frozen=True)
 class DeviceInfo:
     ordinal: int
@@ -92,53 +93,251 @@ class DeviceInfo:
     total_memory: int
 
 
-class Event(Protocol):
+# --------------------------------------------------------------------------- owned handles
+
+_live: Counter = Counter()
+_dropped: Counter = Counter()
+_live_lock = threading.Lock()
+
+
+def live_handles(runtime: str | None = None, kind: str | None = None) -> int:
+    """Owned handles created and not yet destroyed (of one runtime / kind, or all)."""
+    with _live_lock:
+        return sum(n for (r, k), n in _live.items()
+                   if (runtime is None or r == runtime) and (kind is None or k == kind))
+
+
+def dropped_handles(runtime: str | None = None) -> int:
+    """Owned handles that were destroyed by the safety net, not by ``close()`` (a leak found)."""
+    with _live_lock:
+        return sum(n for (r, _), n in _dropped.items() if runtime is None or r == runtime)
+
+
+def _destroy(key: tuple[str, str], destroy: Callable[[Any], None], handle: Any, dropped: bool) -> None:
+    with _live_lock:
+        _live[key] -= 1
+        if dropped:
+            _dropped[key] += 1
+    if not dropped:
+        destroy(handle)
+        return
+    # The safety net: nobody called close().  There is no caller to raise to.
+    try:
+        destroy(handle)
+    except Exception as e:
+        log.warning("%s %s dropped without close(): destroying it failed: %s", key[0], key[1], e)
+    else:
+        log.debug("%s %s dropped without close() was destroyed by its finalizer", key[0], key[1])
+
+
+class Owned:
+    """One driver handle.  ``destroy`` (None: borrowed) is called once, by ``close()`` or at drop.
+
+    ``destroy`` must not refer to this object (the finalizer holds it); it
+    receives the raw handle and must work from any thread (a binding makes
+    its device's context current around it).  ``owner`` keeps whatever a
+    borrowed handle lives in (a module for its functions) alive as long as it.
+    """
+
+    kind = "handle"
+
+    def __init__(self, runtime: str, handle: Any, destroy: Callable[[Any], None] | None, *, owner: Any = None):
+        self.runtime = runtime
+        self.handle = handle
+        self._owner = owner
+        self._finalizer: weakref.finalize | None = None
+        if destroy is not None:
+            key = (runtime, self.kind)
+            with _live_lock:
+                _live[key] += 1
+            self._finalizer = weakref.finalize(self, _destroy, key, destroy, handle, True)
+            # At interpreter exit the process's end frees everything; calling into a
+            # driver that is being torn down only risks a crash.
+            self._finalizer.atexit = False
+
+    @property
+    def owned(self) -> bool:
+        return self._finalizer is not None
+
+    @property
+    def closed(self) -> bool:
+        return self.handle is None
+
+    def close(self) -> None:
+        """Destroy the handle (checked); a second call does nothing.  A borrowed one is only let go."""
+        fin, self._finalizer = self._finalizer, None
+        self.handle = None
+        self._owner = None
+        if fin is not None:
+            got = fin.detach()
+            if got is not None:
+                _, _, (key, destroy, handle, _dropped), _ = got
+                _destroy(key, destroy, handle, False)
+
+
+class Driver(Protocol):
+    """The calls a binding provides for the shared handle classes (``h``: raw handles)."""
+
+    name: str
+
+    def event_record(self, event: Any, stream: Any) -> None: ...
+
+    def event_query(self, event: Any) -> bool: ...  # True: complete; raises on an error
+
+    def event_synchronize(self, event: Any) -> None: ...
+
+    def event_ipc_handle(self, event: Any) -> bytes: ...
+
+    def event_destroy(self, event: Any) -> None: ...
+
+    def stream_wait(self, stream: Any, event: Any) -> None: ...
+
+    def stream_query(self, stream: Any) -> bool: ...
+
+    def stream_synchronize(self, stream: Any) -> None: ...
+
+    def stream_destroy(self, stream: Any) -> None: ...
+
+    def module_function(self, module: Any, name: str) -> Any: ...
+
+    def module_unload(self, module: Any) -> None: ...
+
+
+class Event(Owned):
     """A device event.  ``recorded`` is False until :meth:`record` was enqueued (R5)."""
 
-    recorded: bool
+    kind = "event"
 
-    def record(self, stream: "Stream") -> None: ...
+    def __init__(self, device: "Device", handle: Any, *, owned: bool = True, interprocess: bool = False,
+                 recorded: bool = False):
+        drv = device.driver
+        super().__init__(drv.name, handle, device.scoped(drv.event_destroy) if owned else None)
+        self._drv = drv
+        self.interprocess = interprocess
+        self.recorded = recorded
 
-    def query(self) -> bool: ...
+    def record(self, stream: "Stream") -> None:
+        self._drv.event_record(self.handle, stream.handle)
+        self.recorded = True
 
-    def synchronize(self) -> None: ...
+    def query(self) -> bool:
+        return self._drv.event_query(self.handle)
 
-    def ipc_handle(self) -> bytes: ...
+    def synchronize(self) -> None:
+        self._drv.event_synchronize(self.handle)
 
-    def close(self) -> None: ...
+    def ipc_handle(self) -> bytes:
+        return self._drv.event_ipc_handle(self.handle)
 
 
-class Stream(Protocol):
-    handle: int
+class Stream(Owned):
+    kind = "stream"
 
-    def wait_event(self, event: Event) -> None: ...
+    def __init__(self, device: "Device", handle: Any, *, owned: bool = True):
+        drv = device.driver
+        super().__init__(drv.name, handle, device.scoped(drv.stream_destroy) if owned else None)
+        self._drv = drv
+
+    def wait_event(self, event: Event) -> None:
+        self._drv.stream_wait(self.handle, event.handle)
 
     def submit(self) -> None:
-        """Make sure enqueued work is submitted to the device (R9: a stream query)."""
+        """Make sure enqueued work is submitted to the device (R9: a stream query).
 
-    def synchronize(self) -> None: ...
+        The research note saw HIP's last frame come out wrong without it; on
+        CUDA it is cheap, so the lane does it the same way on both."""
+        self._drv.stream_query(self.handle)
 
-    def close(self) -> None: ...
-
-
-class ImportedMemory(Protocol):
-    """Device memory of another process, mapped into ours.  ``close()`` unmaps and frees it."""
-
-    ptr: int
-    size: int
-    device: int
-
-    def close(self) -> None: ...
+    def synchronize(self) -> None:
+        self._drv.stream_synchronize(self.handle)
 
 
-class Module(Protocol):
-    def function(self, name: str) -> int: ...
+class Module(Owned):
+    """Loaded device code; its functions are borrowed from it (valid while it is open)."""
 
-    def close(self) -> None: ...
+    kind = "module"
+
+    def __init__(self, device: "Device", handle: Any):
+        drv = device.driver
+        super().__init__(drv.name, handle, device.scoped(drv.module_unload))
+        self._drv = drv
+        self._functions: dict[str, Any] = {}
+
+    def function(self, name: str) -> Any:
+        f = self._functions.get(name)
+        if f is None:
+            f = self._functions[name] = self._drv.module_function(self.handle, name)
+        return f
+
+    def close(self) -> None:
+        self._functions.clear()
+        super().close()
+
+
+class ImportedMemory(Owned):
+    """Device memory of another process, mapped into ours.  ``close()`` unmaps and frees it.
+
+    ``free`` (from the binding) undoes every step of the import; the lane
+    calls ``close()`` from the reaper only, behind the frames' release events (R4).
+    """
+
+    kind = "import"
+
+    def __init__(self, device: "Device", ptr: int, size: int, free: Callable[[int], None]):
+        super().__init__(device.driver.name, ptr, device.scoped(free))
+        self.ptr = ptr
+        self.size = size
+        self.device = device.info.ordinal
+
+    def close(self) -> None:
+        super().close()
+        self.ptr = 0
+
+
+class Undo:
+    """The completed steps of a multi-call import, undone in reverse when a later step fails.
+
+    ``with Undo() as undo:`` then ``undo.push(what, fn, *args)`` after each step
+    that succeeded.  If the block raises, every pushed step is undone, newest
+    first, and the block's error propagates (an undo that fails too is logged:
+    the first error is the one to report).  :meth:`drop` forgets a step that a
+    later one made unnecessary.
+    """
+
+    def __init__(self) -> None:
+        self._steps: list[tuple[str, Callable[..., Any], tuple]] = []
+
+    def push(self, what: str, fn: Callable[..., Any], *args: Any) -> int:
+        self._steps.append((what, fn, args))
+        return len(self._steps) - 1
+
+    def drop(self, step: int) -> None:
+        what, _, _ = self._steps[step]
+        self._steps[step] = (what, lambda *a: None, ())
+
+    def __enter__(self) -> "Undo":
+        return self
+
+    def __exit__(self, typ, exc, tb) -> bool:
+        if typ is not None:
+            for what, fn, args in reversed(self._steps):
+                try:
+                    fn(*args)
+                except Exception as e:
+                    log.warning("undoing %s after a failed import failed too: %s", what, e)
+        self._steps.clear()
+        return False
+
+
+# --------------------------------------------------------------------------- devices and runtimes
 
 
 class Device(Protocol):
     info: DeviceInfo
+    driver: Driver
+
+    def scoped(self, fn: Callable[[Any], None]) -> Callable[[Any], None]:
+        """``fn`` wrapped to run with this device current on any thread (the thread's own left as it was)."""
 
     def make_current(self) -> None: ...
 
@@ -173,20 +372,33 @@ class Device(Protocol):
 
     def load_module(self, image: bytes) -> Module: ...
 
-    def launch_packed(self, function: int, grid: Sequence[int], block: Sequence[int], shared: int,
+    def launch_packed(self, function: Any, grid: Sequence[int], block: Sequence[int], shared: int,
                       stream: Stream, args_address: int, types: Sequence = ()) -> None: ...
 
     def import_vmm_fd(self, fd: int, size: int) -> ImportedMemory: ...
 
-    def import_ipc_memory(self, handle: bytes) -> ImportedMemory: ...
+    def import_ipc_memory(self, handle: bytes, size: int) -> ImportedMemory: ...
 
-    def import_dmabuf(self, fd: int, size: int) -> ImportedMemory: ...
+    def import_dmabuf(self, fd: int, size: int) -> ImportedMemory:
+        """A dma-buf as device memory.  A declared ``size`` larger than the buffer raises
+        :class:`LaneError` with ``field="size"``; a driver without the import raises
+        :class:`RuntimeCallError` whose ``not_supported`` is True."""
 
     def close(self) -> None: ...
 
 
 class Runtime(Protocol):
     name: str
+    #: buffer kinds imported as device memory ("cuda_vmm", "cuda_ipc"); memfd/dmabuf are the lane's
+    device_import_kinds: tuple[str, ...]
+    #: the fence kind of this runtime's interprocess events (None: it has none)
+    ipc_event_kind: str | None
+    #: the device reads host memory in place (the emulator): host mappings are its device memory
+    device_reads_host: bool
+    #: compiled binaries are worth the on-disk kernel cache (the emulator's are paths in a temp dir)
+    caches_binaries: bool
+    #: the compiler's options for the kernels (after ``gpu/kernels.py``'s COMMON_OPTIONS)
+    compile_options: tuple[str, ...]
 
     def device_count(self) -> int: ...
 

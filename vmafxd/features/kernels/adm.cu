@@ -99,39 +99,15 @@ __constant__ i32 adm_lo[4] = {15826, 27411, 7345, -4240};
 __constant__ i32 adm_hi[4] = {-4240, -7345, 27411, -15826};
 #define ADM_LO_SUM 46342
 
-// Per-scale constants: a table of int64 built on the host from the CPU
-// twin's plan (vmafxd/lanes/gpu/adm.py, _PARAM_NAMES: same order).
-#define P_W 0
-#define P_H 1
-#define P_TOP 2
-#define P_BOTTOM 3
-#define P_LEFT 4
-#define P_RIGHT 5
-#define P_IRF 6          // 3: CSF weights h, v, d (uint16 narrow, uint32 wide)
-#define P_SUB 9          // 3: narrow threshold shifts
-#define P_SQ_ADD 12      // 3
-#define P_SQ_SHIFT 15    // 3
-#define P_CUB_ADD 18     // 3
-#define P_CUB_SHIFT 21   // 3
-#define P_ROW_ADD 24
-#define P_ROW_SHIFT 25
-#define P_DEN_SQ_ADD 26
-#define P_DEN_SQ_SHIFT 27
-#define P_DEN_CUB_ADD 28
-#define P_DEN_CUB_SHIFT 29
-#define P_DEN_ROW_ADD 30
-#define P_DEN_ROW_SHIFT 31
-#define P_VR_LO 32       // AVX-512 vector columns of decouple and CSF: [lo, hi)
-#define P_VR_HI 33
-#define P_VG_LO 34       // AVX-512 vector pixels of masking: columns [lo, hi) x rows [rlo, rhi)
-#define P_VG_HI 35
-#define P_VG_RLO 36
-#define P_VG_RHI 37
-#define P_EGL_INT 38     // adm_enhn_gain_limit when integral, else -1
-#define P_EGL_BITS 39    // adm_enhn_gain_limit, double bits
-#define P_COS_BITS 40    // cos^2(1 degree) as libvmaf has it (float widened), double bits
-#define P_SKIP_AIM 41
-#define P_COUNT 42
+// Per-scale constants: a table of int64 built on the host from the CPU twin's
+// plan (vmafxd/lanes/gpu/adm.py).  Its indices P_* and P_COUNT are generated
+// from the feature's declaration (DECLARATION.kernel_params in
+// vmafxd/features/adm.py) and prepended to this source by the kernel compiler
+// (vmafxd/lanes/gpu/kernels.py: source()); the host fills the table by the
+// same names, so the two sides cannot drift apart.
+#ifndef P_COUNT
+#error "adm.cu needs its generated parameter indices: compile it through vmafxd.lanes.gpu.kernels.source()"
+#endif
 
 union adm_bits {
     i64 i;

@@ -22,17 +22,8 @@ from .launch import I32, I64, U64
 
 __all__ = ["make", "scale_table", "PARAM_NAMES"]
 
-#: the per-scale parameter table, in the order of adm.cu's P_* indices
-PARAM_NAMES = (
-    "w", "h", "top", "bottom", "left", "right",
-    "irf0", "irf1", "irf2", "sub0", "sub1", "sub2",
-    "sq_add0", "sq_add1", "sq_add2", "sq_shift0", "sq_shift1", "sq_shift2",
-    "cub_add0", "cub_add1", "cub_add2", "cub_shift0", "cub_shift1", "cub_shift2",
-    "row_add", "row_shift", "den_sq_add", "den_sq_shift", "den_cub_add", "den_cub_shift",
-    "den_row_add", "den_row_shift",
-    "vr_lo", "vr_hi", "vg_lo", "vg_hi", "vg_rlo", "vg_rhi",
-    "egl_int", "egl_bits", "cos_bits", "skip_aim",
-)
+#: the per-scale parameter table's entries, in order (from the declaration, as adm.cu's P_* indices)
+PARAM_NAMES = cpu.DECLARATION.kernel_param_names()
 
 # tiles of adm.cu (AdmTile, ADM_DWT_*) and its block size
 _STATS_TH = 8  # ADM_STATS_TH
@@ -74,7 +65,8 @@ def _vector_ranges(p: ScaleParams) -> tuple[int, ...]:
 
 
 def scale_table(params, egl: float, skip_aim: bool) -> np.ndarray:
-    """``int64[4, len(PARAM_NAMES)]``: the kernels' constants of each scale, from the twin's plan."""
+    """``int64[4, len(PARAM_NAMES)]``: the kernels' constants of each scale, from the twin's plan,
+    packed by name in the declaration's order (``DECLARATION.kernel_params``)."""
     egl = float(egl)
     egl_int = int(egl) if egl.is_integer() else -1
     egl_bits = int(np.float64(egl).view(np.int64))
@@ -82,12 +74,16 @@ def scale_table(params, egl: float, skip_aim: bool) -> np.ndarray:
     rows = []
     for p in params:
         reg = p.region
-        row = [reg.w, reg.h, reg.top, reg.bottom, reg.left, reg.right, *p.irf, *p.sub_shift, *p.sq_add,
-               *p.sq_shift, *p.cub_add, *p.cub_shift, p.row_add, p.row_shift, p.den_sq_add, p.den_sq_shift,
-               p.den_cub_add, p.den_cub_shift, p.den_row_add, p.den_row_shift, *_vector_ranges(p),
-               egl_int, egl_bits, cos_bits, int(skip_aim)]
-        assert len(row) == len(PARAM_NAMES)
-        rows.append(row)
+        vr_lo, vr_hi, vg_lo, vg_hi, vg_rlo, vg_rhi = _vector_ranges(p)
+        rows.append(cpu.DECLARATION.pack_kernel_params({
+            "w": reg.w, "h": reg.h, "top": reg.top, "bottom": reg.bottom, "left": reg.left, "right": reg.right,
+            "irf": p.irf, "sub": p.sub_shift, "sq_add": p.sq_add, "sq_shift": p.sq_shift,
+            "cub_add": p.cub_add, "cub_shift": p.cub_shift, "row_add": p.row_add, "row_shift": p.row_shift,
+            "den_sq_add": p.den_sq_add, "den_sq_shift": p.den_sq_shift, "den_cub_add": p.den_cub_add,
+            "den_cub_shift": p.den_cub_shift, "den_row_add": p.den_row_add, "den_row_shift": p.den_row_shift,
+            "vr_lo": vr_lo, "vr_hi": vr_hi, "vg_lo": vg_lo, "vg_hi": vg_hi, "vg_rlo": vg_rlo, "vg_rhi": vg_rhi,
+            "egl_int": egl_int, "egl_bits": egl_bits, "cos_bits": cos_bits, "skip_aim": int(skip_aim),
+        }))
     return np.asarray(rows, dtype=np.int64)
 
 

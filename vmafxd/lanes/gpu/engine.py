@@ -37,17 +37,14 @@ from vmafx.formats import PixelFormat, Subsampling, scoring_planes
 from ...core.scoring import FrameAssembler, PlanError, ScoringPlan
 from .launch import I32, U64, Launcher
 
-__all__ = ["FrameSource", "GpuFrame", "Staging", "Batch", "GpuScorer", "KernelSet", "GpuUnsupported"]
+__all__ = ["FrameSource", "GpuFrame", "Staging", "Batch", "GpuScorer", "KernelSet", "GpuUnsupported", "twin_modules"]
 
-#: feature name -> module under vmafxd.lanes.gpu providing make(instance, scorer)
-TWIN_MODULES = {
-    "psnr": "psnr",
-    "motion": "motion",
-    "vif": "vif",
-    "adm": "adm",
-    "float_ssim": "ssim",
-    "float_ms_ssim": "ssim",
-}
+def twin_modules() -> dict[str, str]:
+    """Feature name -> its GPU twin's module under vmafxd.lanes.gpu (``make(instance, scorer)``),
+    from the feature declarations (``FeatureDeclaration.gpu``): the one registry."""
+    from ...features import all_declarations
+
+    return {d.name: d.gpu for d in all_declarations() if d.gpu}
 
 
 class GpuUnsupported(PlanError):
@@ -57,12 +54,12 @@ class GpuUnsupported(PlanError):
 class KernelSet:
     """The compiled modules of one device, loaded once and shared by its sessions."""
 
-    def __init__(self, runtime, device, options: Sequence[str]):
+    def __init__(self, runtime, device, options: Sequence[str] | None = None):
         from . import kernels
 
         self.runtime = runtime
         self.device = device
-        self._options = tuple(options)
+        self._options = tuple(runtime.compile_options if options is None else options)
         self._modules: dict[str, Any] = {}
         self._launchers: dict[tuple, Launcher] = {}
         self._kernels = kernels
@@ -70,8 +67,8 @@ class KernelSet:
     def module(self, source: str):
         m = self._modules.get(source)
         if m is None:
-            if getattr(self.runtime, "name", "") == "emu":
-                # the emulator's "binary" is a library path in its own directory: never cache it
+            if not self.runtime.caches_binaries:
+                # e.g. the emulator's "binary" is a library path in its own directory
                 image = self.runtime.compile(self._kernels.source(source), source, self.device.info.arch,
                                              [*self._kernels.COMMON_OPTIONS, *self._options])
             else:
@@ -87,9 +84,10 @@ class KernelSet:
         return Launcher(self.device, fn, types, shared=shared)
 
     def close(self) -> None:
-        for m in self._modules.values():
+        modules, self._modules = list(self._modules.values()), {}
+        self._launchers.clear()
+        for m in modules:
             m.close()
-        self._modules.clear()
 
 
 @dataclass(frozen=True)
@@ -210,7 +208,7 @@ class GpuScorer:
         self.twins = []
         offset = 0
         for inst in plan.instances:
-            mod_name = TWIN_MODULES.get(inst.decl.name)
+            mod_name = inst.decl.gpu
             if mod_name is None:
                 raise GpuUnsupported(f"feature.{inst.decl.name}", "has no GPU kernel")
             mod = importlib.import_module(f"{__package__}.{mod_name}")
@@ -297,6 +295,10 @@ class GpuScorer:
         return self.assembler.finish()
 
     def close(self) -> None:
+        """Free the session's device state (the stream must have passed its batches)."""
+        for batch in self._inflight:  # an aborted session's batches were never completed
+            batch.done.close()
+        self._inflight = []
         for twin in self.twins:
             twin.close()
         self.device.free(self._stats_dev)

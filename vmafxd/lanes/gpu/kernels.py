@@ -1,8 +1,10 @@
 """Kernel sources, their compilation at first use, and the on-disk cache.
 
 Each feature has one kernel source under ``vmafxd/features/kernels/`` in the
-CUDA/HIP-common dialect; :func:`source` prepends the prelude (the only place
-the vendors differ).  Binaries are cached on disk keyed by the SHA-256 of the
+CUDA/HIP-common dialect, named by its declaration (``FeatureDeclaration.kernel``);
+:func:`source` prepends the prelude (the only place the vendors differ) and the
+``#define``s of the feature's parameter block, generated from its declaration
+(``FeatureDeclaration.kernel_params``).  Binaries are cached on disk keyed by the SHA-256 of the
 full source, the target architecture, the compiler's version and the options,
 so a daemon restart loads cubins/code objects instead of compiling.  The cache
 lives in ``$VMAFXD_KERNEL_CACHE``, else systemd's ``$CACHE_DIRECTORY``, else
@@ -19,17 +21,29 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable, Sequence
 
-__all__ = ["SOURCES", "source", "cache_dir", "compile_cached", "COMMON_OPTIONS"]
+__all__ = ["SOURCES", "source", "param_defines", "cache_dir", "compile_cached", "COMMON_OPTIONS"]
 
-#: every kernel source a GPU lane compiles (file names under features/kernels/)
-SOURCES = ("convert.cu", "psnr.cu", "motion.cu", "vif.cu", "adm.cu", "ssim.cu")
+#: the engine's own kernel (the gather/convert of a batch's frames), no feature's
+ENGINE_SOURCES = ("convert.cu",)
+
+
+def _declared_sources() -> tuple[str, ...]:
+    from ...features import all_declarations
+
+    return tuple(sorted({d.kernel for d in all_declarations() if d.kernel}))
+
+
+#: every kernel source a GPU lane compiles (file names under features/kernels/): the
+#: engine's, then each declared feature's
+SOURCES = (*ENGINE_SOURCES, *_declared_sources())
 
 #: options for both compilers: no FMA contraction, so device integer-feature
 #: arithmetic that passes through double/float (VIF's g, ADM's angle test)
 #: rounds exactly as the CPU twin's.
 COMMON_OPTIONS = ("-DVX_KERNELS=1",)
-NVRTC_OPTIONS = ("--fmad=false", "--std=c++17", "-default-device")
-HIPRTC_OPTIONS = ("-ffp-contract=off", "-std=c++17")
+# each compiler's own options live with its binding (``runtime.compile_options``)
+from ..cuda import NVRTC_OPTIONS  # noqa: E402
+from ..hip import HIPRTC_OPTIONS  # noqa: E402
 
 
 def _read(name: str) -> str:
@@ -41,9 +55,20 @@ def available_sources() -> list[str]:
     return [n for n in SOURCES if root.joinpath(n).is_file()]
 
 
+def param_defines(name: str) -> str:
+    """The generated ``#define``s of the parameter blocks of the features whose kernel is ``name``."""
+    from ...features import all_declarations
+
+    blocks = {d.kernel_defines() for d in all_declarations() if d.kernel == name and d.kernel_params}
+    if len(blocks) > 1:
+        raise ValueError(f"{name}: features sharing this kernel declare different kernel_params")
+    return blocks.pop() if blocks else ""
+
+
 def source(name: str) -> str:
-    """The full translation unit: prelude, then the kernel source (line numbers kept)."""
-    return _read("vmafx_prelude.h") + f'\n#line 1 "{name}"\n' + _read(name)
+    """The full translation unit: prelude, the generated parameter indices, then the kernel
+    source (its line numbers kept)."""
+    return _read("vmafx_prelude.h") + "\n" + param_defines(name) + f'#line 1 "{name}"\n' + _read(name)
 
 
 def cache_dir() -> Path | None:

@@ -55,7 +55,7 @@ from ..device import (
 )
 from ..runtime import RuntimeCallError, RuntimeUnavailable
 from ..errors import InvalidInput, LaneError, LaneFailure, LaneStopped, Unsupported
-from .engine import FrameSource, GpuFrame, GpuScorer, KernelSet, TWIN_MODULES
+from .engine import FrameSource, GpuFrame, GpuScorer, KernelSet, twin_modules
 
 __all__ = ["GpuLane", "create_cuda_lane", "create_hip_lane", "create_emu_lane", "BatchReleaseHandle"]
 
@@ -203,16 +203,14 @@ class GpuLane(Lane):
         self.devices = [runtime.device(i) for i in ordinals]
         if not self.devices:
             raise RuntimeUnavailable(name, "no device")
-        from . import kernels
-
-        self.options = kernels.HIPRTC_OPTIONS if runtime.name == "hip" else kernels.NVRTC_OPTIONS
+        self.options = tuple(runtime.compile_options)
         self.workers = [GpuWorker(self, dev) for dev in self.devices]
         self._copies = 0
         self._copies_lock = threading.Lock()
         self._token: trio.lowlevel.TrioToken | None = None
-        kinds = {"cuda": ("cuda_vmm", "cuda_ipc"), "hip": ("hip_vmm", "hip_ipc"), "emu": ()}
-        self.device_kinds = kinds.get(runtime.name, ())
-        self.event_kind = {"cuda": "cuda_ipc_event", "hip": "hip_ipc_event"}.get(runtime.name)
+        # what the runtime can do, from its capabilities (never from its name)
+        self.device_kinds: tuple[str, ...] = tuple(runtime.device_import_kinds)
+        self.event_kind: str | None = runtime.ipc_event_kind
 
     # -- description -----------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
@@ -227,7 +225,7 @@ class GpuLane(Lane):
         }
 
     def features(self) -> list[str]:
-        return sorted(TWIN_MODULES)
+        return sorted(twin_modules())
 
     @property
     def host_copies(self) -> int:
@@ -247,7 +245,7 @@ class GpuLane(Lane):
 
     def import_buffer(self, layout: BufferLayout, fds: Mapping[int, OwnedFd]) -> GpuImport:
         kind = layout.kind
-        if kind in ("memfd", "dmabuf") or (self.runtime.name == "emu" and kind not in self.device_kinds):
+        if kind in ("memfd", "dmabuf") or (self.runtime.device_reads_host and kind not in self.device_kinds):
             return self._import_host_or_dmabuf(layout, fds)
         if kind not in self.device_kinds:
             raise Unsupported("kind",
@@ -280,17 +278,15 @@ class GpuLane(Lane):
                 dev.make_current()
                 return GpuImport(self, layout, d, memory=dev.import_dmabuf(fd, layout.size))
             except RuntimeCallError as e:
-                if not e.not_supported and e.error != "E_INVAL":
+                if not e.not_supported:
                     raise InvalidInput("planes[0].fd", str(e)) from None
-                if e.error == "E_INVAL":
-                    raise InvalidInput("size", str(e)) from None
                 if not layout.allow_copy:
                     raise Unsupported(
                         "planes[0].fd",
                         f"{e}: this {self.runtime.name} driver cannot import a dma-buf; register it with "
                         "flags ALLOW_COPY to let the daemon read it through a host mapping") from None
         host = import_host_buffer(layout, fds)  # memfd; or a dma-buf with ALLOW_COPY (mmap may still refuse)
-        if self.runtime.name == "emu" and len(layout.fd_indices()) == 1:
+        if self.runtime.device_reads_host and len(layout.fd_indices()) == 1:
             # The emulator's device memory *is* host memory: the checked mapping is
             # read in place, zero-copy, exactly as a GPU reads an imported buffer.
             return GpuImport(self, layout, d, memory=_MappedMemory(host, d))
@@ -307,7 +303,7 @@ class GpuLane(Lane):
             raise Unsupported(field, f"the {self.name} lane cannot wait on a {kind} fence")
 
     # -- sessions ----------------------------------------------------------------------
-    def open_session(self, spec: SessionSpec, sink: FrameSink) -> "GpuLaneSession":
+    async def open_session(self, spec: SessionSpec, sink: FrameSink) -> "GpuLaneSession":
         if self._token is None:
             raise RuntimeError(f"the {self.name} lane is not running")
         if spec.device is not None:
@@ -318,15 +314,19 @@ class GpuLane(Lane):
         else:
             worker = min(self.workers, key=lambda w: w.sessions)
         for inst in spec.plan.instances:
-            if inst.decl.name not in TWIN_MODULES:
+            if inst.decl.gpu is None:
                 raise PlanError(f"feature.{inst.decl.name}", f"has no kernel on the {self.name} lane")
         session = GpuLaneSession(self, worker, spec, sink, self._token)
-        opened = threading.Event()
-        errors: list[BaseException] = []
-        worker.post(_OpenJob(session, opened, errors))
-        opened.wait()
-        if errors:
-            e = errors[0]
+        job = _OpenJob(session, trio.Event(), self._token)
+        worker.post(job)
+        # The worker builds the scorer, compiling the plan's kernels at their first use on
+        # the device (NVRTC takes seconds); the trio thread serves everyone else meanwhile.
+        # Shielded: the opener gets the session or the error even when cancelled, so no
+        # opened session is left without an owner (a cancelled caller drops it as any other).
+        with trio.CancelScope(shield=True):
+            await job.opened.wait()
+        if job.errors:
+            e = job.errors[0]
             if isinstance(e, ValueError):  # a PlanError (GpuUnsupported), or a size a feature cannot score
                 raise e
             raise LaneFailure("session", f"{type(e).__name__}: {e}")
@@ -371,6 +371,13 @@ class GpuWorker(DeviceWorker):
             for shared in self._copying:
                 shared.drop_share()
             self._copying = []
+            # the device's modules and its stream go with the worker that owns them
+            if self.kernels is not None:
+                self.kernels.close()
+                self.kernels = None
+            if self.stream is not None:
+                self.stream.close()
+                self.stream = None
         except Exception:
             log.exception("%s: teardown", self.name)
 
@@ -632,8 +639,11 @@ class _FrameJob(Job):
 
 @dataclass(eq=False)
 class _OpenJob(Job):
+    """Builds a session's scorer on its device's worker; the opener awaits ``opened``."""
+
     session: GpuLaneSession
-    opened: threading.Event
+    opened: trio.Event
+    token: Any
     errors: list = field(default_factory=list)
 
     def run(self) -> None:
@@ -642,11 +652,17 @@ class _OpenJob(Job):
         except BaseException as e:  # reported to the opener
             self.errors.append(e)
         finally:
-            self.opened.set()
+            self._signal()
 
     def drop(self) -> None:
         self.errors.append(RuntimeError("the lane is stopping"))
-        self.opened.set()
+        self._signal()
+
+    def _signal(self) -> None:
+        try:
+            self.token.run_sync_soon(self.opened.set)
+        except trio.RunFinishedError:
+            pass
 
 
 @dataclass(eq=False)

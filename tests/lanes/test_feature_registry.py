@@ -1,0 +1,76 @@
+"""One registry of features: the declarations are what the CPU lane, the GPU engine and the
+kernels' parameter blocks read (docs/lanes.md, "Adding a feature")."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import re
+
+import pytest
+
+from vmafxd import features
+from vmafxd.features import adm
+from vmafxd.features.declaration import FeatureDeclaration
+from vmafxd.lanes.gpu import kernels
+from vmafxd.lanes.gpu.engine import twin_modules
+
+
+def test_gpu_twins_and_kernels_come_from_the_declarations():
+    decls = features.all_declarations()
+    assert twin_modules() == {d.name: d.gpu for d in decls if d.gpu}
+    assert {"psnr", "motion", "vif", "adm", "float_ssim", "float_ms_ssim"} <= set(twin_modules())
+    for d in decls:
+        if d.gpu is None:
+            continue
+        assert d.kernel in kernels.SOURCES, d.name
+        if importlib.util.find_spec(f"vmafxd.lanes.gpu.{d.gpu}") is not None:
+            assert callable(importlib.import_module(f"vmafxd.lanes.gpu.{d.gpu}").make), d.name
+    assert set(kernels.SOURCES) == {"convert.cu", *(d.kernel for d in decls if d.kernel)}
+
+
+def test_the_gpu_lane_offers_exactly_the_declared_twins():
+    from vmafxd.lanes.gpu.lane import GpuLane
+
+    lane = GpuLane.__new__(GpuLane)  # features() reads only the registry
+    assert lane.features() == sorted(d.name for d in features.all_declarations() if d.gpu)
+
+
+def test_adm_parameter_indices_are_generated_not_written_by_hand():
+    raw = (kernels.resources.files("vmafxd.features") / "kernels" / "adm.cu").read_text()
+    assert not re.search(r"^\s*#define\s+P_", raw, re.M), "adm.cu must not define its parameter indices itself"
+    full = kernels.source("adm.cu")
+    head, _, body = full.partition('#line 1 "adm.cu"')
+    got = {m.group(1): int(m.group(2)) for m in re.finditer(r"#define (P_\w+) (\d+)", head)}
+    # the indices the kernel reads, at the offsets the host packs them
+    names = adm.DECLARATION.kernel_param_names()
+    assert got["P_COUNT"] == len(names) == 42
+    for name in ("w", "irf0", "sub0", "vr_lo", "egl_int", "skip_aim"):
+        assert got[f"P_{name.removesuffix('0').upper()}"] == names.index(name)
+    for used in set(re.findall(r"\bP_[A-Z_]+\b", body)):
+        assert used in got, used
+
+
+def test_pack_kernel_params_takes_every_declared_name_once():
+    d = FeatureDeclaration("demo", ("m",), kernel_params=(("w", 1), ("irf", 3), ("flag", 1)))
+    assert d.kernel_param_names() == ("w", "irf0", "irf1", "irf2", "flag")
+    assert d.pack_kernel_params({"flag": 1, "irf": (4, 5, 6), "w": 9}) == [9, 4, 5, 6, 1]
+    assert "#define P_IRF 1\n#define P_FLAG 4\n#define P_COUNT 5" in d.kernel_defines()
+    with pytest.raises(KeyError):
+        d.pack_kernel_params({"w": 1, "irf": (1, 2, 3)})
+    with pytest.raises(KeyError, match="typo"):
+        d.pack_kernel_params({"w": 1, "irf": (1, 2, 3), "flag": 0, "typo": 1})
+    with pytest.raises(ValueError, match="irf takes 3"):
+        d.pack_kernel_params({"w": 1, "irf": (1, 2), "flag": 0})
+
+
+def test_adm_without_its_generated_indices_does_not_compile():
+    from vmafxd.lanes.errors import CompileError
+
+    from .conftest import load_runtime
+
+    rt, _ = load_runtime("emu")
+    bare = kernels._read("vmafx_prelude.h") + '\n#line 1 "adm.cu"\n' + kernels._read("adm.cu")
+    with pytest.raises(CompileError) as e:
+        rt.compile(bare, "adm.cu", "emu", kernels.COMMON_OPTIONS)
+    assert "generated parameter indices" in e.value.log
