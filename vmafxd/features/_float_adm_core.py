@@ -19,7 +19,7 @@ from ._adm_csf import csf_factors, f32, powf, powf_array
 from ._float_common import row_major_sum
 from ._rcp import divs
 
-__all__ = ["BORDER_FACTOR", "rfactors", "dwt2", "decouple", "csf", "cm_sum", "den_sum",
+__all__ = ["BORDER_FACTOR", "rfactors", "dwt2", "decouple", "csf", "cm_accumulators", "den_accumulators", "finish", "band_sizes",
            "region", "decouple_region"]
 
 F32 = np.float32
@@ -193,37 +193,45 @@ def _noise(w: int, h: int, weight: float, p: float) -> np.float32:
     return powf(w * h * weight, 1.0 / p)
 
 
-def cm_sum(src, angles, flts, rf, noise_weight: float, p: float, bypass_cm: bool) -> np.float32:
-    """``adm_cm_s``: masked, CSF-weighted bands, cubed and summed; each angle's p-th root plus noise, added."""
+def cm_accumulators(src, angles, flts, rf, p: float, bypass_cm: bool) -> list[np.float32]:
+    """``adm_cm_s``'s three float sums (h, v, d): masked, CSF-weighted bands to the p-th power."""
     h, w = src[0].shape
     top, bottom, left, right = region(w, h)
     rows = slice(max(top, 0), min(bottom, h))
     cols = slice(max(left, 0), min(right, w))
-    if bypass_cm:
-        thr = _ZERO
-    else:
-        thr = _threshold(angles, flts, rows, cols)
-    one_by_p = 1.0 / p
-    noise = _noise(right - left, bottom - top, noise_weight, p)
-    total = None
+    thr = _ZERO if bypass_cm else _threshold(angles, flts, rows, cols)
+    out = []
     for band, r in zip(src, rf):
         x = np.abs(band[rows, cols] * r) - thr
         x = np.where(x < 0, _ZERO, x)
-        part = powf(_pnorm_sum(x, p), one_by_p) + noise
-        total = part if total is None else total + part
-    return total
+        out.append(_pnorm_sum(x, p))
+    return out
 
 
-def den_sum(ref_bands, rf, noise_weight: float, p: float) -> np.float32:
-    """``adm_csf_den_scale_s``: the reference's CSF-weighted detail bands, cubed and summed."""
+def den_accumulators(ref_bands, rf, p: float) -> list[np.float32]:
+    """``adm_csf_den_scale_s``'s three float sums: the reference's CSF-weighted detail bands."""
     _, v, hb, d = ref_bands
     h, w = hb.shape
     top, bottom, left, right = region(w, h)
-    one_by_p = 1.0 / p
+    return [_pnorm_sum(np.abs(r * band[top:bottom, left:right]), p) for band, r in zip((hb, v, d), rf)]
+
+
+def finish(accs, w: int, h: int, noise_weight: float, p: float) -> np.float32:
+    """The three angles' ``powf(accum, 1/p) + noise``, added in float (a band of ``w x h``)."""
+    top, bottom, left, right = region(w, h)
     noise = _noise(right - left, bottom - top, noise_weight, p)
+    one_by_p = 1.0 / p
     total = None
-    for band, r in zip((hb, v, d), rf):
-        x = np.abs(r * band[top:bottom, left:right])
-        part = powf(_pnorm_sum(x, p), one_by_p) + noise
+    for acc in accs:
+        part = powf(acc, one_by_p) + noise
         total = part if total is None else total + part
     return total
+
+
+def band_sizes(width: int, height: int) -> list[tuple[int, int]]:
+    """(w, h) of each scale's DWT bands: halved, rounded up."""
+    out, w, h = [], width, height
+    for _ in range(4):
+        w, h = (w + 1) // 2, (h + 1) // 2
+        out.append((w, h))
+    return out

@@ -20,7 +20,7 @@ from . import _float_adm_core as core
 from ._float_common import to_float_plane
 from .declaration import FeatureDeclaration, FrameScores, Option
 
-__all__ = ["DECLARATION", "FloatAdm", "compute_stats", "metrics_from_stats", "MIN_SIDE"]
+__all__ = ["DECLARATION", "FloatAdm", "compute_stats", "scale_sums", "metrics_from_stats", "MIN_SIDE"]
 
 PROVIDES = ("adm2", "aim", "adm3", "adm_scale0", "adm_scale1", "adm_scale2", "adm_scale3")
 DEBUG_PROVIDES = (
@@ -33,29 +33,46 @@ MIN_SIDE = 17
 
 
 def compute_stats(ref: np.ndarray, dist: np.ndarray, options: Mapping[str, Any]) -> np.ndarray:
-    """``float64[4, 3]``: each scale's float (num, den, aim_num) sums, as libvmaf's ``compute_adm`` makes them."""
+    """``float32[4, 9]``: per scale the float sums libvmaf's ``compute_adm`` takes p-th roots of.
+
+    Columns: DLM numerator (h, v, d), denominator (h, v, d), AIM numerator
+    (h, v, d).  A skipped scale 0 is zeros.  The GPU lanes produce the same
+    record; :func:`scale_sums` finishes both.
+    """
     egl = float(options["adm_enhn_gain_limit"])
-    nw = float(options["adm_noise_weight"])
     p = float(options["adm_p_norm"])
     bypass = bool(options["adm_bypass_cm"])
-    out = np.zeros((4, 3))
+    out = np.zeros((4, 9), np.float32)
     for scale in range(4):
         if scale == 0 and options["adm_skip_scale0"]:
             ref = core.dwt2(ref, lo_only=True)[0]
             dist = core.dwt2(dist, lo_only=True)[0]
-            out[0] = (0.0, float(np.float32(1e-10)), 0.0)
             continue
         rb = core.dwt2(ref)
         db = core.dwt2(dist)
         rf = core.rfactors(scale, options)
         r_parts, a_parts = core.decouple(rb, db, egl)
-        den = core.den_sum(rb, rf, nw, p)
         csf_a, flt_a = core.csf(a_parts, rf)
-        num = core.cm_sum(r_parts, csf_a, flt_a, rf, nw, p, bypass)
+        out[scale, 0:3] = core.cm_accumulators(r_parts, csf_a, flt_a, rf, p, bypass)
+        out[scale, 3:6] = core.den_accumulators(rb, rf, p)
         csf_r, flt_r = core.csf(r_parts, rf)
-        aim = core.cm_sum(a_parts, csf_r, flt_r, rf, 0.0, p, bypass)
-        out[scale] = (float(num), float(den), float(aim))
+        out[scale, 6:9] = core.cm_accumulators(a_parts, csf_r, flt_r, rf, p, bypass)
         ref, dist = rb[0], db[0]
+    return out
+
+
+def scale_sums(acc: np.ndarray, width: int, height: int, options: Mapping[str, Any]) -> np.ndarray:
+    """``float64[4, 3]``: each scale's float (num, den, aim_num) from its accumulators."""
+    nw = float(options["adm_noise_weight"])
+    p = float(options["adm_p_norm"])
+    out = np.zeros((4, 3))
+    for scale, (w, h) in enumerate(core.band_sizes(width, height)):
+        if scale == 0 and options["adm_skip_scale0"]:
+            out[0] = (0.0, float(np.float32(1e-10)), 0.0)  # libvmaf's den_scale = 1e-10 (a float)
+            continue
+        a = acc[scale]
+        out[scale] = (float(core.finish(a[0:3], w, h, nw, p)), float(core.finish(a[3:6], w, h, nw, p)),
+                      float(core.finish(a[6:9], w, h, 0.0, p)))
     return out
 
 
@@ -67,8 +84,9 @@ def _c_max(x: float, y: float) -> float:
     return x if x > y else y
 
 
-def metrics_from_stats(stats: np.ndarray, width: int, height: int, options: Mapping[str, Any]) -> dict[str, float]:
-    """``compute_adm``'s totals and ``float_adm.c``'s outputs, in double as libvmaf."""
+def metrics_from_stats(acc: np.ndarray, width: int, height: int, options: Mapping[str, Any]) -> dict[str, float]:
+    """``compute_adm``'s totals and ``float_adm.c``'s outputs from :func:`compute_stats`'s record."""
+    stats = scale_sums(acc, width, height, options)
     limit = 1e-10 * (width * height) / (1920.0 * 1080.0)
     skip_aim = int(options["adm_skip_aim_scale"])
     num = den = aim_num = aim_den = 0.0

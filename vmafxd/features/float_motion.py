@@ -32,7 +32,7 @@ from ._float_common import row_major_sum, separable_filter, to_float_plane
 from .declaration import FeatureDeclaration, FrameScores, Option, OptionError
 from .motion import motion_blend
 
-__all__ = ["DECLARATION", "FloatMotion", "FILTER_5", "FILTER_3", "blur", "sad_score", "filter_for"]
+__all__ = ["DECLARATION", "FloatMotion", "FILTER_5", "FILTER_3", "blur", "sad_score", "score_from_sum", "filter_for"]
 
 #: libvmaf's motion_tools.h taps, as C floats
 FILTER_5 = np.array([0.054488685, 0.244201342, 0.402619947, 0.244201342, 0.054488685], dtype=np.float32)
@@ -57,9 +57,12 @@ def blur(plane: np.ndarray, bitdepth: int, taps: np.ndarray = FILTER_5) -> np.nd
 def sad_score(a: np.ndarray, b: np.ndarray) -> float:
     """libvmaf's ``vmaf_image_sad_c`` without scale 1: mean |a - b| in float arithmetic."""
     h, w = a.shape
-    d = np.abs(a - b)
-    total = row_major_sum(d)
-    return float(total / np.float32(w * h))
+    return score_from_sum(row_major_sum(np.abs(a - b)), w, h)
+
+
+def score_from_sum(total: np.float32, w: int, h: int) -> float:
+    """The SAD's float sum over a ``w x h`` plane to the score: divided by ``w * h`` in float."""
+    return float(np.float32(total) / np.float32(w * h))
 
 
 def _c_min(x: float, y: float) -> float:
@@ -108,6 +111,19 @@ class FloatMotion:
 
     def extract(self, index: int, ref: Any, dist: Any) -> Iterable[FrameScores]:
         if self.force_zero:
+            return self.push_score(index, None)
+        cur = self._planes(ref)
+        prev, self._prev = self._prev, cur
+        return self.push_score(index, None if index == 0 else self._score_between(prev, cur))
+
+    def push_score(self, index: int, score: float | None) -> list[FrameScores]:
+        """The temporal rules of ``float_motion.c``'s extract, given frame ``index``'s score.
+
+        ``score`` is the mean absolute difference to the previous blurred frame
+        (None for frame 0, and ignored with ``motion_force_zero``).  Shared with
+        the GPU twin, which computes the scores on the device.
+        """
+        if self.force_zero:
             metrics = {"motion2": 0.0, "motion3": 0.0}
             if self.debug:
                 metrics["motion"] = 0.0
@@ -115,15 +131,12 @@ class FloatMotion:
         if index != self._last_index + 1:
             raise ValueError(f"float_motion expects frame {self._last_index + 1}, got {index}")
         self._last_index = index
-        cur = self._planes(ref)
-        prev, self._prev = self._prev, cur
         out: list[FrameScores] = []
         if index == 0:
             self._pending = {"motion2": 0.0}
             if self.debug:
                 self._pending["motion"] = 0.0
             return out
-        score = self._score_between(prev, cur)
         this = {"motion": self._weighted(score)} if self.debug else {}
         if index == 1:
             # frame 0's motion3 is frame 1's blended score
