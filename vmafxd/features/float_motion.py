@@ -198,7 +198,7 @@ DECLARATION = FeatureDeclaration(
     temporal=True,
     # frame i's motion2 needs frame i + 1's score
     max_lag=1,
-    kernel=None,
+    kernel="float_motion.cu",
     cpu=FloatMotion,
     help="float motion: mean absolute difference of blurred consecutive reference frames",
     validate=_check,

@@ -23,6 +23,7 @@ __all__ = ["SOURCES", "source", "cache_dir", "compile_cached", "COMMON_OPTIONS"]
 
 #: every kernel source a GPU lane compiles (file names under features/kernels/)
 SOURCES = ("convert.cu", "psnr.cu", "motion.cu", "vif.cu", "adm.cu", "ssim.cu")
+SOURCES += ("float_vif.cu", "float_adm.cu", "float_motion.cu")
 
 #: options for both compilers: no FMA contraction, so device integer-feature
 #: arithmetic that passes through double/float (VIF's g, ADM's angle test)
