@@ -153,7 +153,7 @@ DECLARATION = FeatureDeclaration(
         Option("vif_skip_scale0", bool, False, "when set, skip scale 0 calculations", alias="ssclz",
                feature_param=True),
     ),
-    kernel=None,
+    kernel="float_vif.cu",
     cpu=FloatVif,
     help="float VIF: visual information fidelity over four scales, in single precision",
     validate=_check,
