@@ -187,7 +187,7 @@ DECLARATION = FeatureDeclaration(
                min=0, max=3, feature_param=True),
         Option("adm_skip_scale0", bool, False, "skip the calculation of scale 0", alias="ssz", feature_param=True),
     ),
-    kernel=None,
+    kernel="float_adm.cu",
     cpu=FloatAdm,
     help="float ADM: detail loss and additive impairment over four DWT scales, in single precision",
 )
