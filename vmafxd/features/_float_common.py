@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["F32", "to_float_plane", "mirror_pad", "separable_filter", "row_major_sum", "row_sums"]
+__all__ = ["F32", "to_float_plane", "mirror_pad", "separable_filter", "filter_stack", "row_major_sum", "row_sums"]
 
 F32 = np.float32
 _ZERO = np.float32(0.0)
@@ -56,21 +56,41 @@ def mirror_pad(a: np.ndarray, radius: int, axis: int) -> np.ndarray:
     return np.pad(a, pad, mode="reflect")
 
 
-def _filter_axis(padded: np.ndarray, taps: np.ndarray, n: int, axis: int, square_with: np.ndarray | None = None,
-                 square: bool = False) -> np.ndarray:
+def _filter_axis(padded: np.ndarray, taps: np.ndarray, n: int, axis: int) -> np.ndarray:
     """``accum = 0; accum += taps[k] * x[k]`` along ``axis`` of an already mirrored array."""
-    acc = None
+    shape = list(padded.shape)
+    shape[axis] = n
+    acc = np.zeros(shape, np.float32)
+    term = np.empty(shape, np.float32)
+    sl = [slice(None)] * padded.ndim
     for k, t in enumerate(taps):
-        sl = [slice(None)] * padded.ndim
         sl[axis] = slice(k, k + n)
-        x = padded[tuple(sl)]
-        if square:
-            x = x * x
-        elif square_with is not None:
-            x = x * square_with[tuple(sl)]
-        term = t * x
-        acc = _ZERO + term if acc is None else np.add(acc, term, out=acc)
+        np.multiply(t, padded[tuple(sl)], out=term)
+        np.add(acc, term, out=acc)
     return acc
+
+
+#: samples per plane in one strip of rows of filter_stack (keeps a strip's temporaries in cache)
+_STRIP_SAMPLES = 8192
+
+
+def filter_stack(stack: np.ndarray, taps: np.ndarray) -> np.ndarray:
+    """The separable filter of every plane of a ``(planes, h, w)`` float32 stack (vertical pass first).
+
+    Worked in strips of rows: every output is still ``sum taps[k] * x[k]``
+    in tap order, so the strips only change what stays in cache.
+    """
+    taps = np.asarray(taps, dtype=np.float32)
+    r = len(taps) // 2
+    planes, h, w = stack.shape
+    padded = mirror_pad(stack, r, 1)
+    out = np.empty((planes, h, w), np.float32)
+    rows = max(4, _STRIP_SAMPLES // max(w, 1))
+    for y0 in range(0, h, rows):
+        y1 = min(h, y0 + rows)
+        tmp = _filter_axis(padded[:, y0:y1 + 2 * r], taps, y1 - y0, 1)
+        out[:, y0:y1] = _filter_axis(mirror_pad(tmp, r, 2), taps, w, 2)
+    return out
 
 
 def separable_filter(src: np.ndarray, taps: np.ndarray, *, square: bool = False,
@@ -79,16 +99,14 @@ def separable_filter(src: np.ndarray, taps: np.ndarray, *, square: bool = False,
 
     ``square``: the vertical pass filters ``src * src`` (``vif_filter1d_sq_s``);
     ``other``: it filters ``src * other`` (``vif_filter1d_xy_s``).  The
-    horizontal pass filters the vertical result as it is.
+    product is per sample and comes before the tap, so forming it first is
+    the same arithmetic.  The horizontal pass filters the vertical result.
     """
-    taps = np.asarray(taps, dtype=np.float32)
-    r = len(taps) // 2
-    h, w = src.shape
-    pv = mirror_pad(src, r, 0)
-    po = mirror_pad(other, r, 0) if other is not None else None
-    tmp = _filter_axis(pv, taps, h, 0, square_with=po, square=square)
-    ph = mirror_pad(tmp, r, 1)
-    return _filter_axis(ph, taps, w, 1)
+    if square:
+        src = src * src
+    elif other is not None:
+        src = src * other
+    return filter_stack(src[None], taps)[0]
 
 
 def row_sums(a: np.ndarray) -> np.ndarray:

@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from ._adm_csf import powf
-from ._float_common import separable_filter, row_major_sum
+from ._float_common import filter_stack, row_major_sum
 
 __all__ = ["filter_size", "gaussian_filter", "log2f_approx", "statistic", "scale_sums", "VALID_KERNELSCALES"]
 
@@ -132,11 +132,8 @@ def statistic(mu1, mu2, xx, yy, xy, gain_limit: float, sigma_nsq: float) -> tupl
 def scale_sums(ref: np.ndarray, dist: np.ndarray, taps: np.ndarray, gain_limit: float,
                sigma_nsq: float) -> tuple[np.float32, np.float32]:
     """One scale's (num, den): the filtered moments, the statistic, libvmaf's row-major float sums."""
-    mu1 = separable_filter(ref, taps)
-    mu2 = separable_filter(dist, taps)
-    xx = separable_filter(ref, taps, square=True)
-    yy = separable_filter(dist, taps, square=True)
-    xy = separable_filter(ref, taps, other=dist)
+    # the five planes libvmaf filters: x, y, x*x, y*y, x*y (products per sample, then filtered)
+    mu1, mu2, xx, yy, xy = filter_stack(np.stack((ref, dist, ref * ref, dist * dist, ref * dist)), taps)
     num, den = statistic(mu1, mu2, xx, yy, xy, gain_limit, sigma_nsq)
     return row_major_sum(num), row_major_sum(den)
 
@@ -144,8 +141,6 @@ def scale_sums(ref: np.ndarray, dist: np.ndarray, taps: np.ndarray, gain_limit: 
 def decimate(ref: np.ndarray, dist: np.ndarray, taps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The next scale's pictures: filtered with this scale's taps, even rows and columns kept (``vif_dec2_s``)."""
     h, w = ref.shape
-    out = []
-    for p in (ref, dist):
-        f = separable_filter(p, taps)
-        out.append(np.ascontiguousarray(f[: (h // 2) * 2 : 2, : (w // 2) * 2 : 2]))
-    return out[0], out[1]
+    f = filter_stack(np.stack((ref, dist)), taps)
+    out = f[:, : (h // 2) * 2 : 2, : (w // 2) * 2 : 2]
+    return np.ascontiguousarray(out[0]), np.ascontiguousarray(out[1])
