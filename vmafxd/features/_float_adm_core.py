@@ -19,8 +19,8 @@ from ._adm_csf import csf_factors, f32, powf, powf_array
 from ._float_common import row_major_sum
 from ._rcp import divs
 
-__all__ = ["BORDER_FACTOR", "rfactors", "dwt2", "decouple", "csf", "cm_accumulators", "den_accumulators", "finish", "band_sizes",
-           "region", "decouple_region"]
+__all__ = ["BORDER_FACTOR", "rfactors", "dwt2", "decouple", "csf", "cm_accumulators", "den_accumulators",
+           "finish", "band_sizes", "region"]
 
 F32 = np.float32
 BORDER_FACTOR = 0.1
