@@ -20,7 +20,7 @@ from ._float_common import row_major_sum
 from ._rcp import divs
 
 __all__ = ["BORDER_FACTOR", "rfactors", "dwt2", "decouple", "csf", "cm_accumulators", "den_accumulators",
-           "finish", "band_sizes", "region"]
+           "finish", "band_sizes", "region", "COS_1DEG_SQ"]
 
 F32 = np.float32
 BORDER_FACTOR = 0.1
@@ -30,7 +30,7 @@ _HI = tuple(F32(v) for v in (-0.129409522550921, -0.224143868041857, 0.836516303
 ONE_BY_30 = 0.0333333351  # a double literal in libvmaf
 ONE_BY_15 = 0.0666666701
 _EPS = F32(1e-30)
-_COS_1DEG_SQ = f32(math.cos(1.0 * math.pi / 180.0) * math.cos(1.0 * math.pi / 180.0))
+COS_1DEG_SQ = f32(math.cos(1.0 * math.pi / 180.0) * math.cos(1.0 * math.pi / 180.0))
 _ZERO = F32(0.0)
 _ONE = F32(1.0)
 
@@ -129,7 +129,7 @@ def decouple(ref_bands, dis_bands, egl: float):
         ot_dp = oh * th + ov * tv
         o_mag = oh * oh + ov * ov
         t_mag = th * th + tv * tv
-        flag = (ot_dp >= 0) & (ot_dp * ot_dp >= _COS_1DEG_SQ * o_mag * t_mag)
+        flag = (ot_dp >= 0) & (ot_dp * ot_dp >= COS_1DEG_SQ * o_mag * t_mag)
         rh = _gain(rh, th, flag, egl)
         rv = _gain(rv, tv, flag, egl)
         rd = _gain(rd, td, flag, egl)

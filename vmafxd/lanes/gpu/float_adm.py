@@ -84,7 +84,7 @@ class GpuFloatAdm:
             ra = Planes(bw, bh, 6)
             grid = ((bw + _COLS - 1) // _COLS, bh, n)
             self._decouple(grid, (256,), st, bb, b.frame, bw, b.pitch, b.plane, self.egl,
-                           float(core._COS_1DEG_SQ), self._rcp, ra_buf, ra.frame)
+                           float(core.COS_1DEG_SQ), self._rcp, ra_buf, ra.frame)
             top, bottom, left, right = self.regions[s]
             rw, rh = right - left, bottom - top
             maps = Planes(rw, rh, 9)
