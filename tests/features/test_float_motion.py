@@ -11,7 +11,7 @@ from vmafxd.features.float_motion import DECLARATION, FILTER_5, FloatMotion, blu
 from vmafxd.features.motion import motion_blend
 
 from ..reference import pair_params
-from .harness import compare, run_feature
+from .harness import compare, compare_pooled, run_feature
 
 ALL_NAMES = list(DECLARATION.provides) + list(DECLARATION.debug_provides)
 F32 = np.float32
@@ -22,6 +22,7 @@ def test_default_run_matches_libvmaf(pair):
     # debug is on by default in libvmaf's float_motion: "motion" is printed too
     ours = run_feature(DECLARATION, pair)
     errors = compare(ours, pair, "vmaf_v0.6.1", ALL_NAMES, exact=True)
+    errors += compare_pooled(ours, pair, "vmaf_v0.6.1", ALL_NAMES)
     assert not errors, "\n".join(errors[:20])
 
 

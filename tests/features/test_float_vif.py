@@ -14,7 +14,7 @@ from vmafxd.features.declaration import OptionError
 from vmafxd.features.float_vif import DECLARATION, compute_stats, metrics_from_stats, prescale
 
 from ..reference import pair_params
-from .harness import compare, run_feature
+from .harness import compare, compare_pooled, run_feature
 
 ALL_NAMES = list(DECLARATION.provides) + list(DECLARATION.debug_provides)
 F32 = np.float32
@@ -24,6 +24,7 @@ F32 = np.float32
 def test_debug_run_matches_libvmaf(pair):
     ours = run_feature(DECLARATION, pair, {"debug": True})
     errors = compare(ours, pair, "vmaf_v0.6.1", ALL_NAMES, exact=True)
+    errors += compare_pooled(ours, pair, "vmaf_v0.6.1", ALL_NAMES)
     assert not errors, "\n".join(errors[:20])
 
 
