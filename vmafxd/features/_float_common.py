@@ -21,6 +21,8 @@ which is what libvmaf's C compiled for baseline x86-64 does).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 __all__ = ["F32", "to_float_plane", "mirror_pad", "separable_filter", "filter_stack", "row_major_sum", "row_sums"]
@@ -46,14 +48,20 @@ def to_float_plane(plane: np.ndarray, bitdepth: int) -> np.ndarray:
     return out
 
 
+@functools.lru_cache(maxsize=64)
+def _mirror_index(n: int, radius: int) -> np.ndarray:
+    idx = np.abs(np.arange(-radius, n + radius))
+    idx = np.where(idx >= n, 2 * (n - 1) - idx, idx)
+    idx.flags.writeable = False
+    return idx
+
+
 def mirror_pad(a: np.ndarray, radius: int, axis: int) -> np.ndarray:
     """Mirror ``radius`` samples at both ends of ``axis`` without repeating the edge (``x[-k] = x[k]``)."""
     n = a.shape[axis]
     if radius and n <= radius:
         raise ValueError(f"a dimension of {n} is too small for a filter of half-width {radius}")
-    pad = [(0, 0)] * a.ndim
-    pad[axis] = (radius, radius)
-    return np.pad(a, pad, mode="reflect")
+    return np.take(a, _mirror_index(n, radius), axis=axis)
 
 
 def _filter_axis(padded: np.ndarray, taps: np.ndarray, n: int, axis: int) -> np.ndarray:

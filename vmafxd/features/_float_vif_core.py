@@ -92,40 +92,54 @@ def log2f_approx(x: np.ndarray) -> np.ndarray:
 
 
 _EPS = F32(1.0e-10)
+_ZERO = F32(0.0)
 
 
 def statistic(mu1, mu2, xx, yy, xy, gain_limit: float, sigma_nsq: float) -> tuple[np.ndarray, np.ndarray]:
-    """``vif_statistic_s``'s per-pixel ``num_val`` and ``den_val`` (float32 arrays)."""
+    """``vif_statistic_s``'s per-pixel ``num_val`` and ``den_val`` (float32 arrays).
+
+    The branches are masked assignments in libvmaf's order; a comparison
+    with a ``double`` option is made in float64, as C promotes it.
+    """
     sigma_max_inv = F32(float(powf(sigma_nsq, 2.0)) / (255.0 * 255.0))  # powf(nsq, 2.0f) / double
-    s1 = xx - mu1 * mu1
-    s2 = yy - mu2 * mu2
-    s12 = xy - mu1 * mu2
-    s1 = np.where(s1 > 0, s1, F32(0.0))
-    s2 = np.where(s2 > 0, s2, F32(0.0))
+    t = mu1 * mu1
+    s1 = xx - t
+    np.multiply(mu2, mu2, out=t)
+    s2 = yy - t
+    np.multiply(mu1, mu2, out=t)
+    s12 = xy - t
+    np.copyto(s1, _ZERO, where=~(s1 > 0))  # MAX(sigma1_sq, 0.0f)
+    np.copyto(s2, _ZERO, where=~(s2 > 0))
     g = s12 / (s1 + _EPS)
-    sv = s2 - g * s12
-    low1 = s1 < _EPS
-    g = np.where(low1, F32(0.0), g)
-    sv = np.where(low1, s2, sv)
-    s1 = np.where(low1, F32(0.0), s1)
-    low2 = s2 < _EPS
-    g = np.where(low2, F32(0.0), g)
-    sv = np.where(low2, F32(0.0), sv)
-    neg = g < 0
-    sv = np.where(neg, s2, sv)
-    g = np.where(neg, F32(0.0), g)
-    sv = np.where(sv > _EPS, sv, _EPS)
+    np.multiply(g, s12, out=t)
+    sv = s2 - t
+    low = s1 < _EPS
+    np.copyto(g, _ZERO, where=low)
+    np.copyto(sv, s2, where=low)
+    np.copyto(s1, _ZERO, where=low)
+    np.less(s2, _EPS, out=low)
+    np.copyto(g, _ZERO, where=low)
+    np.copyto(sv, _ZERO, where=low)
+    np.less(g, 0, out=low)
+    np.copyto(sv, s2, where=low)
+    np.copyto(g, _ZERO, where=low)
+    np.copyto(sv, _EPS, where=~(sv > _EPS))  # MAX(sv_sq, eps)
     limit = F32(gain_limit)
-    g = np.where(g < limit, g, limit)
+    np.copyto(g, limit, where=~(g < limit))  # MIN(g, gain limit)
     # (g * g * sigma1_sq) / (sv_sq + vif_sigma_nsq) in double, 1.0f + it in double, to float
-    num_arg = (1.0 + (g * g * s1).astype(np.float64) / (sv.astype(np.float64) + sigma_nsq)).astype(np.float32)
-    den_arg = (1.0 + s1.astype(np.float64) / sigma_nsq).astype(np.float32)
+    np.multiply(g, g, out=t)
+    t *= s1
+    num_arg = (1.0 + t.astype(np.float64) / (sv.astype(np.float64) + sigma_nsq)).astype(np.float32)
+    s1_64 = s1.astype(np.float64)
+    den_arg = (1.0 + s1_64 / sigma_nsq).astype(np.float32)
     num = log2f_approx(num_arg)
     den = log2f_approx(den_arg)
-    num = np.where(s12 < 0, F32(0.0), num)
-    flat = s1.astype(np.float64) < sigma_nsq
-    num = np.where(flat, F32(1.0) - s2 * sigma_max_inv, num)
-    den = np.where(flat, F32(1.0), den)
+    np.copyto(num, _ZERO, where=s12 < 0)
+    flat = s1_64 < sigma_nsq
+    np.multiply(s2, sigma_max_inv, out=t)
+    np.subtract(F32(1.0), t, out=t)
+    np.copyto(num, t, where=flat)
+    np.copyto(den, F32(1.0), where=flat)
     return num, den
 
 
