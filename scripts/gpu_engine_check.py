@@ -22,7 +22,7 @@ def main() -> int:
 
     rt = cuda.load()
     dev = rt.device(0)
-    plan = ScoringPlan.build([], [FeatureRequest(f, {"debug": "true"} if f in ("vif", "adm", "motion") else {})
+    plan = ScoringPlan.build([], [FeatureRequest(f, {"debug": "true"} if f in ("vif", "adm", "motion", "float_vif", "float_adm", "float_motion") else {})
                                   for f in feats])
     bad = 0
     for pair in vendored_pairs() + full_pairs():

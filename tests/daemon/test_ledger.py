@@ -5,7 +5,8 @@ import trio
 
 from vmafx.formats import PixelFormat
 from vmafx.protocol import ErrorCode, FrameError, Limits, Released, RemoteProtocolError, Result, SessionClosed
-from vmafxd.buffers import BufferRecord, Geometry
+from vmafxd.buffers import BufferRecord
+from vmafxd.core.layout import Geometry
 from vmafxd.lanes.device import LaneImport, LaneSession, LaneSummary
 from vmafxd.ledger import (
     OUTCOME_TRANSITIONS, RELEASE_TRANSITIONS, FrameEvent, FrameLedger, FrameRecord, FrameState, LedgerError,

@@ -81,3 +81,20 @@ def compare(
     if checked == 0:
         errors.append(f"no metric of {names} found in {pair.id}.{model}")
     return errors
+
+
+def compare_pooled(ours: dict[int, dict[str, float]], pair: Pair, model: str, names: list[str]) -> list[str]:
+    """Our pooled values (libvmaf's min, max, mean, harmonic mean over every frame) against libvmaf's
+    printed ones, for ``names``; nothing to compare for a cut pair (its log has no pooled values)."""
+    from vmafxd.model import pool
+
+    pooled = pair.scores(model).get("pooled_metrics") or {}
+    errors = []
+    for name in names:
+        if name not in pooled:
+            continue
+        mine = pool([ours[i][name] for i in sorted(ours)])
+        for stat, want in pooled[name].items():
+            if float(format_score(mine[stat])) != want:
+                errors.append(f"pooled {name}.{stat}: {format_score(mine[stat])} != printed {want!r}")
+    return errors

@@ -12,12 +12,15 @@ import trio
 from vmafx.formats import PixelFormat
 from vmafx.protocol import Limits, RegisterBuffer
 from vmafx.transport import OwnedFd
-from vmafxd.buffers import Geometry, validate_layout
+from vmafxd.buffers import validate_layout
+from vmafxd.core.layout import Geometry
 from vmafxd.lanes.device import LaneFrame, LaneServices, SessionSpec
-from vmafxd.lanes.errors import CompileError, LaneError, RuntimeCallError
+from vmafx.protocol import ErrorCode
+from vmafxd.lane_errors import protocol_code
+from vmafxd.lanes.errors import CompileError, InvalidInput, LaneError, RuntimeCallError
 from vmafxd.lanes.runtime import Owned, Undo, dropped_handles, live_handles
 from vmafxd.offline import resolve_models
-from vmafxd.scoring import FeatureRequest, ScoringPlan
+from vmafxd.core.scoring import FeatureRequest, ScoringPlan
 
 from ..daemon.rawclient import frame_memfd
 from .conftest import load_runtime
@@ -96,7 +99,8 @@ def test_the_error_types_are_lane_errors_with_their_fields():
     assert "undeclared" in e.log and e.runtime == "emu" and e.source == "bad.cu"
     assert RuntimeCallError("cuda", "cuImportExternalMemory", "CUDA_ERROR_NOT_SUPPORTED").not_supported
     assert not RuntimeCallError("cuda", "cuMemMap", "CUDA_ERROR_INVALID_VALUE").not_supported
-    assert LaneError("declared 9 bytes but the dma-buf holds 4", field="size").field == "size"
+    assert InvalidInput("size", "declared 9 bytes but the dma-buf holds 4").field == "size"
+    assert protocol_code(RuntimeCallError("cuda", "cuMemMap", "CUDA_ERROR_INVALID_VALUE")) == ErrorCode.E_INTERNAL
 
 
 def test_a_dropped_emulator_event_is_finalized():

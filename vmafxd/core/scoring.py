@@ -139,6 +139,11 @@ class ScoringPlan:
                 raise PlanError("models", f"two models are named {ms.name!r}; give one a name=")
             names_seen.add(ms.name)
             per_model: list[list[str]] = []
+            if any(m.chroma_correction is not None for m in ms.all_models()):
+                # libvmaf's predict.c corrects the speed_chroma input from adm3
+                # (post_process_feature_from_another); vmafxd has neither that
+                # step nor the speed_chroma extractor, so it refuses the model.
+                raise PlanError(f"model.{ms.name}", "chroma-from-luma correction (speed_chroma) is not supported")
             for mi, model in enumerate(ms.all_models()):
                 inputs = []
                 for fi, mf in enumerate(model.features):

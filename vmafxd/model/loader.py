@@ -38,7 +38,14 @@ __all__ = [
     "load_model",
 ]
 
-BUILTIN_VERSIONS = ("vmaf_v0.6.1", "vmaf_v0.6.1neg", "vmaf_4k_v0.6.1", "vmaf_b_v0.6.3")
+#: the models libvmaf f85a8536 compiles in with -Dbuilt_in_models=true -Denable_float=true
+#: (``libvmaf/src/meson.build``, ``model.c``), in model.c's order
+BUILTIN_VERSIONS = (
+    "vmaf_float_v0.6.1", "vmaf_float_b_v0.6.3", "vmaf_float_v0.6.1neg", "vmaf_float_4k_v0.6.1",
+    "vmaf_v0.6.1", "vmaf_b_v0.6.3", "vmaf_v0.6.1neg", "vmaf_4k_v0.6.1", "vmaf_4k_v0.6.1neg",
+    "vmaf_v1.0.16_3d0h", "vmaf_v1.0.16_3d0h_2160", "vmaf_v1.0.16_5d0h", "vmaf_v1.0.16_1d5h_2160",
+    "vmaf_v1.0.16_hfr_3d0h", "vmaf_v1.0.16_hfr_3d0h_2160", "vmaf_v1.0.16_hfr_5d0h", "vmaf_v1.0.16_hfr_1d5h_2160",
+)
 
 
 class ModelError(FieldError):
@@ -78,6 +85,9 @@ class Model:
     svm: SvmModel
     transform: Transform
     clip: tuple[float, float] | None
+    #: libvmaf's chroma-from-luma correction (``chroma_correction_parameter``, the
+    #: v1.0.16 models): read, but not applied by vmafxd (see ScoringPlan.build)
+    chroma_correction: float | None = None
 
 
 @dataclass(frozen=True)
@@ -215,8 +225,12 @@ def _parse_model_dict(md: Any, name: str, spec: ModelSpec, where: str) -> Model:
         if not isinstance(sc, list) or len(sc) != 2:
             raise ModelError(f"{where}.model_dict.score_clip", "expected [min, max]")
         clip = (_number(f"{where}.model_dict.score_clip[0]", sc[0]), _number(f"{where}.model_dict.score_clip[1]", sc[1]))
+    chroma = md.get("chroma_correction_parameter")
+    if chroma is not None:
+        chroma = _number(f"{where}.model_dict.chroma_correction_parameter", chroma)
     return Model(
         name=name,
+        chroma_correction=chroma,
         features=tuple(feats),
         norm_type=norm,
         slope=_number(f"{where}.model_dict.slopes[0]", slopes[0]) if slopes else 1.0,

@@ -1,0 +1,101 @@
+// Float motion (libvmaf's "float_motion"): the blurred reference luma of every
+// frame, and the float sum of |blurred[f - 1] - blurred[f]|.
+//
+// Device twin of vmafxd.features.float_motion: the luma as floats
+// (sample / div - 128, div 0 meaning none), a separable filter (vertical pass
+// into `tmp`, then horizontal), each output `acc = 0; acc += taps[k] * x[k]`
+// with k ascending and edges mirrored without repeating the edge sample.
+// The SAD is summed as libvmaf sums it: a float per row, left to right, then
+// the rows top to bottom into one float (one thread per row, then one thread
+// per frame): the same additions in the same order as the CPU twin.  The host
+// divides by w * h and applies the temporal rules (the CPU twin's push_score).
+
+#define FM_COLS 256
+
+template <typename T>
+VX_DEVICE float fm_sample(const T* p, i64 o, float div)
+{
+    float v = (float)p[o];
+    if (div != 0.0f) v = v / div;
+    return v + -128.0f;
+}
+
+template <typename T>
+VX_DEVICE void fm_vert(const T* luma, i64 fstride, int w, int h, i64 pitch, float div, const float* taps, int fw,
+                       float* tmp, i64 tstride, i64 tpitch)
+{
+    const int f = blockIdx.z, y = blockIdx.y, r = fw / 2;
+    const T* src = luma + f * fstride;
+    float* dst = tmp + f * tstride + y * tpitch;
+    for (int i = threadIdx.x; i < FM_COLS; i += blockDim.x) {
+        const int x = blockIdx.x * FM_COLS + i;
+        if (x >= w) break;
+        float acc = 0.0f;
+        for (int k = 0; k < fw; ++k)
+            acc = acc + taps[k] * fm_sample(src, (i64)vx_mirror(y - r + k, h) * pitch + x, div);
+        dst[x] = acc;
+    }
+}
+
+VX_KERNEL void vx_fmotion_vert_u8(const u8* luma, i64 fstride, int w, int h, i64 pitch, float div, const float* taps,
+                                  int fw, float* tmp, i64 tstride, i64 tpitch)
+{
+    fm_vert<u8>(luma, fstride, w, h, pitch, div, taps, fw, tmp, tstride, tpitch);
+}
+
+VX_KERNEL void vx_fmotion_vert_u16(const u16* luma, i64 fstride, int w, int h, i64 pitch, float div,
+                                   const float* taps, int fw, float* tmp, i64 tstride, i64 tpitch)
+{
+    fm_vert<u16>(luma, fstride, w, h, pitch, div, taps, fw, tmp, tstride, tpitch);
+}
+
+// Horizontal pass: tmp row y -> out row y (same layout).
+VX_KERNEL void vx_fmotion_horiz(const float* tmp, i64 stride, i64 pitch, int w, const float* taps, int fw, float* out)
+{
+    const int f = blockIdx.z, y = blockIdx.y, r = fw / 2;
+    const float* src = tmp + f * stride + y * pitch;
+    float* dst = out + f * stride + y * pitch;
+    for (int i = threadIdx.x; i < FM_COLS; i += blockDim.x) {
+        const int x = blockIdx.x * FM_COLS + i;
+        if (x >= w) break;
+        float acc = 0.0f;
+        for (int k = 0; k < fw; ++k)
+            acc = acc + taps[k] * src[vx_mirror(x - r + k, w)];
+        dst[x] = acc;
+    }
+}
+
+// Row sums of |prev - cur| for frames first .. of the batch: frame f compares
+// blurred[f - 1] with blurred[f]; frame 0 of the batch compares `history`
+// (the previous batch's last blurred frame) with blurred[0].
+VX_KERNEL void vx_fmotion_rows(const float* blurred, const float* history, i64 stride, i64 pitch, int w, int h,
+                               int first, float* rows, i64 rows_stride)
+{
+    const int f = blockIdx.z + first;
+    const float* cur = blurred + f * stride;
+    const float* prev = f == 0 ? history : blurred + (f - 1) * stride;
+    for (int i = threadIdx.x; i < FM_COLS; i += blockDim.x) {
+        const int y = blockIdx.x * FM_COLS + i;
+        if (y >= h) break;
+        const float* a = prev + y * pitch;
+        const float* b = cur + y * pitch;
+        float s = 0.0f;
+        for (int x = 0; x < w; ++x) {
+            const float d = a[x] - b[x];
+            s = s + (d < 0.0f ? -d : d);
+        }
+        rows[f * rows_stride + y] = s;
+    }
+}
+
+// The rows of each frame added top to bottom into one float, into the frame's record.
+VX_KERNEL void vx_fmotion_total(const float* rows, i64 rows_stride, int h, int first, float* out, int out_stride,
+                                int out_index)
+{
+    const int f = blockIdx.z + first;
+    if (threadIdx.x != 0) return;
+    float t = 0.0f;
+    for (int y = 0; y < h; ++y)
+        t = t + rows[f * rows_stride + y];
+    out[f * out_stride + out_index] = t;
+}

@@ -1,0 +1,98 @@
+"""Float motion on the GPU: blur and per-row SAD kernels (features/kernels/float_motion.cu).
+
+Statistics per frame: one float, the SAD's float sum in libvmaf's order
+(rows left to right, then rows top to bottom).  The host divides it by
+``w * h`` (``float_motion.score_from_sum``) and feeds the CPU twin's own
+temporal rules (``FloatMotion.push_score``), so motion2/motion3 and the
+first/last frame rules are the CPU lane's.  The last blurred frame of each
+batch is kept on the device for the next batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...features import float_motion as cpu
+from .engine import GpuUnsupported
+from .float_util import Planes, sample_divisor, upload
+from .launch import F32, I32, I64, U64
+
+__all__ = ["make"]
+
+_COLS = 256  # FM_COLS
+
+
+class GpuFloatMotion:
+    def __init__(self, instance, scorer):
+        self.instance = instance
+        self.scorer = scorer
+        stg = scorer.staging
+        values = {**{o.name: o.default for o in cpu.DECLARATION.options}, **instance.values}
+        if values["motion_add_uv"]:
+            raise GpuUnsupported("feature.float_motion.motion_add_uv", "runs on the CPU lane only")
+        w, h = stg.shapes[0]
+        # the CPU twin: its options, checks and temporal rules (its extract is not used here)
+        self.twin = cpu.FloatMotion(values, w, h, stg.bitdepth)
+        self.force_zero = self.twin.force_zero
+        self.div = sample_divisor("float_motion", stg.bitdepth)
+        self.w, self.h = w, h
+        self.layout = Planes(w, h, 1)
+        self.taps = cpu.filter_for(int(values["motion_filter_size"]))
+        self.stats_bytes = 4
+        self.stats_offset = 0
+        dev = scorer.device
+        self._taps = upload(dev, scorer.stream, self.taps)
+        self._history = dev.alloc(self.layout.nbytes(1))
+        ks = scorer.kernels
+        sfx = "_u8" if stg.elem == 1 else "_u16"
+        self._vert = ks.launcher("float_motion.cu", "vx_fmotion_vert" + sfx,
+                                 [U64, I64, I32, I32, I64, F32, U64, I32, U64, I64, I64])
+        self._horiz = ks.launcher("float_motion.cu", "vx_fmotion_horiz", [U64, I64, I64, I32, U64, I32, U64])
+        self._rows = ks.launcher("float_motion.cu", "vx_fmotion_rows",
+                                 [U64, U64, I64, I64, I32, I32, I32, U64, I64])
+        self._total = ks.launcher("float_motion.cu", "vx_fmotion_total", [U64, I64, I32, I32, U64, I32, I32])
+
+    def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
+        if self.force_zero:
+            return
+        stg, st, dev = self.scorer.staging, self.scorer.stream, self.scorer.device
+        w, h, lay = self.w, self.h, self.layout
+        tmp = dev.alloc_async(lay.nbytes(n), st)
+        blurred = dev.alloc_async(lay.nbytes(n), st)
+        rows = dev.alloc_async(max(256, n * h * 4), st)
+        grid = ((w + _COLS - 1) // _COLS, h, n)
+        self._vert(grid, (256,), st, stg.plane_ptr(staging, 0, 0, 0), stg.frame_stride_elems, w, h,
+                   stg.pitches[0], self.div, self._taps, len(self.taps), tmp, lay.frame, lay.pitch)
+        self._horiz(grid, (256,), st, tmp, lay.frame, lay.pitch, w, self._taps, len(self.taps), blurred)
+        first = 1 if first_seq == 0 else 0
+        if first < n:
+            self._rows(((h + _COLS - 1) // _COLS, 1, n - first), (256,), st, blurred, self._history, lay.frame,
+                       lay.pitch, w, h, first, rows, h)
+            self._total((1, 1, n - first), (1,), st, rows, h, h, first, stats + self.stats_offset,
+                        record_bytes // 4, 0)
+        dev.copy_dtod_async(self._history, lay.ptr(blurred, n - 1), lay.frame * 4, st)
+        dev.free_async(rows, st)
+        dev.free_async(blurred, st)
+        dev.free_async(tmp, st)
+
+    def metrics(self, stats: np.ndarray, first_seq: int, count: int):
+        sums = stats[:count, self.stats_offset:self.stats_offset + 4].view(np.float32)[:, 0]
+        out = []
+        for i in range(count):
+            seq = first_seq + i
+            score = None if self.force_zero or seq == 0 else cpu.score_from_sum(sums[i], self.w, self.h)
+            out.extend(self.twin.push_score(seq, score))
+        return out
+
+    def flush(self):
+        return self.twin.flush()
+
+    def close(self) -> None:
+        dev = self.scorer.device
+        for p in (self._taps, self._history):
+            dev.free(p)
+        self._taps = self._history = 0
+
+
+def make(instance, scorer) -> GpuFloatMotion:
+    return GpuFloatMotion(instance, scorer)

@@ -1,0 +1,131 @@
+"""Float VIF on the GPU: conversion, filter, statistic, decimation and row-sum kernels (float_vif.cu).
+
+Statistics per frame: ``float32[4, 2]``, each scale's (num, den) float sums
+in libvmaf's order (rows left to right, then rows top to bottom), so the
+host's ``float_vif.metrics_from_stats`` gives the CPU lane's doubles.  Every
+intermediate plane lives in memory taken from the stream's pool per batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...features import float_vif as cpu
+from ...features._adm_csf import powf
+from ...features._float_vif_core import gaussian_filter
+from .engine import GpuUnsupported
+from .float_util import Planes, sample_divisor, upload
+from .launch import F32, F64, I32, I64, U64
+
+__all__ = ["make"]
+
+_COLS = 256  # FV_COLS
+
+
+class GpuFloatVif:
+    def __init__(self, instance, scorer):
+        self.instance = instance
+        self.scorer = scorer
+        stg = scorer.staging
+        self.values = {**{o.name: o.default for o in cpu.DECLARATION.options}, **instance.values}
+        if float(self.values["vif_prescale"]) != 1.0:
+            raise GpuUnsupported("feature.float_vif.vif_prescale", "runs on the CPU lane only")
+        self.div = sample_divisor("float_vif", stg.bitdepth)
+        w, h = stg.shapes[0]
+        self.sizes = [(w, h)]
+        for _ in range(3):
+            pw, ph = self.sizes[-1]
+            self.sizes.append((pw // 2, ph // 2))
+        ks_ = float(self.values["vif_kernelscale"])
+        self.taps = [gaussian_filter(s, ks_) for s in range(4)]
+        for s, (sw, sh) in enumerate(self.sizes):
+            if min(sw, sh) <= len(self.taps[s]) // 2:
+                raise ValueError(f"float_vif: a {w}x{h} picture is too small for scale {s}")
+        self.skip0 = bool(self.values["vif_skip_scale0"])
+        self.gain = float(np.float32(self.values["vif_enhn_gain_limit"]))
+        self.nsq = float(self.values["vif_sigma_nsq"])
+        self.max_inv = float(np.float32(float(powf(self.nsq, 2.0)) / (255.0 * 255.0)))
+        self.stats_bytes = 8 * 4
+        self.stats_offset = 0
+        dev = scorer.device
+        flat = np.concatenate(self.taps).astype(np.float32)
+        self._taps = upload(dev, scorer.stream, flat)
+        self._tap_ptr = []
+        off = 0
+        for t in self.taps:
+            self._tap_ptr.append(self._taps + 4 * off)
+            off += len(t)
+        ks = scorer.kernels
+        sfx = "_u8" if stg.elem == 1 else "_u16"
+        self._convert = ks.launcher("float_vif.cu", "vx_fvif_convert" + sfx, [U64, I64, I32, I64, F32, U64, I64, I64])
+        self._vert = ks.launcher("float_vif.cu", "vx_fvif_vert",
+                                 [U64, U64, I64, I32, I32, I64, U64, I32, I32, U64, I64, I64, I64])
+        self._stat = ks.launcher("float_vif.cu", "vx_fvif_stat",
+                                 [U64, I64, I32, I64, I64, U64, I32, F32, F64, F32, U64, U64, I64, I64])
+        self._dec = ks.launcher("float_vif.cu", "vx_fvif_dec",
+                                [U64, I64, I32, I64, I64, U64, I32, U64, U64, I64, I64, I32])
+        self._rows = ks.launcher("float_vif.cu", "vx_fvif_rows", [U64, I64, I64, I64, I32, I32, U64, I64])
+        self._total = ks.launcher("float_vif.cu", "vx_fvif_total", [U64, I64, I32, U64, I32, I32])
+
+    def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
+        stg, st, dev = self.scorer.staging, self.scorer.stream, self.scorer.device
+        w0, h0 = self.sizes[0]
+        big5 = Planes(w0, h0, 5)
+        vbuf = dev.alloc_async(big5.nbytes(n), st)
+        maps = dev.alloc_async(Planes(w0, h0, 2).nbytes(n), st)
+        rows = dev.alloc_async(max(256, n * 2 * h0 * 4), st)
+        pics = [Planes(sw, sh, 2) for sw, sh in self.sizes]
+        pic_bufs = [dev.alloc_async(p.nbytes(n), st) for p in pics]
+        lay = pics[0]
+        for role in (0, 1):
+            self._convert(((w0 + _COLS - 1) // _COLS, h0, n), (256,), st, stg.plane_ptr(staging, 0, role, 0),
+                          stg.frame_stride_elems, w0, stg.pitches[0], self.div, lay.ptr(pic_bufs[0], 0, role),
+                          lay.frame, lay.pitch)
+        out = stats + self.stats_offset
+        for s, (sw, sh) in enumerate(self.sizes):
+            taps, fw = self._tap_ptr[s], len(self.taps[s])
+            if s > 0:
+                prev = pics[s - 1]
+                v2 = Planes(prev.w, prev.h, 5)
+                self._vert(((prev.w + _COLS - 1) // _COLS, prev.h, n), (256,), st,
+                           prev.ptr(pic_bufs[s - 1], 0, 0), prev.ptr(pic_bufs[s - 1], 0, 1), prev.frame,
+                           prev.w, prev.h, prev.pitch, taps, fw, 0, vbuf, v2.frame, v2.pitch, v2.plane)
+                cur = pics[s]
+                self._dec(((sw + _COLS - 1) // _COLS, sh, n), (256,), st, vbuf, v2.frame, prev.w, v2.pitch,
+                          v2.plane, taps, fw, cur.ptr(pic_bufs[s], 0, 0), cur.ptr(pic_bufs[s], 0, 1), cur.frame,
+                          cur.pitch, sw)
+            if s == 0 and self.skip0:
+                continue
+            cur = pics[s]
+            v5 = Planes(sw, sh, 5)
+            m2 = Planes(sw, sh, 2)
+            grid = ((sw + _COLS - 1) // _COLS, sh, n)
+            self._vert(grid, (256,), st, cur.ptr(pic_bufs[s], 0, 0), cur.ptr(pic_bufs[s], 0, 1), cur.frame,
+                       sw, sh, cur.pitch, taps, fw, 1, vbuf, v5.frame, v5.pitch, v5.plane)
+            self._stat(grid, (256,), st, vbuf, v5.frame, sw, v5.pitch, v5.plane, taps, fw, self.gain, self.nsq,
+                       self.max_inv, m2.ptr(maps, 0, 0), m2.ptr(maps, 0, 1), m2.frame, m2.pitch)
+            self._rows(((sh + _COLS - 1) // _COLS, 2, n), (256,), st, maps, m2.frame, m2.pitch, m2.plane, sw, sh,
+                       rows, 2 * sh)
+            self._total((1, 2, n), (1,), st, rows, 2 * sh, sh, out, record_bytes // 4, 2 * s)
+        for p in (*pic_bufs, rows, maps, vbuf):
+            dev.free_async(p, st)
+
+    def metrics(self, stats: np.ndarray, first_seq: int, count: int):
+        sums = stats[:count, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.float32)
+        out = []
+        for i in range(count):
+            record = sums[i].astype(np.float64).reshape(4, 2)
+            out.append((first_seq + i, cpu.metrics_from_stats(record, self.values)))
+        return out
+
+    def flush(self):
+        return []
+
+    def close(self) -> None:
+        if self._taps:
+            self.scorer.device.free(self._taps)
+        self._taps = 0
+
+
+def make(instance, scorer) -> GpuFloatVif:
+    return GpuFloatVif(instance, scorer)
