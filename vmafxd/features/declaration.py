@@ -54,7 +54,7 @@ class Option:
     """An option of a feature: name, type, default and bounds (libvmaf's ``VmafOption``)."""
 
     name: str
-    type: type  # bool, int or float
+    type: type  # bool, int, float or str
     default: Any
     help: str = ""
     alias: str | None = None
@@ -162,6 +162,8 @@ class FeatureDeclaration:
     help: str = ""
     #: a check across several resolved options (raises OptionError), run by resolve_options
     validate: Callable[[Mapping[str, Any]], None] | None = field(default=None, compare=False)
+    #: metric names that never take the option suffix (libvmaf writes them without its name dict)
+    unsuffixed: tuple[str, ...] = ()
 
     def lag_for(self, values: Mapping[str, Any]) -> int:
         """Frames after frame *i* to see before frame *i* is final, with these options."""
@@ -200,4 +202,4 @@ class FeatureDeclaration:
         for option, extra in self.option_provides:
             if values.get(option):
                 names += [n for n in extra if n not in names]
-        return {n: n + suffix for n in names}
+        return {n: n if n in self.unsuffixed else n + suffix for n in names}
