@@ -37,6 +37,10 @@ from ._cambi_tables import NUM_SCALES, SCALE_WEIGHTS, ContrastTables
 
 __all__ = [
     "adjust_window_size",
+    "pooled_mean",
+    "scale_sizes",
+    "topk_count",
+    "weight_scales",
     "c_values",
     "cambi_score",
     "mask_index",
@@ -277,6 +281,17 @@ def c_values_from_counts(counts: np.ndarray, qv: np.ndarray, tables: ContrastTab
     return c
 
 
+def topk_count(topk: float, n: int) -> int:
+    """How many c-values the pooling averages: ``clip(topk * n, 1, n)``, truncated as C does."""
+    k = int(topk * n)
+    return 1 if k < 1 else (n if k > n else k)
+
+
+def pooled_mean(total: int, k: int) -> float:
+    """The mean of the top ``k`` c-values from their exact sum times 2^24 (an integer)."""
+    return (float(total) / float(1 << 24)) / k
+
+
 def spatial_pooling(c: np.ndarray, topk: float) -> float:
     """Mean of the ``topk`` share of largest c-values (cambi.c ``spatial_pooling``).
 
@@ -288,12 +303,31 @@ def spatial_pooling(c: np.ndarray, topk: float) -> float:
     """
     flat = c.ravel()
     n = flat.size
-    k = int(topk * n)
-    k = 1 if k < 1 else (n if k > n else k)
+    k = topk_count(topk, n)
     top = flat if k == n else np.partition(flat, n - k)[n - k:]
     scaled = (top.astype(np.float64) * float(1 << 24)).astype(np.int64)
     total = sum(int(part.sum()) for part in np.array_split(scaled, max(1, k >> 22)))
-    return (float(total) / float(1 << 24)) / k
+    return pooled_mean(total, k)
+
+
+def weight_scales(scores, window: int) -> float:
+    """cambi.c ``weight_scores_per_scale``: the 16, 8, 4, 2, 1 inner product over the window's pixels."""
+    score = 0.0
+    for s, wgt in zip(scores, SCALE_WEIGHTS):
+        score += s * wgt
+    pixels_in_window = (2 * (window >> 1) + 1) ** 2 & 0xFFFF
+    return score / pixels_in_window
+
+
+def scale_sizes(width: int, height: int, high_res_speedup: bool) -> list[tuple[int, int]]:
+    """(w, h) of each scale: halved (rounding up) before every scale but the first,
+    and before the first too with the high-resolution speed-up."""
+    sizes = []
+    for scale in range(NUM_SCALES):
+        if scale > 0 or high_res_speedup:
+            width, height = (width + 1) >> 1, (height + 1) >> 1
+        sizes.append((width, height))
+    return sizes
 
 
 def cambi_score(img: np.ndarray, window: int, topk: float, tables: ContrastTables, lut: np.ndarray,
@@ -314,8 +348,4 @@ def cambi_score(img: np.ndarray, window: int, topk: float, tables: ContrastTable
         if heatmap is not None:
             heatmap(scale, c)
         scores.append(spatial_pooling(c, topk))
-    score = 0.0
-    for s, wgt in zip(scores, SCALE_WEIGHTS):
-        score += s * wgt
-    pixels_in_window = (2 * (window >> 1) + 1) ** 2 & 0xFFFF
-    return score / pixels_in_window
+    return weight_scales(scores, window)

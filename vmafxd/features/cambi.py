@@ -259,7 +259,7 @@ DECLARATION = FeatureDeclaration(
                alias="hrs", min=0, max=2160, feature_param=True),
     ),
     temporal=False,
-    kernel=None,
+    kernel="cambi.cu",
     cpu=Cambi,
     validate=lambda values: _validate(values),
     help="CAMBI banding index of the distorted luma (and of the reference with full_ref)",
