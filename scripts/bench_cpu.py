@@ -33,6 +33,7 @@ def main() -> int:
     ap.add_argument("--frames", type=int, default=12)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--only", default="", help="comma-separated names of the rows to run (default: all)")
     args = ap.parse_args()
     _pin_threads(args.threads)
     sys.path[:0] = [str(ROOT), str(ROOT / "client")]
@@ -65,9 +66,12 @@ def main() -> int:
                       [up(x) for x in dists[: args.frames]]))
 
     configs = [("vmaf_v0.6.1", [load_model("version=vmaf_v0.6.1")], [])]
-    for f in ("vif", "adm", "motion", "psnr", "float_ssim", "float_ms_ssim"):
+    for f in ("vif", "adm", "motion", "psnr", "float_ssim", "float_ms_ssim", "cambi"):
         configs.append((f, [], [FeatureRequest(f)]))
 
+    if args.only:
+        keep = set(args.only.split(","))
+        configs = [c for c in configs if c[0] in keep]
     print(f"CPU lane, {args.threads} thread(s), {args.frames} frames a run, median of {args.repeats} runs")
     print(f"{'size':24} {'what':14} {'fps':>8} {'ms/frame':>9} {'min..max fps':>16}")
     for label, w, h, rr, dd in pairs:

@@ -12,10 +12,12 @@
 //   then per scale (5):
 //   vx_cambi_filter   2x decimation of the previous scale's filtered image
 //                     (not at scale 0) and the separable 3x3 mode filter
-//   vx_cambi_cvalues_wN  the window counts of values v - nd .. v + nd around
-//                     each evaluated pixel (from a shared-memory tile of the
-//                     counted samples) and its c-value, in libvmaf's float
-//                     arithmetic: (float)(w * p0 * pmax) * lut[p0 + pmax]
+//   vx_cambi_cvalues_sat (nd <= 4) / _wN (larger nd)  the window counts of
+//                     values v - nd .. v + nd around each evaluated pixel (from
+//                     a shared-memory tile of the counted samples: summed-area
+//                     tables of the values asked for, or a scan of the window)
+//                     and its c-value, in libvmaf's float arithmetic:
+//                     (float)(w * p0 * pmax) * lut[p0 + pmax]
 //   vx_cambi_hist / vx_cambi_select (4 passes)  radix selection of the k-th
 //                     largest c-value, 8 bits a pass (non-negative floats
 //                     order as their bit patterns)
@@ -85,32 +87,41 @@ VX_KERNEL void vx_cambi_prep_u16(const u16* luma, i64 pitch, i64 frame_stride, c
     prep_impl<u16>(luma, pitch, frame_stride, ys, xs, bpc, anti_dither, out, w, h);
 }
 
-VX_DEVICE int cb_flat(const u16* img, int w, int h, int r, int c)
-{
-    const u16 v = img[(i64)r * w + c];
-    const int right = c == w - 1 || v == img[(i64)r * w + c + 1];
-    const int below = r == h - 1 || v == img[(i64)(r + 1) * w + c];
-    return right && below;
-}
+#define CB_MASK_W 32          // mask outputs per block: 32 x 8
+#define CB_MASK_H 8
 
-// mask[i][j] = (flat pixels in the 7x7 window clipped to the picture) > mask_index
+// mask[i][j] = (flat pixels in the 7x7 window clipped to the picture) > mask_index;
+// a pixel is flat when it equals its right and lower neighbours (the last
+// column and row count as equal).  The flat bits of the block's area and its
+// 3-pixel border (0 outside the picture) are made once in shared memory.
 VX_KERNEL void vx_cambi_mask(const u16* imgs, int w, int h, int mask_index, u8* masks)
 {
+    __shared__ u8 flat[(CB_MASK_H + 6) * (CB_MASK_W + 6)];
     const int frame = blockIdx.z;
     const u16* img = imgs + (i64)frame * w * h;
     u8* mask = masks + (i64)frame * w * h;
-    for (int i = blockIdx.x; i < h; i += gridDim.x) {
-        for (int j = threadIdx.x; j < w; j += blockDim.x) {
-            int n = 0;
-            for (int r = i - 3; r <= i + 3; r++) {
-                if (r < 0 || r >= h) continue;
-                for (int c = j - 3; c <= j + 3; c++) {
-                    if (c < 0 || c >= w) continue;
-                    n += cb_flat(img, w, h, r, c);
-                }
-            }
-            mask[(i64)i * w + j] = (u8)(n > mask_index);
+    const int x0 = blockIdx.x * CB_MASK_W, y0 = blockIdx.y * CB_MASK_H;
+    const int fw = CB_MASK_W + 6;
+    for (int t = threadIdx.x; t < (CB_MASK_H + 6) * fw; t += blockDim.x) {
+        const int r = y0 - 3 + t / fw, c = x0 - 3 + t % fw;
+        u8 f = 0;
+        if (r >= 0 && r < h && c >= 0 && c < w) {
+            const u16 v = img[(i64)r * w + c];
+            const int right = c == w - 1 || v == img[(i64)r * w + c + 1];
+            const int below = r == h - 1 || v == img[(i64)(r + 1) * w + c];
+            f = (u8)(right && below);
         }
+        flat[t] = f;
+    }
+    __syncthreads();
+    for (int o = threadIdx.x; o < CB_MASK_H * CB_MASK_W; o += blockDim.x) {
+        const int ty = o / CB_MASK_W, tx = o % CB_MASK_W;
+        const int i = y0 + ty, j = x0 + tx;
+        if (i >= h || j >= w) continue;
+        int n = 0;
+        for (int r = 0; r < 7; r++)
+            for (int c = 0; c < 7; c++) n += flat[(ty + r) * fw + tx + c];
+        mask[(i64)i * w + j] = (u8)(n > mask_index);
     }
 }
 
@@ -148,9 +159,11 @@ VX_KERNEL void vx_cambi_filter(const u16* srcs, int src_w, int src_h, int step, 
     }
 }
 
-// c-values of one scale.  The counts of the 2 nd + 1 values around a pixel's
-// own are packed 4 to a 64-bit word, 16 bits each (a window holds at most
-// 65 * 65 < 2^16 pixels); W words hold 4 W >= 2 nd + 1 counts.
+// c-values of one scale for 8 to 32 contrast steps (max_log_contrast 3..5),
+// by a scan of every pixel's window in a shared-memory tile.  The counts of
+// the 2 nd + 1 values around a pixel's own are packed 4 to a 64-bit word, 16
+// bits each (a window holds at most 65 * 65 < 2^16 pixels); W words hold
+// 4 W >= 2 nd + 1 counts.
 template <int W>
 VX_DEVICE void cvalues_impl(const u16* imgs, int w, int h, const u8* masks, int mask_w, int mask_h, int mask_step,
                             int pad, int nd, const i32* tvi, const i32* weights, int vlt, int band_base,
@@ -227,12 +240,176 @@ VX_DEVICE void cvalues_impl(const u16* imgs, int w, int h, const u8* masks, int 
         cvalues_impl<W>(imgs, w, h, masks, mask_w, mask_h, mask_step, pad, nd, tvi, weights, vlt, band_base,  \
                         band_size, lut, cvals);                                                                \
     }
-CB_CVALUES(1)
-CB_CVALUES(2)
-CB_CVALUES(3)
 CB_CVALUES(5)
 CB_CVALUES(9)
 CB_CVALUES(17)
+
+// c-values of one scale for up to 4 contrast steps (nd <= 4, libvmaf's default
+// max_log_contrast 2 and below), counting with summed-area tables instead of a
+// scan of every window.  Per block: the values the block's pixels ask for
+// (v - nd .. v + nd) that occur among the counted samples of the tile get a
+// slot; each slot's indicator over the tile becomes a summed-area table in
+// shared memory (as many slots at a time as fit), and every pixel reads its
+// window count of each asked-for value from four corners.  In flat areas,
+// where the mask is, a tile holds few values, so this is a few passes over
+// the tile instead of (2 pad + 1)^2 reads per pixel.
+#define CB_VALUE_WORDS 36                 // bitmaps over values 0 .. 1151 (samples <= 1024, + nd)
+#define CB_SAT_CELLS (13 * 1024)          // u16 summed-area cells in shared memory (all shared data < 48 KB)
+#define CB_MAX_COUNTS 9                   // 2 nd + 1 for nd <= 4
+
+#if defined(VX_EMU)
+static inline unsigned atomicOr(unsigned* p, unsigned v)
+{
+    unsigned old = *p;
+    *p = old | v;
+    return old;
+}
+static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+#endif
+
+VX_DEVICE int cb_evaluated(int v, int nd, const i32* tvi, int vlt)
+{
+    int e = 0;
+    if (v != (int)CB_NONE)
+        for (int d = 0; d < nd; d++) e |= (v + nd <= tvi[d]) && (v + nd + d + 1 > vlt);
+    return e;
+}
+
+VX_DEVICE float cb_cvalue(const u16* counts, int v, int nd, const i32* tvi, const i32* weights, int vlt,
+                          const float* lut)
+{
+    float c = 0.0f;
+    const int p0 = counts[nd];
+    for (int d = 0; d < nd; d++) {
+        if ((v + nd <= tvi[d]) && (v + nd + d + 1 > vlt)) {
+            const int p1 = counts[nd + d + 1];
+            const int p2 = counts[nd - d - 1];
+            const int pm = p1 > p2 ? p1 : p2;
+            const float val = (float)(weights[d] * p0 * pm) * lut[pm + p0];
+            if (val > c) c = val;
+        }
+    }
+    return c;
+}
+
+VX_KERNEL void vx_cambi_cvalues_sat(const u16* imgs, int w, int h, const u8* masks, int mask_w, int mask_h,
+                                    int mask_step, int pad, int nd, const i32* tvi, const i32* weights, int vlt,
+                                    int band_base, int band_size, const float* lut, float* cvals)
+{
+    __shared__ u16 tile[CB_SPAN * CB_SPAN];
+    __shared__ u16 sat[CB_SAT_CELLS];
+    __shared__ u16 counts[CB_TILE * CB_TILE * CB_MAX_COUNTS];
+    __shared__ u32 need[CB_VALUE_WORDS];
+    __shared__ u32 have[CB_VALUE_WORDS];
+    __shared__ u32 rank_base[CB_VALUE_WORDS];
+    __shared__ u16 slot_value[CB_VALUE_WORDS * 32];
+    __shared__ int nslots;
+    const int frame = blockIdx.z;
+    const u16* img = imgs + (i64)frame * w * h;
+    const u8* mask = masks + (i64)frame * mask_w * mask_h;
+    float* cv = cvals + (i64)frame * w * h;
+    const int x0 = blockIdx.x * CB_TILE, y0 = blockIdx.y * CB_TILE;
+    const int span = CB_TILE + 2 * pad;
+    const int ncounts = 2 * nd + 1;
+    for (int t = threadIdx.x; t < CB_VALUE_WORDS; t += blockDim.x) need[t] = have[t] = 0;
+    for (int t = threadIdx.x; t < CB_TILE * CB_TILE * ncounts; t += blockDim.x) counts[t] = 0;
+    __syncthreads();
+    for (int t = threadIdx.x; t < span * span; t += blockDim.x) {
+        const int r = y0 - pad + t / span, c = x0 - pad + t % span;
+        u16 v = CB_NONE;
+        if (r >= 0 && r < h && c >= 0 && c < w) {
+            const u16 s = img[(i64)r * w + c];
+            const int counted = mask[(i64)r * mask_step * mask_w + (i64)c * mask_step]
+                                && s >= band_base && s < band_base + band_size;
+            if (counted) {
+                v = s;
+                atomicOr(&have[s >> 5], 1u << (s & 31));
+            }
+        }
+        tile[t] = v;
+    }
+    __syncthreads();
+    for (int o = threadIdx.x; o < CB_TILE * CB_TILE; o += blockDim.x) {
+        const int ty = o / CB_TILE, tx = o % CB_TILE;
+        if (y0 + ty >= h || x0 + tx >= w) continue;
+        const int v = tile[(ty + pad) * span + tx + pad];
+        if (!cb_evaluated(v, nd, tvi, vlt)) continue;
+        for (int k = 0; k < ncounts; k++) {
+            const int u = v - nd + k;
+            if (u >= 0) atomicOr(&need[u >> 5], 1u << (u & 31));
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int m = 0;
+        for (int wd = 0; wd < CB_VALUE_WORDS; wd++) {
+            rank_base[wd] = m;
+            u32 bits = need[wd] & have[wd];
+            need[wd] = bits;  // from here on: the values with a slot
+            for (int b = 0; b < 32; b++)
+                if (bits >> b & 1u) slot_value[m++] = (u16)(wd * 32 + b);
+        }
+        nslots = m;
+    }
+    __syncthreads();
+    const int side = span + 1;
+    const int per_chunk = CB_SAT_CELLS / (side * side);
+    for (int first = 0; first < nslots; first += per_chunk) {
+        const int m = nslots - first < per_chunk ? nslots - first : per_chunk;
+        // rows: running counts along each row of each slot; row 0 and column 0 zero
+        for (int t = threadIdx.x; t < m * side; t += blockDim.x) {
+            const int sl = t / side, r = t % side;
+            u16* row = sat + sl * side * side + r * side;
+            row[0] = 0;
+            if (r == 0) {
+                for (int c = 1; c < side; c++) row[c] = 0;
+                continue;
+            }
+            const u16 val = slot_value[first + sl];
+            const u16* src = tile + (r - 1) * span;
+            u16 run = 0;
+            for (int c = 1; c < side; c++) {
+                run += src[c - 1] == val;
+                row[c] = run;
+            }
+        }
+        __syncthreads();
+        // columns: add the rows up
+        for (int t = threadIdx.x; t < m * side; t += blockDim.x) {
+            const int sl = t / side, c = t % side;
+            u16* col = sat + sl * side * side + c;
+            for (int r = 1; r < side; r++) col[r * side] += col[(r - 1) * side];
+        }
+        __syncthreads();
+        for (int o = threadIdx.x; o < CB_TILE * CB_TILE; o += blockDim.x) {
+            const int ty = o / CB_TILE, tx = o % CB_TILE;
+            if (y0 + ty >= h || x0 + tx >= w) continue;
+            const int v = tile[(ty + pad) * span + tx + pad];
+            if (!cb_evaluated(v, nd, tvi, vlt)) continue;
+            for (int k = 0; k < ncounts; k++) {
+                const int u = v - nd + k;
+                if (u < 0 || !(need[u >> 5] >> (u & 31) & 1u)) continue;
+                const int sl = (int)rank_base[u >> 5] + __popc(need[u >> 5] & ((1u << (u & 31)) - 1u)) - first;
+                if (sl < 0 || sl >= m) continue;
+                // the window's rows ty .. ty + 2 pad and columns tx .. tx + 2 pad of the tile
+                const u16* s0 = sat + sl * side * side;
+                const int r0 = ty * side, r1 = (ty + 2 * pad + 1) * side;
+                const int c0 = tx, c1 = tx + 2 * pad + 1;
+                counts[o * ncounts + k] = (u16)(s0[r1 + c1] - s0[r0 + c1] - s0[r1 + c0] + s0[r0 + c0]);
+            }
+        }
+        __syncthreads();
+    }
+    for (int o = threadIdx.x; o < CB_TILE * CB_TILE; o += blockDim.x) {
+        const int ty = o / CB_TILE, tx = o % CB_TILE;
+        const int i = y0 + ty, j = x0 + tx;
+        if (i >= h || j >= w) continue;
+        const int v = tile[(ty + pad) * span + tx + pad];
+        float c = 0.0f;
+        if (cb_evaluated(v, nd, tvi, vlt)) c = cb_cvalue(counts + o * ncounts, v, nd, tvi, weights, vlt, lut);
+        cv[(i64)i * w + j] = c;
+    }
+}
 
 // Radix selection, pass p (0..3) over the c-values' bit patterns: the
 // histogram of digit p (bits 31-8p .. 24-8p) among the values whose higher
@@ -247,10 +424,22 @@ VX_KERNEL void vx_cambi_hist(const float* cvals, i64 count, const u32* state, in
     const u32 prefix = pass == 0 ? 0u : state[frame * 2];
     for (int b = threadIdx.x; b < 256; b += blockDim.x) bins[b] = 0;
     __syncthreads();
+    // c-values repeat (zeros above all): a thread adds a run of equal digits at
+    // once, which keeps most shared atomics off the hottest bin
+    u32 run_bin = 0;
+    u64 run = 0;
     for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < count; e += (i64)gridDim.x * blockDim.x) {
         const u32 x = bits[e];
-        if ((x & high) == prefix) atomicAdd((unsigned long long*)&bins[(x >> shift) & 255u], 1ull);
+        if ((x & high) != prefix) continue;
+        const u32 bin = (x >> shift) & 255u;
+        if (bin != run_bin && run) {
+            atomicAdd((unsigned long long*)&bins[run_bin], (unsigned long long)run);
+            run = 0;
+        }
+        run_bin = bin;
+        run++;
     }
+    if (run) atomicAdd((unsigned long long*)&bins[run_bin], (unsigned long long)run);
     __syncthreads();
     for (int b = threadIdx.x; b < 256; b += blockDim.x)
         if (bins[b]) atomicAdd((unsigned long long*)&hist[frame * 256 + b], (unsigned long long)bins[b]);

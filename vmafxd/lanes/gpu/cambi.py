@@ -29,8 +29,10 @@ __all__ = ["make", "GpuCambi"]
 _TILE = 16  # keep in step with cambi.cu (CB_TILE)
 _THREADS = 256
 _SCALE_RECORD = 16
-#: packed count words by num_diffs (4 counts a word, 2 nd + 1 counts)
-_WORDS = {1: 1, 2: 2, 4: 3, 8: 5, 16: 9, 32: 17}
+#: the c-value kernel by num_diffs: summed-area tables up to 4 steps, else a window
+#: scan with 2 nd + 1 counts packed 4 to a word
+_CVALUES = {1: "vx_cambi_cvalues_sat", 2: "vx_cambi_cvalues_sat", 4: "vx_cambi_cvalues_sat",
+            8: "vx_cambi_cvalues_w5", 16: "vx_cambi_cvalues_w9", 32: "vx_cambi_cvalues_w17"}
 
 _PREP_TYPES = [U64, I64, I64, U64, U64, I32, I32, U64, I32, I32]
 _MASK_TYPES = [U64, I32, I32, I32, U64]
@@ -98,7 +100,7 @@ class GpuCambi:
                                  _PREP_TYPES)
         self._mask = ks.launcher("cambi.cu", "vx_cambi_mask", _MASK_TYPES)
         self._filter = ks.launcher("cambi.cu", "vx_cambi_filter", _FILTER_TYPES)
-        self._cvalues = ks.launcher("cambi.cu", f"vx_cambi_cvalues_w{_WORDS[t.num_diffs]}", _CV_TYPES)
+        self._cvalues = ks.launcher("cambi.cu", _CVALUES[t.num_diffs], _CV_TYPES)
         self._hist = ks.launcher("cambi.cu", "vx_cambi_hist", _HIST_TYPES)
         self._select = ks.launcher("cambi.cu", "vx_cambi_select", _SELECT_TYPES)
         self._sum = ks.launcher("cambi.cu", "vx_cambi_sum", _SUM_TYPES)
@@ -133,7 +135,7 @@ class GpuCambi:
             self._prep((min(h, 1024), 1, n), (_THREADS,), st,
                        stg.plane_ptr(staging, 0, pic.role, 0), stg.pitches[0], stg.frame_stride_elems,
                        pic.ys, pic.xs, stg.bitdepth, int(s.enc_bitdepth < 10), img, w, h)
-            self._mask((min(h, 1024), 1, n), (_THREADS,), st, img, w, h, pic.mask_index, mask)
+            self._mask(((w + 31) // 32, (h + 7) // 8, n), (_THREADS,), st, img, w, h, pic.mask_index, mask)
             src, src_w, src_h = img, w, h
             for scale, (sw, sh) in enumerate(pic.scales):
                 out = scratch + pic.scale_offs[scale] * n
