@@ -265,6 +265,7 @@ static inline unsigned atomicOr(unsigned* p, unsigned v)
     return old;
 }
 static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline int __ffs(int x) { return __builtin_ffs(x); }
 #endif
 
 VX_DEVICE int cb_evaluated(int v, int nd, const i32* tvi, int vlt)
@@ -346,8 +347,10 @@ VX_KERNEL void vx_cambi_cvalues_sat(const u16* imgs, int w, int h, const u8* mas
             rank_base[wd] = m;
             u32 bits = need[wd] & have[wd];
             need[wd] = bits;  // from here on: the values with a slot
-            for (int b = 0; b < 32; b++)
-                if (bits >> b & 1u) slot_value[m++] = (u16)(wd * 32 + b);
+            while (bits) {
+                slot_value[m++] = (u16)(wd * 32 + __ffs((int)bits) - 1);
+                bits &= bits - 1u;
+            }
         }
         nslots = m;
     }
