@@ -221,8 +221,7 @@ def window_counts(img: np.ndarray, counted: np.ndarray, evaluated: np.ndarray, p
             plane = slot_of[pv + nd]
             keep = plane >= 0
             bh, bw = r1 - r0 + 1, c1 - c0 + 1
-            # int16: a tile's dilated area holds at most (tile + 2 pad)^2 <= 2^15 pixels
-            sat = np.zeros((needed.size, bh, bw), dtype=np.int16)
+            sat = np.zeros((needed.size, bh, bw), dtype=np.int32)
             sat[plane[keep], pr[keep] + 1, pc[keep] + 1] = 1
             np.cumsum(sat, axis=2, out=sat)
             np.cumsum(sat, axis=1, out=sat)
