@@ -146,14 +146,13 @@ def spatial_mask(img: np.ndarray) -> np.ndarray:
 def _box_sums(a: np.ndarray, pad: int) -> np.ndarray:
     """Sum of ``a`` over the (2 pad + 1)^2 window around each sample, clipped to the plane."""
     h, w = a.shape
-    sat = np.zeros((h + 1, w + 1), dtype=np.int64)
-    np.cumsum(a, axis=0, out=sat[1:, 1:])
-    np.cumsum(sat[1:, 1:], axis=1, out=sat[1:, 1:])
-    r0 = np.clip(np.arange(h) - pad, 0, h)
-    r1 = np.clip(np.arange(h) + pad + 1, 0, h)
-    c0 = np.clip(np.arange(w) - pad, 0, w)
-    c1 = np.clip(np.arange(w) + pad + 1, 0, w)
-    return (sat[r1][:, c1] - sat[r0][:, c1] - sat[r1][:, c0] + sat[r0][:, c0])
+    k = 2 * pad + 1
+    # zero border of pad (+1 for the table's leading zero row and column)
+    sat = np.zeros((h + k, w + k), dtype=np.int32)
+    sat[pad + 1:pad + 1 + h, pad + 1:pad + 1 + w] = a
+    np.cumsum(sat, axis=0, out=sat)
+    np.cumsum(sat, axis=1, out=sat)
+    return sat[k:, k:] - sat[:h, k:] - sat[k:, :w] + sat[:h, :w]
 
 
 # ---------------------------------------------------------------------------
