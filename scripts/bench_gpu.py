@@ -14,7 +14,8 @@ to the last result; latency is submit -> result per frame.  Medians over R
 runs (the min and max too: the machine is shared).
 
 ``--engine-only`` times the engine alone in this process (no daemon, no
-protocol), frames already on the device: the kernels' own ceiling.
+protocol), frames already on the device: the kernels' own ceiling; with
+``--models '' --features cambi`` it times one feature's kernels alone (µs a frame).
 
 ``--models '' --features psnr --sizes 64x64`` measures the daemon's and the
 protocol's own cost per frame.  ``VX_PROF=FILE`` runs the daemon under cProfile
@@ -160,19 +161,19 @@ def bench_daemon(sock: str, w: int, h: int, frames: int, inflight: int, ring: in
     return frames / elapsed, statistics.median(latency) * 1000, np.percentile(latency, 95) * 1000, frames / packets
 
 
-def bench_engine(w: int, h: int, frames: int, batch: int):
+def bench_engine(w: int, h: int, frames: int, batch: int, models=("version=vmaf_v0.6.1",), features=()):
     from vmafx.formats import PixelFormat, Subsampling
     from vmafxd.lanes import cuda
     from vmafxd.lanes.gpu.engine import FrameSource, GpuFrame, GpuScorer, KernelSet
     from vmafxd.lanes.gpu.kernels import NVRTC_OPTIONS
     from vmafxd.model import load_model
-    from vmafxd.scoring import ScoringPlan
+    from vmafxd.scoring import ScoringPlan, parse_feature_spec
 
     rt = cuda.load()
     dev = rt.device(0)
     stream = dev.create_stream()
     ks = KernelSet(rt, dev, NVRTC_OPTIONS)
-    plan = ScoringPlan.build([load_model("version=vmaf_v0.6.1")], [])
+    plan = ScoringPlan.build([load_model(m) for m in models], [parse_feature_spec(f) for f in features])
     sc = GpuScorer(dev, ks, stream, plan, w, h, 8, Subsampling.S420, max_batch=batch)
     srcs = []
     for ref, dist in make_frames(w, h):
@@ -230,10 +231,12 @@ def main() -> int:
     rows = []
     if args.engine_only:
         for w, h in sizes:
-            fps = [bench_engine(w, h, args.frames, args.batch) for _ in range(args.repeats)]
+            fps = [bench_engine(w, h, args.frames, args.batch, [m for m in args.models.split(",") if m],
+                                [f for f in args.features.split(",") if f]) for _ in range(args.repeats)]
             rows.append((f"{w}x{h}", "engine", statistics.median(fps), min(fps), max(fps), None, None))
-            print(f"engine {w}x{h}: {statistics.median(fps):.0f} fps (min {min(fps):.0f}, max {max(fps):.0f})",
-                  flush=True)
+            what = "+".join(x for x in (args.models, args.features) if x)
+            print(f"engine {what} {w}x{h}: {statistics.median(fps):.0f} fps, {1e6 / statistics.median(fps):.1f} µs "
+                  f"a frame (min {min(fps):.0f}, max {max(fps):.0f})", flush=True)
         return 0
     tmp = tempfile.mkdtemp(prefix="vxb", dir="/tmp")
     sock = os.path.join(tmp, "d.sock")
