@@ -27,6 +27,11 @@ the C (and its AVX2 twin) computes.  The counts are what matter; libvmaf gets
 them from a sliding per-column histogram, here each value's window counts
 come from summed-area tables of each value, tile by tile (the counts are
 integers, so any way of counting gives the same result).
+
+Windows are clipped to the picture.  So are libvmaf's, except where a scale is
+narrower or shorter than the window's half-width (a very flat aspect ratio at
+the coarsest scales): its sliding loops then read samples outside the scale's
+picture (left over from the finer scale); this twin does not copy that.
 """
 
 from __future__ import annotations
@@ -194,8 +199,11 @@ def window_counts(img: np.ndarray, counted: np.ndarray, evaluated: np.ndarray, p
     h, w = img.shape
     nd = num_diffs
     out = np.zeros((2 * nd + 1, h, w), dtype=np.uint16)
-    tile = tile or max(32, min(4 * pad, 180 - 2 * pad))
+    # tiles of about four window radii: larger ones hold more values, smaller
+    # ones spend more of their area on the window's border
+    tile = tile or max(32, min(4 * pad, 128))
     v = img.astype(np.int32)
+    cvals = np.where(counted, v, -1)  # the counted samples' values, -1 elsewhere
     ks = np.arange(-nd, nd + 1, dtype=np.int32)[:, None]
     # plane of each value in the current tile, indexed by value + nd (asked-for values
     # reach down to -nd); -1 for values without a plane
@@ -209,21 +217,21 @@ def window_counts(img: np.ndarray, counted: np.ndarray, evaluated: np.ndarray, p
             qc += tx
             r0, c0 = max(0, ty - pad), max(0, tx - pad)
             r1, c1 = min(h, ty + tile + pad), min(w, tx + tile + pad)
-            pr, pc = np.nonzero(counted[r0:r1, c0:c1])
-            pv = v[r0:r1, c0:c1][pr, pc]
+            region = cvals[r0:r1, c0:c1]
             want = v[qr, qc][None, :] + ks  # (2 nd + 1, n): the values asked for
-            present = np.unique(pv)
+            present = np.unique(region)
+            present = present[present >= 0]  # -1: not counted (and values below 0 are asked for)
             needed = present[np.isin(present, want)]
             if needed.size == 0:
                 continue
-            slot_of[needed + nd] = np.arange(needed.size, dtype=np.int32)
-            plane = slot_of[pv + nd]
-            keep = plane >= 0
             bh, bw = r1 - r0 + 1, c1 - c0 + 1
-            sat = np.zeros((needed.size, bh, bw), dtype=np.int32)
-            sat[plane[keep], pr[keep] + 1, pc[keep] + 1] = 1
-            np.cumsum(sat, axis=2, out=sat)
+            # each needed value's indicator with a zero first row and column, summed
+            # along rows then down columns
+            padded = np.full((bh, bw), -1, dtype=np.int32)
+            padded[1:, 1:] = region
+            sat = np.cumsum(padded[None, :, :] == needed[:, None, None], axis=2, dtype=np.int32)
             np.cumsum(sat, axis=1, out=sat)
+            slot_of[needed + nd] = np.arange(needed.size, dtype=np.int32)
             slot = slot_of[want + nd]
             slot_of[needed + nd] = -1
             kk, qq = np.nonzero(slot >= 0)
