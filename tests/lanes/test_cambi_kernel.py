@@ -95,8 +95,10 @@ def _banded(w, h, bitdepth, seed):
 
 @pytest.mark.parametrize("w,h,bitdepth,options", [
     (333, 217, 10, {}),
+    (301, 240, 12, {"enc_bitdepth": 8}),
+    (240, 219, 16, {}),
     (1920, 1080, 8, {"cambi_high_res_speedup": 1080}),
-], ids=["odd-10bit", "1080p-speedup"])
+], ids=["odd-10bit", "12bit-antidither", "16bit", "1080p-speedup"])
 def test_gpu_cambi_synthetic(gpu, w, h, bitdepth, options):
     rt, dev = gpu
     dev.make_current()
