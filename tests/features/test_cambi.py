@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 
 import numpy as np
@@ -14,8 +16,13 @@ from vmafxd.features._cambi_tables import contrast_tables, reciprocal_lut
 from vmafxd.features.declaration import OptionError
 from vmafxd.picture import Picture
 
-from ..reference import pair_params, vendored_pairs
+from vmafx.io.scores import format_score
+
+from ..reference import VENDORED, pair_params, vendored_pairs
 from .harness import compare, run_feature
+
+#: libvmaf's CAMBI with non-default options and its heatmap digests (scripts/cambi_libvmaf_vectors.py)
+LIBVMAF = json.loads((VENDORED / "scores" / "cambi_libvmaf.json").read_text())
 
 TABLES = contrast_tables(2, 0.019, "bt1886", 0.0)
 
@@ -44,6 +51,31 @@ def p01():
 def test_matches_libvmaf(pair):
     ours = run_feature(DECLARATION, pair)
     assert compare(ours, pair, "vmaf_v0.6.1", ["cambi"], exact=True) == []
+
+
+def _options(spec):
+    return dict(kv.split("=", 1) for kv in spec.split(":")) if spec else {}
+
+
+@pytest.mark.parametrize("case", LIBVMAF["cases"], ids=lambda c: f"{c['pair'][:3]}-{c['options']}")
+def test_options_match_libvmaf(case):
+    pair = next(p for p in vendored_pairs() if p.id == case["pair"])
+    ours = run_feature(DECLARATION, pair, _options(case["options"]), frames=len(case["frames"]))
+    for i, want in enumerate(case["frames"]):
+        # the same names (suffixes, unsuffixed full-reference outputs) and the printed values
+        assert sorted(ours[i]) == sorted(want)
+        assert {k: float(format_score(v)) for k, v in ours[i].items()} == want
+
+
+@pytest.mark.parametrize("case", LIBVMAF["heatmaps"], ids=lambda c: f"{c['pair'][:3]}-{c['options'] or 'default'}")
+def test_heatmap_files_are_libvmafs(case, tmp_path):
+    pair = next(p for p in vendored_pairs() if p.id == case["pair"])
+    opts = {**_options(case["options"]), "heatmaps_path": str(tmp_path)}
+    ours = run_feature(DECLARATION, pair, opts, frames=len(case["frames"]))
+    assert [{k: float(format_score(v)) for k, v in ours[i].items()} for i in range(len(case["frames"]))] == \
+        case["frames"]
+    got = {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(tmp_path.iterdir())}
+    assert got == case["files"]
 
 
 # --- building blocks against plain loops ----------------------------------------
