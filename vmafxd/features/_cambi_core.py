@@ -30,8 +30,10 @@ integers, so any way of counting gives the same result).
 
 Windows are clipped to the picture.  So are libvmaf's, except where a scale is
 narrower or shorter than the window's half-width (a very flat aspect ratio at
-the coarsest scales): its sliding loops then read samples outside the scale's
-picture (left over from the finer scale); this twin does not copy that.
+the coarsest scales, e.g. 3840x216): its sliding loops then read and write
+outside the scale's picture (at 3840x216 libvmaf aborts with a corrupted
+heap); this twin clips there too.  Checked equal to libvmaf at 2400x216 and
+216x2000, where the coarsest scale is just wide enough.
 """
 
 from __future__ import annotations
