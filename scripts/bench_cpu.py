@@ -71,7 +71,7 @@ def main() -> int:
     configs = [("vmaf_v0.6.1", [load_model("version=vmaf_v0.6.1")], []),
                ("vmaf_float_v0.6.1", [load_model("version=vmaf_float_v0.6.1")], [])]
     for f in ("vif", "adm", "motion", "psnr", "float_ssim", "float_ms_ssim", "float_vif", "float_adm",
-              "float_motion"):
+              "float_motion", "cambi"):
         configs.append((f, [], [FeatureRequest(f)]))
     if args.only:
         keep = args.only.split(",")

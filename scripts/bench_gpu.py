@@ -15,7 +15,7 @@ runs (the min and max too: the machine is shared).
 
 ``--engine-only`` times the engine alone in this process (no daemon, no
 protocol), frames already on the device: the kernels' own ceiling; with
-``--models ''`` and ``--features float_vif`` (say) it times one feature's kernels.
+``--models ''`` and ``--features cambi`` (say) it times one feature's kernels alone (µs a frame).
 
 ``--models '' --features psnr --sizes 64x64`` measures the daemon's and the
 protocol's own cost per frame.  ``VX_PROF=FILE`` runs the daemon under cProfile

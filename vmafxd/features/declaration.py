@@ -56,7 +56,7 @@ class Option:
     """An option of a feature: name, type, default and bounds (libvmaf's ``VmafOption``)."""
 
     name: str
-    type: type  # bool, int or float
+    type: type  # bool, int, float or str
     default: Any
     help: str = ""
     alias: str | None = None
@@ -172,6 +172,8 @@ class FeatureDeclaration:
     help: str = ""
     #: a check across several resolved options (raises OptionError), run by resolve_options
     validate: Callable[[Mapping[str, Any]], None] | None = field(default=None, compare=False)
+    #: metric names that never take the option suffix (libvmaf writes them without its name dict)
+    unsuffixed: tuple[str, ...] = ()
 
     def kernel_param_names(self) -> tuple[str, ...]:
         """The parameter block's entries one by one (``irf0``, ``irf1`` ... for a group of 3)."""
@@ -239,4 +241,4 @@ class FeatureDeclaration:
         for option, extra in self.option_provides:
             if values.get(option):
                 names += [n for n in extra if n not in names]
-        return {n: n + suffix for n in names}
+        return {n: n if n in self.unsuffixed else n + suffix for n in names}

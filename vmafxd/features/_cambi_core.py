@@ -1,0 +1,359 @@
+"""CAMBI's per-picture arithmetic in numpy, following libvmaf's ``cambi.c``.
+
+The pipeline for one luma plane (``cambi_score`` and what it calls there):
+
+1. :func:`preprocess`: nearest-neighbour resampling to the encode size (the
+   float32 position stepping of ``decimate_generic_*_and_convert_to_10b``),
+   conversion to 10 bits, and for encodes below 10 bits the 2x2
+   anti-dithering average.
+2. :func:`spatial_mask`: a pixel is *flat* when it equals its right and lower
+   neighbours (edges count as equal); the mask is set where more than
+   ``mask_index`` pixels of the 7x7 window around it are flat.
+3. Per scale (5 scales, each a 2x decimation of the previous scale's
+   *filtered* image and of the mask): a 3x3 separable mode filter
+   (:func:`mode_filter`), then a c-value per masked pixel
+   (:func:`c_values`) from the histogram of the masked pixels in the
+   ``window x window`` window around it, then the mean of the top ``topk``
+   c-values (:func:`spatial_pooling`).
+4. The scores of the scales weighted 16, 8, 4, 2, 1 and divided by the
+   window's pixel count.
+
+The c-value of a pixel of value ``v`` (+ ``num_diffs``, as cambi.c offsets
+it) with ``p0`` window pixels at ``v`` is, over the contrast steps ``d`` whose
+thresholds allow it, the largest ``float(w_d * p0 * pmax) * lut[p0 + pmax]``
+where ``pmax`` is the larger count of ``v + d + 1`` and ``v - d - 1``: one
+integer product, its conversion to float and one float multiply, exactly what
+the C (and its AVX2 twin) computes.  The counts are what matter; libvmaf gets
+them from a sliding per-column histogram, here each value's window counts
+come from summed-area tables of each value, tile by tile (the counts are
+integers, so any way of counting gives the same result).
+
+Windows are clipped to the picture.  So are libvmaf's, except where a scale is
+narrower or shorter than the window's half-width (a very flat aspect ratio at
+the coarsest scales, e.g. 3840x216): its sliding loops then read and write
+outside the scale's picture (at 3840x216 libvmaf aborts with a corrupted
+heap); this twin clips there too.  Checked equal to libvmaf at 2400x216 and
+216x2000, where the coarsest scale is just wide enough.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._cambi_tables import NUM_SCALES, SCALE_WEIGHTS, ContrastTables
+
+__all__ = [
+    "adjust_window_size",
+    "pooled_mean",
+    "scale_sizes",
+    "topk_count",
+    "weight_scales",
+    "c_values",
+    "cambi_score",
+    "mask_index",
+    "mode_filter",
+    "nearest_positions",
+    "preprocess",
+    "spatial_mask",
+    "spatial_pooling",
+]
+
+MASK_FILTER_SIZE = 7
+
+
+# ---------------------------------------------------------------------------
+# sizes and thresholds fixed at init
+# ---------------------------------------------------------------------------
+
+
+def adjust_window_size(window_size: int, width: int, height: int, high_res_speedup: bool) -> int:
+    """cambi.c ``adjust_window_size``: the window scales with (w + h) / (3840 + 2160)."""
+    ws = ((window_size * (width + height)) // 375) >> 4
+    if high_res_speedup:
+        ws = (ws + 1) >> 1
+    return (ws | 1) & 0xFFFF
+
+
+def _ceil_log2(num: int) -> int:
+    return 0 if num == 0 else (num - 1).bit_length()
+
+
+def mask_index(width: int, height: int, filter_size: int = MASK_FILTER_SIZE) -> int:
+    """How many flat pixels of the filter window make a pixel part of the mask (strictly more)."""
+    shifted = ((width >> 6) * (height >> 6)) & 0xFFFFFFFF
+    return ((filter_size * filter_size + 3 * (_ceil_log2(shifted) - 11) - 1) >> 1) & 0xFFFF
+
+
+def nearest_positions(in_n: int, out_n: int) -> np.ndarray:
+    """Source indices of the resampling along one axis, with cambi.c's float32 stepping."""
+    ratio = np.float32(in_n) / np.float32(out_n)
+    # float start = ratio / 2 - 0.5: the subtraction is in double, stored as float
+    x = np.float32(float(ratio / np.float32(2)) - 0.5)
+    out = np.empty(out_n, dtype=np.intp)
+    for j in range(out_n):
+        out[j] = int(float(x) + 0.5)  # (int)(x + 0.5) in double, truncating
+        x = np.float32(x + ratio)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# (1) preprocessing
+# ---------------------------------------------------------------------------
+
+
+def preprocess(luma: np.ndarray, bitdepth: int, out_w: int, out_h: int, enc_bitdepth: int,
+               positions: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """The luma at the encode size in 10 bits (uint16), anti-dithered below 10-bit encodes."""
+    in_h, in_w = luma.shape
+    if (in_w, in_h) == (out_w, out_h):
+        src = luma
+    else:
+        ys, xs = positions if positions is not None else (nearest_positions(in_h, out_h),
+                                                          nearest_positions(in_w, out_w))
+        src = luma[ys[:, None], xs[None, :]]
+    if bitdepth <= 8:
+        img = src.astype(np.int32) << (10 - bitdepth)
+    elif bitdepth == 9:
+        img = src.astype(np.int32) << 1
+    else:
+        shift = bitdepth - 10
+        rounding = 0 if shift == 0 else 1 << (shift - 1)
+        img = (src.astype(np.int32) + rounding) >> shift
+    if enc_bitdepth < 10:
+        img = _anti_dither(img)
+    return img.astype(np.uint16)
+
+
+def _anti_dither(d: np.ndarray) -> np.ndarray:
+    # In place in C, but each output reads only samples to its right and below,
+    # which are not yet overwritten: the same as this out-of-place form.
+    out = d.copy()
+    out[:-1, :-1] = (d[:-1, :-1] + d[:-1, 1:] + d[1:, :-1] + d[1:, 1:]) >> 2
+    out[:-1, -1] = (d[:-1, -1] + d[1:, -1]) >> 1
+    out[-1, :-1] = (d[-1, :-1] + d[-1, 1:]) >> 1
+    return out
+
+
+# ---------------------------------------------------------------------------
+# (2) the spatial mask
+# ---------------------------------------------------------------------------
+
+
+def spatial_mask(img: np.ndarray) -> np.ndarray:
+    """Bool mask: more than ``mask_index`` flat pixels in the clipped 7x7 window."""
+    h, w = img.shape
+    flat = np.ones((h, w), dtype=bool)
+    flat[:, :-1] = img[:, :-1] == img[:, 1:]
+    flat[:-1, :] &= img[:-1, :] == img[1:, :]
+    pad = MASK_FILTER_SIZE >> 1
+    box = _box_sums(flat.astype(np.int32), pad)
+    return box > mask_index(w, h)
+
+
+def _box_sums(a: np.ndarray, pad: int) -> np.ndarray:
+    """Sum of ``a`` over the (2 pad + 1)^2 window around each sample, clipped to the plane."""
+    h, w = a.shape
+    k = 2 * pad + 1
+    # zero border of pad (+1 for the table's leading zero row and column)
+    sat = np.zeros((h + k, w + k), dtype=np.int32)
+    sat[pad + 1:pad + 1 + h, pad + 1:pad + 1 + w] = a
+    np.cumsum(sat, axis=0, out=sat)
+    np.cumsum(sat, axis=1, out=sat)
+    return sat[k:, k:] - sat[:h, k:] - sat[k:, :w] + sat[:h, :w]
+
+
+# ---------------------------------------------------------------------------
+# (3) per scale: mode filter, c-values, pooling
+# ---------------------------------------------------------------------------
+
+
+def _mode3(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    # the value two of three share, else the smallest
+    out = np.minimum(np.minimum(a, b), c)
+    out = np.where(b == c, b, out)
+    return np.where((a == b) | (a == c), a, out)
+
+
+def mode_filter(img: np.ndarray) -> np.ndarray:
+    """cambi.c ``filter_mode``: horizontal mode-of-3 (end columns kept), then vertical
+    mode-of-3 of those rows; the first and last rows keep their original samples."""
+    h, w = img.shape
+    hz = img.copy()
+    if w >= 3:
+        hz[:, 1:-1] = _mode3(img[:, :-2], img[:, 1:-1], img[:, 2:])
+    out = img.copy()
+    if h >= 3:
+        out[1:-1] = _mode3(hz[:-2], hz[1:-1], hz[2:])
+    return out
+
+
+def window_counts(img: np.ndarray, counted: np.ndarray, evaluated: np.ndarray, pad: int,
+                  num_diffs: int, tile: int = 0) -> np.ndarray:
+    """Window histogram counts at the ``evaluated`` pixels: ``out[k + nd, i, j]`` is the
+    number of ``counted`` pixels of value ``img[i, j] + k`` in the clipped window around
+    (i, j), for k = -nd .. nd (``nd = num_diffs``); zero elsewhere.
+
+    Tile by tile (``tile`` x ``tile`` pixels): each value the tile's pixels ask for
+    that occurs in the tile's window-dilated area gets a one-hot plane there, and
+    the planes become summed-area tables at once.  The mask keeps to flat areas,
+    where a tile holds few distinct values, so the planes are few.
+    """
+    h, w = img.shape
+    nd = num_diffs
+    out = np.zeros((2 * nd + 1, h, w), dtype=np.uint16)
+    # tiles of about four window radii: larger ones hold more values, smaller
+    # ones spend more of their area on the window's border
+    tile = tile or max(32, min(4 * pad, 128))
+    v = img.astype(np.int32)
+    cvals = np.where(counted, v, -1)  # the counted samples' values, -1 elsewhere
+    ks = np.arange(-nd, nd + 1, dtype=np.int32)[:, None]
+    # plane of each value in the current tile, indexed by value + nd (asked-for values
+    # reach down to -nd); -1 for values without a plane
+    slot_of = np.full(int(v.max(initial=0)) + 2 * nd + 2, -1, dtype=np.int32)
+    for ty in range(0, h, tile):
+        for tx in range(0, w, tile):
+            qr, qc = np.nonzero(evaluated[ty:ty + tile, tx:tx + tile])
+            if qr.size == 0:
+                continue
+            qr += ty
+            qc += tx
+            r0, c0 = max(0, ty - pad), max(0, tx - pad)
+            r1, c1 = min(h, ty + tile + pad), min(w, tx + tile + pad)
+            region = cvals[r0:r1, c0:c1]
+            want = v[qr, qc][None, :] + ks  # (2 nd + 1, n): the values asked for
+            present = np.unique(region)
+            present = present[present >= 0]  # -1: not counted (and values below 0 are asked for)
+            needed = present[np.isin(present, want)]
+            if needed.size == 0:
+                continue
+            bh, bw = r1 - r0 + 1, c1 - c0 + 1
+            # each needed value's indicator with a zero first row and column, summed
+            # along rows then down columns
+            padded = np.full((bh, bw), -1, dtype=np.int32)
+            padded[1:, 1:] = region
+            sat = np.cumsum(padded[None, :, :] == needed[:, None, None], axis=2, dtype=np.int32)
+            np.cumsum(sat, axis=1, out=sat)
+            slot_of[needed + nd] = np.arange(needed.size, dtype=np.int32)
+            slot = slot_of[want + nd]
+            slot_of[needed + nd] = -1
+            kk, qq = np.nonzero(slot >= 0)
+            if kk.size == 0:
+                continue
+            r, c = qr[qq], qc[qq]
+            # flat offsets of the four corners of each clipped window
+            a0 = (np.maximum(r - pad, 0) - r0) * bw
+            a1 = (np.minimum(r + pad + 1, h) - r0) * bw
+            b0 = np.maximum(c - pad, 0) - c0
+            b1 = np.minimum(c + pad + 1, w) - c0
+            base = slot[kk, qq] * (bh * bw)
+            flat = sat.ravel()
+            cnt = flat[base + a1 + b1] - flat[base + a0 + b1] - flat[base + a1 + b0] + flat[base + a0 + b0]
+            out[kk, r, c] = cnt
+    return out
+
+
+def c_values(img: np.ndarray, mask: np.ndarray, window: int, tables: ContrastTables,
+             lut: np.ndarray) -> np.ndarray:
+    """cambi.c ``calculate_c_values``: the float32 c-value of every pixel (0 off the mask)."""
+    h, w = img.shape
+    nd = tables.num_diffs
+    v = img.astype(np.int32)
+    counted = mask & (v >= tables.band_base) & (v < tables.band_base + tables.band_size)
+    va = v + nd
+    evaluated = np.zeros_like(counted)
+    for d in range(nd):
+        evaluated |= (va <= tables.tvi_for_diff[d]) & (va + d + 1 > tables.vlt_luma)
+    evaluated &= counted
+    qr, qc = np.nonzero(evaluated)
+    out = np.zeros((h, w), dtype=np.float32)
+    if qr.size == 0:
+        return out
+    counts = window_counts(img, counted, evaluated, window >> 1, nd)
+    out[qr, qc] = c_values_from_counts(counts[:, qr, qc], v[qr, qc], tables, lut)
+    return out
+
+
+def c_values_from_counts(counts: np.ndarray, qv: np.ndarray, tables: ContrastTables,
+                         lut: np.ndarray) -> np.ndarray:
+    """c-values (float32) of pixels of value ``qv`` from their window counts of qv - nd .. qv + nd."""
+    nd = tables.num_diffs
+    va = qv.astype(np.int32) + nd
+    p0 = counts[nd].astype(np.int64)
+    c = np.zeros(qv.shape, dtype=np.float32)
+    for d in range(nd):
+        pred = (va <= tables.tvi_for_diff[d]) & (va + d + 1 > tables.vlt_luma)
+        pmax = np.maximum(counts[nd + d + 1], counts[nd - d - 1]).astype(np.int64)
+        # (float)(weight * p0 * pmax) * reciprocal_lut[pmax + p0], all in float32
+        val = (tables.weights[d] * p0 * pmax).astype(np.float32) * lut[pmax + p0]
+        c = np.where(pred & (val > c), val, c)
+    return c
+
+
+def topk_count(topk: float, n: int) -> int:
+    """How many c-values the pooling averages: ``clip(topk * n, 1, n)``, truncated as C does."""
+    k = int(topk * n)
+    return 1 if k < 1 else (n if k > n else k)
+
+
+def pooled_mean(total: int, k: int) -> float:
+    """The mean of the top ``k`` c-values from their exact sum times 2^24 (an integer)."""
+    return (float(total) / float(1 << 24)) / k
+
+
+def spatial_pooling(c: np.ndarray, topk: float) -> float:
+    """Mean of the ``topk`` share of largest c-values (cambi.c ``spatial_pooling``).
+
+    libvmaf sums the selected floats in double in quick_select's order.  Every
+    non-zero c-value is at least 0.5 (p0 and pmax are at least 1), so each is a
+    whole multiple of 2^-24 and the sum is taken exactly in integers here and
+    rounded once; libvmaf's double sum is exact too while it stays below 2^29
+    (e.g. 1080p with a mean top-k c-value under ~430), so the two agree.
+    """
+    flat = c.ravel()
+    n = flat.size
+    k = topk_count(topk, n)
+    top = flat if k == n else np.partition(flat, n - k)[n - k:]
+    scaled = (top.astype(np.float64) * float(1 << 24)).astype(np.int64)
+    total = sum(int(part.sum()) for part in np.array_split(scaled, max(1, k >> 22)))
+    return pooled_mean(total, k)
+
+
+def weight_scales(scores, window: int) -> float:
+    """cambi.c ``weight_scores_per_scale``: the 16, 8, 4, 2, 1 inner product over the window's pixels."""
+    score = 0.0
+    for s, wgt in zip(scores, SCALE_WEIGHTS):
+        score += s * wgt
+    pixels_in_window = (2 * (window >> 1) + 1) ** 2 & 0xFFFF
+    return score / pixels_in_window
+
+
+def scale_sizes(width: int, height: int, high_res_speedup: bool) -> list[tuple[int, int]]:
+    """(w, h) of each scale: halved (rounding up) before every scale but the first,
+    and before the first too with the high-resolution speed-up."""
+    sizes = []
+    for scale in range(NUM_SCALES):
+        if scale > 0 or high_res_speedup:
+            width, height = (width + 1) >> 1, (height + 1) >> 1
+        sizes.append((width, height))
+    return sizes
+
+
+def cambi_score(img: np.ndarray, window: int, topk: float, tables: ContrastTables, lut: np.ndarray,
+                high_res_speedup: bool = False, heatmap=None) -> float:
+    """The CAMBI score of one preprocessed (10-bit, encode-size) luma plane.
+
+    ``heatmap(scale, c_values)`` is called with each scale's c-values when given.
+    """
+    mask = spatial_mask(img)
+    image = img
+    scores = []
+    for scale in range(NUM_SCALES):
+        if scale > 0 or high_res_speedup:
+            image = image[::2, ::2]
+            mask = mask[::2, ::2]
+        image = mode_filter(image)
+        c = c_values(image, mask, window, tables, lut)
+        if heatmap is not None:
+            heatmap(scale, c)
+        scores.append(spatial_pooling(c, topk))
+    return weight_scales(scores, window)
