@@ -25,7 +25,9 @@ from vmafx.status_text import format_sessions, format_status
 from .conftest import ROOT, environ_without_daemon, needs_daemon, pair
 
 P16 = pair("p16_chelsea641x361_x264crf35")  # odd size, 6 frames
-SCORE = ["score", "-r", str(P16.ref_file), "-d", str(P16.dist_file), "--lane", "cpu", "-q"]
+# no -q: with -o it would silence the score lines, as libvmaf's -q does (the progress meter
+# shows only on a terminal anyway)
+SCORE = ["score", "-r", str(P16.ref_file), "-d", str(P16.dist_file), "--lane", "cpu"]
 
 
 def vmafxctl(*args, env=None, timeout=300) -> subprocess.CompletedProcess:
@@ -131,12 +133,12 @@ def _processes_mentioning(text: str) -> list[int]:
 
 
 @needs_daemon
-def test_score_without_a_daemon_starts_and_stops_a_private_one(in_process, tmp_path):
+def test_score_private_starts_and_stops_a_private_one(in_process, tmp_path):
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     env = environ_without_daemon(tmp)
-    env["VMAFX_SOCKET"] = str(tmp_path / "nobody-listens.sock")  # does not answer: fall back to a private daemon
-    proc = subprocess.Popen([sys.executable, "-m", "vmafx.cli", *SCORE, "-m", "version=vmaf_v0.6.1", "-m",
+    env["VMAFX_SOCKET"] = str(tmp_path / "nobody-listens.sock")  # does not answer: --private starts one
+    proc = subprocess.Popen([sys.executable, "-m", "vmafx.cli", *SCORE, "--private", "-m", "version=vmaf_v0.6.1", "-m",
                              "version=vmaf_b_v0.6.3", "--feature", "psnr"], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen_daemon, seen_socket = set(), False
