@@ -74,7 +74,7 @@ def draw(logs: list[str], out: str, metric: str = "vmaf", title: str | None = No
     ax.set_ylabel(metric)
     ax.set_title(title or f"{metric} per frame  (-- mean, -. harmonic mean, : 5th pct, .. 1st pct)", fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower left")
+    ax.legend(fontsize=7, loc="best", framealpha=0.85)
     fig.tight_layout()
     fig.savefig(out)
     plt.close(fig)

@@ -150,7 +150,8 @@ async def score_inputs_through_daemon(
                 nursery.start_soon(collect)
                 n = 0
                 while max_frames is None or n < max_frames:
-                    a, b = await trio.to_thread.run_sync(read_pair)
+                    # abandon_on_cancel: a Ctrl-C while a pipe/FIFO read blocks must not wait for it
+                    a, b = await trio.to_thread.run_sync(read_pair, abandon_on_cancel=True)
                     if a is None or b is None:
                         break
                     ref_h, dist_h = pairs[n % npairs]

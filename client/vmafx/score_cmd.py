@@ -161,6 +161,16 @@ def _remote(args, socket_path, ref, dist, read_dist, specs, texts, progress):
         distorted_frames=read_dist))
 
 
+def _launch_private(args):
+    """Launch a private daemon now; it imports while we open inputs and read models."""
+    from .private_daemon import PrivateDaemon
+
+    extra = ["--cpu-workers", str(args.threads)] if args.threads else []
+    daemon = PrivateDaemon(lane=args.lane, extra_args=extra)
+    daemon.launch()
+    return daemon
+
+
 def _score(args, ref, dist, read_dist, specs, progress):
     from .exceptions import DaemonUnavailable
 
@@ -178,15 +188,15 @@ def _score(args, ref, dist, read_dist, specs, progress):
             _say(f"scored by the daemon at {path} ({how}), lane {report.lane}")
         return report
     if args.private or args.lane not in ("auto", "cpu"):
-        from .private_daemon import PrivateDaemon, PrivateDaemonError
+        from .private_daemon import PrivateDaemonError
 
-        extra = ["--cpu-workers", str(args.threads)] if args.threads else []
-        daemon = PrivateDaemon(lane=args.lane, extra_args=extra)
+        daemon = args.private_daemon or _launch_private(args)
         try:
-            report = _remote(args, daemon.start(), ref, dist, read_dist, specs, texts, progress)
+            report = _remote(args, daemon.wait_ready(), ref, dist, read_dist, specs, texts, progress)
         except PrivateDaemonError as e:
             raise CliError(str(e).splitlines()[0]) from None
         finally:
+            args.private_daemon = None
             rc = daemon.stop()
             if rc:
                 _say(f"the private vmafxd exited with status {rc}")
@@ -319,6 +329,15 @@ def run_score(args) -> int:
     if args.cpumask:
         _say("note: -c/--cpumask is ignored (vmafx's results do not depend on instruction sets)")
     _check_output(args.output)
+    args.private_daemon = _launch_private(args) if args.private else None
+    try:
+        return _run_checked(args)
+    finally:
+        if args.private_daemon is not None:  # not reached scoring (an error, Ctrl-C)
+            args.private_daemon.stop()
+
+
+def _run_checked(args) -> int:
     specs = _model_specs(args)
     from . import in_process
 

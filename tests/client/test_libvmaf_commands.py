@@ -60,7 +60,7 @@ def _materialise(root: Path, rel: str, work: Path) -> Path:
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     name = Path(rel).name
-    stem = name.split(".")[0]
+    stem = re.sub(r"(\.floorchroma)?\.(y4m|yuv)$", "", name)
     data = lzma.open(root / "clips" / f"{stem}.y4m.xz").read()
     if name.endswith(".y4m"):
         dest.write_bytes(data)

@@ -32,6 +32,10 @@ SCALE_FLAGS = {
 }
 
 
+_TEXT_FORMATS = ("tty",)
+_TEXT_CODECS = ("ansi", "bintext", "xbin", "idf")
+
+
 def _nearest(name: str) -> str:
     """The planar format a non-planar/odd format converts to (keeps chroma layout and depth class)."""
     deep = any(t in name for t in ("10", "12", "14", "16"))
@@ -99,6 +103,10 @@ def open_av(path: str):
         container.close()
         raise InputError(f"{path}: has no video stream")
     stream = container.streams.video[0]
+    if container.format.name in _TEXT_FORMATS or stream.codec_context.name in _TEXT_CODECS:
+        # FFmpeg renders any text file as ANSI art ("tty" demuxer): that is not a video
+        container.close()
+        raise InputError(f"{path}: not a video file FFmpeg can read (it looks like text)")
     stream.thread_type = "AUTO"
     frames = container.decode(stream)
     try:
