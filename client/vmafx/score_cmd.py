@@ -145,9 +145,25 @@ def _candidates(args) -> list[tuple[str, bool, str]]:
     env = os.environ.get("VMAFX_SOCKET")
     if env:
         out.append((env, False, "$VMAFX_SOCKET"))
-    if os.path.exists(DEFAULT_SOCKET) and DEFAULT_SOCKET != env:
+    configured, where = _configured_socket()
+    if configured and configured not in (env,):
+        out.append((configured, False, f"socket in {where}"))
+    if os.path.exists(DEFAULT_SOCKET) and DEFAULT_SOCKET not in (env, configured):
         out.append((DEFAULT_SOCKET, False, "the system socket"))
     return out
+
+
+def _configured_socket() -> tuple[str | None, str]:
+    """The ``socket`` key of the daemon's configuration ($VMAFX_CONFIG, else /etc/vmafx/vmafxd.toml)."""
+    import tomllib
+
+    path = os.environ.get("VMAFX_CONFIG") or "/etc/vmafx/vmafxd.toml"
+    try:
+        with open(path, "rb") as f:
+            value = tomllib.load(f).get("socket")
+    except (OSError, tomllib.TOMLDecodeError):
+        return None, path
+    return (value if isinstance(value, str) and value else None), path
 
 
 def _remote(args, socket_path, ref, dist, read_dist, specs, texts, progress):
@@ -363,9 +379,15 @@ def _run_checked(args) -> int:
             progress.done()
         scored = getattr(report, "frames_read", None) or len(report.frames) + len(getattr(report, "failed", []))
         _frame_count_warning(ref, dist, scored, args)
-    finally:
-        ref.close()
-        dist.close()
+    except BaseException:
+        # A pipe or FIFO may still be read by an abandoned worker thread (Ctrl-C during a
+        # blocked read): closing it would wait for that read.  The process is ending: leave it.
+        for inp in (ref, dist):
+            if not inp.stream:
+                inp.close()
+        raise
+    ref.close()
+    dist.close()
     for r in getattr(report, "failed", []):
         _say(f"frame {r.index}: {r.error}")
     if not report.frames:

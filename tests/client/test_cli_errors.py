@@ -117,15 +117,20 @@ def test_the_doc_lists_every_row():
         assert re.search(rf"^\| {re.escape(ident)} \|.*\| {code} \|$", doc, re.M), ident
 
 
-def test_ctrl_c_stops_within_a_second_exit_130_and_leaves_no_log(d):
-    """A FIFO reference whose writer stalls: the run blocks reading; SIGINT ends it."""
+@pytest.mark.parametrize("where", [[], ["--private", "--lane", "cpu"]], ids=["in-process", "private-daemon"])
+def test_ctrl_c_stops_within_a_second_exit_130_and_leaves_nothing(d, tmp_path, where):
+    """A FIFO reference whose writer stalls: the run blocks reading; SIGINT ends it, and neither
+    a log nor a private daemon's folder is left."""
     fifo = d / "stall.fifo"
     if not fifo.exists():
         os.mkfifo(fifo)
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'client'}", "VMAFX_SOCKET": "/nonexistent/vmafxd.sock"}
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'client'}", "VMAFX_SOCKET": "/nonexistent/vmafxd.sock",
+           "TMPDIR": str(tmp)}
     proc = subprocess.Popen([sys.executable, "-m", "vmafx.cli", "score", "-r", str(fifo), "-d", "dist.y4m",
-                             "-o", "ctrlc.xml"], cwd=d, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                             "-o", "ctrlc.xml", *where], cwd=d, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     with open(fifo, "wb") as w:
         data = (d / "ref.y4m").read_bytes()
         w.write(data[: len(data) // 2])  # header and a frame or so, then stall
@@ -139,3 +144,4 @@ def test_ctrl_c_stops_within_a_second_exit_130_and_leaves_no_log(d):
     assert took < 1.0
     assert "Traceback" not in err and err.strip() == "vmafxctl: interrupted"
     assert not (d / "ctrlc.xml").exists() and not list(d.glob("*.vmafx-partial-*"))
+    assert list(tmp.iterdir()) == []

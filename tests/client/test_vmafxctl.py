@@ -93,6 +93,22 @@ def test_score_through_a_hand_started_daemon_equals_in_process(hand_started, in_
     assert _without_fps((tmp_path / f"log.{fmt}").read_text()) == _without_fps(in_process[fmt])
 
 
+def test_score_finds_the_daemon_through_its_config_file_and_verbose_says_so(hand_started, in_process, tmp_path):
+    _, path = hand_started
+    cfg = tmp_path / "vmafxd.toml"
+    cfg.write_text(f'socket = "{path}"\n')
+    env = {**os.environ, "VMAFX_CONFIG": str(cfg)}
+    env.pop("VMAFX_SOCKET", None)
+    r = vmafxctl(*SCORE, "--verbose", "-m", "version=vmaf_v0.6.1", "-m", "version=vmaf_b_v0.6.3",
+                 "--feature", "psnr", env=env)
+    assert r.returncode == 0, r.stderr
+    assert f"scored by the daemon at {path} (socket in {cfg})" in r.stderr
+    assert r.stdout == in_process["stdout"]
+    env["VMAFX_CONFIG"] = str(tmp_path / "none.toml")
+    r = vmafxctl(*SCORE, "--verbose", env=env)
+    assert r.returncode == 0 and "scored in this process" in r.stderr
+
+
 @needs_daemon
 def test_status_and_sessions_count_what_was_scored_and_sigterm_exits_0(hand_started, in_process, tmp_path):
     proc, path = hand_started

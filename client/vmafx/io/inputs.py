@@ -51,6 +51,8 @@ class Input:
         #: frames in the input when knowable without reading it (regular uncompressed files)
         self.total = total
         self.frames_read = 0
+        #: stdin, a pipe or a FIFO (read as it arrives)
+        self.stream = False
 
     def read_frame(self):
         if self._back:
@@ -209,14 +211,18 @@ def open_input(path: str, *, width=None, height=None, pixel_format=None, bitdept
         if not stream and base == path.lower():  # uncompressed file: count frames from its size
             per = info.frame_size + len(b"FRAME\n")
             total = (os.path.getsize(path) - len(header)) // per
-        return _from_reader(VideoReader(f, info, True, name), name, total)
+        out = _from_reader(VideoReader(f, info, True, name), name, total)
+        out.stream = stream
+        return out
     if stream or base.endswith(RAW_EXTENSIONS) or (raw_given and not _looks_like_container(base)):
         if base.endswith(".y4m"):
             f.close()
             raise InputError(f"{name}: named .y4m but does not start with YUV4MPEG2")
         info = _raw_geometry(name, width, height, pixel_format, bitdepth)
         size = None if stream or base != path.lower() else os.path.getsize(path)
-        return _raw_input(f, name, info, size)
+        out = _raw_input(f, name, info, size)
+        out.stream = stream
+        return out
     if base.endswith(".y4m"):
         f.close()
         raise InputError(f"{name}: named .y4m but does not start with YUV4MPEG2")
