@@ -26,7 +26,8 @@ def main() -> int:
     args = ap.parse_args()
     starts, stops = [], []
     for i in range(args.repeats):
-        d = PrivateDaemon(lane=args.lane)
+        # the daemon of this tree (not whatever vmafxd the environment has installed)
+        d = PrivateDaemon(lane=args.lane, environment={"PYTHONPATH": f"{ROOT}:{ROOT / 'client'}"})
         t0 = time.perf_counter()
         d.start()
         t1 = time.perf_counter()

@@ -145,3 +145,25 @@ def test_ctrl_c_stops_within_a_second_exit_130_and_leaves_nothing(d, tmp_path, w
     assert "Traceback" not in err and err.strip() == "vmafxctl: interrupted"
     assert not (d / "ctrlc.xml").exists() and not list(d.glob("*.vmafx-partial-*"))
     assert list(tmp.iterdir()) == []
+
+
+def test_xml_log_is_escaped_and_well_formed(d):
+    """A model name with XML's special characters: the log still parses and keeps the name."""
+    import xml.etree.ElementTree as ET
+
+    r = run("score", "-r", "ref.y4m", "-d", "dist.y4m", "-m", 'version=vmaf_v0.6.1:name=v<1>"&x', "-o", "esc.xml",
+            "-q", cwd=d)
+    assert r.returncode == 0, r.stderr
+    root = ET.parse(d / "esc.xml").getroot()  # XML is the default format
+    assert root.tag == "VMAF" and root.get("version").endswith("+libvmaf.f85a8536")
+    assert [m.get("name") for m in root.iter("metric")][-1] == 'v<1>"&x'
+    assert len(root.find("frames")) == 3
+
+
+def test_h_is_the_height_as_in_libvmaf(d):
+    raw = d / "ref.yuv"
+    data = (d / "ref.y4m").read_bytes()
+    raw.write_bytes(b"".join(data.split(b"\n", 1)[1].split(b"FRAME\n")))
+    r = run("score", "-r", "ref.yuv", "-d", "ref.yuv", "-w", "96", "-h", "64", "-p", "420", "-b", "8", cwd=d)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("vmaf: ") and float(r.stdout.split()[1]) > 90  # identical inputs
