@@ -92,6 +92,47 @@ def _peek(f: BinaryIO, n: int) -> bytes:
     return b""
 
 
+class _Prefixed:
+    """A pipe whose first bytes were read to tell its kind, read again from the start.
+
+    (``peek`` on a pipe returns what one read() brought, which may be less than the magic.)
+    """
+
+    def __init__(self, prefix: bytes, f: BinaryIO):
+        self._prefix, self._f = prefix, f
+
+    def read(self, n: int = -1) -> bytes:
+        if not self._prefix:
+            return self._f.read(n)
+        head, self._prefix = (self._prefix, b"") if n < 0 or n >= len(self._prefix) else \
+            (self._prefix[:n], self._prefix[n:])
+        if n < 0:
+            return head + self._f.read()
+        return head + (self._f.read(n - len(head)) if n > len(head) else b"")
+
+    def readline(self, limit: int = -1) -> bytes:
+        if not self._prefix:
+            return self._f.readline(limit)
+        nl = self._prefix.find(b"\n")
+        if nl >= 0:
+            return self.read(nl + 1 if limit < 0 else min(nl + 1, limit))
+        head = self.read(len(self._prefix))
+        return head + self._f.readline(-1 if limit < 0 else max(0, limit - len(head)))
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def _read_prefix(f: BinaryIO, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        more = f.read(n - len(data))
+        if not more:
+            break
+        data += more
+    return data
+
+
 def _from_reader(r: VideoReader, name: str, total: int | None = None) -> Input:
     def nxt():
         try:
@@ -192,7 +233,11 @@ def open_input(path: str, *, width=None, height=None, pixel_format=None, bitdept
             raise InputError(f"{path}: cannot open ({e.strerror})") from None
     base = _strip_compression(path).lower()
     try:
-        head = _peek(f, len(_Y4M_MAGIC)) if hasattr(f, "peek") else b""
+        if stream:
+            head = _read_prefix(f, len(_Y4M_MAGIC))
+            f = _Prefixed(head, f)  # type: ignore[assignment]
+        else:
+            head = _peek(f, len(_Y4M_MAGIC)) if hasattr(f, "peek") else b""
     except (OSError, EOFError) as e:
         f.close()
         raise InputError(f"{name}: cannot read ({e})") from None
