@@ -218,3 +218,73 @@ def test_model_path_is_sent_as_content_to_a_daemon(clips, tmp_path):
     assert a.returncode == 0, a.stderr
     b = vmafxctl("score", "-r", str(ref), "-d", str(dist), "--json", "-o", str(tmp_path / "b.json"), "-q")
     assert _log(tmp_path / "a.json") == _log(tmp_path / "b.json")
+
+
+@pytest.mark.parametrize("pair_id", ["p15_coffee720_10bit_x264crf35", "p17_colorwheel444_x264crf35",
+                                     "p18_immuno422_x264crf30"])
+def test_ffv1_copies_of_10bit_444_422_score_like_their_y4m(pair_id, tmp_path):
+    """PyAV hands 10-bit, 4:4:4 and 4:2:2 planes straight to the lanes: same log as the y4m."""
+    av = pytest.importorskip("av")
+    from tests.reference import vendored_pairs
+    from vmafx.io.av_input import _FF_NAME, planes_to_frame
+    from vmafx.io.inputs import open_input
+
+    p = next(x for x in vendored_pairs() if x.id == pair_id)
+    ref = _first_frames_y4m(p.ref_file, tmp_path / "ref.y4m", 2)
+    dist = _first_frames_y4m(p.dist_file, tmp_path / "dist.y4m", 2)
+    mkv = tmp_path / "dist.mkv"
+    out = av.open(str(mkv), "w")
+    st = out.add_stream("ffv1", rate=24)
+    with open_input(str(dist)) as inp:
+        st.width, st.height = inp.info.width, inp.info.height
+        st.pix_fmt = _FF_NAME[(inp.info.pixel_format, inp.info.bitdepth)]
+        while (planes := inp.read_frame()) is not None:
+            for pkt in st.encode(planes_to_frame(planes, inp.info)):
+                out.mux(pkt)
+    for pkt in st.encode():
+        out.mux(pkt)
+    out.close()
+    with open_input(str(mkv)) as back:
+        assert back.info == open_input(str(dist)).info
+    assert _score_json(ref, mkv, tmp_path / "a.json") == _score_json(ref, dist, tmp_path / "b.json")
+
+
+def test_frame_skips_equal_scoring_the_clips_without_their_first_frames(clips, tmp_path):
+    _, ref, dist = clips
+    data_r, data_d = ref.read_bytes(), dist.read_bytes()
+
+    def drop_first(data: bytes, dest: Path) -> Path:
+        header, _, rest = data.partition(b"\n")
+        frames = rest.split(b"FRAME\n")[1:]
+        dest.write_bytes(header + b"\n" + b"".join(b"FRAME\n" + f for f in frames[1:]))
+        return dest
+    r1, d1 = drop_first(data_r, tmp_path / "r1.y4m"), drop_first(data_d, tmp_path / "d1.y4m")
+    skipped = _score_json(ref, dist, tmp_path / "a.json", "--frame_skip_ref", "1", "--frame_skip_dist", "1")
+    assert skipped == _score_json(r1, d1, tmp_path / "b.json")
+    assert len(json.loads((tmp_path / "a.json").read_text())["frames"]) == N - 1
+
+
+def test_scale_through_a_private_daemon_equals_in_process(clips, tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("vmafxd.__main__") is None:
+        pytest.skip("no daemon in this tree")
+    _, ref, dist = clips
+    small = _ffv1_copy(dist, tmp_path / "small.mkv", size=(288, 162))
+    a = _score_json(ref, small, tmp_path / "a.json", "--scale", "lanczos", "--private", "--lane", "cpu")
+    assert a == _score_json(ref, small, tmp_path / "b.json", "--scale", "lanczos", "--in-process")
+
+
+def test_presets_add_libvmafs_models_and_features_in_order():
+    from vmafx.cli import build_parser
+
+    args = build_parser().parse_args(["score", "-m", "version=vmaf_b_v0.6.3", "--aom_ctc", "v7.0",
+                                      "--feature", "psnr"])
+    assert args.model == ["version=vmaf_b_v0.6.3", "version=vmaf_v0.6.1:name=vmaf",
+                          "version=vmaf_v0.6.1neg:name=vmaf_neg"]
+    assert args.feature == ["psnr=reduced_hbd_peak=true:enable_apsnr=true:min_sse=0.5", "ciede",
+                            "float_ssim=scale=1:enable_db=true:clip_db=true",
+                            "float_ms_ssim=enable_db=true:clip_db=true", "psnr_hvs", "cambi", "psnr"]
+    args = build_parser().parse_args(["score", "--nflx_ctc", "v1.0", "-h", "1080", "-w", "1920"])
+    assert args.height == 1080 and args.width == 1920
+    assert args.model[0] == "version=vmaf_4k_v0.6.1:name=vmaf" and args.feature[-1] == "cambi"

@@ -120,7 +120,9 @@ def open_av(path: str):
     name = first.format.name
     target = name if name in _DIRECT else _nearest(name)
     fmt, depth = _DIRECT[target]
-    info = VideoInfo(first.width, first.height, fmt, depth)
+    rate = stream.average_rate or stream.guessed_rate
+    fps = (rate.numerator, rate.denominator) if rate else None
+    info = VideoInfo(first.width, first.height, fmt, depth, fps)
     pending = [first]
 
     def nxt():
