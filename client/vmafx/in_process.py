@@ -42,7 +42,8 @@ class InProcessReport:
 def check_models(specs: Sequence[str]):
     """Parse and load ``--model`` specs (reads ``path=`` files); raises ValueError naming the field."""
     offline, _ = _core()
-    return offline.resolve_models(specs)
+    # no specs: no model (-n/--no_prediction); resolve_models would give its default
+    return offline.resolve_models(specs) if specs else []
 
 
 def check_features(specs: Sequence[str]):

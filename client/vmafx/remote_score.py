@@ -94,6 +94,7 @@ async def score_inputs_through_daemon(
     pool: int | None = None,
     progress: Callable[[int], None] | None = None,
     distorted_frames=None,
+    no_prediction: bool = False,
 ) -> RemoteReport:
     """Score two opened inputs (``read_frame()``, ``info``, ``pushback()``) through the daemon.
 
@@ -103,7 +104,7 @@ async def score_inputs_through_daemon(
     """
     # vmafxctl's default model, also when only extra features are asked for (the protocol's
     # own default, "no models and no features means vmaf_v0.6.1", would drop it then).
-    models = list(models) or [DEFAULT_MODEL]
+    models = list(models) or ([] if features and no_prediction else [DEFAULT_MODEL])
     read_dist = distorted_frames or dr.read_frame
     check_pair(rr.info, dr.info if distorted_frames is None else rr.info)
     info = rr.info

@@ -174,7 +174,7 @@ def _remote(args, socket_path, ref, dist, read_dist, specs, texts, progress):
     return trio.run(lambda: score_inputs_through_daemon(
         socket_path, ref, dist, models=specs, features=args.feature, model_texts=texts, lane=args.lane,
         device=_device(args), max_frames=args.frame_cnt or None, progress=progress,
-        distorted_frames=read_dist))
+        distorted_frames=read_dist, no_prediction=args.no_prediction))
 
 
 def _launch_private(args):

@@ -288,3 +288,14 @@ def test_presets_add_libvmafs_models_and_features_in_order():
     args = build_parser().parse_args(["score", "--nflx_ctc", "v1.0", "-h", "1080", "-w", "1920"])
     assert args.height == 1080 and args.width == 1920
     assert args.model[0] == "version=vmaf_4k_v0.6.1:name=vmaf" and args.feature[-1] == "cambi"
+
+
+@pytest.mark.parametrize("where", [["--in-process"], ["--private", "--lane", "cpu"]])
+def test_no_prediction_logs_features_only(clips, tmp_path, where):
+    _, ref, dist = clips
+    r = vmafxctl("score", "-r", str(ref), "-d", str(dist), "-n", "--feature", "psnr", "--json",
+                 "-o", str(tmp_path / "n.json"), *where)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "n.json").read_text())
+    assert list(doc["frames"][0]["metrics"]) == ["psnr_y", "psnr_cb", "psnr_cr"]
+    assert list(doc["pooled_metrics"]) == ["psnr_y", "psnr_cb", "psnr_cr"]
