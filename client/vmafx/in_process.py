@@ -37,6 +37,7 @@ class InProcessReport:
     fps: float | None = None
     models: list[str] = field(default_factory=list)
     failed: list = field(default_factory=list)
+    frames_read: int = 0
 
 
 def check_models(specs: Sequence[str]):

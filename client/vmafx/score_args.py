@@ -87,7 +87,8 @@ def _positive(text: str) -> int:
 def _pix_fmt(text: str) -> str:
     if text in ("420", "422", "444", "400"):
         return text
-    if text in ("yuv420p", "yuv422p", "yuv444p", "yuv400p", "yuv420p10le", "yuv422p10le", "yuv444p10le"):
+    if text in ("yuv420p", "yuv422p", "yuv444p", "yuv400p", "yuv420p10le", "yuv422p10le", "yuv444p10le",
+                "nv12", "p010"):  # vmafx's names, for raw files from capture pipelines
         return text
     raise argparse.ArgumentTypeError(f"expected 420, 422 or 444, got {text!r}")
 

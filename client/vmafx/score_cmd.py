@@ -221,13 +221,12 @@ def _score(args, ref, dist, read_dist, specs, progress):
         return report
     from . import in_process
 
-    if ref.info.pixel_format.semi_planar or dist.info.pixel_format.semi_planar:
-        raise CliError("in-process scoring takes planar input")
     wrapped = dist
     if read_dist is not None:
         wrapped = _Reading(dist, read_dist)
-    report, _n = in_process.score_in_process(ref, wrapped, specs, args.feature,
-                                             max_frames=args.frame_cnt or None, progress=progress)
+    report, read = in_process.score_in_process(ref, wrapped, specs, args.feature,
+                                               max_frames=args.frame_cnt or None, progress=progress)
+    report.frames_read = read
     if args.verbose:
         _say("scored in this process (CPU lane)")
     return report
@@ -239,7 +238,6 @@ class _Reading:
     def __init__(self, inp, read):
         self.inp, self.read_frame, self.name = inp, read, inp.name
         self.info = inp.info
-        self._back: list = []
 
     def pushback(self, frame):
         self.inp.pushback(frame)
@@ -377,7 +375,7 @@ def _run_checked(args) -> int:
             report = _score(args, ref, dist, read_dist, specs, progress)
         finally:
             progress.done()
-        scored = getattr(report, "frames_read", None) or len(report.frames) + len(getattr(report, "failed", []))
+        scored = report.frames_read
         _frame_count_warning(ref, dist, scored, args)
     except BaseException:
         # A pipe or FIFO may still be read by an abandoned worker thread (Ctrl-C during a

@@ -6,7 +6,7 @@ the next frame's stored planes (ceil-size chroma, as y4m and FFmpeg lay them out
 frames streamed one at a time.  The kind is decided by content, not by the name alone:
 
 * a stream starting ``YUV4MPEG2`` is y4m (a file, ``-`` or a FIFO, read as it arrives);
-  given raw geometry (-w/-h/-p/-b) as well, it is refused as mislabelled;
+  named ``.yuv``/``.raw`` and given raw geometry (-w/-h/-p/-b), it is refused as mislabelled;
 * with raw geometry, a ``.yuv``/``.raw`` file (or ``-``/FIFO not starting ``YUV4MPEG2``) is
   headerless planar; its size must be a whole number of frames.  At odd sizes libvmaf's
   own tool reads floor-size chroma (``yuv_input.c``) while FFmpeg writes ceil-size chroma:
@@ -242,7 +242,7 @@ def open_input(path: str, *, width=None, height=None, pixel_format=None, bitdept
         f.close()
         raise InputError(f"{name}: cannot read ({e})") from None
     if head.startswith(_Y4M_MAGIC):
-        if raw_given:
+        if raw_given and base.endswith(RAW_EXTENSIONS):  # -w/-h/-p/-b apply to the raw input only
             f.close()
             raise InputError(f"{name}: is a YUV4MPEG2 (y4m) stream, not raw video: leave out -w/-h/-p/-b "
                              f"(or name it .y4m)")
