@@ -14,7 +14,6 @@ import threading
 from fractions import Fraction
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from tests.reference import VENDORED
@@ -217,6 +216,7 @@ def test_model_path_is_sent_as_content_to_a_daemon(clips, tmp_path):
                  "--json", "-o", str(tmp_path / "a.json"), "-q")
     assert a.returncode == 0, a.stderr
     b = vmafxctl("score", "-r", str(ref), "-d", str(dist), "--json", "-o", str(tmp_path / "b.json"), "-q")
+    assert b.returncode == 0, b.stderr
     assert _log(tmp_path / "a.json") == _log(tmp_path / "b.json")
 
 
