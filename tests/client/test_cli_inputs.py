@@ -299,3 +299,15 @@ def test_no_prediction_logs_features_only(clips, tmp_path, where):
     doc = json.loads((tmp_path / "n.json").read_text())
     assert list(doc["frames"][0]["metrics"]) == ["psnr_y", "psnr_cb", "psnr_cr"]
     assert list(doc["pooled_metrics"]) == ["psnr_y", "psnr_cb", "psnr_cr"]
+
+
+def test_cpumask_is_accepted_and_said_to_be_ignored_and_gpumask_picks_a_device(clips):
+    from types import SimpleNamespace
+
+    from vmafx.score_cmd import _device
+
+    _, ref, dist = clips
+    r = vmafxctl("score", "-r", str(ref), "-d", str(dist), "-c", "48", "--frame_cnt", "1")
+    assert r.returncode == 0, r.stderr
+    assert "-c/--cpumask is ignored" in r.stderr and r.stdout.startswith("vmaf: ")
+    assert [_device(SimpleNamespace(gpumask=m)) for m in (None, 0, 1, 4, 6)] == [None, None, 0, 2, 1]
