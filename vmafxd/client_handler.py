@@ -449,7 +449,7 @@ class ClientHandler:
                                       f"lane {msg.lane} is not available: this daemon runs the "
                                       f"{self.lane.name} lane")
         geo = check_geometry(msg.width, msg.height, msg.pixel_format, msg.bitdepth, self.limits)
-        plan = build_plan(msg.models, msg.features, self.limits, self.server.config.model_dirs)
+        plan = build_plan(msg.models, msg.features, self.limits, self.server.config.model_dirs, msg.model_texts)
         sid = self.server.next_session_id()
         session = Session(sid, self, self.lane.name, None, geo, plan,  # type: ignore[arg-type]
                           name=msg.name, client_name=self.label)

@@ -101,8 +101,12 @@ def _check_model_path(path: str, model_dirs: Sequence[str], field: str) -> None:
 
 
 def build_plan(models: Sequence[str], features: Sequence[str], limits: Limits,
-               model_dirs: Sequence[str] = ()) -> ScoringPlan:
-    """Parse ``open_session``'s models and features; errors name ``models[i]``/``features[i]``."""
+               model_dirs: Sequence[str] = (), model_texts: Sequence[str | None] = ()) -> ScoringPlan:
+    """Parse ``open_session``'s models and features; errors name ``models[i]``/``features[i]``.
+
+    ``model_texts[i]`` is the JSON a client read from ``models[i]``'s ``path=`` file: then
+    the path is only a label and is never opened here."""
+    texts = list(model_texts) + [None] * max(0, len(models) - len(model_texts))
     if len(models) > limits.max_models_per_session:
         raise _inval("models", f"{len(models)} models exceed the limit of {limits.max_models_per_session}")
     if len(features) > limits.max_features_per_session:
@@ -113,7 +117,9 @@ def build_plan(models: Sequence[str], features: Sequence[str], limits: Limits,
             spec = parse_model_spec(text)
         except ModelError as e:
             raise _inval(f"models[{i}]{_sub(e.field, 'model')}", e.reason) from None
-        if spec.path is not None:
+        if texts[i] is not None and spec.path is None:
+            raise _inval(f"model_texts[{i}]", "content given for a model that is not path=")
+        if spec.path is not None and texts[i] is None:
             _check_model_path(spec.path, model_dirs, f"models[{i}].path")
         specs.append(spec)
     if not specs and not features:
@@ -121,7 +127,8 @@ def build_plan(models: Sequence[str], features: Sequence[str], limits: Limits,
     sets: list[ModelSet] = []
     for i, spec in enumerate(specs):
         try:
-            sets.append(load_model(spec, default_name=default_model_name(spec, len(specs))))
+            sets.append(load_model(spec, default_name=default_model_name(spec, len(specs)),
+                                   text=texts[i] if i < len(texts) else None))
         except ModelError as e:
             raise _inval(f"models[{i}]{_sub(e.field, 'model')}", e.reason) from None
     requests: list[FeatureRequest] = []

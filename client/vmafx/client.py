@@ -217,12 +217,17 @@ class Client(ClientView):
 
     async def open_session(self, *, width: int, height: int, pixel_format: str = "yuv420p", bitdepth: int = 8,
                            models: Sequence[str] = (), features: Sequence[str] = (), lane: str = "auto",
-                           device: int | None = None, name: str | None = None) -> Session:
-        """``models``/``features`` use ``vmafxctl score``'s syntax; none at all means vmaf_v0.6.1."""
+                           device: int | None = None, name: str | None = None,
+                           model_texts: Sequence[str | None] = ()) -> Session:
+        """``models``/``features`` use ``vmafxctl score``'s syntax; none at all means vmaf_v0.6.1.
+
+        ``model_texts[i]`` is the JSON of ``models[i]``'s ``path=`` file, read by the caller
+        (the daemon opens no client path; see docs/protocol.md)."""
         pixel_format = getattr(pixel_format, "value", pixel_format)
         geo = dict(width=width, height=height, pixel_format=pixel_format, bitdepth=bitdepth)
         reply = await self._request(lambda: self._tracker.open_request(
-            models=models, features=features, lane=lane, device=device, name=name, **geo))
+            models=models, features=features, lane=lane, device=device, name=name,
+            model_texts=model_texts, **geo))
         return Session(self, self._tracker.opened(reply, **geo))
 
     async def status(self) -> dict:

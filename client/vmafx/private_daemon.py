@@ -65,6 +65,7 @@ class PrivateDaemon:
         #: the log's tail when the daemon exited non-zero (the directory holding it is gone)
         self.final_log: str = ""
         self._terminated = False
+        self._ready_fd = -1
 
     @property
     def log_path(self) -> str | None:
@@ -79,6 +80,14 @@ class PrivateDaemon:
 
     def start(self) -> str:
         """Start the daemon and wait until it listens; returns its socket path."""
+        self.launch()
+        return self.wait_ready()
+
+    def launch(self) -> None:
+        """Start the daemon without waiting for it: the caller does other work (opens its
+        inputs, reads its models) while the daemon imports, then calls :meth:`wait_ready`.
+        Most of a start is the daemon's imports (numpy, trio, the lane), so overlapping them
+        is what keeps a private run from waiting on it (scripts/bench_private_start.py)."""
         if self.process is not None:
             raise RuntimeError("already started")
         self.directory = tempfile.mkdtemp(prefix="vmafxd-private-")
@@ -93,6 +102,7 @@ class PrivateDaemon:
             else:
                 env[k] = v
         read_end, write_end = os.pipe2(os.O_CLOEXEC)
+        self._ready_fd = read_end
         try:
             with open(self.log_path, "wb") as log:  # type: ignore[arg-type]
                 self.process = subprocess.Popen(
@@ -101,17 +111,28 @@ class PrivateDaemon:
                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                     pass_fds=(write_end,), start_new_session=True, preexec_fn=_die_with_parent, env=env,
                 )
+        except BaseException:
+            os.close(read_end)
+            self._ready_fd = -1
+            self.stop()
+            raise
+        finally:
             # Our copy of the write end must go, or EOF (the daemon died) could never be seen.
             os.close(write_end)
-            write_end = -1
-            self._wait_ready(read_end)
+
+    def wait_ready(self) -> str:
+        """Wait until the launched daemon listens; returns its socket path (stops it on failure)."""
+        fd, self._ready_fd = self._ready_fd, -1
+        if fd < 0:
+            raise RuntimeError("launch() first")
+        try:
+            self._wait_ready(fd)
         except BaseException:
             self.stop()
             raise
         finally:
-            if write_end >= 0:
-                os.close(write_end)
-            os.close(read_end)
+            os.close(fd)
+        assert self.socket_path is not None
         return self.socket_path
 
     def _wait_ready(self, fd: int) -> None:
@@ -166,6 +187,9 @@ class PrivateDaemon:
             self.returncode = proc.returncode
             if self.returncode:
                 self.final_log = self.log_tail()
+        if self._ready_fd >= 0:
+            os.close(self._ready_fd)
+            self._ready_fd = -1
         directory, self.directory = self.directory, None
         if directory is not None:
             shutil.rmtree(directory, ignore_errors=True)

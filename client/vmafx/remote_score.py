@@ -21,7 +21,7 @@ import trio
 from .client import Client
 from .exceptions import LayoutError
 from .frames import FrameBuffer, memfd_buffer
-from .io.video import VideoInfo, open_video
+from .io.video import VideoInfo
 from .tracking import FrameResult
 
 __all__ = ["RemoteReport", "score_through_daemon", "pool_size_for", "DEFAULT_MODEL"]
@@ -43,6 +43,7 @@ class RemoteReport:
     failed: list[FrameResult] = field(default_factory=list)
     lane: str = ""
     zero_copy: bool = True
+    frames_read: int = 0
 
 
 def check_pair(ref: VideoInfo, dist: VideoInfo) -> None:
@@ -65,80 +66,113 @@ async def score_through_daemon(
     reference: str,
     distorted: str,
     *,
-    models: Sequence[str] = (),
-    features: Sequence[str] = (),
-    lane: str = "auto",
     width: int | None = None,
     height: int | None = None,
     pixel_format: str | None = None,
     bitdepth: int | None = None,
+    **kw,
+) -> RemoteReport:
+    """Score two files (any kind ``vmafx.io.inputs.open_input`` opens) through the daemon."""
+    from .io.inputs import open_input
+
+    geo = dict(width=width, height=height, pixel_format=pixel_format, bitdepth=bitdepth)
+    with open_input(reference, **geo) as rr, open_input(distorted, **geo) as dr:
+        return await score_inputs_through_daemon(socket_path, rr, dr, **kw)
+
+
+async def score_inputs_through_daemon(
+    socket_path: str,
+    rr,
+    dr,
+    *,
+    models: Sequence[str] = (),
+    features: Sequence[str] = (),
+    model_texts: Sequence[str | None] = (),
+    lane: str = "auto",
+    device: int | None = None,
     max_frames: int | None = None,
     pool: int | None = None,
     progress: Callable[[int], None] | None = None,
+    distorted_frames=None,
+    no_prediction: bool = False,
 ) -> RemoteReport:
-    geo = dict(width=width, height=height, pixel_format=pixel_format, bitdepth=bitdepth)
+    """Score two opened inputs (``read_frame()``, ``info``, ``pushback()``) through the daemon.
+
+    ``model_texts[i]``, when given, is the content of ``models[i]``'s ``path=`` file, read
+    and checked here: the daemon never opens a client's path.  ``distorted_frames``, when
+    given, replaces ``dr.read_frame`` (the --scale path).
+    """
     # vmafxctl's default model, also when only extra features are asked for (the protocol's
     # own default, "no models and no features means vmaf_v0.6.1", would drop it then).
-    models = list(models) or [DEFAULT_MODEL]
-    with open_video(reference, **geo) as rr, open_video(distorted, **geo) as dr:
-        check_pair(rr.info, dr.info)
-        info = rr.info
-        async with await Client.connect(socket_path, name="vmafxctl") as client:
-            session = await client.open_session(
-                width=info.width, height=info.height, pixel_format=info.pixel_format.value,
-                bitdepth=info.bitdepth, models=models, features=features, lane=lane)
-            npairs = pool or pool_size_for(info.frame_size, client.limits.max_frames_in_flight)
-            buffers: list[FrameBuffer] = []
-            try:
-                pairs = []
-                for _ in range(npairs):
-                    pair = []
-                    for _role in ("ref", "dist"):
-                        buf = memfd_buffer(info.width, info.height, info.pixel_format, info.bitdepth)
-                        buffers.append(buf)
-                        pair.append(await client.register_buffer(buf))
-                    pairs.append(tuple(pair))
-                report = RemoteReport([], {}, width=info.width, height=info.height,
-                                      models=list(session.models), lane=session.lane,
-                                      zero_copy=all(h.zero_copy for p in pairs for h in p))
+    models = list(models) or ([] if features and no_prediction else [DEFAULT_MODEL])
+    read_dist = distorted_frames or dr.read_frame
+    check_pair(rr.info, dr.info if distorted_frames is None else rr.info)
+    info = rr.info
+    async with await Client.connect(socket_path, name="vmafxctl") as client:
+        session = await client.open_session(
+            width=info.width, height=info.height, pixel_format=info.pixel_format.value,
+            bitdepth=info.bitdepth, models=models, features=features, lane=lane, device=device,
+            model_texts=model_texts)
+        npairs = pool or pool_size_for(info.frame_size, client.limits.max_frames_in_flight)
+        buffers: list[FrameBuffer] = []
+        try:
+            pairs = []
+            for _ in range(npairs):
+                pair = []
+                for _role in ("ref", "dist"):
+                    buf = memfd_buffer(info.width, info.height, info.pixel_format, info.bitdepth)
+                    buffers.append(buf)
+                    pair.append(await client.register_buffer(buf))
+                pairs.append(tuple(pair))
+            report = RemoteReport([], {}, width=info.width, height=info.height,
+                                  models=list(session.models), lane=session.lane,
+                                  zero_copy=all(h.zero_copy for p in pairs for h in p))
 
-                async def collect() -> None:
-                    async for r in session.results():
-                        if r.ok:
-                            report.frames.append((r.index, r.metrics))
-                        else:
-                            report.failed.append(r)
-                        if progress:
-                            progress(len(report.frames) + len(report.failed))
+            async def collect() -> None:
+                async for r in session.results():
+                    if r.ok:
+                        report.frames.append((r.index, r.metrics))
+                    else:
+                        report.failed.append(r)
+                    if progress:
+                        progress(len(report.frames) + len(report.failed))
 
-                def read_pair():
-                    return rr.read_frame(), dr.read_frame()
+            def read_pair():
+                a = rr.read_frame()
+                if a is None:
+                    return None, None
+                b = read_dist()
+                if b is None:
+                    rr.pushback(a)
+                return a, b
 
-                t0 = time.perf_counter()
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(collect)
-                    n = 0
-                    while max_frames is None or n < max_frames:
-                        a, b = await trio.to_thread.run_sync(read_pair)
-                        if a is None or b is None:
-                            break
-                        ref_h, dist_h = pairs[n % npairs]
-                        # The producer's rule: rewrite a buffer only once the daemon released it.
-                        await ref_h.wait_released()
-                        await dist_h.wait_released()
-                        ref_h.buffer.write_frame(a)
-                        dist_h.buffer.write_frame(b)
-                        await session.submit(n, ref_h, dist_h)
-                        n += 1
-                    summary = await session.close()
-                elapsed = time.perf_counter() - t0
-                report.pooled = summary.pooled
-                report.aggregate = summary.aggregate
-                report.fps = summary.frames / elapsed if elapsed > 0 and summary.frames else None
-                for ref_h, dist_h in pairs:
-                    await client.unregister_buffer(ref_h)
-                    await client.unregister_buffer(dist_h)
-                return report
-            finally:
-                for buf in buffers:
-                    buf.close()
+            t0 = time.perf_counter()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(collect)
+                n = 0
+                while max_frames is None or n < max_frames:
+                    # abandon_on_cancel: a Ctrl-C while a pipe/FIFO read blocks must not wait for it
+                    a, b = await trio.to_thread.run_sync(read_pair, abandon_on_cancel=True)
+                    if a is None or b is None:
+                        break
+                    ref_h, dist_h = pairs[n % npairs]
+                    # The producer's rule: rewrite a buffer only once the daemon released it.
+                    await ref_h.wait_released()
+                    await dist_h.wait_released()
+                    ref_h.buffer.write_frame(a)
+                    dist_h.buffer.write_frame(b)
+                    await session.submit(n, ref_h, dist_h)
+                    n += 1
+                summary = await session.close()
+            elapsed = time.perf_counter() - t0
+            report.pooled = summary.pooled
+            report.aggregate = summary.aggregate
+            report.fps = summary.frames / elapsed if elapsed > 0 and summary.frames else None
+            report.frames_read = n
+            for ref_h, dist_h in pairs:
+                await client.unregister_buffer(ref_h)
+                await client.unregister_buffer(dist_h)
+            return report
+        finally:
+            for buf in buffers:
+                buf.close()

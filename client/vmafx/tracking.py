@@ -220,10 +220,11 @@ class ClientTracker:
 
     def open_request(self, *, models: Sequence[str], features: Sequence[str], width: int, height: int,
                      pixel_format: str, bitdepth: int, lane: str, device: int | None,
-                     name: str | None) -> tuple[int, bytes, tuple[int, ...]]:
+                     name: str | None, model_texts: Sequence[str | None] = ()) -> tuple[int, bytes, tuple[int, ...]]:
         return self.request(lambda seq: m.OpenSession(
             seq=seq, models=tuple(models), features=tuple(features), width=width, height=height,
-            pixel_format=pixel_format, bitdepth=bitdepth, lane=lane, device=device, name=name))
+            pixel_format=pixel_format, bitdepth=bitdepth, lane=lane, device=device, name=name,
+            model_texts=tuple(model_texts)))
 
     def opened(self, msg: m.SessionOpened, *, width: int, height: int, pixel_format: str, bitdepth: int) -> SessionState:
         st = SessionState(msg.session, msg.lane, msg.device, tuple(msg.metrics), tuple(msg.models),

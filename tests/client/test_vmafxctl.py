@@ -25,7 +25,9 @@ from vmafx.status_text import format_sessions, format_status
 from .conftest import ROOT, environ_without_daemon, needs_daemon, pair
 
 P16 = pair("p16_chelsea641x361_x264crf35")  # odd size, 6 frames
-SCORE = ["score", "-r", str(P16.ref_file), "-d", str(P16.dist_file), "--lane", "cpu", "-q"]
+# no -q: with -o it would silence the score lines, as libvmaf's -q does (the progress meter
+# shows only on a terminal anyway)
+SCORE = ["score", "-r", str(P16.ref_file), "-d", str(P16.dist_file), "--lane", "cpu"]
 
 
 def vmafxctl(*args, env=None, timeout=300) -> subprocess.CompletedProcess:
@@ -91,6 +93,22 @@ def test_score_through_a_hand_started_daemon_equals_in_process(hand_started, in_
     assert _without_fps((tmp_path / f"log.{fmt}").read_text()) == _without_fps(in_process[fmt])
 
 
+def test_score_finds_the_daemon_through_its_config_file_and_verbose_says_so(hand_started, in_process, tmp_path):
+    _, path = hand_started
+    cfg = tmp_path / "vmafxd.toml"
+    cfg.write_text(f'socket = "{path}"\n')
+    env = {**os.environ, "VMAFX_CONFIG": str(cfg)}
+    env.pop("VMAFX_SOCKET", None)
+    r = vmafxctl(*SCORE, "--verbose", "-m", "version=vmaf_v0.6.1", "-m", "version=vmaf_b_v0.6.3",
+                 "--feature", "psnr", env=env)
+    assert r.returncode == 0, r.stderr
+    assert f"scored by the daemon at {path} (socket in {cfg})" in r.stderr
+    assert r.stdout == in_process["stdout"]
+    env["VMAFX_CONFIG"] = str(tmp_path / "none.toml")
+    r = vmafxctl(*SCORE, "--verbose", env=env)
+    assert r.returncode == 0 and "scored in this process" in r.stderr
+
+
 @needs_daemon
 def test_status_and_sessions_count_what_was_scored_and_sigterm_exits_0(hand_started, in_process, tmp_path):
     proc, path = hand_started
@@ -131,12 +149,12 @@ def _processes_mentioning(text: str) -> list[int]:
 
 
 @needs_daemon
-def test_score_without_a_daemon_starts_and_stops_a_private_one(in_process, tmp_path):
+def test_score_private_starts_and_stops_a_private_one(in_process, tmp_path):
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     env = environ_without_daemon(tmp)
-    env["VMAFX_SOCKET"] = str(tmp_path / "nobody-listens.sock")  # does not answer: fall back to a private daemon
-    proc = subprocess.Popen([sys.executable, "-m", "vmafx.cli", *SCORE, "-m", "version=vmaf_v0.6.1", "-m",
+    env["VMAFX_SOCKET"] = str(tmp_path / "nobody-listens.sock")  # does not answer: --private starts one
+    proc = subprocess.Popen([sys.executable, "-m", "vmafx.cli", *SCORE, "--private", "-m", "version=vmaf_v0.6.1", "-m",
                              "version=vmaf_b_v0.6.3", "--feature", "psnr"], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen_daemon, seen_socket = set(), False

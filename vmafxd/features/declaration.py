@@ -170,6 +170,9 @@ class FeatureDeclaration:
     #: other names libvmaf accepts for this feature on the command line
     aliases: tuple[str, ...] = ()
     help: str = ""
+    #: metrics libvmaf's extractor first writes later than while frame 0 is extracted:
+    #: {base name: "next" (while frame 1 is) | "flush"}; the log's key order follows it
+    written_late: Mapping[str, str] = field(default_factory=dict, compare=False)
     #: a check across several resolved options (raises OptionError), run by resolve_options
     validate: Callable[[Mapping[str, Any]], None] | None = field(default=None, compare=False)
     #: metric names that never take the option suffix (libvmaf writes them without its name dict)

@@ -199,6 +199,7 @@ DECLARATION = FeatureDeclaration(
     # frame i's motion2 needs frame i + 1's score
     max_lag=1,
     kernel="float_motion.cu",
+    written_late={"motion3": "next"},
     gpu="float_motion",
     cpu=FloatMotion,
     help="float motion: mean absolute difference of blurred consecutive reference frames",

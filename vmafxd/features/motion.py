@@ -350,6 +350,8 @@ DECLARATION = FeatureDeclaration(
     name="motion",
     provides=(SAD_NAME, "integer_motion2", "integer_motion3"),
     debug_provides=("integer_motion",),
+    # integer_motion.c writes motion2/motion3 of every frame in flush()
+    written_late={"integer_motion2": "flush", "integer_motion3": "flush"},
     options=(
         Option("motion_force_zero", bool, False, "forcing motion score to zero",
                alias="force_0", feature_param=True),

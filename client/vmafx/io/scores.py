@@ -7,9 +7,51 @@ and ``1.0000002377970294`` keep their tails); non-finite values are ``null``.
 
 from __future__ import annotations
 
+import json
 import math
+from xml.sax.saxutils import quoteattr
 
-__all__ = ["format_score", "count_leading_zeros", "write_json", "write_xml", "write_csv", "write_sub", "WRITERS"]
+__all__ = ["format_score", "count_leading_zeros", "write_json", "write_xml", "write_csv", "write_sub", "WRITERS",
+           "LIBVMAF_VERSION", "log_version", "in_collector_order", "subsampled"]
+
+#: the libvmaf commit whose numbers vmafxd reproduces (``vmaf --version`` of that build)
+LIBVMAF_VERSION = "f85a8536"
+
+
+def log_version(ours: str) -> str:
+    """The ``version`` of our logs: ``<vmafx version>+libvmaf.<libvmaf version>`` (PEP 440 local form).
+
+    libvmaf writes ``vmaf_version()`` there (``f85a8536``); a parser that wants the
+    libvmaf version takes what follows ``+libvmaf.``.
+    """
+    return f"{ours}+libvmaf.{LIBVMAF_VERSION}"
+
+
+def in_collector_order(frames, pooled, order):
+    """Frames and pooled metrics with their keys in ``order`` (libvmaf's feature-collector order).
+
+    Names not in ``order`` keep their relative order and follow it (model outputs, which
+    libvmaf appends after every feature, since it predicts once extraction is done).
+    """
+    rank = {n: i for i, n in enumerate(order)}
+    seen: dict[str, int] = {}
+    for _, m in frames:
+        for n in m:
+            seen.setdefault(n, len(seen))
+    for n in pooled:
+        seen.setdefault(n, len(seen))
+    big = len(rank)
+    key = lambda n: (rank.get(n, big), seen.get(n, 0))  # noqa: E731
+    out_frames = [(i, {n: m[n] for n in sorted(m, key=key)}) for i, m in frames]
+    out_pooled = {n: pooled[n] for n in sorted(pooled, key=key)}
+    return out_frames, out_pooled
+
+
+def subsampled(frames, n: int):
+    """libvmaf's ``--subsample N``: only frames whose index is a multiple of N are logged."""
+    if n is None or n <= 1:
+        return frames
+    return [(i, m) for i, m in frames if i % n == 0]
 
 
 def count_leading_zeros(x: float) -> int:
@@ -42,11 +84,16 @@ def _metric_names(frames) -> list[str]:
     return names
 
 
+def _js(text: str) -> str:
+    # A JSON string: libvmaf's plain names come out as libvmaf writes them; others stay valid JSON.
+    return json.dumps(str(text), ensure_ascii=False)
+
+
 def write_json(out, frames, pooled, aggregate=None, *, version: str, fps: float | None = None) -> None:
     """libvmaf's JSON log: version, fps, frames[].frameNum/metrics, pooled_metrics, aggregate_metrics."""
     w = out.write
     w("{\n")
-    w(f'  "version": "{version}",\n')
+    w(f'  "version": {_js(version)},\n')
     if fps is None or not math.isfinite(fps):
         w('  "fps": null,\n')
     else:
@@ -59,14 +106,17 @@ def write_json(out, frames, pooled, aggregate=None, *, version: str, fps: float 
         w('      "metrics": {\n')
         items = list(metrics.items())
         for j, (name, value) in enumerate(items):
-            w(f'        "{name}": {format_score(value)}{"," if j < len(items) - 1 else ""}\n')
+            text = format_score(value)
+            # output.c writes a non-finite per-frame value as null *without* the newline.
+            end = "" if text == "null" else "\n"
+            w(f'        {_js(name)}: {text}{"," if j < len(items) - 1 else ""}{end}')
         w("      }\n")
         w("    }")
     w("\n  ],\n")
     w('  "pooled_metrics": {')
     for i, (name, methods) in enumerate(pooled.items()):
         w(",\n" if i > 0 else "\n")
-        w(f'    "{name}": {{')
+        w(f'    {_js(name)}: {{')
         for j, m in enumerate(("min", "max", "mean", "harmonic_mean")):
             if m in methods:
                 w(",\n" if j > 0 else "\n")
@@ -76,32 +126,50 @@ def write_json(out, frames, pooled, aggregate=None, *, version: str, fps: float 
     w('  "aggregate_metrics": {')
     agg = list((aggregate or {}).items())
     for i, (name, value) in enumerate(agg):
-        w(f'\n    "{name}": {format_score(value)}{"," if i < len(agg) - 1 else ""}')
+        w(f'\n    {_js(name)}: {format_score(value)}{"," if i < len(agg) - 1 else ""}')
     w("\n  }\n")
     w("}\n")
 
 
 def _xml_attr(value: float | None) -> str:
+    # output.c prints non-finite values with %f (``nan``/``inf``); XML has no null.
+    if value is None:
+        return "nan"
+    if not math.isfinite(value):
+        return ("-" if value < 0 else "") + ("inf" if math.isinf(value) else "nan")
     return format_score(value)
+
+
+def _q(text) -> str:
+    """An XML attribute value, quoted and escaped (names come from models and options)."""
+    return quoteattr(str(text))
+
+
+def _xml_name(name: str) -> str:
+    """A metric name used as an XML attribute name: libvmaf's names are already valid
+    (letters, digits, ``_``); anything else (a model ``name=`` with odd characters) is
+    replaced by ``_`` so the document stays well-formed."""
+    out = "".join(c if (c.isascii() and (c.isalnum() or c in "_-.")) else "_" for c in name)
+    return out if out and (out[0].isalpha() or out[0] == "_") else "_" + out
 
 
 def write_xml(out, frames, pooled, aggregate=None, *, version: str, width: int, height: int, fps: float | None = None) -> None:
     """libvmaf's XML log."""
     w = out.write
-    w(f'<VMAF version="{version}">\n')
+    w(f'<VMAF version={_q(version)}>\n')
     w(f'  <params qualityWidth="{width}" qualityHeight="{height}" />\n')
     w(f'  <fyi fps="{(fps or 0.0):.2f}" />\n')
     w("  <frames>\n")
     for idx, metrics in frames:
-        attrs = "".join(f'{n}="{_xml_attr(v)}" ' for n, v in metrics.items())
+        attrs = "".join(f'{_xml_name(n)}="{_xml_attr(v)}" ' for n, v in metrics.items())
         w(f'    <frame frameNum="{idx}" {attrs}/>\n')
     w("  </frames>\n")
     w("  <pooled_metrics>\n")
     for name, methods in pooled.items():
         attrs = "".join(f'{m}="{_xml_attr(methods[m])}" ' for m in ("min", "max", "mean", "harmonic_mean") if m in methods)
-        w(f'    <metric name="{name}" {attrs}/>\n')
+        w(f'    <metric name={_q(name)} {attrs}/>\n')
     w("  </pooled_metrics>\n")
-    attrs = "".join(f'{n}="{_xml_attr(v)}" ' for n, v in (aggregate or {}).items())
+    attrs = "".join(f'{_xml_name(n)}="{_xml_attr(v)}" ' for n, v in (aggregate or {}).items())
     w(f"  <aggregate_metrics {attrs}/>\n")
     w("</VMAF>\n")
 

@@ -295,6 +295,11 @@ class HelloReply(Message):
     bundles: bool | None = None
 
 
+#: the most characters of model JSON one open_session carries (all models together must also
+#: fit in max_message_bytes, 64 KiB by default)
+MODEL_TEXT_MAX = 60000
+
+
 @dataclass(frozen=True)
 class OpenSession(Message):
     TYPE: ClassVar[str] = "open_session"
@@ -307,6 +312,9 @@ class OpenSession(Message):
         "lane": _choice(("auto", "cpu", "cuda", "hip")),
         "device": _optional(_uint(255)),
         "name": _optional(_text(128)),
+        # models[i]'s JSON text when the client read it (a path= model): the daemon never opens
+        # a client's path; bounded so the whole message stays under max_message_bytes
+        "model_texts": _list_of(_optional(_text(MODEL_TEXT_MAX)), 16),
     }
     REQUIRED: ClassVar = ("seq", "width", "height", "pixel_format")
     seq: int = 0
@@ -319,6 +327,7 @@ class OpenSession(Message):
     lane: str = "auto"
     device: int | None = None
     name: str | None = None
+    model_texts: tuple = ()
 
 
 @dataclass(frozen=True)
