@@ -9,7 +9,7 @@ from .declaration import FeatureDeclaration, Option, OptionError
 __all__ = ["FeatureDeclaration", "Option", "OptionError", "get", "all_declarations", "provider", "UnknownFeature"]
 
 # One module per feature; each exposes DECLARATION.
-_MODULES = ("vif", "adm", "motion", "psnr", "ssim", "ms_ssim")
+_MODULES = ("vif", "adm", "motion", "psnr", "ssim", "ms_ssim", "ciede", "psnr_hvs")
 
 
 class UnknownFeature(KeyError):
