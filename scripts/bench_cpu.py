@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """CPU-lane throughput: frames/s for vmaf_v0.6.1 (and each feature alone), on one core.
 
-    python3 scripts/bench_cpu.py [--frames N] [--repeats R] [--threads 1]
+    python3 scripts/bench_cpu.py [--frames N] [--repeats R] [--threads 1] [--only a,b] [--small]
 
 Pairs: the bundled 576x324 sample (tests/data), and 1920x1080 — the reference
 set's p14 when ../shared/reference exists, else a synthetic pair made by
@@ -33,6 +33,8 @@ def main() -> int:
     ap.add_argument("--frames", type=int, default=12)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--only", default="", help="comma-separated configurations to run (default: all)")
+    ap.add_argument("--small", action="store_true", help="the 576x324 pair only")
     args = ap.parse_args()
     _pin_threads(args.threads)
     sys.path[:0] = [str(ROOT), str(ROOT / "client")]
@@ -48,7 +50,9 @@ def main() -> int:
     refs, dists = sample.pictures()
     pairs = [("576x324", sample.width, sample.height, refs[: args.frames], dists[: args.frames])]
     p14 = [p for p in full_pairs() if p.width == 1920]
-    if p14:
+    if args.small:
+        pass
+    elif p14:
         r, d = p14[0].pictures()
         pairs.append(("1920x1080 (p14)", 1920, 1080, r[: args.frames], d[: args.frames]))
     else:
@@ -65,11 +69,16 @@ def main() -> int:
                       [up(x) for x in dists[: args.frames]]))
 
     configs = [("vmaf_v0.6.1", [load_model("version=vmaf_v0.6.1")], [])]
-    for f in ("vif", "adm", "motion", "psnr", "float_ssim", "float_ms_ssim"):
+    for f in ("vif", "adm", "motion", "psnr", "float_ssim", "float_ms_ssim", "ciede", "psnr_hvs"):
         configs.append((f, [], [FeatureRequest(f)]))
+    for f in ("float_ssim", "float_ms_ssim"):  # the float32 window formula instead of libvmaf's
+        configs.append((f"{f}:fast", [], [FeatureRequest(f, {"exact_filter": "false"})]))
+    if args.only:
+        wanted = set(args.only.split(","))
+        configs = [c for c in configs if c[0] in wanted]
 
     print(f"CPU lane, {args.threads} thread(s), {args.frames} frames a run, median of {args.repeats} runs")
-    print(f"{'size':24} {'what':14} {'fps':>8} {'ms/frame':>9} {'min..max fps':>16}")
+    print(f"{'size':24} {'what':20} {'fps':>8} {'ms/frame':>9} {'min..max fps':>16}")
     for label, w, h, rr, dd in pairs:
         for name, models, feats in configs:
             plan = ScoringPlan.build(models, feats)
@@ -82,7 +91,7 @@ def main() -> int:
                 sc.finish()
                 fps.append(len(rr) / (time.perf_counter() - t))
             med = statistics.median(fps)
-            print(f"{label:24} {name:14} {med:8.1f} {1000 / med:9.1f} {min(fps):7.1f}..{max(fps):<7.1f}", flush=True)
+            print(f"{label:24} {name:20} {med:8.1f} {1000 / med:9.1f} {min(fps):7.1f}..{max(fps):<7.1f}", flush=True)
     return 0
 
 
