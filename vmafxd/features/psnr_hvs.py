@@ -34,7 +34,7 @@ import numpy as np
 from ._psnr_hvs_dct import CSF_CB, CSF_CR, CSF_Y, MASK_CB, MASK_CR, MASK_Y, fdct8x8
 from .declaration import FeatureDeclaration, FrameScores
 
-__all__ = ["DECLARATION", "PsnrHvs", "plane_score", "metrics_from_stats", "block_grid"]
+__all__ = ["DECLARATION", "PsnrHvs", "plane_score", "score_from_sum", "metrics_from_stats", "block_grid"]
 
 NAMES = ("psnr_hvs_y", "psnr_hvs_cb", "psnr_hvs_cr", "psnr_hvs")
 #: libvmaf refuses more than 12 bits
@@ -107,10 +107,15 @@ def plane_score(ref: np.ndarray, dist: np.ndarray, bitdepth: int, plane: int) ->
     err[:, 1:] = np.where(ac < thr, F(0.0), ac - thr)
     weighted = err * csf
     terms = (weighted * weighted).ravel()
-    pixels = terms.size
-    total = np.cumsum(terms, dtype=F)[-1] if pixels else F(0.0)
+    total = np.cumsum(terms, dtype=F)[-1] if terms.size else F(0.0)
+    return score_from_sum(float(total), terms.size, bitdepth)
+
+
+def score_from_sum(total: float, coefficients: int, bitdepth: int) -> float:
+    """The plane's score from its float error sum (the statistic a GPU kernel
+    returns): divided by the coefficient count, then by ``peak^2``, in float."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        ret = total / F(pixels)
+        ret = F(total) / F(coefficients)
         peak = (1 << bitdepth) - 1
         ret = ret / F(peak * peak)
     return float(ret)
@@ -153,7 +158,7 @@ DECLARATION = FeatureDeclaration(
     provides=NAMES,
     options=(),
     temporal=False,
-    kernel=None,
+    kernel="psnr_hvs.cu",
     cpu=PsnrHvs,
     help="PSNR-HVS per plane and combined (Xiph: 8x8 integer DCT, CSF weights, contrast masking)",
 )

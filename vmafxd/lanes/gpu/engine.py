@@ -47,6 +47,7 @@ TWIN_MODULES = {
     "adm": "adm",
     "float_ssim": "ssim",
     "float_ms_ssim": "ssim",
+    "psnr_hvs": "psnr_hvs",
 }
 
 
