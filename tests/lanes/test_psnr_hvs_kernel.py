@@ -96,3 +96,82 @@ def test_kernel_tables_are_the_cpu_twins():
     values = [float(v) for v in re.findall(r"[0-9]+\.[0-9]+", body)]
     want = np.concatenate([tables.CSF_Y.ravel(), tables.CSF_CB.ravel(), tables.CSF_CR.ravel()])
     assert np.array(values, np.float32).tolist() == want.tolist()
+
+
+# -- the scan's arithmetic with many threads (the emulator runs one) ------------------
+
+
+def _step_map(t: float, u: float) -> tuple[int, int]:
+    x = float(t) / u
+    q = np.floor(x)
+    if q >= 2.0**40:
+        return 2**40, 2**40
+    r, qi = x - q, int(q)
+    if r < 0.5:
+        return qi, qi
+    if r > 0.5:
+        return qi + 1, qi + 1
+    return qi + (qi & 1), qi + ((qi + 1) & 1)
+
+
+def _compose(a, c):
+    return a[0] + c[a[0] & 1], a[1] + c[(1 + a[1]) & 1]
+
+
+def _scan_sum(terms: np.ndarray, threads: int) -> np.float32:
+    """psnr_hvs.cu's hvs_plane, step for step, with ``threads`` threads of 64 errors each."""
+    f32 = np.float32
+    state = f32(0)
+    per = terms.reshape(-1, 64)
+    for base in range(0, len(per), threads):
+        chunk = per[base:base + threads]
+        cnt, start = len(chunk), 0
+        while start < cnt:
+            s = state
+            if s < f32(1.17549435e-38):
+                u, top = 2.0**-149, 2.0**-126
+            else:
+                e = int(np.frexp(float(s))[1])
+                u, top = 2.0 ** (e - 24), 2.0**e
+            parity = int(float(s) / u) & 1
+            maps = []
+            for t in range(threads):
+                m = (0, 0)
+                if start <= t < cnt:
+                    for v in chunk[t]:
+                        m = _compose(m, _step_map(v, u))
+                maps.append(m)
+            prefix, acc = [], (0, 0)
+            for m in maps:  # the inclusive scan's result (associative, so any tree gives it)
+                acc = _compose(acc, m)
+                prefix.append(acc)
+            reached = [float(s) + prefix[t][parity] * u for t in range(threads)]
+            j = start + sum(1 for t in range(start, cnt) if reached[t] < top)
+            v = f32(reached[j - 1]) if j > start else s
+            if j < cnt:
+                for x in chunk[j]:
+                    v = f32(v + x)
+            state = v
+            start = j + 1 if j < cnt else cnt
+    return state
+
+
+@pytest.mark.parametrize("threads", [1, 4, 128])
+def test_scan_arithmetic_equals_the_sequential_float_sum(threads):
+    rng = np.random.default_rng(threads)
+    # errors like the kernel's: many zeros, small values, a few huge ones, and
+    # values with few significant bits (exact ties on the sum's grid)
+    n = 64 * 300
+    terms = (rng.random(n) * 3e3).astype(np.float32)
+    terms[rng.random(n) < 0.3] = 0
+    terms[rng.random(n) < 0.05] *= np.float32(1e3)
+    coarse = rng.random(n) < 0.2
+    terms[coarse] = np.float32(2.0) ** rng.integers(-3, 12, coarse.sum()).astype(np.float32)
+    terms[:64] = 0  # the sum starts at zero for a while
+    want = np.cumsum(terms, dtype=np.float32)[-1]
+    # the data must exercise what the scan is about: ties and many binades
+    assert want > 2**24 and want != np.float32(terms.astype(np.float64).sum())
+    assert _scan_sum(terms, threads) == want
+    # and with a tie-heavy prefix of equal powers of two
+    terms2 = np.full(64 * 40, np.float32(0.5))
+    assert _scan_sum(terms2, threads) == np.cumsum(terms2, dtype=np.float32)[-1]
