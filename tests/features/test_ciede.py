@@ -170,3 +170,19 @@ def test_400_and_bad_bitdepth_are_refused():
         score(pic, pic)
     with pytest.raises(ValueError, match="bit depth"):
         DECLARATION.cpu({}, 8, 8, 9)
+
+
+def test_doubtful_pixels_are_redone_with_the_c_library(monkeypatch):
+    """Pixels next to a float rounding midpoint are recomputed by the scalar C
+    transcription; flagging every pixel (DOUBT 0.5) must change no value."""
+    from vmafxd.features import _ciede_color
+
+    a = random_picture(Subsampling.S420, h=10, w=14, seed=7)
+    b = random_picture(Subsampling.S420, h=10, w=14, seed=8)
+    default = score(a, b)
+    monkeypatch.setattr(_ciede_color, "DOUBT", 0.5)
+    flagged = np.zeros((10, 14), bool)
+    lab_from_yuv(a.planes[0], np.repeat(np.repeat(a.planes[1], 2, 0), 2, 1),
+                 np.repeat(np.repeat(a.planes[2], 2, 0), 2, 1), 8, flagged)
+    assert flagged.all()
+    assert score(a, b) == default

@@ -10,10 +10,16 @@ does.  Squares written ``pow(x, 2)`` in C are exact products here (glibc's
 ``pow(x, 2)`` returns the correctly rounded ``x * x``, which for a float ``x``
 is exact in double).
 
-The transcendental calls go to numpy's float64 functions, which may differ
-from glibc's in the last bit of a double; every such result is rounded to
-float before it reaches the sum, so a difference shows only when a double
-lies within an ulp of a float rounding boundary (about one call in 2^29).
+The transcendental calls go to numpy's float64 functions, which differ from
+glibc's (what libvmaf calls) in the last bit or two of a double in a few
+percent of calls.  Every such result is rounded to float before it reaches
+the sum, so a difference can only show where that double lies next to a
+float rounding midpoint.  Each such rounding is therefore checked: a pixel
+whose double lies within ``DOUBT`` float ulps of a midpoint (or of a branch
+threshold) is recomputed by a line-by-line scalar transcription that calls
+the C library itself (:func:`ciede2000_scalar`); about one pixel in 2,000.
+The result is glibc's float for every pixel, as long as numpy's error stays
+far below ``DOUBT`` (it is a few double ulps; ``DOUBT`` is about 5,000).
 """
 
 from __future__ import annotations
@@ -106,16 +112,38 @@ def chroma_to_444_indices(subsampling_hv: tuple[int, int], width: int, height: i
     return idx, length
 
 
-def _lab_map(c: np.ndarray) -> np.ndarray:
+#: how close (in float ulps) to a float rounding midpoint a double computed
+#: with numpy's transcendental functions may lie before the pixel is redone
+#: with the C library's (numpy's errors are a few double ulps, 2e-9 float ulps)
+DOUBT = 1e-5
+#: the same for a branch threshold, relative
+_DOUBT_BRANCH = 1e-12
+
+
+def _round(d: np.ndarray, doubt: np.ndarray | None) -> np.ndarray:
+    """``(float) d``, marking in ``doubt`` the elements next to a rounding midpoint."""
+    out = d.astype(F)
+    if doubt is not None:
+        below = np.where(out.astype(D) <= d, out, np.nextafter(out, F(-np.inf)))
+        above = np.nextafter(below, F(np.inf))
+        lo, hi = below.astype(D), above.astype(D)
+        with np.errstate(invalid="ignore"):
+            doubt |= np.abs(d - (lo + hi) * 0.5) < DOUBT * (hi - lo)
+    return out
+
+
+def _lab_map(c: np.ndarray, doubt: np.ndarray | None = None) -> np.ndarray:
     """``xyz_to_lab_map``: cube root above epsilon, the linear segment below; returns float."""
     eps = 216.0 / 24389.0
     kappa = 24389.0 / 27.0
-    out = np.empty(c.shape, F)
+    d = np.empty(c.shape, D)
     hi = c > eps
-    out[hi] = np.power(c[hi], 1.0 / 3.0)
+    d[hi] = np.power(c[hi], 1.0 / 3.0)
     lo = ~hi
-    out[lo] = (kappa * c[lo] + 16.0) * (1.0 / 116.0)
-    return out
+    d[lo] = (kappa * c[lo] + 16.0) * (1.0 / 116.0)
+    if doubt is not None:
+        doubt |= np.abs(c - eps) < _DOUBT_BRANCH * eps
+    return _round(d, doubt)
 
 
 def _rgb_map(c: np.ndarray) -> np.ndarray:
@@ -126,10 +154,11 @@ def _rgb_map(c: np.ndarray) -> np.ndarray:
     return out
 
 
-def lab_from_yuv(y: np.ndarray, u: np.ndarray, v: np.ndarray, bitdepth: int
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def lab_from_yuv(y: np.ndarray, u: np.ndarray, v: np.ndarray, bitdepth: int,
+                 doubt: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """libvmaf's ``get_lab_color`` on whole planes: limited-range BT.709 -> sRGB
-    -> XYZ (D65) -> Lab; returns float32 L, a, b."""
+    -> XYZ (D65) -> Lab; returns float32 L, a, b.  ``doubt`` (bool, the planes'
+    shape) collects the pixels to redo with the C library (see the module doc)."""
     scale = float(1 << (bitdepth - 8))
     yd = (y.astype(D) - 16.0 * scale) * (1.0 / (219.0 * scale))
     ud = (u.astype(D) - 128.0 * scale) * (1.0 / (224.0 * scale))
@@ -140,15 +169,15 @@ def lab_from_yuv(y: np.ndarray, u: np.ndarray, v: np.ndarray, bitdepth: int
     x = r * 0.4124564390896921 + g * 0.357576077643909 + b * 0.18043748326639894
     yy = r * 0.21267285140562248 + g * 0.715152155287818 + b * 0.07217499330655958
     z = r * 0.019333895582329317 + g * 0.119192025881303 + b * 0.9503040785363677
-    fx = _lab_map(x * (1.0 / 0.95047)).astype(D)
-    fy = _lab_map(yy).astype(D)
-    fz = _lab_map(z * (1.0 / 1.08883)).astype(D)
+    fx = _lab_map(x * (1.0 / 0.95047), doubt).astype(D)
+    fy = _lab_map(yy, doubt).astype(D)
+    fz = _lab_map(z * (1.0 / 1.08883), doubt).astype(D)
     return ((116.0 * fy - 16.0).astype(F), (500.0 * (fx - fy)).astype(F), (200.0 * (fy - fz)).astype(F))
 
 
-def _h_prime(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def _h_prime(x: np.ndarray, y: np.ndarray, doubt: np.ndarray | None = None) -> np.ndarray:
     """``get_h_prime(x, y)``: atan2 in [0, 2 pi) as float, 0 when both are 0."""
-    hue = np.arctan2(x.astype(D), y.astype(D)).astype(F)
+    hue = _round(np.arctan2(x.astype(D), y.astype(D)), doubt)
     neg = hue < 0.0
     hue[neg] = (hue[neg].astype(D) + _TWO_PI).astype(F)
     hue[(x == 0.0) & (y == 0.0)] = 0.0
@@ -165,8 +194,9 @@ def _delta_h_prime(c1, c2, h1, h2):
     return out
 
 
-def ciede2000(l1, a1, b1, l2, a2, b2) -> np.ndarray:
-    """libvmaf's ``ciede2000`` with kL = 0.65, kC = 1, kH = 4, per pixel, float32."""
+def ciede2000(l1, a1, b1, l2, a2, b2, doubt: np.ndarray | None = None) -> np.ndarray:
+    """libvmaf's ``ciede2000`` with kL = 0.65, kC = 1, kH = 4, per pixel, float32.
+    ``doubt`` as for :func:`lab_from_yuv`."""
     dl = l2 - l1
     l_bar = (l1 + l2) / F(2)
     a1d, b1d, a2d, b2d = a1.astype(D), b1.astype(D), a2.astype(D), b2.astype(D)
@@ -175,8 +205,8 @@ def ciede2000(l1, a1, b1, l2, a2, b2) -> np.ndarray:
     c_bar = (c1 + c2) / F(2)
     cb7 = np.power(c_bar.astype(D), 7.0)
     g = 1.0 - np.sqrt(cb7 / (cb7 + _P25_7))
-    ap1 = (a1d + (a1 / F(2)).astype(D) * g).astype(F)
-    ap2 = (a2d + (a2 / F(2)).astype(D) * g).astype(F)
+    ap1 = _round(a1d + (a1 / F(2)).astype(D) * g, doubt)
+    ap2 = _round(a2d + (a2 / F(2)).astype(D) * g, doubt)
     ap1d, ap2d = ap1.astype(D), ap2.astype(D)
     cp1 = np.sqrt(ap1d * ap1d + b1d * b1d).astype(F)
     cp2 = np.sqrt(ap2d * ap2d + b2d * b2d).astype(F)
@@ -187,18 +217,18 @@ def ciede2000(l1, a1, b1, l2, a2, b2) -> np.ndarray:
     s_l = (1.0 + (0.015 * lb2) / np.sqrt(20.0 + lb2)).astype(F)
     cbpd = cbp.astype(D)
     s_c = (1.0 + 0.045 * cbpd).astype(F)
-    h1 = _h_prime(b1, ap1)
-    h2 = _h_prime(b2, ap2)
+    h1 = _h_prime(b1, ap1, doubt)
+    h2 = _h_prime(b2, ap2, doubt)
     dhp = _delta_h_prime(c1, c2, h1, h2)
-    d_big_h = (2.0 * np.sqrt((cp1 * cp2).astype(D)) * np.sin(dhp.astype(D) / 2.0)).astype(F)
+    d_big_h = _round(2.0 * np.sqrt((cp1 * cp2).astype(D)) * np.sin(dhp.astype(D) / 2.0), doubt)
     hsum = (h1 + h2).astype(D)
     h_bar = np.where(np.abs((h1 - h2).astype(D)) > _PI, (hsum + _TWO_PI) / 2.0, hsum / 2.0).astype(F)
     hb = h_bar.astype(D)
-    t = (1.0
-         - 0.17 * np.cos(hb - _PI / 6.0)
-         + 0.24 * np.cos(2.0 * hb)
-         + 0.32 * np.cos(3.0 * hb + _PI / 30.0)
-         - 0.20 * np.cos(4.0 * hb - 7.0 * _PI / 20.0)).astype(F)
+    t = _round(1.0
+               - 0.17 * np.cos(hb - _PI / 6.0)
+               + 0.24 * np.cos(2.0 * hb)
+               + 0.32 * np.cos(3.0 * hb + _PI / 30.0)
+               - 0.20 * np.cos(4.0 * hb - 7.0 * _PI / 20.0), doubt)
     s_h = (1.0 + 0.015 * cbpd * t.astype(D)).astype(F)
     # get_r_sub_t: radians_to_degrees and degrees_to_radians return float
     deg = (hb * (180.0 / _PI)).astype(F)
@@ -206,9 +236,9 @@ def ciede2000(l1, a1, b1, l2, a2, b2) -> np.ndarray:
     p7 = powf7(cbp)  # powf(c_bar_prime, 7)
     ratio = p7 / (p7 + _P25_7F)
     deg2 = (deg.astype(D) * deg.astype(D)).astype(F)  # powf(degrees, 2)
-    e60 = (60.0 * np.exp((-deg2).astype(D))).astype(F)
+    e60 = _round(60.0 * np.exp((-deg2).astype(D)), doubt)
     rad = (e60.astype(D) * (_PI / 180.0)).astype(F)
-    r_t = (-2.0 * np.sqrt(ratio.astype(D)) * np.sin(rad.astype(D))).astype(F)
+    r_t = _round(-2.0 * np.sqrt(ratio.astype(D)) * np.sin(rad.astype(D)), doubt)
     light = dl / (F(0.65) * s_l)
     chroma = dcp / (F(1.0) * s_c)
     hue = d_big_h / (F(4.0) * s_h)

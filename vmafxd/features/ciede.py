@@ -27,7 +27,7 @@ import numpy as np
 
 from vmafx.formats import Subsampling
 
-from ._ciede_color import chroma_to_444_indices, ciede2000, lab_from_yuv
+from ._ciede_color import chroma_to_444_indices, ciede2000, ciede2000_scalar, lab_from_yuv, lab_scalar
 from .declaration import FeatureDeclaration, FrameScores
 
 __all__ = ["DECLARATION", "Ciede", "compute_stats", "metrics_from_stats", "pixel_differences"]
@@ -61,12 +61,24 @@ class _Upsampler:
 
 
 def pixel_differences(ref: Any, dist: Any, bitdepth: int, upsample: _Upsampler) -> np.ndarray:
-    """The float32 CIEDE2000 difference of every pixel (luma size)."""
+    """The float32 CIEDE2000 difference of every pixel (luma size).
+
+    Whole planes in numpy; the few pixels where numpy's transcendental
+    functions might round differently from the C library's are redone one
+    by one with the C library (see :mod:`._ciede_color`).
+    """
     ru, rv = upsample(ref)
     du, dv = upsample(dist)
-    lab1 = lab_from_yuv(ref.planes[0], ru, rv, bitdepth)
-    lab2 = lab_from_yuv(dist.planes[0], du, dv, bitdepth)
-    return ciede2000(*lab1, *lab2)
+    ry, dy = ref.planes[0], dist.planes[0]
+    doubt = np.zeros(ry.shape, bool)
+    lab1 = lab_from_yuv(ry, ru, rv, bitdepth, doubt)
+    lab2 = lab_from_yuv(dy, du, dv, bitdepth, doubt)
+    out = ciede2000(*lab1, *lab2, doubt)
+    for i, j in zip(*np.nonzero(doubt)):
+        c1 = lab_scalar(float(ry[i, j]), float(ru[i, j]), float(rv[i, j]), bitdepth)
+        c2 = lab_scalar(float(dy[i, j]), float(du[i, j]), float(dv[i, j]), bitdepth)
+        out[i, j] = ciede2000_scalar(c1, c2)
+    return out
 
 
 def compute_stats(differences: np.ndarray) -> float:
