@@ -125,7 +125,7 @@ DECLARATION = FeatureDeclaration(
     provides=("ciede2000",),
     options=(),
     temporal=False,
-    kernel=None,
+    kernel="ciede.cu",
     cpu=Ciede,
     help="CIEDE2000 colour difference as 45 - 20 log10(mean dE00) (BT.709 limited range -> Lab)",
 )

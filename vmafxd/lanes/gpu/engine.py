@@ -48,6 +48,7 @@ TWIN_MODULES = {
     "float_ssim": "ssim",
     "float_ms_ssim": "ssim",
     "psnr_hvs": "psnr_hvs",
+    "ciede": "ciede",
 }
 
 

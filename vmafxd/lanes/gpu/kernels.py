@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 __all__ = ["SOURCES", "source", "cache_dir", "compile_cached", "COMMON_OPTIONS"]
 
 #: every kernel source a GPU lane compiles (file names under features/kernels/)
-SOURCES = ("convert.cu", "psnr.cu", "motion.cu", "vif.cu", "adm.cu", "ssim.cu", "psnr_hvs.cu")
+SOURCES = ("convert.cu", "psnr.cu", "motion.cu", "vif.cu", "adm.cu", "ssim.cu", "psnr_hvs.cu", "ciede.cu")
 
 #: options for both compilers: no FMA contraction, so device integer-feature
 #: arithmetic that passes through double/float (VIF's g, ADM's angle test)
