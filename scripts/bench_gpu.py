@@ -160,19 +160,23 @@ def bench_daemon(sock: str, w: int, h: int, frames: int, inflight: int, ring: in
     return frames / elapsed, statistics.median(latency) * 1000, np.percentile(latency, 95) * 1000, frames / packets
 
 
-def bench_engine(w: int, h: int, frames: int, batch: int):
+def bench_engine(w: int, h: int, frames: int, batch: int, models=("version=vmaf_v0.6.1",), features=()):
     from vmafx.formats import PixelFormat, Subsampling
     from vmafxd.lanes import cuda
     from vmafxd.lanes.gpu.engine import FrameSource, GpuFrame, GpuScorer, KernelSet
     from vmafxd.lanes.gpu.kernels import NVRTC_OPTIONS
     from vmafxd.model import load_model
-    from vmafxd.scoring import ScoringPlan
+    from vmafxd.scoring import FeatureRequest, ScoringPlan
 
     rt = cuda.load()
     dev = rt.device(0)
     stream = dev.create_stream()
     ks = KernelSet(rt, dev, NVRTC_OPTIONS)
-    plan = ScoringPlan.build([load_model("version=vmaf_v0.6.1")], [])
+    reqs = []
+    for spec in features:  # NAME or NAME=opt=value:opt=value, as the daemon takes them
+        name, _, opts = spec.partition("=")
+        reqs.append(FeatureRequest(name, dict(o.split("=", 1) for o in opts.split(":") if o)))
+    plan = ScoringPlan.build([load_model(m) for m in models], reqs)
     sc = GpuScorer(dev, ks, stream, plan, w, h, 8, Subsampling.S420, max_batch=batch)
     srcs = []
     for ref, dist in make_frames(w, h):
@@ -230,7 +234,8 @@ def main() -> int:
     rows = []
     if args.engine_only:
         for w, h in sizes:
-            fps = [bench_engine(w, h, args.frames, args.batch) for _ in range(args.repeats)]
+            fps = [bench_engine(w, h, args.frames, args.batch, [m for m in args.models.split(",") if m],
+                                [f for f in args.features.split(",") if f]) for _ in range(args.repeats)]
             rows.append((f"{w}x{h}", "engine", statistics.median(fps), min(fps), max(fps), None, None))
             print(f"engine {w}x{h}: {statistics.median(fps):.0f} fps (min {min(fps):.0f}, max {max(fps):.0f})",
                   flush=True)

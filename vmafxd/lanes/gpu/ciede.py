@@ -53,6 +53,14 @@ class GpuCiede:
         kernel = "vx_ciede_u8" if stg.elem == 1 else "vx_ciede_u16"
         self._launch = scorer.kernels.launcher("ciede.cu", kernel, _TYPES)
         self._pending: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
+        # pinned buffers for a whole batch, reused (one pair per batch in flight)
+        self._free: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def _buffers(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._free:
+            return self._free.pop()
+        dev, stg, most = self.scorer.device, self.scorer.staging, self.scorer.max_batch
+        return dev.alloc_host(most * self.width * self.height * 4), dev.alloc_host(most * stg.frame_bytes)
 
     def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
         dev, st, stg = self.scorer.device, self.scorer.stream, self.scorer.staging
@@ -63,8 +71,7 @@ class GpuCiede:
         ptrs = [stg.plane_ptr(staging, 0, role, p) for role in (0, 1) for p in range(3)]
         self._launch(((w + _THREADS - 1) // _THREADS, h, n), (_THREADS,), st, *ptrs, w, h, cw, ch,
                      stg.pitches[0], stg.pitches[1], stg.frame_stride_elems, self.mode, stg.bitdepth, out)
-        diffs = dev.alloc_host(nbytes)
-        samples = dev.alloc_host(n * stg.frame_bytes)
+        diffs, samples = self._buffers()
         dev.copy_dtoh_async(diffs, out, nbytes, st)
         dev.copy_dtoh_async(samples, staging, n * stg.frame_bytes, st)
         dev.free_async(out, st)
@@ -82,7 +89,6 @@ class GpuCiede:
 
     def metrics(self, stats: np.ndarray, first_seq: int, count: int):
         diffs, samples, n = self._pending.pop(first_seq)
-        dev = self.scorer.device
         try:
             w, h = self.width, self.height
             per_frame = diffs[: n * w * h * 4].view(np.float32).reshape(n, h, w)
@@ -95,8 +101,7 @@ class GpuCiede:
                 out.append((first_seq + i, cpu.metrics_from_stats(cpu.compute_stats(de), w, h)))
             return out
         finally:
-            dev.free_host(diffs)
-            dev.free_host(samples)
+            self._free.append((diffs, samples))
 
     def _redo(self, de: np.ndarray, where, samples: np.ndarray, frame: int) -> None:
         """The doubtful pixels with the C library, as the CPU twin does them."""
@@ -116,9 +121,12 @@ class GpuCiede:
     def close(self) -> None:
         dev = self.scorer.device
         for diffs, samples, _ in self._pending.values():
+            self._free.append((diffs, samples))
+        self._pending.clear()
+        for diffs, samples in self._free:
             dev.free_host(diffs)
             dev.free_host(samples)
-        self._pending.clear()
+        self._free.clear()
 
 
 def make(instance, scorer) -> GpuCiede:
