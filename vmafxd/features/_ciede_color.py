@@ -17,7 +17,7 @@ the sum, so a difference can only show where that double lies next to a
 float rounding midpoint.  Each such rounding is therefore checked: a pixel
 whose double lies within ``DOUBT`` float ulps of a midpoint (or of a branch
 threshold) is recomputed by a line-by-line scalar transcription that calls
-the C library itself (:func:`ciede2000_scalar`); about one pixel in 2,000.
+the C library itself (:func:`ciede2000_scalar`); about one pixel in 10,000.
 The result is glibc's float for every pixel, as long as numpy's error stays
 far below ``DOUBT`` (it is a few double ulps; ``DOUBT`` is about 5,000).
 """
