@@ -16,7 +16,8 @@ from .test_gpu_engine import cpu_scores, gpu_scores
 
 pytestmark = pytest.mark.gpu
 
-_redone = []
+_listed: list[int] = []
+_exact: list[bool] = []
 
 
 def _cut(pair, frames):
@@ -33,15 +34,18 @@ def _cut(pair, frames):
 
 @pytest.mark.parametrize("pair", vendored_pairs(), ids=lambda p: p.id)
 def test_equals_the_cpu_twin_on_every_frame(gpu, pair, monkeypatch):
+    """The fast path: the device's exact sum plus the listed doubtful pixels."""
     rt, dev = gpu
     dev.make_current()
-    original = gpu_ciede.GpuCiede._redo
+    original = gpu_ciede.GpuCiede._exact_total
 
-    def counting(self, de, where, samples, frame):
-        _redone.append(len(where[0]))
-        return original(self, de, where, samples, frame)
+    def counting(self, rec, entries):
+        _listed.append(int(rec[2]))
+        got = original(self, rec, entries)
+        _exact.append(got is not None)
+        return got
 
-    monkeypatch.setattr(gpu_ciede.GpuCiede, "_redo", counting)
+    monkeypatch.setattr(gpu_ciede.GpuCiede, "_exact_total", counting)
     plan = ScoringPlan.build([], [FeatureRequest("ciede")])
     cut = _cut(pair, 2)
     want = cpu_scores(plan, cut)
@@ -51,8 +55,22 @@ def test_equals_the_cpu_twin_on_every_frame(gpu, pair, monkeypatch):
         assert got[i] == want[i], i
 
 
-def test_doubtful_pixels_were_redone():
-    """The pairs above include pixels the device flags (about one in 10,000)."""
-    if not _redone:
+def test_the_fast_path_was_taken_and_met_doubtful_pixels():
+    """The pairs above: the exact sum served (nearly) every frame, and the
+    device listed pixels it could not trust (about one in 10,000)."""
+    if not _exact:
         pytest.skip("runs after the pair tests")
-    assert sum(_redone) > 0
+    assert sum(_exact) >= len(_exact) - 1
+    assert sum(_listed) > 0
+
+
+@pytest.mark.parametrize("pair", [p for p in vendored_pairs() if p.id.startswith(("p16", "p18"))],
+                         ids=lambda p: p.id)
+def test_slow_path_equals_the_cpu_twin(gpu, pair, monkeypatch):
+    """Every frame through the slow path (floats and samples back to the host)."""
+    rt, dev = gpu
+    dev.make_current()
+    monkeypatch.setattr(gpu_ciede.GpuCiede, "_exact_total", lambda self, rec, entries: None)
+    plan = ScoringPlan.build([], [FeatureRequest("ciede")])
+    cut = _cut(pair, 2)
+    assert gpu_scores(rt, dev, plan, cut, batch=2) == cpu_scores(plan, cut)

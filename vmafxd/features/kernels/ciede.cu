@@ -5,18 +5,25 @@
 // pixel.  Each thread reads its pixel's luma and libvmaf's upsampled chroma
 // (ciede.c's scale_chroma_planes, quirks included: see
 // _ciede_color.chroma_to_444_indices), converts both pixels to Lab and
-// writes the float CIEDE2000 difference to out[frame][y][x].
+// computes the float CIEDE2000 difference.
 //
 // The device's pow/atan2/sin/cos/exp are not glibc's (what libvmaf calls),
 // and neither are numpy's (what the CPU twin calls); both differ in the last
 // bits of a double.  Every float rounding of a value that went through one of
 // them is checked exactly as the CPU twin checks it (_ciede_color._round,
-// DOUBT float ulps from a rounding midpoint; a branch threshold; powf's
-// midpoint window): a doubtful pixel is written as -1 and the host redoes it
-// with the C library, as the CPU twin does.  Every other pixel's float is the
-// one any accurate double implementation rounds to, so the floats equal the
-// CPU twin's.  The host adds them in raster order (the double sum libvmaf
-// makes), so the score is the CPU twin's to the bit.
+// DOUBT float ulps from a rounding midpoint; a branch threshold); glibc's
+// powf, which is not correctly rounded near midpoints, is handled by trying
+// both neighbours.  A doubtful pixel is listed (with the samples it used) for
+// the host, which redoes it with the C library as the CPU twin does.  Every
+// other pixel's float is the one any accurate implementation rounds to, so
+// the floats equal the CPU twin's.
+//
+// The sum: libvmaf adds the floats into a double in raster order.  Each block
+// adds its pixels' floats exactly as integers in units of 2^-32 and notes the
+// lowest set bit; the frame's exact total equals the sequential double sum
+// whenever all partial sums are doubles, which the host checks (otherwise, or
+// when a float has bits below 2^-32, it adds the floats kept in out[] itself).
+// Atomics: one per block and per doubtful pixel, never one per pixel.
 //
 // Contraction into FMA is off (kernels.py): the double and float arithmetic
 // rounds as written, as in the C.
@@ -88,6 +95,15 @@ VX_DEVICE float ciede_h_prime(float x, float y, int* doubt)
     return hue;
 }
 
+// ratio, R_T and the final difference for one choice of powf(c_bar_prime, 7)
+VX_DEVICE float ciede_tail(float p7, float rad, float light, float chroma, float hue, int* doubt)
+{
+    const float ratio = p7 / (p7 + 6103515648.0f);
+    const float r_t = ciede_round(-2.0 * sqrt((double)ratio) * sin((double)rad), CIEDE_DOUBT, doubt);
+    const double ld = light, cd = chroma, hd = hue;
+    return (float)sqrt(ld * ld + cd * cd + hd * hd + (double)(r_t * chroma * hue));
+}
+
 VX_DEVICE float ciede_de00(const float* c1, const float* c2, int* doubt)
 {
     const float l1 = c1[0], a1 = c1[1], b1 = c1[2];
@@ -131,19 +147,26 @@ VX_DEVICE float ciede_de00(const float* c1, const float* c2, int* doubt)
     const float s_h = (float)(1.0 + 0.015 * (double)cbp * (double)t);
     float deg = (float)(hb * (180.0 / CIEDE_PI));
     deg = (float)(((double)deg - 275.0) * (1.0 / 25.0));
-    // powf(c_bar_prime, 7): glibc's powf is the float nearest the double power
-    // except next to a midpoint, where the host asks glibc itself
-    const float p7 = ciede_round(pow((double)cbp, 7.0), CIEDE_POWF_DOUBT, doubt);
-    const float ratio = p7 / (p7 + 6103515648.0f);
     const float deg2 = (float)((double)deg * (double)deg);
     const float e60 = ciede_round(60.0 * exp((double)(-deg2)), CIEDE_DOUBT, doubt);
     const float rad = (float)((double)e60 * (CIEDE_PI / 180.0));
-    const float r_t = ciede_round(-2.0 * sqrt((double)ratio) * sin((double)rad), CIEDE_DOUBT, doubt);
     const float light = dl / (0.65f * s_l);
     const float chroma = dcp / (1.0f * s_c);
     const float hue = d_big_h / (4.0f * s_h);
-    const double ld = light, cd = chroma, hd = hue;
-    return (float)sqrt(ld * ld + cd * cd + hd * hd + (double)(r_t * chroma * hue));
+    // powf(c_bar_prime, 7): glibc's powf is the float nearest the double power
+    // except within 0.01 ulps of a midpoint (about 2 % of pixels); there both
+    // neighbours are tried, and only a pixel whose result depends on the
+    // choice is left to the host (glibc's powf is one of the two)
+    const double pw = pow((double)cbp, 7.0);
+    int near_mid = 0;
+    const float p7 = ciede_round(pw, CIEDE_POWF_DOUBT, &near_mid);
+    const float de = ciede_tail(p7, rad, light, chroma, hue, doubt);
+    if (near_mid) {
+        const float other = (double)p7 <= pw ? nextafterf(p7, 3.4028235e38f) : nextafterf(p7, -3.4028235e38f);
+        if (ciede_tail(other, rad, light, chroma, hue, doubt) != de)
+            *doubt = 1;
+    }
+    return de;
 }
 
 // libvmaf's upsampled chroma sample for output (i, j) from plane `which` (0: U, 1: V):
@@ -169,36 +192,103 @@ VX_DEVICE double ciede_chroma(const T* u, const T* v, i64 pitch, int cw, int ch,
     return c < cw ? (double)src[r * pitch + c] : 0.0;
 }
 
+#if defined(VX_EMU)
+static inline int ciede_ffsll(long long x) { return __builtin_ffsll(x); }
+#else
+#define ciede_ffsll __ffsll
+#endif
+
+// Per-frame record (i64 words), summed over blocks with one atomic add each:
+#define CIEDE_REC_SUM 0    // the differences in units of 2^-32 (exact)
+#define CIEDE_REC_FINE 1   // differences with bits below 2^-32 (or >= 256): no exact sum
+#define CIEDE_REC_DOUBT 2  // doubtful pixels (listed while there is room)
+#define CIEDE_REC_LOW 3    // 13 counters: blocks whose lowest set bit is 2^(k - 32), k = 0..12 (12: higher)
+#define CIEDE_REC_WORDS 16
+#define CIEDE_LIST_WORDS 8 // a listed pixel: index, then ref y, u, v and dist y, u, v as used
+
 template <typename T>
 VX_DEVICE void ciede_impl(const T* ry, const T* ru, const T* rv, const T* dy, const T* du, const T* dv, int w,
                           int h, int cw, int ch, i64 pitch0, i64 pitchc, i64 frame_stride, int mode, int bitdepth,
-                          float* out)
+                          float* out, i64* rec, int* list, int capacity)
 {
+    __shared__ i64 scratch[256];
     const int i = blockIdx.y;
     const i64 f = (i64)blockIdx.z * frame_stride;
     const double scale = (double)(1 << (bitdepth - 8));
+    i64* frec = rec + (i64)blockIdx.z * CIEDE_REC_WORDS;
+    i64 sum = 0, fine = 0;
+    int low = 64;
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < w; j += gridDim.x * blockDim.x) {
         int doubt = 0;
         float lab1[3], lab2[3];
-        ciede_lab((double)ry[f + (i64)i * pitch0 + j], ciede_chroma<T>(ru + f, rv + f, pitchc, cw, ch, mode, i, j, 0),
-                  ciede_chroma<T>(ru + f, rv + f, pitchc, cw, ch, mode, i, j, 1), scale, lab1, &doubt);
-        ciede_lab((double)dy[f + (i64)i * pitch0 + j], ciede_chroma<T>(du + f, dv + f, pitchc, cw, ch, mode, i, j, 0),
-                  ciede_chroma<T>(du + f, dv + f, pitchc, cw, ch, mode, i, j, 1), scale, lab2, &doubt);
+        const double s[6] = {(double)ry[f + (i64)i * pitch0 + j],
+                             ciede_chroma<T>(ru + f, rv + f, pitchc, cw, ch, mode, i, j, 0),
+                             ciede_chroma<T>(ru + f, rv + f, pitchc, cw, ch, mode, i, j, 1),
+                             (double)dy[f + (i64)i * pitch0 + j],
+                             ciede_chroma<T>(du + f, dv + f, pitchc, cw, ch, mode, i, j, 0),
+                             ciede_chroma<T>(du + f, dv + f, pitchc, cw, ch, mode, i, j, 1)};
+        ciede_lab(s[0], s[1], s[2], scale, lab1, &doubt);
+        ciede_lab(s[3], s[4], s[5], scale, lab2, &doubt);
         const float de = ciede_de00(lab1, lab2, &doubt);
         out[(i64)blockIdx.z * w * h + (i64)i * w + j] = doubt ? -1.0f : de;
+        if (doubt) {
+            const u64 k = atomicAdd((u64*)(frec + CIEDE_REC_DOUBT), 1ull);
+            if (k < (u64)capacity) {
+                int* e = list + ((i64)blockIdx.z * capacity + (i64)k) * CIEDE_LIST_WORDS;
+                e[0] = i * w + j;
+                for (int q = 0; q < 6; q++)
+                    e[1 + q] = (int)s[q];
+            }
+        } else if (de != 0.0f) {
+            const double m = (double)de * 4294967296.0;  // exact: a power-of-two scaling
+            if (m != floor(m) || m >= 1099511627776.0) {
+                fine += 1;
+            } else {
+                const i64 v = (i64)m;
+                sum += v;
+                const int b = ciede_ffsll(v) - 1;
+                if (b < low)
+                    low = b;
+            }
+        }
+    }
+    const i64 block_sum = vx_block_sum_i64(sum, scratch);
+    __syncthreads();
+    const i64 block_fine = vx_block_sum_i64(fine, scratch);
+    __syncthreads();
+    // the block's lowest set bit: a minimum by the same tree
+    const int n = blockDim.x;
+    const int t = threadIdx.x;
+    scratch[t] = low;
+    __syncthreads();
+    for (int st = n >> 1; st > 0; st >>= 1) {
+        if (t < st && scratch[t + st] < scratch[t])
+            scratch[t] = scratch[t + st];
+        __syncthreads();
+    }
+    if (t == 0) {
+        if (block_sum)
+            atomicAdd((u64*)(frec + CIEDE_REC_SUM), (u64)block_sum);
+        if (block_fine)
+            atomicAdd((u64*)(frec + CIEDE_REC_FINE), (u64)block_fine);
+        const int lowest = (int)scratch[0];
+        if (lowest < 64)
+            atomicAdd((u64*)(frec + CIEDE_REC_LOW + (lowest < 12 ? lowest : 12)), 1ull);
     }
 }
 
 VX_KERNEL void vx_ciede_u8(const u8* ry, const u8* ru, const u8* rv, const u8* dy, const u8* du, const u8* dv,
                            int w, int h, int cw, int ch, i64 pitch0, i64 pitchc, i64 frame_stride, int mode,
-                           int bitdepth, float* out)
+                           int bitdepth, float* out, i64* rec, int* list, int capacity)
 {
-    ciede_impl<u8>(ry, ru, rv, dy, du, dv, w, h, cw, ch, pitch0, pitchc, frame_stride, mode, bitdepth, out);
+    ciede_impl<u8>(ry, ru, rv, dy, du, dv, w, h, cw, ch, pitch0, pitchc, frame_stride, mode, bitdepth, out, rec,
+                   list, capacity);
 }
 
 VX_KERNEL void vx_ciede_u16(const u16* ry, const u16* ru, const u16* rv, const u16* dy, const u16* du,
                             const u16* dv, int w, int h, int cw, int ch, i64 pitch0, i64 pitchc, i64 frame_stride,
-                            int mode, int bitdepth, float* out)
+                            int mode, int bitdepth, float* out, i64* rec, int* list, int capacity)
 {
-    ciede_impl<u16>(ry, ru, rv, dy, du, dv, w, h, cw, ch, pitch0, pitchc, frame_stride, mode, bitdepth, out);
+    ciede_impl<u16>(ry, ru, rv, dy, du, dv, w, h, cw, ch, pitch0, pitchc, frame_stride, mode, bitdepth, out, rec,
+                    list, capacity);
 }
