@@ -30,13 +30,13 @@ from vmafx.formats import Subsampling
 from ._ciede_color import chroma_to_444_indices, ciede2000, ciede2000_scalar, lab_from_yuv, lab_scalar
 from .declaration import FeatureDeclaration, FrameScores
 
-__all__ = ["DECLARATION", "Ciede", "compute_stats", "metrics_from_stats", "pixel_differences"]
+__all__ = ["DECLARATION", "Ciede", "ChromaUpsampler", "compute_stats", "metrics_from_stats", "pixel_differences"]
 
 #: bit depths libvmaf's ciede accepts
 SUPPORTED_BITDEPTHS = (8, 10, 12, 16)
 
 
-class _Upsampler:
+class ChromaUpsampler:
     """libvmaf's chroma upsampling for one geometry (indices built once)."""
 
     def __init__(self, subsampling: Subsampling, width: int, height: int,
@@ -60,7 +60,7 @@ class _Upsampler:
         return flat[self.index], flat[self.index + self.plane]
 
 
-def pixel_differences(ref: Any, dist: Any, bitdepth: int, upsample: _Upsampler) -> np.ndarray:
+def pixel_differences(ref: Any, dist: Any, bitdepth: int, upsample: ChromaUpsampler) -> np.ndarray:
     """The float32 CIEDE2000 difference of every pixel (luma size).
 
     Whole planes in numpy; the few pixels where numpy's transcendental
@@ -106,13 +106,13 @@ class Ciede:
         self.width = width
         self.height = height
         self.bitdepth = bitdepth
-        self._upsample: _Upsampler | None = None
+        self._upsample: ChromaUpsampler | None = None
 
     def extract(self, index: int, ref: Any, dist: Any) -> Iterable[FrameScores]:
         if len(ref.planes) < 3:
             raise ValueError("ciede needs chroma: libvmaf refuses 4:0:0 pictures")
         if self._upsample is None:
-            self._upsample = _Upsampler(ref.subsampling, ref.width, ref.height, ref.planes[1].shape)
+            self._upsample = ChromaUpsampler(ref.subsampling, ref.width, ref.height, ref.planes[1].shape)
         diffs = pixel_differences(ref, dist, self.bitdepth, self._upsample)
         return [(index, metrics_from_stats(compute_stats(diffs), ref.width, ref.height))]
 

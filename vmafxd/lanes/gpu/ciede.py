@@ -53,7 +53,7 @@ class GpuCiede:
         self.width, self.height = stg.shapes[0]
         cw, ch = stg.shapes[1]
         self.mode = _MODES[stg.subsampling]
-        self.upsample = cpu._Upsampler(stg.subsampling, self.width, self.height, (ch, cw))
+        self.upsample = cpu.ChromaUpsampler(stg.subsampling, self.width, self.height, (ch, cw))
         pixels = self.width * self.height
         #: listed doubtful pixels per frame (about one in 10,000 is doubtful)
         self.capacity = max(1024, pixels // 256)
