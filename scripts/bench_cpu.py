@@ -71,14 +71,16 @@ def main() -> int:
     configs = [("vmaf_v0.6.1", [load_model("version=vmaf_v0.6.1")], []),
                ("vmaf_float_v0.6.1", [load_model("version=vmaf_float_v0.6.1")], [])]
     for f in ("vif", "adm", "motion", "psnr", "float_ssim", "float_ms_ssim", "float_vif", "float_adm",
-              "float_motion", "cambi"):
+              "float_motion", "cambi", "ciede", "psnr_hvs"):
         configs.append((f, [], [FeatureRequest(f)]))
+    for f in ("float_ssim", "float_ms_ssim"):  # the float32 window formula instead of libvmaf's
+        configs.append((f"{f}:fast", [], [FeatureRequest(f, {"exact_filter": "false"})]))
     if args.only:
-        keep = args.only.split(",")
-        configs = [c for c in configs if c[0] in keep]
+        wanted = set(args.only.split(","))
+        configs = [c for c in configs if c[0] in wanted]
 
     print(f"CPU lane, {args.threads} thread(s), {args.frames} frames a run, median of {args.repeats} runs")
-    print(f"{'size':24} {'what':14} {'fps':>8} {'ms/frame':>9} {'min..max fps':>16}")
+    print(f"{'size':24} {'what':20} {'fps':>8} {'ms/frame':>9} {'min..max fps':>16}")
     for label, w, h, rr, dd in pairs:
         for name, models, feats in configs:
             plan = ScoringPlan.build(models, feats)
@@ -91,7 +93,7 @@ def main() -> int:
                 sc.finish()
                 fps.append(len(rr) / (time.perf_counter() - t))
             med = statistics.median(fps)
-            print(f"{label:24} {name:14} {med:8.1f} {1000 / med:9.1f} {min(fps):7.1f}..{max(fps):<7.1f}", flush=True)
+            print(f"{label:24} {name:20} {med:8.1f} {1000 / med:9.1f} {min(fps):7.1f}..{max(fps):<7.1f}", flush=True)
     return 0
 
 

@@ -54,9 +54,18 @@ def score(options, ref, dist, bitdepth=8):
 
 @pytest.mark.parametrize("pair", pair_params())
 def test_matches_libvmaf(pair):
+    """The default (exact_filter=true): libvmaf's printed value and full-precision double."""
     ours = run_feature(DECLARATION, pair)
     assert len(ours) >= pair.scored_frames
-    assert compare(ours, pair, "vmaf_v0.6.1", ["float_ms_ssim"], exact=False, tol=1e-4) == []
+    assert compare(ours, pair, "vmaf_v0.6.1", ["float_ms_ssim"], exact=True) == []
+
+
+@pytest.mark.parametrize("pair", pair_params(full=False))
+def test_fast_filter_stays_close_to_libvmaf(pair):
+    """exact_filter=false: the float32 window formula, within FULLPREC_TOL."""
+    ours = run_feature(DECLARATION, pair, {"exact_filter": "false"})
+    assert len(ours) >= pair.scored_frames
+    assert compare(ours, pair, "vmaf_v0.6.1", ["float_ms_ssim"], exact=False, tol=3e-6) == []
     full = pair.fullprec("vmaf_v0.6.1")
     if full is not None:
         worst = max(
@@ -81,8 +90,10 @@ def test_identical_pictures_score_exactly_one():
 def test_declaration_matches_libvmaf_options():
     assert features.get("float_ms_ssim") is DECLARATION
     opts = {o.name: o for o in DECLARATION.options}
-    assert list(opts) == ["enable_lcs", "enable_db", "clip_db"]
-    assert all(o.default is False and not o.feature_param and o.alias is None for o in DECLARATION.options)
+    # libvmaf's three, then ours (not libvmaf's): the filter's arithmetic
+    assert list(opts) == ["enable_lcs", "enable_db", "clip_db", "exact_filter"]
+    assert [o.default for o in DECLARATION.options] == [False, False, False, True]
+    assert all(not o.feature_param and o.alias is None for o in DECLARATION.options)
     assert DECLARATION.provides == ("float_ms_ssim",)
     with pytest.raises(OptionError):
         DECLARATION.resolve_options({"scale": 2})  # float_ssim has it, float_ms_ssim does not

@@ -229,31 +229,32 @@ def _records(rt, dev, plan, pair, exact: bool):
     return recs
 
 
-@pytest.mark.parametrize("bitdepth", [8, 16])
-def test_sums_equal_the_cpu_twins(gpu, bitdepth):
-    """Default filter: each scale's l, c, s, lcs sums are the CPU twin's up to summation order."""
+@pytest.mark.parametrize("bitdepth,exact", [(8, True), (16, True), (8, False), (16, False)])
+def test_sums_equal_the_cpu_twins(gpu, bitdepth, exact):
+    """Both filters (exact_filter true, the default, and false): each scale's l, c,
+    s, lcs sums are the CPU twin's with the same filter, up to summation order."""
     rt, dev = gpu
     pair = synthetic(201, 185, bitdepth, frames=2)
     plan = ScoringPlan.build([], [FeatureRequest("float_ssim", {"scale": "2"}), FeatureRequest("float_ms_ssim")])
-    ssim_rec, ms_rec = _records(rt, dev, plan, pair, exact=False)
+    ssim_rec, ms_rec = _records(rt, dev, plan, pair, exact=exact)
     for i, (r, d) in enumerate(zip(*pair.pictures())):
-        want = ssim_cpu.compute_stats(r.luma, d.luma, bitdepth, 2)
+        want = ssim_cpu.compute_stats(r.luma, d.luma, bitdepth, 2, exact=exact)
         np.testing.assert_allclose(ssim_rec[i, 0], [want.l, want.c, want.s, want.lcs], rtol=1e-12, atol=0)
-        for k, s in enumerate(ms_cpu.compute_stats(r.luma, d.luma, bitdepth)):
+        for k, s in enumerate(ms_cpu.compute_stats(r.luma, d.luma, bitdepth, exact=exact)):
             np.testing.assert_allclose(ms_rec[i, k, :3], [s.l, s.c, s.s], rtol=1e-12, atol=0)
 
 
 def test_exact_filter_within_contract(gpu):
-    """libvmaf's double accumulation in the Gaussian passes: within 1e-5 of the CPU twins too."""
+    """libvmaf's double accumulation in the Gaussian passes: within 1e-5 of the CPU twins' fast filter too."""
     rt, dev = gpu
     pair = synthetic(203, 181, 10, frames=2)
     plan = ScoringPlan.build([], [FeatureRequest("float_ssim", {"scale": "1"}), FeatureRequest("float_ms_ssim")])
     ssim_rec, ms_rec = _records(rt, dev, plan, pair, exact=True)
     for i, (r, d) in enumerate(zip(*pair.pictures())):
-        want = ssim_cpu.compute_stats(r.luma, d.luma, 10, 1)
+        want = ssim_cpu.compute_stats(r.luma, d.luma, 10, 1, exact=False)
         n = want.pixels
         assert abs(ssim_rec[i, 0, 3] / n - want.lcs / n) <= 1e-5
-        for k, s in enumerate(ms_cpu.compute_stats(r.luma, d.luma, 10)):
+        for k, s in enumerate(ms_cpu.compute_stats(r.luma, d.luma, 10, exact=False)):
             for got, ref in zip(ms_rec[i, k, :3], (s.l, s.c, s.s)):
                 assert abs(got / s.pixels - ref / s.pixels) <= 1e-5
 

@@ -34,6 +34,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from ._ssim_core import (
+    EXACT_FILTER_OPTION,
     SUPPORTED_BITDEPTHS,
     WINDOW,
     ScaleSums,
@@ -202,19 +203,23 @@ def low_pass_decimate(pictures: np.ndarray) -> np.ndarray:
 class MsSsimWorkspace:
     """Everything :func:`compute_stats` needs at one picture size, reused frame after frame."""
 
-    def __init__(self, width: int, height: int):
+    def __init__(self, width: int, height: int, exact: bool = True):
         sizes = scale_sizes(width, height)
         (self.pictures,) = staggered_empty(((2, height, width), _F32))
-        self.ssim = [SsimWorkspace(h, w) for h, w in sizes]
+        self.ssim = [SsimWorkspace(h, w, exact=exact) for h, w in sizes]
         self.decimators = [LowPassDecimator(2, h, w) for h, w in sizes[:-1]]
 
 
 def compute_stats(
-    ref: np.ndarray, dist: np.ndarray, bitdepth: int, workspace: MsSsimWorkspace | None = None
+    ref: np.ndarray, dist: np.ndarray, bitdepth: int, workspace: MsSsimWorkspace | None = None,
+    *, exact: bool = True,
 ) -> tuple[ScaleSums, ...]:
-    """The SSIM term sums of every scale of two luma planes (uint8/uint16 samples)."""
+    """The SSIM term sums of every scale of two luma planes (uint8/uint16 samples).
+
+    ``exact`` (when no workspace is given): see :func:`.ssim.compute_stats`.
+    """
     if workspace is None:
-        workspace = MsSsimWorkspace(ref.shape[1], ref.shape[0])
+        workspace = MsSsimWorkspace(ref.shape[1], ref.shape[0], exact)
     pictures = workspace.pictures
     to_float(ref, bitdepth, out=pictures[0])
     to_float(dist, bitdepth, out=pictures[1])
@@ -257,7 +262,7 @@ class FloatMsSsim:
             raise ValueError(f"float_ms_ssim supports bit depths {SUPPORTED_BITDEPTHS}, not {bitdepth}")
         check_size(width, height)
         self.width, self.height, self.bitdepth = width, height, bitdepth
-        self.workspace = MsSsimWorkspace(width, height)
+        self.workspace = MsSsimWorkspace(width, height, bool(options["exact_filter"]))
         self.enable_lcs = bool(options["enable_lcs"])
         self.enable_db = bool(options["enable_db"])
         self.db_max = db_cap(bool(options["clip_db"]), width, height, bitdepth)
@@ -283,6 +288,7 @@ DECLARATION = FeatureDeclaration(
         Option("enable_lcs", bool, False, "enable luminance, contrast and structure intermediate output"),
         Option("enable_db", bool, False, "write MS-SSIM values as dB"),
         Option("clip_db", bool, False, "clip dB scores"),
+        EXACT_FILTER_OPTION,
     ),
     temporal=False,
     kernel="ssim.cu",

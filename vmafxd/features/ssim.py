@@ -27,6 +27,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from ._ssim_core import (
+    EXACT_FILTER_OPTION,
     SUPPORTED_BITDEPTHS,
     WINDOW,
     ScaleSums,
@@ -141,20 +142,25 @@ def box_decimate(samples: np.ndarray, factor: int, divisor: float = 1.0) -> np.n
 class FloatSsimWorkspace:
     """Everything :func:`compute_stats` needs at one picture size, reused frame after frame."""
 
-    def __init__(self, width: int, height: int, factor: int):
+    def __init__(self, width: int, height: int, factor: int, exact: bool = True):
         self.factor = factor
         w, h = decimated_size(width, height, factor)
         (self.pictures,) = staggered_empty(((2, h, w), np.float32))
         self.box = BoxDecimator(height, width, factor) if factor > 1 else None
-        self.ssim = SsimWorkspace(h, w)
+        self.ssim = SsimWorkspace(h, w, exact=exact)
 
 
 def compute_stats(
-    ref: np.ndarray, dist: np.ndarray, bitdepth: int, factor: int, workspace: FloatSsimWorkspace | None = None
+    ref: np.ndarray, dist: np.ndarray, bitdepth: int, factor: int, workspace: FloatSsimWorkspace | None = None,
+    *, exact: bool = True,
 ) -> ScaleSums:
-    """The SSIM term sums of two luma planes (uint8/uint16 samples), after decimation by ``factor``."""
+    """The SSIM term sums of two luma planes (uint8/uint16 samples), after decimation by ``factor``.
+
+    ``exact`` (when no workspace is given): libvmaf's double accumulation in
+    the Gaussian passes, else the faster float32 formula.
+    """
     if workspace is None:
-        workspace = FloatSsimWorkspace(ref.shape[1], ref.shape[0], factor)
+        workspace = FloatSsimWorkspace(ref.shape[1], ref.shape[0], factor, exact)
     ref_f, dist_f = workspace.pictures
     if factor > 1:
         # straight from the samples: the divisor folds into the box weight
@@ -201,7 +207,7 @@ class FloatSsim:
                 f"float_ssim: {width}x{height} decimated by {self.factor} is {w}x{h}, "
                 f"smaller than the {WINDOW}x{WINDOW} window"
             )
-        self.workspace = FloatSsimWorkspace(width, height, self.factor)
+        self.workspace = FloatSsimWorkspace(width, height, self.factor, bool(options["exact_filter"]))
         self.enable_lcs = bool(options["enable_lcs"])
         self.enable_db = bool(options["enable_db"])
         self.db_max = db_cap(bool(options["clip_db"]), width, height, bitdepth)
@@ -229,6 +235,7 @@ DECLARATION = FeatureDeclaration(
         Option("clip_db", bool, False, "clip dB scores"),
         Option("scale", int, 0, "decimation scale factor (0=auto, 1=no downscaling, 2-10=explicit)",
                min=0, max=10),
+        EXACT_FILTER_OPTION,
     ),
     temporal=False,
     kernel="ssim.cu",

@@ -26,11 +26,13 @@
 //    arithmetic to the bit (and so the CPU twin's): float32 products, double
 //    sums, libvmaf's float/double mix in l, c and s;
 //  * the Gaussian passes come in two flavours (template EXACT):
-//      EXACT=0 (default)  the CPU twin's float32 formula (taps folded around
+//      EXACT=0            the CPU twin's float32 formula (taps folded around
 //                         the centre sample), so the filtered moments are the
 //                         CPU twin's bit for bit, and so are the scores (up to
 //                         the order of the double sums);
-//      EXACT=1            libvmaf's own: each float32 product widened to double,
+//                         (the features' option exact_filter=false);
+//      EXACT=1 (default)  libvmaf's own, and the CPU twin's default (option
+//                         exact_filter=true): each float32 product widened to double,
 //                         summed in tap order, rounded to float after each pass:
 //                         libvmaf's fullprec scores to the bit on all 18
 //                         reference pairs (emulator), but a float->double

@@ -20,13 +20,14 @@ Record: ``float64[4]`` (float_ssim) or ``float64[5, 4]`` (float_ms_ssim),
 ``metrics_from_stats``, so ``enable_lcs``, ``enable_db`` and ``clip_db``
 behave exactly as on the CPU lane.
 
-Precision: see ``ssim.cu``'s header.  By default the device computes what
-the CPU twins compute, bit for bit (the Gaussian passes in the twin's float32
-formula, the decimations and per-pixel terms in libvmaf's arithmetic), so the
-scores match the CPU lane up to the order of the double sums.
-:attr:`GpuSsimBase.exact_filter` switches the Gaussian passes to libvmaf's
-double accumulation instead: libvmaf's own values (measured bit for bit on the
-18 reference pairs in the emulator) at about 1.6 times the cost on the H200.
+Precision: see ``ssim.cu``'s header.  The device computes what the CPU twins
+compute, bit for bit: with the features' ``exact_filter`` option (default
+true) the Gaussian passes use libvmaf's double accumulation (EXACT=1), which
+gives libvmaf's values; with ``exact_filter=false`` they use the twins'
+faster float32 formula (EXACT=0).  Decimations and per-pixel terms are
+libvmaf's arithmetic either way, so the scores match the CPU lane up to the
+order of the double sums.  :attr:`GpuSsimBase.exact_filter`, when set,
+overrides the option (tests use it).
 """
 
 from __future__ import annotations
@@ -79,8 +80,9 @@ class _FloatPlanes:
 class GpuSsimBase:
     """What both twins share: the job table, the statistics and reduction launches."""
 
-    #: libvmaf's double accumulation in the Gaussian passes (see ssim.cu)
-    exact_filter = False
+    #: libvmaf's double accumulation in the Gaussian passes (see ssim.cu);
+    #: None: as the feature's ``exact_filter`` option says
+    exact_filter: bool | None = None
     cpu = None  # the CPU twin module
 
     def __init__(self, instance, scorer):
@@ -122,7 +124,8 @@ class GpuSsimBase:
         st.synchronize()  # once per session, before the pinned copy goes
         dev.free_host(host)
         ks = self.scorer.kernels
-        name = "vx_ssim_stats_exact" if self.exact_filter else "vx_ssim_stats"
+        exact = self.exact_filter if self.exact_filter is not None else bool(self.values["exact_filter"])
+        name = "vx_ssim_stats_exact" if exact else "vx_ssim_stats"
         self._stats = ks.launcher("ssim.cu", name, _STATS_TYPES)
         self._reduce = ks.launcher("ssim.cu", "vx_ssim_reduce", _REDUCE_TYPES)
         self.stats_bytes = 4 * 8 * self.njobs

@@ -1,0 +1,294 @@
+// CIEDE2000 (libvmaf's "ciede"): the device twin of
+// vmafxd.features._ciede_color (lab_from_yuv, ciede2000) per pixel.
+//
+// One launch per batch: grid (ceil(w / blockDim), h, frames), one thread per
+// pixel.  Each thread reads its pixel's luma and libvmaf's upsampled chroma
+// (ciede.c's scale_chroma_planes, quirks included: see
+// _ciede_color.chroma_to_444_indices), converts both pixels to Lab and
+// computes the float CIEDE2000 difference.
+//
+// The device's pow/atan2/sin/cos/exp are not glibc's (what libvmaf calls),
+// and neither are numpy's (what the CPU twin calls); both differ in the last
+// bits of a double.  Every float rounding of a value that went through one of
+// them is checked exactly as the CPU twin checks it (_ciede_color._round,
+// DOUBT float ulps from a rounding midpoint; a branch threshold); glibc's
+// powf, which is not correctly rounded near midpoints, is handled by trying
+// both neighbours.  A doubtful pixel is listed (with the samples it used) for
+// the host, which redoes it with the C library as the CPU twin does.  Every
+// other pixel's float is the one any accurate implementation rounds to, so
+// the floats equal the CPU twin's.
+//
+// The sum: libvmaf adds the floats into a double in raster order.  Each block
+// adds its pixels' floats exactly as integers in units of 2^-32 and notes the
+// lowest set bit; the frame's exact total equals the sequential double sum
+// whenever all partial sums are doubles, which the host checks (otherwise, or
+// when a float has bits below 2^-32, it adds the floats kept in out[] itself).
+// Atomics: one per block and per doubtful pixel, never one per pixel.
+//
+// Contraction into FMA is off (kernels.py): the double and float arithmetic
+// rounds as written, as in the C.
+
+#if defined(VX_EMU)
+#include <math.h>
+#endif
+
+#define CIEDE_PI 3.141592653589793
+#define CIEDE_DOUBT 1e-5
+#define CIEDE_DOUBT_BRANCH 1e-12
+#define CIEDE_POWF_DOUBT 0.01
+
+// float below/above d and whether d lies within `window` float ulps of their midpoint
+VX_DEVICE float ciede_round(double d, double window, int* doubt)
+{
+    const float f = (float)d;
+    const float below = (double)f <= d ? f : nextafterf(f, -3.4028235e38f);
+    const float above = nextafterf(below, 3.4028235e38f);
+    const double lo = (double)below, hi = (double)above;
+    if (fabs(d - (lo + hi) * 0.5) < window * (hi - lo))
+        *doubt = 1;
+    return f;
+}
+
+VX_DEVICE double ciede_rgb_map(double c)
+{
+    if (c > 10.0 / 255.0)
+        return pow((c + 0.055) * (1.0 / 1.055), 2.4);
+    return c * (1.0 / 12.92);
+}
+
+VX_DEVICE float ciede_lab_map(double c, int* doubt)
+{
+    const double eps = 216.0 / 24389.0;
+    const double kappa = 24389.0 / 27.0;
+    if (fabs(c - eps) < CIEDE_DOUBT_BRANCH * eps)
+        *doubt = 1;
+    const double d = c > eps ? pow(c, 1.0 / 3.0) : (kappa * c + 16.0) * (1.0 / 116.0);
+    return ciede_round(d, CIEDE_DOUBT, doubt);
+}
+
+VX_DEVICE void ciede_lab(double y, double u, double v, double scale, float* lab, int* doubt)
+{
+    y = (y - 16.0 * scale) * (1.0 / (219.0 * scale));
+    u = (u - 128.0 * scale) * (1.0 / (224.0 * scale));
+    v = (v - 128.0 * scale) * (1.0 / (224.0 * scale));
+    const double r = ciede_rgb_map(y + 1.28033 * v);
+    const double g = ciede_rgb_map(y - 0.21482 * u - 0.38059 * v);
+    const double b = ciede_rgb_map(y + 2.12798 * u);
+    const double x = r * 0.4124564390896921 + g * 0.357576077643909 + b * 0.18043748326639894;
+    const double yy = r * 0.21267285140562248 + g * 0.715152155287818 + b * 0.07217499330655958;
+    const double z = r * 0.019333895582329317 + g * 0.119192025881303 + b * 0.9503040785363677;
+    const double fx = ciede_lab_map(x * (1.0 / 0.95047), doubt);
+    const double fy = ciede_lab_map(yy, doubt);
+    const double fz = ciede_lab_map(z * (1.0 / 1.08883), doubt);
+    lab[0] = (float)(116.0 * fy - 16.0);
+    lab[1] = (float)(500.0 * (fx - fy));
+    lab[2] = (float)(200.0 * (fy - fz));
+}
+
+VX_DEVICE float ciede_h_prime(float x, float y, int* doubt)
+{
+    if (x == 0.0f && y == 0.0f)
+        return 0.0f;
+    float hue = ciede_round(atan2((double)x, (double)y), CIEDE_DOUBT, doubt);
+    if (hue < 0.0f)
+        hue = (float)((double)hue + 2.0 * CIEDE_PI);
+    return hue;
+}
+
+// ratio, R_T and the final difference for one choice of powf(c_bar_prime, 7)
+VX_DEVICE float ciede_tail(float p7, float rad, float light, float chroma, float hue, int* doubt)
+{
+    const float ratio = p7 / (p7 + 6103515648.0f);
+    const float r_t = ciede_round(-2.0 * sqrt((double)ratio) * sin((double)rad), CIEDE_DOUBT, doubt);
+    const double ld = light, cd = chroma, hd = hue;
+    return (float)sqrt(ld * ld + cd * cd + hd * hd + (double)(r_t * chroma * hue));
+}
+
+VX_DEVICE float ciede_de00(const float* c1, const float* c2, int* doubt)
+{
+    const float l1 = c1[0], a1 = c1[1], b1 = c1[2];
+    const float l2 = c2[0], a2 = c2[1], b2 = c2[2];
+    const float dl = l2 - l1;
+    const float l_bar = (l1 + l2) / 2.0f;
+    const double a1d = a1, b1d = b1, a2d = a2, b2d = b2;
+    const float cc1 = (float)sqrt(a1d * a1d + b1d * b1d);
+    const float cc2 = (float)sqrt(a2d * a2d + b2d * b2d);
+    const float c_bar = (cc1 + cc2) / 2.0f;
+    const double cb7 = pow((double)c_bar, 7.0);
+    const double g = 1.0 - sqrt(cb7 / (cb7 + 6103515625.0));
+    const float ap1 = ciede_round(a1d + (double)(a1 / 2.0f) * g, CIEDE_DOUBT, doubt);
+    const float ap2 = ciede_round(a2d + (double)(a2 / 2.0f) * g, CIEDE_DOUBT, doubt);
+    const float cp1 = (float)sqrt((double)ap1 * (double)ap1 + b1d * b1d);
+    const float cp2 = (float)sqrt((double)ap2 * (double)ap2 + b2d * b2d);
+    const float cbp = (cp1 + cp2) / 2.0f;
+    const float dcp = cp2 - cp1;
+    const double lb = (double)(l_bar - 50.0f);
+    const float s_l = (float)(1.0 + (0.015 * (lb * lb)) / sqrt(20.0 + lb * lb));
+    const float s_c = (float)(1.0 + 0.045 * (double)cbp);
+    const float h1 = ciede_h_prime(b1, ap1, doubt);
+    const float h2 = ciede_h_prime(b2, ap2, doubt);
+    float dhp;
+    if (cc1 == 0.0f || cc2 == 0.0f)
+        dhp = 0.0f;
+    else if ((double)fabsf(h1 - h2) <= CIEDE_PI)
+        dhp = h2 - h1;
+    else if (h2 <= h1)
+        dhp = (float)((double)(h2 - h1) + 2.0 * CIEDE_PI);
+    else
+        dhp = (float)((double)(h2 - h1) - 2.0 * CIEDE_PI);
+    const float d_big_h = ciede_round(2.0 * sqrt((double)(cp1 * cp2)) * sin((double)dhp / 2.0), CIEDE_DOUBT, doubt);
+    const double hsum = (double)(h1 + h2);
+    const float h_bar = (float)((double)fabsf(h1 - h2) > CIEDE_PI ? (hsum + 2.0 * CIEDE_PI) / 2.0 : hsum / 2.0);
+    const double hb = h_bar;
+    const float t = ciede_round(1.0 - 0.17 * cos(hb - CIEDE_PI / 6.0) + 0.24 * cos(2.0 * hb)
+                                    + 0.32 * cos(3.0 * hb + CIEDE_PI / 30.0)
+                                    - 0.20 * cos(4.0 * hb - 7.0 * CIEDE_PI / 20.0),
+                                CIEDE_DOUBT, doubt);
+    const float s_h = (float)(1.0 + 0.015 * (double)cbp * (double)t);
+    float deg = (float)(hb * (180.0 / CIEDE_PI));
+    deg = (float)(((double)deg - 275.0) * (1.0 / 25.0));
+    const float deg2 = (float)((double)deg * (double)deg);
+    const float e60 = ciede_round(60.0 * exp((double)(-deg2)), CIEDE_DOUBT, doubt);
+    const float rad = (float)((double)e60 * (CIEDE_PI / 180.0));
+    const float light = dl / (0.65f * s_l);
+    const float chroma = dcp / (1.0f * s_c);
+    const float hue = d_big_h / (4.0f * s_h);
+    // powf(c_bar_prime, 7): glibc's powf is the float nearest the double power
+    // except within 0.01 ulps of a midpoint (about 2 % of pixels); there both
+    // neighbours are tried, and only a pixel whose result depends on the
+    // choice is left to the host (glibc's powf is one of the two)
+    const double pw = pow((double)cbp, 7.0);
+    int near_mid = 0;
+    const float p7 = ciede_round(pw, CIEDE_POWF_DOUBT, &near_mid);
+    const float de = ciede_tail(p7, rad, light, chroma, hue, doubt);
+    if (near_mid) {
+        const float other = (double)p7 <= pw ? nextafterf(p7, 3.4028235e38f) : nextafterf(p7, -3.4028235e38f);
+        if (ciede_tail(other, rad, light, chroma, hue, doubt) != de)
+            *doubt = 1;
+    }
+    return de;
+}
+
+// libvmaf's upsampled chroma sample for output (i, j) from plane `which` (0: U, 1: V):
+// a flat index into its picture (U rows, then V rows, `stride` samples apart,
+// zeros after), mapped back onto our planes.
+template <typename T>
+VX_DEVICE double ciede_chroma(const T* u, const T* v, i64 pitch, int cw, int ch, int mode, int i, int j,
+                              int which)
+{
+    if (mode == 0)  // 4:4:4: no upsampling
+        return (double)(which ? v : u)[(i64)i * pitch + j];
+    const i64 stride = (cw + 31) & ~31;
+    const i64 plane = stride * ch;
+    i64 idx = (i64)(i / 2) * stride + (mode == 1 ? j / 2 : j) + (which ? plane : 0);
+    const T* src = u;
+    if (idx >= plane) {
+        idx -= plane;
+        src = v;
+        if (idx >= plane)
+            return 0.0;
+    }
+    const i64 r = idx / stride, c = idx % stride;
+    return c < cw ? (double)src[r * pitch + c] : 0.0;
+}
+
+#if defined(VX_EMU)
+static inline int ciede_ffsll(long long x) { return __builtin_ffsll(x); }
+#else
+#define ciede_ffsll __ffsll
+#endif
+
+// Per-frame record (i64 words), summed over blocks with one atomic add each:
+#define CIEDE_REC_SUM 0    // the differences in units of 2^-32 (exact)
+#define CIEDE_REC_FINE 1   // differences with bits below 2^-32 (or >= 256): no exact sum
+#define CIEDE_REC_DOUBT 2  // doubtful pixels (listed while there is room)
+#define CIEDE_REC_LOW 3    // 13 counters: blocks whose lowest set bit is 2^(k - 32), k = 0..12 (12: higher)
+#define CIEDE_REC_WORDS 16
+#define CIEDE_LIST_WORDS 8 // a listed pixel: index, then ref y, u, v and dist y, u, v as used
+
+template <typename T>
+VX_DEVICE void ciede_impl(const T* ry, const T* ru, const T* rv, const T* dy, const T* du, const T* dv, int w,
+                          int h, int cw, int ch, i64 pitch0, i64 pitchc, i64 frame_stride, int mode, int bitdepth,
+                          float* out, i64* rec, int* list, int capacity)
+{
+    __shared__ i64 scratch[256];
+    const int i = blockIdx.y;
+    const i64 f = (i64)blockIdx.z * frame_stride;
+    const double scale = (double)(1 << (bitdepth - 8));
+    i64* frec = rec + (i64)blockIdx.z * CIEDE_REC_WORDS;
+    i64 sum = 0, fine = 0;
+    int low = 64;
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < w; j += gridDim.x * blockDim.x) {
+        int doubt = 0;
+        float lab1[3], lab2[3];
+        const double s[6] = {(double)ry[f + (i64)i * pitch0 + j],
+                             ciede_chroma<T>(ru + f, rv + f, pitchc, cw, ch, mode, i, j, 0),
+                             ciede_chroma<T>(ru + f, rv + f, pitchc, cw, ch, mode, i, j, 1),
+                             (double)dy[f + (i64)i * pitch0 + j],
+                             ciede_chroma<T>(du + f, dv + f, pitchc, cw, ch, mode, i, j, 0),
+                             ciede_chroma<T>(du + f, dv + f, pitchc, cw, ch, mode, i, j, 1)};
+        ciede_lab(s[0], s[1], s[2], scale, lab1, &doubt);
+        ciede_lab(s[3], s[4], s[5], scale, lab2, &doubt);
+        const float de = ciede_de00(lab1, lab2, &doubt);
+        out[(i64)blockIdx.z * w * h + (i64)i * w + j] = doubt ? -1.0f : de;
+        if (doubt) {
+            const u64 k = atomicAdd((u64*)(frec + CIEDE_REC_DOUBT), 1ull);
+            if (k < (u64)capacity) {
+                int* e = list + ((i64)blockIdx.z * capacity + (i64)k) * CIEDE_LIST_WORDS;
+                e[0] = i * w + j;
+                for (int q = 0; q < 6; q++)
+                    e[1 + q] = (int)s[q];
+            }
+        } else if (de != 0.0f) {
+            const double m = (double)de * 4294967296.0;  // exact: a power-of-two scaling
+            if (m != floor(m) || m >= 1099511627776.0) {
+                fine += 1;
+            } else {
+                const i64 v = (i64)m;
+                sum += v;
+                const int b = ciede_ffsll(v) - 1;
+                if (b < low)
+                    low = b;
+            }
+        }
+    }
+    const i64 block_sum = vx_block_sum_i64(sum, scratch);
+    __syncthreads();
+    const i64 block_fine = vx_block_sum_i64(fine, scratch);
+    __syncthreads();
+    // the block's lowest set bit: a minimum by the same tree
+    const int n = blockDim.x;
+    const int t = threadIdx.x;
+    scratch[t] = low;
+    __syncthreads();
+    for (int st = n >> 1; st > 0; st >>= 1) {
+        if (t < st && scratch[t + st] < scratch[t])
+            scratch[t] = scratch[t + st];
+        __syncthreads();
+    }
+    if (t == 0) {
+        if (block_sum)
+            atomicAdd((u64*)(frec + CIEDE_REC_SUM), (u64)block_sum);
+        if (block_fine)
+            atomicAdd((u64*)(frec + CIEDE_REC_FINE), (u64)block_fine);
+        const int lowest = (int)scratch[0];
+        if (lowest < 64)
+            atomicAdd((u64*)(frec + CIEDE_REC_LOW + (lowest < 12 ? lowest : 12)), 1ull);
+    }
+}
+
+VX_KERNEL void vx_ciede_u8(const u8* ry, const u8* ru, const u8* rv, const u8* dy, const u8* du, const u8* dv,
+                           int w, int h, int cw, int ch, i64 pitch0, i64 pitchc, i64 frame_stride, int mode,
+                           int bitdepth, float* out, i64* rec, int* list, int capacity)
+{
+    ciede_impl<u8>(ry, ru, rv, dy, du, dv, w, h, cw, ch, pitch0, pitchc, frame_stride, mode, bitdepth, out, rec,
+                   list, capacity);
+}
+
+VX_KERNEL void vx_ciede_u16(const u16* ry, const u16* ru, const u16* rv, const u16* dy, const u16* du,
+                            const u16* dv, int w, int h, int cw, int ch, i64 pitch0, i64 pitchc, i64 frame_stride,
+                            int mode, int bitdepth, float* out, i64* rec, int* list, int capacity)
+{
+    ciede_impl<u16>(ry, ru, rv, dy, du, dv, w, h, cw, ch, pitch0, pitchc, frame_stride, mode, bitdepth, out, rec,
+                    list, capacity);
+}

@@ -1,0 +1,196 @@
+"""CIEDE2000 on the GPU (``ciede.cu``): per-pixel differences and an exact
+fixed-point sum on the device; the host finishes with the CPU twin's arithmetic.
+
+One launch per batch (one thread per pixel, all frames).  The kernel leaves,
+per frame, the sum of the pixels' float differences in units of 2^-32 (exact
+integers), a histogram of the lowest set bit, and a list of the few pixels it
+could not trust (a transcendental function's double too close to a float
+rounding midpoint for the device's libm; see the kernel's header) with the
+samples they used.  The host redoes those with the CPU twin's C-library
+transcription and adds them exactly.
+
+libvmaf adds the floats into a double one by one in raster order.  That
+sequential sum equals the exact sum whenever every partial sum is a double:
+all terms are multiples of 2^L and the total is below 2^(L + 53).  When that
+holds (practically always) the exact sum *is* libvmaf's double; otherwise
+(or when the list overflowed, or a difference has bits below 2^-32) the frame
+takes the slow path: its per-pixel floats and samples, kept on the device
+until then, come back and the host adds them in raster order as the CPU twin
+does.  Either way ``metrics_from_stats`` gives the CPU lane's double.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vmafx.formats import Subsampling
+
+from ...features import ciede as cpu
+from ...features._ciede_color import ciede2000_scalar, lab_scalar
+from ...core.picture import Picture
+from .launch import I32, I64, U64
+
+__all__ = ["make", "GpuCiede"]
+
+_THREADS = 256
+_TYPES = [U64] * 6 + [I32] * 4 + [I64] * 3 + [I32, I32, U64, U64, U64, I32]
+_MODES = {Subsampling.S444: 0, Subsampling.S420: 1, Subsampling.S422: 2}
+# keep in step with ciede.cu
+_REC_WORDS, _REC_SUM, _REC_FINE, _REC_DOUBT, _REC_LOW = 16, 0, 1, 2, 3
+_LIST_WORDS = 8
+_UNIT = 32  # the sum's unit is 2^-32
+
+
+class GpuCiede:
+    def __init__(self, instance, scorer):
+        self.instance = instance
+        self.scorer = scorer
+        stg = scorer.staging
+        if len(stg.shapes) != 3:
+            raise ValueError("ciede needs chroma: libvmaf refuses 4:0:0 pictures")
+        if stg.bitdepth not in cpu.SUPPORTED_BITDEPTHS:
+            raise ValueError(f"ciede supports bit depths {cpu.SUPPORTED_BITDEPTHS}, not {stg.bitdepth}")
+        self.width, self.height = stg.shapes[0]
+        cw, ch = stg.shapes[1]
+        self.mode = _MODES[stg.subsampling]
+        self.upsample = cpu.ChromaUpsampler(stg.subsampling, self.width, self.height, (ch, cw))
+        pixels = self.width * self.height
+        #: listed doubtful pixels per frame (about one in 10,000 is doubtful)
+        self.capacity = max(1024, pixels // 256)
+        #: the fixed-point sum cannot overflow 63 bits (each difference is below 2^40 units)
+        self.exact_sum = pixels < (1 << 23)
+        self.stats_bytes = 0  # the results come back through the twin's own copies
+        self.stats_offset = 0
+        kernel = "vx_ciede_u8" if stg.elem == 1 else "vx_ciede_u16"
+        self._launch = scorer.kernels.launcher("ciede.cu", kernel, _TYPES)
+        self._host_bytes = scorer.max_batch * (_REC_WORDS * 8 + self.capacity * _LIST_WORDS * 4)
+        self._free: list[np.ndarray] = []
+        self._pending: dict[int, tuple] = {}
+        self.slow_frames = 0  # frames that took the slow path (for tests and curiosity)
+
+    def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
+        dev, st, stg = self.scorer.device, self.scorer.stream, self.scorer.staging
+        w, h = self.width, self.height
+        cw, ch = stg.shapes[1]
+        diffs = dev.alloc_async(n * w * h * 4, st)
+        kept = dev.alloc_async(n * stg.frame_bytes, st)  # the samples, for the slow path
+        dev.copy_dtod_async(kept, staging, n * stg.frame_bytes, st)
+        rec_bytes, list_bytes = n * _REC_WORDS * 8, n * self.capacity * _LIST_WORDS * 4
+        rec = dev.alloc_async(rec_bytes + list_bytes, st)
+        dev.memset_async(rec, 0, rec_bytes, st)
+        ptrs = [stg.plane_ptr(staging, 0, role, p) for role in (0, 1) for p in range(3)]
+        self._launch(((w + _THREADS - 1) // _THREADS, h, n), (_THREADS,), st, *ptrs, w, h, cw, ch,
+                     stg.pitches[0], stg.pitches[1], stg.frame_stride_elems, self.mode, stg.bitdepth, diffs,
+                     rec, rec + rec_bytes, self.capacity)
+        host = self._free.pop() if self._free else dev.alloc_host(self._host_bytes)
+        dev.copy_dtoh_async(host, rec, rec_bytes + list_bytes, st)
+        dev.free_async(rec, st)
+        self._pending[first_seq] = (diffs, kept, host, n)
+
+    # -- results -----------------------------------------------------------------------
+    def metrics(self, stats: np.ndarray, first_seq: int, count: int):
+        diffs, kept, host, n = self._pending.pop(first_seq)
+        dev, st = self.scorer.device, self.scorer.stream
+        w, h = self.width, self.height
+        try:
+            recs = host[: n * _REC_WORDS * 8].view(np.int64).reshape(n, _REC_WORDS)
+            lists = host[n * _REC_WORDS * 8: n * (_REC_WORDS * 8 + self.capacity * _LIST_WORDS * 4)]
+            lists = lists.view(np.int32).reshape(n, self.capacity, _LIST_WORDS)
+            out = []
+            for i in range(count):
+                total = self._exact_total(recs[i], lists[i]) if self.exact_sum else None
+                if total is None:
+                    self.slow_frames += 1
+                    total = self._slow_total(diffs, kept, i)
+                out.append((first_seq + i, cpu.metrics_from_stats(total, w, h)))
+            return out
+        finally:
+            dev.free_async(diffs, st)
+            dev.free_async(kept, st)
+            self._free.append(host)
+
+    def _exact_total(self, rec: np.ndarray, entries: np.ndarray) -> float | None:
+        """libvmaf's double sum from the exact one, or None when they may differ."""
+        doubtful = int(rec[_REC_DOUBT])
+        if rec[_REC_FINE] or doubtful > self.capacity:
+            return None
+        total = int(rec[_REC_SUM])
+        lows = np.nonzero(rec[_REC_LOW:_REC_LOW + 13])[0]
+        low = int(lows[0]) - _UNIT if lows.size else 64  # 12 stands for "2^-20 or above"
+        bd = self.scorer.staging.bitdepth
+        for e in entries[:doubtful]:
+            de = ciede2000_scalar(lab_scalar(float(e[1]), float(e[2]), float(e[3]), bd),
+                                  lab_scalar(float(e[4]), float(e[5]), float(e[6]), bd))
+            if de == 0.0:
+                continue
+            units = de * 2.0**_UNIT
+            if units != int(units) or units >= 2.0**40:
+                return None
+            v = int(units)
+            total += v
+            low = min(low, (v & -v).bit_length() - 1 - _UNIT)
+        if total == 0:
+            return 0.0
+        top = total.bit_length() - 1 - _UNIT  # the sum is in [2^top, 2^(top + 1))
+        if low < top - 52:
+            return None  # a partial sum may have rounded: the sequential sum is needed
+        return total / 2**_UNIT
+
+    def _slow_total(self, diffs: int, kept: int, frame: int) -> float:
+        """The frame's per-pixel floats and samples from the device, summed as the CPU twin sums."""
+        dev, st, stg = self.scorer.device, self.scorer.stream, self.scorer.staging
+        w, h = self.width, self.height
+        de_host = dev.alloc_host(w * h * 4)
+        samples = dev.alloc_host(stg.frame_bytes)
+        try:
+            dev.copy_dtoh_async(de_host, diffs + frame * w * h * 4, w * h * 4, st)
+            dev.copy_dtoh_async(samples, kept + frame * stg.frame_bytes, stg.frame_bytes, st)
+            st.synchronize()
+            de = de_host.view(np.float32).reshape(h, w).copy()
+            redo = np.nonzero(de < 0)
+            if redo[0].size:
+                self._redo(de, redo, samples)
+            return cpu.compute_stats(de)
+        finally:
+            dev.free_host(de_host)
+            dev.free_host(samples)
+
+    def _picture(self, samples: np.ndarray, role: int) -> Picture:
+        stg = self.scorer.staging
+        dtype = np.uint8 if stg.elem == 1 else np.dtype("<u2")
+        planes = []
+        for p, (w, h) in enumerate(stg.shapes):
+            start = role * stg.role_bytes + stg.offsets[p]
+            rows = samples[start:start + stg.pitches[p] * stg.elem * h].view(dtype).reshape(h, stg.pitches[p])
+            planes.append(rows[:, :w])
+        return Picture(tuple(planes), stg.bitdepth, stg.subsampling)
+
+    def _redo(self, de: np.ndarray, where, samples: np.ndarray) -> None:
+        """The doubtful pixels with the C library, as the CPU twin does them."""
+        bd = self.scorer.staging.bitdepth
+        ref, dist = self._picture(samples, 0), self._picture(samples, 1)
+        ru, rv = self.upsample(ref)
+        du, dv = self.upsample(dist)
+        ry, dy = ref.planes[0], dist.planes[0]
+        for i, j in zip(*where):
+            c1 = lab_scalar(float(ry[i, j]), float(ru[i, j]), float(rv[i, j]), bd)
+            c2 = lab_scalar(float(dy[i, j]), float(du[i, j]), float(dv[i, j]), bd)
+            de[i, j] = ciede2000_scalar(c1, c2)
+
+    def flush(self):
+        return []
+
+    def close(self) -> None:
+        dev, st = self.scorer.device, self.scorer.stream
+        for diffs, kept, host, _ in self._pending.values():
+            dev.free_async(diffs, st)
+            dev.free_async(kept, st)
+            self._free.append(host)
+        self._pending.clear()
+        for host in self._free:
+            dev.free_host(host)
+        self._free.clear()
+
+
+def make(instance, scorer) -> GpuCiede:
+    return GpuCiede(instance, scorer)
