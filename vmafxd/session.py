@@ -57,7 +57,8 @@ from .lane_errors import protocol_code
 from .lanes.device import LaneFrame, LaneSession
 from .lanes.errors import LaneError
 from .ledger import FrameLedger, FrameRecord, FrameState, LedgerError, LedgerHost, ReleaseState
-from .model import BUILTIN_VERSIONS, ModelError, ModelSet, load_model, parse_model_spec
+from .model import ModelError, ModelSet, load_model, parse_model_spec
+from .model_files import read_model_file
 
 __all__ = ["Session", "FrameRecord", "SessionHost", "build_plan", "model_output_names", "early_release_planted"]
 
@@ -83,23 +84,6 @@ def _sub(field: str, prefix: str) -> str:
     return rest if not rest or rest.startswith((".", "[")) else "." + rest
 
 
-def _check_model_path(path: str, model_dirs: Sequence[str], field: str) -> None:
-    """A client may name model files only inside the daemon's configured model directories.
-
-    The daemon runs as a service user: letting any client make it open any
-    path would let it probe (or block on a FIFO in) the daemon's file system.
-    """
-    real = os.path.realpath(path)
-    for d in model_dirs:
-        root = os.path.realpath(d)
-        if real.startswith(root.rstrip("/") + "/") and os.path.isfile(real):
-            return
-    where = ", ".join(model_dirs) if model_dirs else "none are configured"
-    raise RemoteProtocolError(ErrorCode.E_NOTSUP, field,
-                              f"the daemon reads model files only from its model_dirs ({where}); "
-                              f"use a built-in version= ({', '.join(BUILTIN_VERSIONS)})")
-
-
 def build_plan(models: Sequence[str], features: Sequence[str], limits: Limits,
                model_dirs: Sequence[str] = ()) -> ScoringPlan:
     """Parse ``open_session``'s models and features; errors name ``models[i]``/``features[i]``."""
@@ -108,20 +92,22 @@ def build_plan(models: Sequence[str], features: Sequence[str], limits: Limits,
     if len(features) > limits.max_features_per_session:
         raise _inval("features", f"{len(features)} features exceed the limit of {limits.max_features_per_session}")
     specs = []
+    texts: list[str | None] = []
     for i, text in enumerate(models):
         try:
             spec = parse_model_spec(text)
         except ModelError as e:
             raise _inval(f"models[{i}]{_sub(e.field, 'model')}", e.reason) from None
-        if spec.path is not None:
-            _check_model_path(spec.path, model_dirs, f"models[{i}].path")
+        # A client's model file is read beneath model_dirs, never following a symlink (model_files.py).
+        texts.append(read_model_file(spec.path, model_dirs, f"models[{i}].path") if spec.path is not None else None)
         specs.append(spec)
     if not specs and not features:
         specs = [parse_model_spec(DEFAULT_MODEL)]
+        texts = [None]
     sets: list[ModelSet] = []
     for i, spec in enumerate(specs):
         try:
-            sets.append(load_model(spec, default_name=default_model_name(spec, len(specs))))
+            sets.append(load_model(spec, default_name=default_model_name(spec, len(specs)), text=texts[i]))
         except ModelError as e:
             raise _inval(f"models[{i}]{_sub(e.field, 'model')}", e.reason) from None
     requests: list[FeatureRequest] = []

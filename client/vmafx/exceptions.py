@@ -25,7 +25,7 @@ from .protocol.errors import ErrorCode
 __all__ = [
     "VmafxError", "DaemonError", "InvalidArgument", "NotSupported", "Busy", "FenceTimeout",
     "LimitReached", "NotFound", "InvalidState", "ProtocolRefused", "ShuttingDown", "DaemonInternalError",
-    "AdmissionRefused", "PermissionRefused", "OutOfFds",
+    "AdmissionRefused", "PermissionRefused", "OutOfFds", "ConnectionRefused",
     "ConnectionClosed", "DaemonUnavailable", "ProtocolViolation", "LayoutError", "daemon_error",
 ]
 
@@ -147,6 +147,11 @@ class DaemonUnavailable(ConnectionClosed):
         self.path = path
         self.errno = error.errno
         super().__init__(f"cannot connect to {path}: {error.strerror or error}", code=ErrorCode.E_NOENT, field="path")
+
+
+class ConnectionRefused(ConnectionClosed):
+    """The daemon would not serve this connection: ``code`` is ``E_LIMIT`` (a cap on connections,
+    ``field`` names it), ``E_PERM`` (this user is not allowed) or ``E_NOFD`` (it is out of fds)."""
 
 
 class ProtocolViolation(ConnectionClosed):

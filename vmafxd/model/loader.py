@@ -233,10 +233,14 @@ def builtin_model_text(version: str) -> str:
     return resources.files(__package__).joinpath("builtin", f"{version}.json").read_text()
 
 
-def load_model(spec: ModelSpec | str, default_name: str = "vmaf") -> ModelSet:
+def load_model(spec: ModelSpec | str, default_name: str = "vmaf", text: str | None = None) -> ModelSet:
+    """The model set ``spec`` names; ``text``: a ``path=`` model's contents, already read by the
+    caller (the daemon reads clients' model files itself, safely: vmafxd/model_files.py)."""
     if isinstance(spec, str):
         spec = parse_model_spec(spec)
-    if spec.version is not None:
+    if text is not None:
+        where = os.path.basename(spec.path or "model")
+    elif spec.version is not None:
         text = builtin_model_text(spec.version)
         where = spec.version
     else:
