@@ -239,18 +239,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"vmafxd: --ready-fd {args.ready_fd} is not an open fd", file=sys.stderr)
             return EXIT_USAGE
         os.set_inheritable(args.ready_fd, False)
+    try:
+        # Every registered dma-buf plane keeps an fd, every fence one while waited on: the limits
+        # say how many the clients can make the daemon hold (vmafxd/admission.py).  Checked
+        # before anything is logged, so a refusal is the one line below.
+        need, soft = ensure_fd_limit(config.limits)
+    except FdLimitError as e:
+        print(f"vmafxd: {e}", file=sys.stderr)
+        return EXIT_USAGE
     where = setup_logging(config.log_level)
     log.info("vmafxd %s starting (config: %s; logging to %s)", __version__, config.source, where)
     if early_release_planted():
         log.warning("VMAFXD_TEST_EARLY_RELEASE=1: releasing frames BEFORE they are read (a test plant, R15)")
 
-    try:
-        # Every registered dma-buf plane keeps an fd, every fence one while waited on: the limits
-        # say how many the clients can make the daemon hold (vmafxd/admission.py).
-        need, soft = ensure_fd_limit(config.limits)
-    except FdLimitError as e:
-        print(f"vmafxd: {e}", file=sys.stderr)
-        return EXIT_USAGE
     log.info("file descriptors: the limits need %d, RLIMIT_NOFILE allows %d", need, soft)
     notifier = Notifier()
     pending = PendingReleases()
