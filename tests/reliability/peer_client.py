@@ -1,11 +1,13 @@
 """A client run as a subprocess (tests/reliability): optionally as another uid, it scores one frame.
 
-    python -m tests.reliability.peer_client SOCKET [UID]
+    python -m tests.reliability.peer_client SOCKET [UID [list]]
 
 Prints one JSON line: ``{"uid": ..., "outcome": "scored", "psnr_y": ...}`` or
 ``{"uid": ..., "outcome": "error", "code": ..., "field": ..., "message": ...}``.
 With UID, it drops to that uid (and its gid) before connecting: the tests
 run as root and need a second user to show per-uid fairness and E_PERM.
+With ``list`` it also reports what ``list_sessions`` and ``status`` show it
+(``"listed"``: the uids of the sessions listed; ``"status"``: the reply).
 """
 
 from __future__ import annotations
@@ -22,12 +24,12 @@ def main() -> int:
     import numpy as np
 
     from vmafx.formats import Subsampling
-    from vmafx.protocol import Error, Hello, Result
+    from vmafx.protocol import Error, Hello, ListSessions, Result, SessionsReply, Status
     from vmafxd.core.picture import Picture
 
     from tests.daemon.rawclient import RawClient, frame_memfd
 
-    if len(sys.argv) > 2:
+    if len(sys.argv) > 2 and int(sys.argv[2]) != os.getuid():
         uid = int(sys.argv[2])
         os.setgroups([])
         os.setgid(uid)
@@ -52,6 +54,12 @@ def main() -> int:
         res = c.outcome(s, 0)
         if isinstance(res, Result):
             out.update(outcome="scored", psnr_y=res.metrics["psnr_y"])
+        if "list" in sys.argv[3:]:
+            listed = c.request(ListSessions(seq=c.conn.next_seq()))
+            assert isinstance(listed, SessionsReply), listed
+            out["listed"] = [row.get("uid") for row in listed.sessions]
+            out["status"] = c.request(Status(seq=c.conn.next_seq())).status
+
         else:
             out.update(outcome="error", code=res.code, field=res.field, message=res.message)
         c.close()

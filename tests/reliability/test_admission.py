@@ -76,8 +76,9 @@ def test_peer_credentials_of_a_unix_socket():
     assert set(os.getgroups()) | {os.getegid()} <= creds.groups
 
 
-def _peer(sock_path: str, uid: int | None) -> dict:
-    args = [sys.executable, "-m", "tests.reliability.peer_client", sock_path] + ([str(uid)] if uid is not None else [])
+def _peer(sock_path: str, uid: int | None, *extra: str) -> dict:
+    args = [sys.executable, "-m", "tests.reliability.peer_client", sock_path, str(uid if uid is not None else os.getuid()),
+            *extra]
     env = dict(os.environ, PYTHONPATH=f"{ROOT}:{ROOT / 'client'}", PYTHONDONTWRITEBYTECODE="1")
     out = subprocess.run(args, capture_output=True, text=True, timeout=60, cwd=str(ROOT), env=env)
     assert out.returncode == 0, out.stderr
