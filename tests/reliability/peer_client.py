@@ -54,14 +54,13 @@ def main() -> int:
         res = c.outcome(s, 0)
         if isinstance(res, Result):
             out.update(outcome="scored", psnr_y=res.metrics["psnr_y"])
+        else:
+            out.update(outcome="error", code=res.code, field=res.field, message=res.message)
         if "list" in sys.argv[3:]:
             listed = c.request(ListSessions(seq=c.conn.next_seq()))
             assert isinstance(listed, SessionsReply), listed
             out["listed"] = [row.get("uid") for row in listed.sessions]
             out["status"] = c.request(Status(seq=c.conn.next_seq())).status
-
-        else:
-            out.update(outcome="error", code=res.code, field=res.field, message=res.message)
         c.close()
     except RuntimeError as e:
         err = e.args[0]
