@@ -162,3 +162,19 @@ def test_a_client_repeating_errors_cannot_fill_the_log():
         assert "290 similar log lines suppressed" in log
     finally:
         d.close()
+
+
+def test_the_units_exposure_is_at_most_one(tmp_path):
+    import re
+    import subprocess
+
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("no systemd-analyze")
+    unit = tmp_path / "vmafxd.service"
+    shutil.copy(ROOT / "systemd" / "vmafxd.service", unit)
+    out = subprocess.run(["systemd-analyze", "security", "--offline=yes", "--no-pager", str(unit)],
+                         capture_output=True, text=True, timeout=60)
+    m = re.search(r"Overall exposure level for vmafxd\.service: ([0-9.]+)", out.stdout)
+    if m is None:
+        pytest.skip(f"systemd-analyze security --offline is not supported here: {out.stderr.strip()[:200]}")
+    assert float(m.group(1)) <= 1.0, out.stdout[-3000:]
