@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -181,3 +182,42 @@ def test_list_sessions_and_status_show_only_the_callers_uid(tmp_path):
     assert auth.refusal(None).code is ErrorCode.E_PERM
     assert [auth.is_admin(c) for c in (member, stranger, admin, PeerCreds(5, 0, 0), PeerCreds(6, 5000, 5000))] == [
         False, False, True, True, True]
+
+
+def test_per_uid_caps_hold_across_a_users_connections():
+    d = Daemon("--limit", "max_sessions_per_uid=2", "--limit", "max_buffers_per_uid=3")
+    try:
+        a, b = RawClient(d.socket), RawClient(d.socket)
+        a.hello()
+        b.hello()
+        sa = a.open_ok(width=64, height=64, features=["psnr"]).session
+        sb = b.open_ok(width=64, height=64, features=["psnr"]).session
+        err = b.open_session(width=64, height=64, features=["psnr"])
+        assert isinstance(err, Error) and (err.code, err.field) == ("E_NOMEM", "session")
+        assert "limits.max_sessions_per_uid" in err.message
+        a.close_session(sa)  # the user's share comes back when a session closes
+        sb2 = b.open_ok(width=64, height=64, features=["psnr"]).session
+        from ..daemon.rawclient import frame_memfd
+        from .test_budgets import _picture
+
+        bufs = [frame_memfd(_picture(v)) for v in range(4)]
+        for buf in bufs[:2]:
+            a.register_ok(buf)
+        b.register_ok(bufs[2])
+        err = b.register(bufs[3])
+        assert isinstance(err, Error) and (err.code, err.field) == ("E_NOMEM", "buffer")
+        assert "limits.max_buffers_per_uid" in err.message
+        a.close()  # a's buffers go with its connection (once the daemon has seen it go)
+        for _ in range(200):
+            reply = b.register(bufs[3])
+            if not isinstance(reply, Error):
+                break
+            time.sleep(0.02)
+        assert not isinstance(reply, Error), reply
+        for s in (sb, sb2):
+            b.close_session(s)
+        b.close()
+        for buf in bufs:
+            buf.close()
+    finally:
+        d.close()
