@@ -178,3 +178,18 @@ def test_the_units_exposure_is_at_most_one(tmp_path):
     if m is None:
         pytest.skip(f"systemd-analyze security --offline is not supported here: {out.stderr.strip()[:200]}")
     assert float(m.group(1)) <= 1.0, out.stdout[-3000:]
+
+
+def test_authorization_keys_in_the_config(tmp_path):
+    from vmafxd.config import ConfigError, load_config
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('allow_users = ["alice", 1001]\nallow_groups = []\nadmin_groups = ["wheel"]\n'
+                   '[limits]\nmax_clients_per_uid = 4\nmax_frame_bytes = 1048576\n')
+    c = load_config(str(cfg), {})
+    assert (c.allow_users, c.allow_groups, c.admin_groups) == (("alice", "1001"), (), ("wheel",))
+    assert (c.limits.max_clients_per_uid, c.limits.max_frame_bytes) == (4, 1048576)
+    cfg.write_text('allow_groups = "vmafx"\n')
+    with pytest.raises(ConfigError) as ei:
+        load_config(str(cfg), {})
+    assert ei.value.field == "allow_groups"
