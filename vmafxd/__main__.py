@@ -31,6 +31,7 @@ from typing import Sequence
 import trio
 
 from . import __version__
+from .admission import FdLimitError, ensure_fd_limit
 from .config import LOG_LEVELS, Config, ConfigError, load_config
 from .lanes import LaneUnavailable, create_lane
 from .lanes.device import LaneServices
@@ -164,20 +165,6 @@ def _unlink_if_ours(path: str, ident: tuple[int, int]) -> None:
         pass
 
 
-def _raise_fd_limit() -> None:
-    """Every registered buffer holds an fd (its mapping) and every fence one while waited for:
-    raise the soft RLIMIT_NOFILE to the hard one, as servers do (select() is not used here)."""
-    import resource
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = hard if hard != resource.RLIM_INFINITY else 1 << 20
-    if soft != resource.RLIM_INFINITY and soft < want:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-        except (ValueError, OSError):
-            log.warning("cannot raise the open-file limit above %d", soft)
-
-
 # ---------------------------------------------------------------------------- running
 
 
@@ -252,12 +239,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"vmafxd: --ready-fd {args.ready_fd} is not an open fd", file=sys.stderr)
             return EXIT_USAGE
         os.set_inheritable(args.ready_fd, False)
+    try:
+        # Every registered dma-buf plane keeps an fd, every fence one while waited on: the limits
+        # say how many the clients can make the daemon hold (vmafxd/admission.py).  Checked
+        # before anything is logged, so a refusal is the one line below.
+        need, soft = ensure_fd_limit(config.limits)
+    except FdLimitError as e:
+        print(f"vmafxd: {e}", file=sys.stderr)
+        return EXIT_USAGE
     where = setup_logging(config.log_level)
     log.info("vmafxd %s starting (config: %s; logging to %s)", __version__, config.source, where)
     if early_release_planted():
         log.warning("VMAFXD_TEST_EARLY_RELEASE=1: releasing frames BEFORE they are read (a test plant, R15)")
 
-    _raise_fd_limit()
+    log.info("file descriptors: the limits need %d, RLIMIT_NOFILE allows %d", need, soft)
     notifier = Notifier()
     pending = PendingReleases()
     reaper = ReleaseReaper(pending)

@@ -34,10 +34,9 @@ them completes.  Nothing of it touches another client.
 
 from __future__ import annotations
 
+import errno
 import logging
 import select
-import socket
-import struct
 from typing import Any, Protocol
 
 import trio
@@ -51,6 +50,7 @@ from vmafx.protocol import (
 from vmafx.protocol.messages import encode
 from vmafx.transport import ConnectionReset, OwnedFd, Packet, TransportClosed, TrioPacketChannel
 
+from .admission import Admission, Holdings, PeerCreds, RateLimitedLog, fd_headroom
 from .buffers import BufferRecord, BufferTable, check_geometry, validate_layout
 from .config import Config
 from .fences import AcquireFence
@@ -74,12 +74,8 @@ SHUTDOWN_READ_PACKETS = 1024
 SHUTDOWN_READ_S = 1.0
 
 
-def _peer_pid(sock) -> int | None:
-    try:
-        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        return struct.unpack("3i", creds)[0]
-    except (OSError, AttributeError):
-        return None
+#: errnos that mean "this process has no fd to spare" (answered E_NOFD, not E_INTERNAL)
+_FD_EXHAUSTION = (errno.EMFILE, errno.ENFILE)
 
 
 class ClientHost(Protocol):
@@ -95,6 +91,8 @@ class ClientHost(Protocol):
     pending: PendingReleases
     reaper: ReleaseReaper
     server_name: str
+    #: per-uid accounts and byte budgets (vmafxd/admission.py)
+    admission: Admission
 
     def next_session_id(self) -> int: ...
 
@@ -106,13 +104,14 @@ class ClientHost(Protocol):
 
     def outcome_sent(self, msg: Message) -> None: ...
 
-    def status(self) -> dict[str, Any]: ...
+    def status(self, viewer: PeerCreds | None = None) -> dict[str, Any]: ...
 
-    def session_rows(self) -> list[dict[str, Any]]: ...
+    def session_rows(self, viewer: PeerCreds | None = None) -> list[dict[str, Any]]: ...
 
 
 class ClientHandler:
-    def __init__(self, server: ClientHost, channel: TrioPacketChannel, client_id: int):
+    def __init__(self, server: ClientHost, channel: TrioPacketChannel, client_id: int,
+                 creds: PeerCreds | None = None):
         self.server = server
         self.id = client_id
         self.channel = channel
@@ -127,7 +126,17 @@ class ClientHandler:
         self.sessions: dict[int, Session] = {}
         #: the daemon's pending-release table, where the sessions' ledgers put their frames
         self.pending = server.pending
-        self.pid = _peer_pid(channel.sock)
+        #: the peer's credentials at accept (SO_PEERCRED); its uid's account holds what this client holds
+        self.creds = creds
+        self.pid = creds.pid if creds is not None else None
+        self.uid = creds.uid if creds is not None else -1
+        self.admission = server.admission
+        #: what this client holds, as last reported to its uid's account (see _sync)
+        self.held = Holdings()
+        #: per session: what one of its frames costs in memory (vmafxd/core/working_set.py)
+        self._frame_cost: dict[int, int] = {}
+        #: this client's log lines about its own errors, rate-limited (the rest are counted)
+        self.log = RateLimitedLog(log, f"#{client_id}")
         self.closed = False
         self._nursery: trio.Nursery | None = None
         self._receive_scope = trio.CancelScope()
@@ -146,6 +155,19 @@ class ClientHandler:
     def unanswered(self) -> int:
         """Frames holding a place in a session's order of outcomes (bounded, see _room)."""
         return sum(s.ledger.unanswered for s in self.sessions.values())
+
+    def bytes_in_flight(self) -> int:
+        """What this client's accepted, unanswered frames cost (bounded by the byte budgets)."""
+        return sum(s.ledger.in_flight * self._frame_cost.get(sid, 0) for sid, s in self.sessions.items())
+
+    def _sync(self) -> None:
+        """Report what this client holds now to its uid's account (exact sums, no hooks elsewhere)."""
+        if self.closed:
+            return  # the server took everything back when the client went
+        now = Holdings(len(self.sessions), len(self.buffers), self.in_flight, self.bytes_in_flight())
+        if now != self.held:
+            self.admission.sync(self.uid, self.held, now)
+            self.held = now
 
     @property
     def label(self) -> str:
@@ -177,6 +199,7 @@ class ClientHandler:
                 self._teardown()
             except Exception:  # one client's bug must not take the server down
                 log.exception("client %s: teardown failed", self.label)
+            self.log.flush()
             log.info("client %s gone (%s)", self.label, reason)
 
     def begin_shutdown(self, deadline: float) -> None:
@@ -323,26 +346,42 @@ class ClientHandler:
     async def _handle_packet(self, pkt: Packet) -> bool:
         """Handle one packet; True when the connection must close (E_PROTO)."""
         try:
+            if pkt.ctrunc and fd_headroom() < self.limits.max_fds_per_message:
+                # The kernel could not give us the packet's fds: not the client's fault.
+                e = RemoteProtocolError(ErrorCode.E_NOFD, "fds",
+                                        "the daemon is out of file descriptors (EMFILE) and could not receive "
+                                        "the packet's fds; the request was not carried out, try again later")
+                self.log.log(logging.WARNING, "client %s: %s", self.label, e)
+                self._undecodable(pkt.data, e)
+                return False
             try:
                 msg = self.conn.receive(pkt.data, tuple(f.fileno() for f in pkt.fds),
                                         truncated=pkt.truncated, ctrunc=pkt.ctrunc)
             except RemoteProtocolError as e:
-                log.info("client %s: %s", self.label, e)
+                self.log.log(logging.INFO, "client %s: %s", self.label, e)
                 self._undecodable(pkt.data, e)
                 return e.fatal
             try:
                 await self._dispatch(msg, pkt)
             except RemoteProtocolError as e:
-                log.debug("client %s: %s refused: %s", self.label, msg.TYPE, e)
+                self.log.log(logging.DEBUG, "client %s: %s refused: %s", self.label, msg.TYPE, e)
                 self._error(getattr(msg, "seq", None), e)
                 return e.fatal
+            except OSError as e:
+                if e.errno not in _FD_EXHAUSTION:
+                    raise
+                self.log.log(logging.WARNING, "client %s: %s: out of file descriptors", self.label, msg.TYPE)
+                self._error(getattr(msg, "seq", None), RemoteProtocolError(
+                    ErrorCode.E_NOFD, "fds", f"the daemon is out of file descriptors ({e.strerror}); "
+                                             f"the {msg.TYPE} was not carried out, try again later"))
             except Exception as e:
-                log.exception("client %s: handling %s failed", self.label, msg.TYPE)
+                self.log.log(logging.ERROR, "client %s: handling %s failed", self.label, msg.TYPE, exc_info=True)
                 self._error(getattr(msg, "seq", None), RemoteProtocolError(
                     ErrorCode.E_INTERNAL, "", f"the daemon failed handling {msg.TYPE}: {type(e).__name__}: {e}"))
             return False
         finally:
             pkt.close_fds()
+            self._sync()
 
     def _undecodable(self, data: bytes, err: RemoteProtocolError) -> None:
         info = peek(data, ("ref", "dist")) if not (err.fatal and err.field in ("message", "fds")) else {}
@@ -371,7 +410,7 @@ class ClientHandler:
         elif isinstance(msg, CloseSession):
             self._close_session(msg)
         elif isinstance(msg, Status):
-            self.emit(StatusReply(re=msg.seq, status=self.server.status()))
+            self.emit(StatusReply(re=msg.seq, status=self.server.status(self.creds)))
         elif isinstance(msg, ListSessions):
             self._list_sessions(msg)
         else:  # the state table lets nothing else through
@@ -408,6 +447,7 @@ class ClientHandler:
 
     def _register_buffer(self, msg: RegisterBuffer, pkt: Packet) -> None:
         self.buffers.check_room()
+        self.admission.check_buffer(self.uid)
         layout = validate_layout(msg, self.limits)
         fds = {i: pkt.fds[i] for i in layout.fd_indices()}
         with lane_boundary():
@@ -444,12 +484,18 @@ class ClientHandler:
             raise RemoteProtocolError(ErrorCode.E_NOMEM, "session",
                                       f"this client already has {len(self.sessions)} sessions "
                                       f"(max_sessions_per_client)")
+        self.admission.check_session(self.uid)
         if msg.lane not in ("auto", self.lane.name):
             raise RemoteProtocolError(ErrorCode.E_NOTSUP, "lane",
                                       f"lane {msg.lane} is not available: this daemon runs the "
                                       f"{self.lane.name} lane")
         geo = check_geometry(msg.width, msg.height, msg.pixel_format, msg.bitdepth, self.limits)
         plan = build_plan(msg.models, msg.features, self.limits, self.server.config.model_dirs, msg.model_texts)
+        # What one frame costs (pictures + the lane's working set): a geometry no budget can hold is
+        # refused now, naming the limit, rather than frame by frame.
+        cost = self.lane.frame_bytes(plan, geo)
+        self.admission.check_frame_cost(cost, f"{geo.width}x{geo.height} {geo.pixel_format.value} "
+                                              f"{geo.bitdepth}-bit")
         sid = self.server.next_session_id()
         session = Session(sid, self, self.lane.name, None, geo, plan,  # type: ignore[arg-type]
                           name=msg.name, client_name=self.label)
@@ -461,6 +507,7 @@ class ClientHandler:
             # A feature that cannot work at this size (vif needs 16x16 ...).
             raise RemoteProtocolError(ErrorCode.E_INVAL, "width", str(e)) from None
         self.sessions[sid] = session
+        self._frame_cost[sid] = cost
         assert self._nursery is not None
         self._nursery.start_soon(session.run)
         self.server.session_opened(session)
@@ -474,7 +521,7 @@ class ClientHandler:
         session.close(msg.seq)
 
     def _list_sessions(self, msg: ListSessions) -> None:
-        rows = self.server.session_rows()
+        rows = self.server.session_rows(self.creds)  # its own uid's, unless an admin asks
         # A reply must fit one packet: cut the list rather than fail.
         while True:
             reply = SessionsReply(re=msg.seq, sessions=tuple(rows))
@@ -514,6 +561,8 @@ class ClientHandler:
                                           f"wait for outcomes")
             if not frame.placed:
                 raise RemoteProtocolError(ErrorCode.E_NOMEM, "index", "too many unanswered frames")
+            self._sync()  # a bundle's earlier submits count
+            self.admission.check_frame(self.uid, self.held.bytes, self._frame_cost.get(session.id, 0))
             session.accept(frame)
         except RemoteProtocolError as e:
             self._refuse_frame(frame, session, e)
@@ -539,7 +588,10 @@ class ClientHandler:
 
     def outcome_sent(self, msg: Message) -> None:
         self.server.outcome_sent(msg)
+        self._sync()
 
     def session_finished(self, session: Session) -> None:
         self.sessions.pop(session.id, None)
+        self._sync()
+        self._frame_cost.pop(session.id, None)
         self.server.session_closed(session)

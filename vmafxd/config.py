@@ -11,11 +11,16 @@ The file (``--config FILE``, else ``/etc/vmafx/vmafxd.toml`` when it exists)::
     shutdown_timeout_s = 10.0     # SIGTERM: how long in-flight frames may take
     socket_mode = "0660"
     model_dirs = ["/etc/vmafx/models"]   # where clients' path= models may live
+    allow_users = ["root"]        # who may connect (names or uids), besides the daemon's own user
+    allow_groups = ["vmafx"]      # ... or members of these groups (names or gids)
+    admin_groups = []             # members see every user's sessions (root and the daemon's user do)
     fence_timeout_ms = 5000       # shorthand for limits.fence_timeout_ms
 
     [limits]                      # any field of vmafx.protocol.Limits
     max_clients = 256
+    max_clients_per_uid = 32
     max_frames_in_flight = 64
+    max_frame_bytes = 4294967296
 
 Unknown keys and values of the wrong type are errors naming the key
 (:class:`ConfigError`, exit status 2): a typo in a limit must not silently
@@ -61,6 +66,10 @@ class Config:
     socket_mode: int = 0o660
     model_dirs: tuple[str, ...] = ("/etc/vmafx/models", "/usr/share/vmafx/models")
     limits: Limits = field(default_factory=Limits)
+    #: peer-credential authorization (vmafxd/admission.py); root and the daemon's own uid always pass
+    allow_users: tuple[str, ...] = ("root",)
+    allow_groups: tuple[str, ...] = ("vmafx",)
+    admin_groups: tuple[str, ...] = ()
     #: where the values came from, for the log
     source: str = "defaults"
 
@@ -145,6 +154,11 @@ def apply_mapping(cfg: Config, doc: Mapping[str, Any], source: str) -> Config:
             if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
                 raise ConfigError(key, "expected a list of directories")
             kw[key] = tuple(v)
+        elif key in ("allow_users", "allow_groups", "admin_groups"):
+            if not isinstance(v, list) or not all(isinstance(x, (str, int)) and not isinstance(x, bool)
+                                                  for x in v):
+                raise ConfigError(key, "expected a list of names or numeric ids")
+            kw[key] = tuple(str(x) for x in v)
         elif key == "limits":
             if not isinstance(v, dict):
                 raise ConfigError(key, "expected a table")

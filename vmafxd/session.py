@@ -57,7 +57,8 @@ from .lane_errors import protocol_code
 from .lanes.device import LaneFrame, LaneSession
 from .lanes.errors import LaneError
 from .ledger import FrameLedger, FrameRecord, FrameState, LedgerError, LedgerHost, ReleaseState
-from .model import BUILTIN_VERSIONS, ModelError, ModelSet, load_model, parse_model_spec
+from .model import ModelError, ModelSet, load_model, parse_model_spec
+from .model_files import read_model_file
 
 __all__ = ["Session", "FrameRecord", "SessionHost", "build_plan", "model_output_names", "early_release_planted"]
 
@@ -83,23 +84,6 @@ def _sub(field: str, prefix: str) -> str:
     return rest if not rest or rest.startswith((".", "[")) else "." + rest
 
 
-def _check_model_path(path: str, model_dirs: Sequence[str], field: str) -> None:
-    """A client may name model files only inside the daemon's configured model directories.
-
-    The daemon runs as a service user: letting any client make it open any
-    path would let it probe (or block on a FIFO in) the daemon's file system.
-    """
-    real = os.path.realpath(path)
-    for d in model_dirs:
-        root = os.path.realpath(d)
-        if real.startswith(root.rstrip("/") + "/") and os.path.isfile(real):
-            return
-    where = ", ".join(model_dirs) if model_dirs else "none are configured"
-    raise RemoteProtocolError(ErrorCode.E_NOTSUP, field,
-                              f"the daemon reads model files only from its model_dirs ({where}); "
-                              f"use a built-in version= ({', '.join(BUILTIN_VERSIONS)})")
-
-
 def build_plan(models: Sequence[str], features: Sequence[str], limits: Limits,
                model_dirs: Sequence[str] = (), model_texts: Sequence[str | None] = ()) -> ScoringPlan:
     """Parse ``open_session``'s models and features; errors name ``models[i]``/``features[i]``.
@@ -120,10 +104,13 @@ def build_plan(models: Sequence[str], features: Sequence[str], limits: Limits,
         if texts[i] is not None and spec.path is None:
             raise _inval(f"model_texts[{i}]", "content given for a model that is not path=")
         if spec.path is not None and texts[i] is None:
-            _check_model_path(spec.path, model_dirs, f"models[{i}].path")
+            # A model file named by path is read beneath model_dirs, never following a symlink
+            # (model_files.py); a client that read its own file sent the content instead.
+            texts[i] = read_model_file(spec.path, model_dirs, f"models[{i}].path")
         specs.append(spec)
     if not specs and not features:
         specs = [parse_model_spec(DEFAULT_MODEL)]
+        texts = [None]
     sets: list[ModelSet] = []
     for i, spec in enumerate(specs):
         try:

@@ -22,7 +22,7 @@ _LAZY = {
     "BufferFlags": "frames", "EventFdFence": "frames", "SyncFileFence": "frames",
     "VmafxError": "exceptions", "DaemonError": "exceptions", "ConnectionClosed": "exceptions",
     "DaemonUnavailable": "exceptions", "ProtocolViolation": "exceptions", "LayoutError": "exceptions",
-    "FenceTimeout": "exceptions",
+    "FenceTimeout": "exceptions", "ConnectionRefused": "exceptions",
 }
 
 __all__ = ["__version__", *_LAZY]

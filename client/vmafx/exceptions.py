@@ -25,6 +25,7 @@ from .protocol.errors import ErrorCode
 __all__ = [
     "VmafxError", "DaemonError", "InvalidArgument", "NotSupported", "Busy", "FenceTimeout",
     "LimitReached", "NotFound", "InvalidState", "ProtocolRefused", "ShuttingDown", "DaemonInternalError",
+    "AdmissionRefused", "PermissionRefused", "OutOfFds", "ConnectionRefused",
     "ConnectionClosed", "DaemonUnavailable", "ProtocolViolation", "LayoutError", "daemon_error",
 ]
 
@@ -92,6 +93,18 @@ class DaemonInternalError(DaemonError):
     """E_INTERNAL: a bug in the daemon."""
 
 
+class AdmissionRefused(DaemonError):
+    """E_LIMIT: the daemon refused the connection (``field`` names the cap, e.g. ``limits.max_clients_per_uid``)."""
+
+
+class PermissionRefused(DaemonError):
+    """E_PERM: the daemon does not serve this user (``allow_users``/``allow_groups``)."""
+
+
+class OutOfFds(DaemonError):
+    """E_NOFD: the daemon ran out of file descriptors; the request was not carried out (retry later)."""
+
+
 _BY_CODE: dict[ErrorCode, type[DaemonError]] = {
     ErrorCode.E_INVAL: InvalidArgument,
     ErrorCode.E_NOTSUP: NotSupported,
@@ -103,6 +116,9 @@ _BY_CODE: dict[ErrorCode, type[DaemonError]] = {
     ErrorCode.E_PROTO: ProtocolRefused,
     ErrorCode.E_SHUTDOWN: ShuttingDown,
     ErrorCode.E_INTERNAL: DaemonInternalError,
+    ErrorCode.E_LIMIT: AdmissionRefused,
+    ErrorCode.E_PERM: PermissionRefused,
+    ErrorCode.E_NOFD: OutOfFds,
 }
 
 
@@ -131,6 +147,11 @@ class DaemonUnavailable(ConnectionClosed):
         self.path = path
         self.errno = error.errno
         super().__init__(f"cannot connect to {path}: {error.strerror or error}", code=ErrorCode.E_NOENT, field="path")
+
+
+class ConnectionRefused(ConnectionClosed):
+    """The daemon would not serve this connection: ``code`` is ``E_LIMIT`` (a cap on connections,
+    ``field`` names it), ``E_PERM`` (this user is not allowed) or ``E_NOFD`` (it is out of fds)."""
 
 
 class ProtocolViolation(ConnectionClosed):

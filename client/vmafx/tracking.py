@@ -24,7 +24,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from .exceptions import ConnectionClosed, DaemonError, LayoutError, ProtocolViolation, daemon_error
+from .exceptions import ConnectionClosed, ConnectionRefused, DaemonError, LayoutError, ProtocolViolation, daemon_error
 from .protocol import messages as m
 from .protocol.errors import ErrorCode, LocalProtocolError, RemoteProtocolError
 from .protocol.limits import Limits, PROTOCOL_VERSION
@@ -315,7 +315,12 @@ class ClientTracker:
             for st in self.sessions.values():
                 if st.close_seq == msg.re:
                     st.close_seq = None
-        if err.code in (ErrorCode.E_PROTO, ErrorCode.E_SHUTDOWN):
+        if msg.re is None and self.info is None and err.code in (ErrorCode.E_LIMIT, ErrorCode.E_PERM,
+                                                                 ErrorCode.E_NOFD):
+            # Refused at accept, before the hello was answered; the daemon closes the connection.
+            self.fail(ConnectionRefused(f"the daemon refused the connection: {err.message}", code=err.code,
+                                        field=err.field))
+        elif err.code in (ErrorCode.E_PROTO, ErrorCode.E_SHUTDOWN):
             # The daemon closes the connection after these: everything waiting fails with this reason.
             self.fail(ConnectionClosed(f"the daemon closed the connection: {err}", code=err.code, field=err.field))
 

@@ -20,7 +20,7 @@ def test_frames_in_flight_and_clients_are_bounded(fresh_daemon, p01):
     other = RawClient(d.socket)
     third = RawClient(d.socket)
     err = third.recv(timeout=10)
-    assert isinstance(err, Error) and err.code == "E_NOMEM" and "max_clients" in err.message
+    assert isinstance(err, Error) and err.code == "E_LIMIT" and "max_clients" in err.message
     third.close()
     r, dd = frame_memfd(refs[0]), frame_memfd(dists[0])
     rid, did = c.register_ok(r), c.register_ok(dd)

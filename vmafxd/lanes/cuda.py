@@ -217,6 +217,12 @@ class CudaDevice:
         return Event(self, h, owned=True, interprocess=True, recorded=True)
 
     # -- memory --------------------------------------------------------------
+    def free_memory(self) -> int:
+        """Free device memory now (cuMemGetInfo, with this device's context pushed): the lane's budget."""
+        out: list = []
+        self.scoped(lambda _: out.append(self._ck("cuMemGetInfo", self._d.cuMemGetInfo())))(None)
+        return int(out[0][0])
+
     def alloc(self, nbytes: int) -> int:
         return int(self._ck("cuMemAlloc", self._d.cuMemAlloc(max(1, nbytes))))
 

@@ -126,6 +126,7 @@ from vmafx.transport import OwnedFd
 
 from ..core.layout import BufferLayout, Geometry
 from ..core.release import ReleaseEvent
+from ..core import working_set
 from ..core.scoring import ScoringPlan
 from .errors import LaneError, Unsupported
 
@@ -323,6 +324,16 @@ class Lane(abc.ABC):
     def features(self) -> list[str]:
         """Names of the features this lane can score."""
         return []
+
+    def frame_bytes(self, plan: ScoringPlan, geometry: Geometry) -> int:
+        """What one frame in flight costs in the lane's memory: its pictures and the plan's
+        working set (the estimate lives in one place, :mod:`vmafxd.core.working_set`)."""
+        return working_set.frame_bytes(plan, geometry)
+
+    def memory_budget(self) -> int | None:
+        """Bytes of the lane's own memory that frames in flight may use, or None when the lane
+        scores in host memory (the daemon's configured byte budgets are the bound then)."""
+        return None
 
     @abc.abstractmethod
     def import_buffer(self, layout: BufferLayout, fds: Mapping[int, OwnedFd]) -> LaneImport: ...

@@ -147,6 +147,10 @@ class EmuDevice:
         raise RuntimeUnavailable("emu", "the emulator has no interprocess events")
 
     # memory: 256-byte aligned numpy buffers keyed by their address
+    def free_memory(self) -> int:
+        """The emulated device's size less what it has allocated (the lane's budget, as on a GPU)."""
+        return self.info.total_memory - self.allocated_bytes
+
     def alloc(self, nbytes: int) -> int:
         raw = np.zeros(max(1, nbytes) + 256, dtype=np.uint8)
         ptr = (raw.ctypes.data + 255) // 256 * 256

@@ -212,6 +212,12 @@ class HipDevice:
                      recorded=True)
 
     # memory
+    def free_memory(self) -> int:
+        """Free device memory now (hipMemGetInfo, with this device current): the lane's budget."""
+        out: list = []
+        self.scoped(lambda _: out.append(self._ck("hipMemGetInfo", self._hip.hipMemGetInfo())))(None)
+        return int(out[0][0])
+
     def alloc(self, nbytes: int) -> int:
         return int(self._ck("hipMalloc", self._hip.hipMalloc(max(1, nbytes))))
 

@@ -248,8 +248,9 @@ def builtin_model_text(version: str) -> str:
 
 
 def load_model(spec: ModelSpec | str, default_name: str = "vmaf", *, text: str | None = None) -> ModelSet:
-    """A model set from its spec; ``text``, when given, is the ``path=`` file's content
-    (read by a client: the daemon does not open clients' paths)."""
+    """The model set ``spec`` names; ``text``: a ``path=`` model's contents, already read by the
+    caller (a client sends what it read; the daemon reads files under its model_dirs itself,
+    safely: vmafxd/model_files.py)."""
     if isinstance(spec, str):
         spec = parse_model_spec(spec)
     if text is not None:

@@ -26,10 +26,13 @@ class ErrorCode(str, enum.Enum):
     E_STATE = "E_STATE"  # not allowed now (before hello, after close, index out of order)
     E_SHUTDOWN = "E_SHUTDOWN"  # the daemon is stopping
     E_INTERNAL = "E_INTERNAL"  # a bug or an unexpected failure in the daemon
+    E_LIMIT = "E_LIMIT"  # the connection is refused: a cap on connections (per user, or the daemon's) is reached
+    E_PERM = "E_PERM"  # the peer's credentials (uid, groups) are not allowed; the connection is closed
+    E_NOFD = "E_NOFD"  # the daemon ran out of file descriptors (EMFILE/ENFILE); the request was not carried out
 
 
 #: after these the connection cannot continue
-FATAL_CODES = frozenset({ErrorCode.E_PROTO, ErrorCode.E_SHUTDOWN})
+FATAL_CODES = frozenset({ErrorCode.E_PROTO, ErrorCode.E_SHUTDOWN, ErrorCode.E_LIMIT, ErrorCode.E_PERM})
 
 
 class ProtocolError(Exception):

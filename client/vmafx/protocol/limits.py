@@ -36,6 +36,21 @@ class Limits:
     implicit_fence_timeout_ms: int = 1000
     max_models_per_session: int = 8
     max_features_per_session: int = 16
+    # -- fair admission: what one user (peer uid) may hold, summed over its connections
+    max_clients_per_uid: int = 32
+    max_sessions_per_uid: int = 64
+    max_buffers_per_uid: int = 1024
+    max_frames_in_flight_per_uid: int = 256
+    # -- what the whole daemon holds (its fd needs are derived from these, see vmafxd.admission)
+    max_buffers_total: int = 4096
+    max_frames_in_flight_total: int = 1024
+    # -- memory: a frame's cost is its two pictures plus the lane's working set for the plan
+    #: the most one frame may cost (a geometry that costs more is refused at open_session)
+    max_frame_bytes: int = 4 << 30
+    #: the cost of one client's frames in flight
+    max_bytes_in_flight_per_client: int = 8 << 30
+    #: the cost of all frames in flight in the daemon (the lane may lower it: device memory)
+    max_bytes_in_flight_total: int = 16 << 30
 
     def to_wire(self) -> dict:
         return asdict(self)

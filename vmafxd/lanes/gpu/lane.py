@@ -227,6 +227,23 @@ class GpuLane(Lane):
     def features(self) -> list[str]:
         return sorted(twin_modules())
 
+    #: the share of a device's free memory that frames in flight may take; the rest stays for
+    #: modules, stream-ordered pools, the driver and other processes' growth
+    DEVICE_BUDGET_FRACTION = 0.8
+
+    def memory_budget(self) -> int | None:
+        """Device memory frames in flight may use: a share of the least free memory among the
+        lane's devices (sessions may go to any of them); total memory when the runtime cannot say."""
+        free = []
+        for dev in self.devices:
+            query = getattr(dev, "free_memory", None)
+            try:
+                free.append(int(query()) if query is not None else int(dev.info.total_memory))
+            except Exception as e:  # a driver that cannot answer: the total, and say so
+                log.warning("%s: cannot query free device memory (%s); budgeting from the total", self.name, e)
+                free.append(int(dev.info.total_memory))
+        return int(min(free) * self.DEVICE_BUDGET_FRACTION)
+
     @property
     def host_copies(self) -> int:
         return self._copies
