@@ -21,7 +21,8 @@ from typing import Sequence
 import numpy as np
 
 from .runtime import (
-    CompileError, DeviceInfo, Event, ImportedMemory, Module, RuntimeCallError, RuntimeUnavailable, Stream, Undo,
+    CompileError, DeviceInfo, Event, ImportedMemory, Module, RuntimeCallError, RuntimeUnavailable, StatusDriver, Stream,
+    Undo, status_code,
 )
 
 __all__ = ["CudaRuntime", "load", "nvrtc_compile", "compiler_version", "NVRTC_OPTIONS"]
@@ -52,41 +53,16 @@ def _import_bindings():
     return driver, nvrtc
 
 
-def _code(err) -> int | None:
-    try:
-        return int(err)
-    except (TypeError, ValueError):
-        return None
-
-
-class _CudaDriver:
-    """The driver table of the shared handle classes, and the one checker of every driver call.
-
-    cuda-bindings returns a tuple ``(CUresult, *outputs)`` from every call: a
-    failing call raises :class:`RuntimeCallError` with the driver's error name
-    and code; a passing one returns its output (None, one value, or a tuple).
-    """
+class _CudaDriver(StatusDriver):
+    """The driver table of the shared handle classes over cuda-bindings' driver API
+    (every call returns ``(CUresult, *outputs)``)."""
 
     name = "cuda"
+    prefix = "cu"
 
     def __init__(self, driver):
+        super().__init__(driver, driver.CUresult.CUDA_SUCCESS, driver.CUresult.CUDA_ERROR_NOT_READY)
         self.d = driver
-        self.success = driver.CUresult.CUDA_SUCCESS
-        self.not_ready = driver.CUresult.CUDA_ERROR_NOT_READY
-
-    def __call__(self, call: str, result):
-        if isinstance(result, tuple):
-            err, rest = result[0], result[1:]
-        else:
-            err, rest = result, ()
-        if err != self.success:
-            raise self.error(call, err)
-        if not rest:
-            return None
-        return rest[0] if len(rest) == 1 else rest
-
-    def error(self, call: str, err) -> RuntimeCallError:
-        return RuntimeCallError("cuda", call, self.error_name(err), _code(err))
 
     def error_name(self, err) -> str:
         try:
@@ -97,50 +73,8 @@ class _CudaDriver:
             pass
         return str(err)
 
-    def _ready(self, call: str, result) -> bool:
-        err = result[0] if isinstance(result, tuple) else result
-        if err == self.success:
-            return True
-        if err == self.not_ready:
-            return False
-        raise self.error(call, err)
-
-    # -- events ------------------------------------------------------------------
-    def event_record(self, event, stream) -> None:
-        self("cuEventRecord", self.d.cuEventRecord(event, stream))
-
-    def event_query(self, event) -> bool:
-        return self._ready("cuEventQuery", self.d.cuEventQuery(event))
-
-    def event_synchronize(self, event) -> None:
-        self("cuEventSynchronize", self.d.cuEventSynchronize(event))
-
-    def event_ipc_handle(self, event) -> bytes:
-        h = self("cuIpcGetEventHandle", self.d.cuIpcGetEventHandle(event))
-        return ctypes.string_at(h.getPtr(), 64)
-
-    def event_destroy(self, event) -> None:
-        self("cuEventDestroy", self.d.cuEventDestroy(event))
-
-    # -- streams -----------------------------------------------------------------
-    def stream_wait(self, stream, event) -> None:
-        self("cuStreamWaitEvent", self.d.cuStreamWaitEvent(stream, event, 0))
-
-    def stream_query(self, stream) -> bool:
-        return self._ready("cuStreamQuery", self.d.cuStreamQuery(stream))
-
-    def stream_synchronize(self, stream) -> None:
-        self("cuStreamSynchronize", self.d.cuStreamSynchronize(stream))
-
-    def stream_destroy(self, stream) -> None:
-        self("cuStreamDestroy", self.d.cuStreamDestroy(stream))
-
-    # -- modules -----------------------------------------------------------------
-    def module_function(self, module, name: str):
-        return self(f"cuModuleGetFunction({name})", self.d.cuModuleGetFunction(module, name.encode()))
-
-    def module_unload(self, module) -> None:
-        self("cuModuleUnload", self.d.cuModuleUnload(module))
+    def ipc_bytes(self, handle) -> bytes:
+        return ctypes.string_at(handle.getPtr(), 64)
 
 
 class CudaDevice:
@@ -420,7 +354,7 @@ def nvrtc_compile(source: str, name: str, arch: str, options: Sequence[str]) -> 
     ok = nvrtc.nvrtcResult.NVRTC_SUCCESS
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
     if err != ok:
-        raise RuntimeCallError("cuda", "nvrtcCreateProgram", str(err), _code(err))
+        raise RuntimeCallError("cuda", "nvrtcCreateProgram", str(err), status_code(err))
     try:
         opts = [f"--gpu-architecture={arch}".encode(), *[o.encode() for o in options]]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
@@ -431,11 +365,11 @@ def nvrtc_compile(source: str, name: str, arch: str, options: Sequence[str]) -> 
             raise CompileError("cuda", name, log.decode(errors="replace"), "nvrtcCompileProgram")
         err, n = nvrtc.nvrtcGetCUBINSize(prog)
         if err != ok:
-            raise RuntimeCallError("cuda", "nvrtcGetCUBINSize", str(err), _code(err))
+            raise RuntimeCallError("cuda", "nvrtcGetCUBINSize", str(err), status_code(err))
         cubin = b" " * n
         (err,) = nvrtc.nvrtcGetCUBIN(prog, cubin)
         if err != ok:
-            raise RuntimeCallError("cuda", "nvrtcGetCUBIN", str(err), _code(err))
+            raise RuntimeCallError("cuda", "nvrtcGetCUBIN", str(err), status_code(err))
         return bytes(cubin)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)

@@ -35,7 +35,7 @@ import numpy as np
 from .errors import InvalidInput
 from .runtime import (
     CompileError, DeviceInfo, Event, ImportedMemory, Module, RuntimeCallError, RuntimeUnavailable,
-    Stream, Undo,
+    StatusDriver, Stream, Undo, status_code,
 )
 
 __all__ = ["HipRuntime", "load", "hiprtc_compile", "compiler_version", "HIPRTC_OPTIONS"]
@@ -67,84 +67,22 @@ def _err_value(res):
     return res[0] if isinstance(res, tuple) else res
 
 
-def _code(err) -> int | None:
-    try:
-        return int(err)
-    except (TypeError, ValueError):
-        return None
-
-
-class _HipDriver:
-    """The driver table of the shared handle classes, and the one checker of every HIP call."""
+class _HipDriver(StatusDriver):
+    """The driver table of the shared handle classes over hip-python (every call
+    returns ``(hipError_t, *outputs)``)."""
 
     name = "hip"
+    prefix = "hip"
 
     def __init__(self, hip):
+        super().__init__(hip, hip.hipError_t.hipSuccess, hip.hipError_t.hipErrorNotReady)
         self.hip = hip
-        self.success = hip.hipError_t.hipSuccess
-        self.not_ready = hip.hipError_t.hipErrorNotReady
-
-    def __call__(self, call: str, result):
-        err = _err_value(result)
-        rest = result[1:] if isinstance(result, tuple) else ()
-        if err != self.success:
-            raise self.error(call, err)
-        if not rest:
-            return None
-        return rest[0] if len(rest) == 1 else rest
-
-    def error(self, call: str, err) -> RuntimeCallError:
-        return RuntimeCallError("hip", call, self.error_name(err), _code(err))
 
     def error_name(self, err) -> str:
         return getattr(err, "name", str(err))
 
-    def _ready(self, call: str, result) -> bool:
-        err = _err_value(result)
-        if err == self.success:
-            return True
-        if err == self.not_ready:
-            return False
-        raise self.error(call, err)
-
-    # events; R5: a never-recorded event queries as complete on HIP (Event.recorded guards it)
-    def event_record(self, event, stream) -> None:
-        self("hipEventRecord", self.hip.hipEventRecord(event, stream))
-
-    def event_query(self, event) -> bool:
-        return self._ready("hipEventQuery", self.hip.hipEventQuery(event))
-
-    def event_synchronize(self, event) -> None:
-        self("hipEventSynchronize", self.hip.hipEventSynchronize(event))
-
-    def event_ipc_handle(self, event) -> bytes:
-        h = self("hipIpcGetEventHandle", self.hip.hipIpcGetEventHandle(event))
-        return bytes(h.reserved) if hasattr(h, "reserved") else ctypes.string_at(int(h), 64)
-
-    def event_destroy(self, event) -> None:
-        self("hipEventDestroy", self.hip.hipEventDestroy(event))
-
-    # streams
-    def stream_wait(self, stream, event) -> None:
-        self("hipStreamWaitEvent", self.hip.hipStreamWaitEvent(stream, event, 0))
-
-    def stream_query(self, stream) -> bool:
-        # R9: without a query after enqueueing, the research note's last frame
-        # came out wrong in 8 of 8 runs (the work sat unsubmitted).
-        return self._ready("hipStreamQuery", self.hip.hipStreamQuery(stream))
-
-    def stream_synchronize(self, stream) -> None:
-        self("hipStreamSynchronize", self.hip.hipStreamSynchronize(stream))
-
-    def stream_destroy(self, stream) -> None:
-        self("hipStreamDestroy", self.hip.hipStreamDestroy(stream))
-
-    # modules
-    def module_function(self, module, name: str):
-        return self(f"hipModuleGetFunction({name})", self.hip.hipModuleGetFunction(module, name.encode()))
-
-    def module_unload(self, module) -> None:
-        self("hipModuleUnload", self.hip.hipModuleUnload(module))
+    def ipc_bytes(self, handle) -> bytes:
+        return bytes(handle.reserved) if hasattr(handle, "reserved") else ctypes.string_at(int(handle), 64)
 
 
 class HipDevice:
@@ -395,7 +333,7 @@ def hiprtc_compile(source: str, name: str, arch: str, options: Sequence[str]) ->
         raise RuntimeUnavailable("hip", f"HIPRTC cannot be loaded ({e})") from None
     err, prog = res
     if _err_value(err) != ok and err != 0:
-        raise RuntimeCallError("hip", "hiprtcCreateProgram", str(err), _code(err))
+        raise RuntimeCallError("hip", "hiprtcCreateProgram", str(err), status_code(err))
     try:
         opts = [f"--offload-arch={arch}".encode(), *[o.encode() for o in options]]
         (err,) = hiprtc.hiprtcCompileProgram(prog, len(opts), opts)
@@ -408,7 +346,7 @@ def hiprtc_compile(source: str, name: str, arch: str, options: Sequence[str]) ->
         code = bytearray(n)
         (err,) = hiprtc.hiprtcGetCode(prog, code)
         if err != ok:
-            raise RuntimeCallError("hip", "hiprtcGetCode", str(err), _code(err))
+            raise RuntimeCallError("hip", "hiprtcGetCode", str(err), status_code(err))
         return bytes(code)
     finally:
         # the C call takes a hiprtcProgram* (passing the handle itself crashes)
