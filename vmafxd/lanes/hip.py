@@ -27,15 +27,14 @@ from __future__ import annotations
 
 import ctypes
 import os
-import threading
 from typing import Sequence
 
 import numpy as np
 
 from .errors import InvalidInput
 from .runtime import (
-    CompileError, DeviceInfo, Event, ImportedMemory, Module, RuntimeCallError, RuntimeUnavailable,
-    StatusDriver, Stream, Undo, status_code,
+    CompileError, DeviceInfo, DeviceTable, Event, ImportedMemory, OnePerProcess, RuntimeCallError, RuntimeUnavailable,
+    StatusDevice, StatusDriver, Stream, Undo, status_code,
 )
 
 __all__ = ["HipRuntime", "load", "hiprtc_compile", "compiler_version", "HIPRTC_OPTIONS"]
@@ -43,16 +42,12 @@ __all__ = ["HipRuntime", "load", "hiprtc_compile", "compiler_version", "HIPRTC_O
 #: HIPRTC's options for the kernels (no FMA contraction, as NVRTC's --fmad=false)
 HIPRTC_OPTIONS = ("-ffp-contract=off", "-std=c++17")
 
-_lock = threading.Lock()
-_runtime: "HipRuntime | None" = None
+_runtime = OnePerProcess(lambda: HipRuntime())
 
 
 def load() -> "HipRuntime":
-    global _runtime
-    with _lock:
-        if _runtime is None:
-            _runtime = HipRuntime()
-        return _runtime
+    """The process's HIP runtime (initialised once).  Raises RuntimeUnavailable."""
+    return _runtime.get()
 
 
 def _bindings():
@@ -85,7 +80,11 @@ class _HipDriver(StatusDriver):
         return bytes(handle.reserved) if hasattr(handle, "reserved") else ctypes.string_at(int(handle), 64)
 
 
-class HipDevice:
+class HipDevice(StatusDevice):
+    ALLOC, FREE, ALLOC_ASYNC, FREE_ASYNC = "Malloc", "Free", "MallocAsync", "FreeAsync"
+    HOST_ALLOC, HOST_FREE = "HostMalloc", "HostFree"
+    LAUNCH, LAUNCH_EXTRA = "ModuleLaunchKernel", None
+
     def __init__(self, runtime: "HipRuntime", ordinal: int):
         self._rt = runtime
         self._hip = hip = runtime.hip
@@ -138,9 +137,6 @@ class HipDevice:
     def create_timing_event(self) -> Event:
         return Event(self, self._ck("hipEventCreate", self._hip.hipEventCreate()))
 
-    def elapsed_ms(self, start: Event, end: Event) -> float:
-        return float(self._ck("hipEventElapsedTime", self._hip.hipEventElapsedTime(start.handle, end.handle)))
-
     def open_ipc_event(self, handle: bytes) -> Event:
         hip = self._hip
         h = hip.hipIpcEventHandle_t()
@@ -150,56 +146,11 @@ class HipDevice:
                      recorded=True)
 
     # memory
-    def alloc(self, nbytes: int) -> int:
-        return int(self._ck("hipMalloc", self._hip.hipMalloc(max(1, nbytes))))
-
-    def free(self, ptr: int) -> None:
-        if ptr:
-            self._ck("hipFree", self._hip.hipFree(ptr))
-
-    def alloc_async(self, nbytes: int, stream: Stream) -> int:
-        return int(self._ck("hipMallocAsync", self._hip.hipMallocAsync(max(1, nbytes), stream.handle)))
-
-    def free_async(self, ptr: int, stream: Stream) -> None:
-        if ptr:
-            self._ck("hipFreeAsync", self._hip.hipFreeAsync(ptr, stream.handle))
-
-    def alloc_host(self, nbytes: int) -> np.ndarray:
-        ptr = int(self._ck("hipHostMalloc", self._hip.hipHostMalloc(max(1, nbytes), 0)))
-        return np.ctypeslib.as_array((ctypes.c_uint8 * max(1, nbytes)).from_address(ptr))
-
-    def free_host(self, array: np.ndarray) -> None:
-        self._ck("hipHostFree", self._hip.hipHostFree(array.ctypes.data))
-
-    def copy_htod_async(self, dst: int, src: np.ndarray, nbytes: int, stream: Stream) -> None:
-        self._ck("hipMemcpyHtoDAsync", self._hip.hipMemcpyHtoDAsync(dst, src.ctypes.data, nbytes, stream.handle))
-
-    def copy_dtoh_async(self, dst: np.ndarray, src: int, nbytes: int, stream: Stream) -> None:
-        self._ck("hipMemcpyDtoHAsync", self._hip.hipMemcpyDtoHAsync(dst.ctypes.data, src, nbytes, stream.handle))
-
-    def copy_dtod_async(self, dst: int, src: int, nbytes: int, stream: Stream) -> None:
-        self._ck("hipMemcpyDtoDAsync", self._hip.hipMemcpyDtoDAsync(dst, src, nbytes, stream.handle))
-
     def copy_2d_async(self, dst, dst_pitch, src, src_pitch, width_bytes, rows, stream) -> None:
         hip = self._hip
         self._ck("hipMemcpy2DAsync", hip.hipMemcpy2DAsync(
             dst, dst_pitch, src, src_pitch, width_bytes, rows, hip.hipMemcpyKind.hipMemcpyDeviceToDevice,
             stream.handle))
-
-    def memset_async(self, dst: int, value: int, nbytes: int, stream: Stream) -> None:
-        self._ck("hipMemsetD8Async", self._hip.hipMemsetD8Async(dst, value, nbytes, stream.handle))
-
-    # modules and launches
-    def load_module(self, image: bytes) -> Module:
-        buf = np.frombuffer(image, dtype=np.uint8).copy()
-        return Module(self, self._ck("hipModuleLoadData", self._hip.hipModuleLoadData(buf.ctypes.data)))
-
-    def launch_packed(self, function, grid: Sequence[int], block: Sequence[int], shared: int,
-                      stream: Stream, args_address: int, types=()) -> None:
-        gx, gy, gz = (list(grid) + [1, 1])[:3]
-        bx, by, bz = (list(block) + [1, 1])[:3]
-        self._ck("hipModuleLaunchKernel", self._hip.hipModuleLaunchKernel(
-            function, gx, gy, gz, bx, by, bz, shared, stream.handle, args_address, None))
 
     # imports: each step that succeeded is undone if a later one fails
     def import_dmabuf(self, fd: int, size: int) -> ImportedMemory:
@@ -246,36 +197,23 @@ class HipDevice:
         ptr = int(ck("hipIpcOpenMemHandle", hip.hipIpcOpenMemHandle(h, hip.hipIpcMemLazyEnablePeerAccess)))
         return ImportedMemory(self, ptr, size, lambda p: ck("hipIpcCloseMemHandle", hip.hipIpcCloseMemHandle(p)))
 
-    def import_vmm_fd(self, fd: int, size: int) -> ImportedMemory:
-        hip, ck = self._hip, self._ck
-        with Undo() as undo:
-            handle = ck("hipMemImportFromShareableHandle", hip.hipMemImportFromShareableHandle(
-                fd, hip.hipMemAllocationHandleType.hipMemHandleTypePosixFileDescriptor))
-            release = undo.push("hipMemRelease", lambda: ck("hipMemRelease", hip.hipMemRelease(handle)))
-            ptr = int(ck("hipMemAddressReserve", hip.hipMemAddressReserve(size, 0, 0, 0)))
-            undo.push("hipMemAddressFree", lambda: ck("hipMemAddressFree", hip.hipMemAddressFree(ptr, size)))
-            ck("hipMemMap", hip.hipMemMap(ptr, size, 0, handle, 0))
-            undo.push("hipMemUnmap", lambda: ck("hipMemUnmap", hip.hipMemUnmap(ptr, size)))
-            desc = hip.hipMemAccessDesc()
-            desc.location.type = hip.hipMemLocationType.hipMemLocationTypeDevice
-            desc.location.id = self._ordinal
-            desc.flags = hip.hipMemAccessFlags.hipMemAccessFlagsProtRead
-            ck("hipMemSetAccess", hip.hipMemSetAccess(ptr, size, desc, 1))
-            # The mapping holds the allocation now; our handle is no longer needed.
-            undo.drop(release)
-            ck("hipMemRelease", hip.hipMemRelease(handle))
+    def vmm_handle_type(self):
+        return self._hip.hipMemAllocationHandleType.hipMemHandleTypePosixFileDescriptor
 
-        def free(ptr: int) -> None:
-            ck("hipMemUnmap", hip.hipMemUnmap(ptr, size))
-            ck("hipMemAddressFree", hip.hipMemAddressFree(ptr, size))
-
-        return ImportedMemory(self, ptr, size, free)
+    def vmm_read_access(self):
+        hip = self._hip
+        desc = hip.hipMemAccessDesc()
+        desc.location.type = hip.hipMemLocationType.hipMemLocationTypeDevice
+        desc.location.id = self._ordinal
+        desc.flags = hip.hipMemAccessFlags.hipMemAccessFlagsProtRead
+        return desc
 
     def close(self) -> None:
         self.closed = True
 
 
-class HipRuntime:
+class HipRuntime(DeviceTable):
+    device_class = HipDevice
     name = "hip"
     device_import_kinds = ("hip_vmm", "hip_ipc")
     ipc_event_kind = "hip_ipc_event"
@@ -300,12 +238,6 @@ class HipRuntime:
 
     def device_count(self) -> int:
         return self._count
-
-    def device(self, ordinal: int) -> HipDevice:
-        dev = self._devices.get(ordinal)
-        if dev is None:
-            dev = self._devices[ordinal] = HipDevice(self, ordinal)
-        return dev
 
     def compiler_version(self) -> str:
         return compiler_version()

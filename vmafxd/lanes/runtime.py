@@ -37,12 +37,15 @@ event of every frame that read it (R4).
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import threading
 import weakref
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence
+
+import numpy as np
 
 from .errors import CompileError, LaneError, RuntimeCallError
 
@@ -61,7 +64,10 @@ __all__ = [
     "Module",
     "ImportedMemory",
     "Device",
+    "StatusDevice",
     "Runtime",
+    "DeviceTable",
+    "OnePerProcess",
     "live_handles",
     "dropped_handles",
     "Undo",
@@ -439,6 +445,116 @@ class Undo:
 # --------------------------------------------------------------------------- devices and runtimes
 
 
+class StatusDevice:
+    """The :class:`Device` calls that are one checked API call on CUDA and HIP alike.
+
+    A binding's device sets ``driver`` (its :class:`StatusDriver`) and names,
+    after the vendor prefix, the calls whose names differ between the two APIs
+    (``cuMemAlloc`` / ``hipMalloc``); the rest (``MemcpyHtoDAsync``,
+    ``ModuleLoadData``, ...) are spelled alike.
+    """
+
+    driver: StatusDriver
+    ALLOC = "MemAlloc"
+    FREE = "MemFree"
+    ALLOC_ASYNC = "MemAllocAsync"
+    FREE_ASYNC = "MemFreeAsync"
+    HOST_ALLOC = "MemHostAlloc"
+    HOST_FREE = "MemFreeHost"
+    LAUNCH = "LaunchKernel"
+    #: the launch's last argument, "extra" (0 for the CUDA bindings, None for hip-python)
+    LAUNCH_EXTRA: Any = 0
+
+    def elapsed_ms(self, start: Event, end: Event) -> float:
+        return float(self.driver.call("EventElapsedTime", start.handle, end.handle))
+
+    def alloc(self, nbytes: int) -> int:
+        return int(self.driver.call(self.ALLOC, max(1, nbytes)))
+
+    def free(self, ptr: int) -> None:
+        if ptr:
+            self.driver.call(self.FREE, ptr)
+
+    def alloc_async(self, nbytes: int, stream: Stream) -> int:
+        return int(self.driver.call(self.ALLOC_ASYNC, max(1, nbytes), stream.handle))
+
+    def free_async(self, ptr: int, stream: Stream) -> None:
+        if ptr:
+            self.driver.call(self.FREE_ASYNC, ptr, stream.handle)
+
+    def alloc_host(self, nbytes: int) -> np.ndarray:
+        ptr = int(self.driver.call(self.HOST_ALLOC, max(1, nbytes), 0))
+        return np.ctypeslib.as_array((ctypes.c_uint8 * max(1, nbytes)).from_address(ptr))
+
+    def free_host(self, array: np.ndarray) -> None:
+        self.driver.call(self.HOST_FREE, array.ctypes.data)
+
+    def copy_htod_async(self, dst: int, src: np.ndarray, nbytes: int, stream: Stream) -> None:
+        self.driver.call("MemcpyHtoDAsync", dst, src.ctypes.data, nbytes, stream.handle)
+
+    def copy_dtoh_async(self, dst: np.ndarray, src: int, nbytes: int, stream: Stream) -> None:
+        self.driver.call("MemcpyDtoHAsync", dst.ctypes.data, src, nbytes, stream.handle)
+
+    def copy_dtod_async(self, dst: int, src: int, nbytes: int, stream: Stream) -> None:
+        self.driver.call("MemcpyDtoDAsync", dst, src, nbytes, stream.handle)
+
+    def memset_async(self, dst: int, value: int, nbytes: int, stream: Stream) -> None:
+        self.driver.call("MemsetD8Async", dst, value, nbytes, stream.handle)
+
+    def load_module(self, image: bytes) -> Module:
+        buf = np.frombuffer(image, dtype=np.uint8).copy()
+        return Module(self, self.driver.call("ModuleLoadData", buf.ctypes.data))
+
+    def vmm_size(self, size: int) -> int:
+        """The size to map for a VMM import of ``size`` bytes (CUDA rounds to its granularity)."""
+        return size
+
+    def vmm_handle_type(self) -> Any:
+        """The API's handle type of a POSIX fd export."""
+        raise NotImplementedError
+
+    def vmm_read_access(self) -> Any:
+        """The access argument of ``MemSetAccess``: this device may read."""
+        raise NotImplementedError
+
+    def import_vmm_fd(self, fd: int, size: int) -> ImportedMemory:
+        """Map another process's VMM allocation (exported as a POSIX fd) read-only.
+
+        The fd stays the caller's (the driver does not take it).  A mapping
+        larger than the allocation fails in ``MemMap``.  Each step that
+        succeeded is undone if a later one fails.
+        """
+        call, p = self.driver.call, self.driver.prefix
+        size = self.vmm_size(size)
+        with Undo() as undo:
+            handle = call("MemImportFromShareableHandle", fd, self.vmm_handle_type())
+            release = undo.push(p + "MemRelease", lambda: call("MemRelease", handle))
+            ptr = int(call("MemAddressReserve", size, 0, 0, 0))
+            undo.push(p + "MemAddressFree", lambda: call("MemAddressFree", ptr, size))
+            call("MemMap", ptr, size, 0, handle, 0)
+            undo.push(p + "MemUnmap", lambda: call("MemUnmap", ptr, size))
+            call("MemSetAccess", ptr, size, self.vmm_read_access(), 1)
+            # The mapping holds the allocation now; our handle is no longer needed.
+            undo.drop(release)
+            call("MemRelease", handle)
+
+        def free(ptr: int) -> None:
+            call("MemUnmap", ptr, size)
+            call("MemAddressFree", ptr, size)
+
+        return ImportedMemory(self, ptr, size, free)
+
+    def launch_packed(self, function: Any, grid: Sequence[int], block: Sequence[int], shared: int,
+                      stream: Stream, args_address: int, types: Sequence = ()) -> None:
+        """Launch with a ready array of argument pointers at ``args_address`` (see gpu/launch.py).
+
+        ``types`` (the parameters' dtypes) is for bindings that need them; the driver does not."""
+        gx, gy, gz = (list(grid) + [1, 1])[:3]
+        bx, by, bz = (list(block) + [1, 1])[:3]
+        self.driver.call(self.LAUNCH, function, gx, gy, gz, bx, by, bz, shared, stream.handle, args_address,
+                         self.LAUNCH_EXTRA)
+
+
 class Device(Protocol):
     info: DeviceInfo
     driver: Driver
@@ -492,6 +608,38 @@ class Device(Protocol):
         :class:`RuntimeCallError` whose ``not_supported`` is True."""
 
     def close(self) -> None: ...
+
+
+class OnePerProcess:
+    """A binding's runtime object: made by the first :meth:`get` (under a lock), shared after.
+
+    A failing ``make`` (RuntimeUnavailable) is raised to that caller and tried
+    again by the next one."""
+
+    def __init__(self, make: Callable[[], Any]):
+        self._make = make
+        self._lock = threading.Lock()
+        self._value: Any = None
+
+    def get(self) -> Any:
+        with self._lock:
+            if self._value is None:
+                self._value = self._make()
+            return self._value
+
+
+class DeviceTable:
+    """A runtime's :meth:`device`: each ordinal's device made once (``device_class(runtime,
+    ordinal)``) and kept in ``self._devices``, which the runtime's ``__init__`` sets up."""
+
+    device_class: Callable[[Any, int], Any]
+    _devices: dict[int, Any]
+
+    def device(self, ordinal: int) -> Any:
+        dev = self._devices.get(ordinal)
+        if dev is None:
+            dev = self._devices[ordinal] = self.device_class(self, ordinal)
+        return dev
 
 
 class Runtime(Protocol):
