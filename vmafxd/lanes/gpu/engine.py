@@ -51,6 +51,23 @@ class GpuUnsupported(PlanError):
     """A feature or format the GPU lane does not run (``field`` names it): a plan it cannot run."""
 
 
+class GpuFeature:
+    """What every feature's GPU half shares.
+
+    Its plan ``instance`` and ``scorer``; ``values``, the instance's options
+    over the declaration's defaults; and :meth:`flush`, nothing held back at
+    the end (a feature that holds frames back, motion, gives them there).
+    """
+
+    def __init__(self, instance, scorer, declaration):
+        self.instance = instance
+        self.scorer = scorer
+        self.values = {**{o.name: o.default for o in declaration.options}, **instance.values}
+
+    def flush(self):
+        return []
+
+
 class KernelSet:
     """The compiled modules of one device, loaded once and shared by its sessions."""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...features import float_motion as cpu
-from .engine import GpuUnsupported
+from .engine import GpuFeature, GpuUnsupported
 from .float_util import Planes, sample_divisor, upload
 from .launch import F32, I32, I64, U64
 
@@ -22,12 +22,11 @@ __all__ = ["make"]
 _COLS = 256  # FM_COLS
 
 
-class GpuFloatMotion:
+class GpuFloatMotion(GpuFeature):
     def __init__(self, instance, scorer):
-        self.instance = instance
-        self.scorer = scorer
+        super().__init__(instance, scorer, cpu.DECLARATION)
         stg = scorer.staging
-        values = {**{o.name: o.default for o in cpu.DECLARATION.options}, **instance.values}
+        values = self.values
         if values["motion_add_uv"]:
             raise GpuUnsupported("feature.float_motion.motion_add_uv", "runs on the CPU lane only")
         w, h = stg.shapes[0]

@@ -12,17 +12,17 @@ from __future__ import annotations
 import numpy as np
 
 from ...features import motion as cpu
+from .engine import GpuFeature
 from .launch import I32, I64, U64
 
 __all__ = ["make"]
 
 
-class GpuMotion:
+class GpuMotion(GpuFeature):
     def __init__(self, instance, scorer):
-        self.instance = instance
-        self.scorer = scorer
+        super().__init__(instance, scorer, cpu.DECLARATION)
         stg = scorer.staging
-        values = {**{o.name: o.default for o in cpu.DECLARATION.options}, **instance.values}
+        values = self.values
         self.force_zero = bool(values["motion_force_zero"])
         self.fps_weight = float(values["motion_fps_weight"])
         self.max_val = float(values["motion_max_val"])

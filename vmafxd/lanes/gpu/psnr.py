@@ -9,17 +9,17 @@ from __future__ import annotations
 import numpy as np
 
 from ...features import psnr as cpu
+from .engine import GpuFeature
 from .launch import I32, I64, U64
 
 __all__ = ["make"]
 
 
-class GpuPsnr:
+class GpuPsnr(GpuFeature):
     def __init__(self, instance, scorer):
-        self.instance = instance
-        self.scorer = scorer
+        super().__init__(instance, scorer, cpu.DECLARATION)
         stg = scorer.staging
-        values = {**{o.name: o.default for o in cpu.DECLARATION.options}, **instance.values}
+        values = self.values
         chroma = bool(values["enable_chroma"]) and len(stg.shapes) == 3
         self.nplanes = 3 if chroma else 1
         # (height, width) as the CPU twin keeps them
@@ -54,9 +54,6 @@ class GpuPsnr:
                     self._pixels_total[p] += (h * w) & 0xFFFFFFFF
             out.append((first_seq + i, cpu.metrics_from_stats(row, shapes, self.params)))
         return out
-
-    def flush(self):
-        return []
 
     def aggregate(self) -> dict[str, float]:
         if not self.apsnr:
