@@ -21,32 +21,16 @@
 
 #define FA_COLS 256
 
-template <typename T>
-VX_DEVICE void fa_convert(const T* src, i64 fstride, int w, i64 pitch, float div, float* dst, i64 dfstride,
-                          i64 dpitch)
-{
-    const int f = blockIdx.z, y = blockIdx.y;
-    const T* s = src + f * fstride + y * pitch;
-    float* d = dst + f * dfstride + y * dpitch;
-    for (int i = threadIdx.x; i < FA_COLS; i += blockDim.x) {
-        const int x = blockIdx.x * FA_COLS + i;
-        if (x >= w) break;
-        float v = (float)s[x];
-        if (div != 0.0f) v = v / div;
-        d[x] = v + -128.0f;
-    }
-}
-
 VX_KERNEL void vx_fadm_convert_u8(const u8* src, i64 fstride, int w, i64 pitch, float div, float* dst,
                                   i64 dfstride, i64 dpitch)
 {
-    fa_convert<u8>(src, fstride, w, pitch, div, dst, dfstride, dpitch);
+    vx_float_convert<FA_COLS, u8>(src, fstride, w, pitch, div, dst, dfstride, dpitch);
 }
 
 VX_KERNEL void vx_fadm_convert_u16(const u16* src, i64 fstride, int w, i64 pitch, float div, float* dst,
                                    i64 dfstride, i64 dpitch)
 {
-    fa_convert<u16>(src, fstride, w, pitch, div, dst, dfstride, dpitch);
+    vx_float_convert<FA_COLS, u16>(src, fstride, w, pitch, div, dst, dfstride, dpitch);
 }
 
 VX_DEVICE int fa_dwt_index(int i, int n)

@@ -17,32 +17,16 @@
 
 #define FV_COLS 256
 
-template <typename T>
-VX_DEVICE void fv_convert(const T* src, i64 fstride, int w, i64 pitch, float div, float* dst, i64 dfstride,
-                          i64 dpitch)
-{
-    const int f = blockIdx.z, y = blockIdx.y;
-    const T* s = src + f * fstride + y * pitch;
-    float* d = dst + f * dfstride + y * dpitch;
-    for (int i = threadIdx.x; i < FV_COLS; i += blockDim.x) {
-        const int x = blockIdx.x * FV_COLS + i;
-        if (x >= w) break;
-        float v = (float)s[x];
-        if (div != 0.0f) v = v / div;
-        d[x] = v + -128.0f;
-    }
-}
-
 VX_KERNEL void vx_fvif_convert_u8(const u8* src, i64 fstride, int w, i64 pitch, float div, float* dst,
                                   i64 dfstride, i64 dpitch)
 {
-    fv_convert<u8>(src, fstride, w, pitch, div, dst, dfstride, dpitch);
+    vx_float_convert<FV_COLS, u8>(src, fstride, w, pitch, div, dst, dfstride, dpitch);
 }
 
 VX_KERNEL void vx_fvif_convert_u16(const u16* src, i64 fstride, int w, i64 pitch, float div, float* dst,
                                    i64 dfstride, i64 dpitch)
 {
-    fv_convert<u16>(src, fstride, w, pitch, div, dst, dfstride, dpitch);
+    vx_float_convert<FV_COLS, u16>(src, fstride, w, pitch, div, dst, dfstride, dpitch);
 }
 
 // Vertical pass of row y: planes mu1, mu2 (and with all5 xx, yy, xy).
