@@ -253,25 +253,11 @@ VX_KERNEL void vx_fadm_cm(const float* bands, const float* ra, i64 fstride, i64 
 VX_KERNEL void vx_fadm_rows(const float* maps, i64 mfstride, i64 mpitch, i64 mplane, int rw, int rh, float* rows,
                             i64 rows_fstride)
 {
-    const int f = blockIdx.z, m = blockIdx.y;
-    for (int t = threadIdx.x; t < FA_COLS; t += blockDim.x) {
-        const int y = blockIdx.x * FA_COLS + t;
-        if (y >= rh) break;
-        const float* p = maps + f * mfstride + m * mplane + y * mpitch;
-        float s = 0.0f;
-        for (int x = 0; x < rw; ++x)
-            s = s + p[x];
-        rows[f * rows_fstride + m * rh + y] = s;
-    }
+    vx_float_map_rows<FA_COLS>(maps, mfstride, mpitch, mplane, rw, rh, rows, rows_fstride);
 }
 
 // Each map's rows top to bottom into one float, at out[frame][index + m].
 VX_KERNEL void vx_fadm_total(const float* rows, i64 rows_fstride, int rh, float* out, int out_stride, int out_index)
 {
-    const int f = blockIdx.z, m = blockIdx.y;
-    if (threadIdx.x != 0) return;
-    float t = 0.0f;
-    for (int y = 0; y < rh; ++y)
-        t = t + rows[f * rows_fstride + m * rh + y];
-    out[f * out_stride + out_index + m] = t;
+    vx_float_map_totals(rows, rows_fstride, rh, out, out_stride, out_index);
 }

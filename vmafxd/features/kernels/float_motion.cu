@@ -86,8 +86,5 @@ VX_KERNEL void vx_fmotion_total(const float* rows, i64 rows_stride, int h, int f
 {
     const int f = blockIdx.z + first;
     if (threadIdx.x != 0) return;
-    float t = 0.0f;
-    for (int y = 0; y < h; ++y)
-        t = t + rows[f * rows_stride + y];
-    out[f * out_stride + out_index] = t;
+    out[f * out_stride + out_index] = vx_float_sum(rows + f * rows_stride, h);
 }

@@ -124,3 +124,37 @@ VX_DEVICE void vx_float_convert(const T* src, i64 fstride, int w, i64 pitch, flo
         d[x] = vx_float_sample(s[x], div);
     }
 }
+
+// libvmaf's float sums run a float left to right (the CPU twins' row_major_sum:
+// a float per row, then the rows top to bottom): n values added in order.
+VX_DEVICE float vx_float_sum(const float* p, int n)
+{
+    float s = 0.0f;
+    for (int i = 0; i < n; ++i)
+        s = s + p[i];
+    return s;
+}
+
+// Row sums of maps `plane` elements apart, one thread a row: block (x, m, f)
+// sums COLS rows of map m of frame f into rows[f][m][y].
+template <int COLS>
+VX_DEVICE void vx_float_map_rows(const float* maps, i64 fstride, i64 pitch, i64 plane, int w, int h, float* rows,
+                                 i64 rows_fstride)
+{
+    const int f = blockIdx.z, m = blockIdx.y;
+    for (int i = threadIdx.x; i < COLS; i += blockDim.x) {
+        const int y = blockIdx.x * COLS + i;
+        if (y >= h) break;
+        rows[f * rows_fstride + m * h + y] = vx_float_sum(maps + f * fstride + m * plane + y * pitch, w);
+    }
+}
+
+// Each map's row sums added top to bottom into one float, at out[frame][index + m]
+// (thread 0 of block (0, m, f)).
+VX_DEVICE void vx_float_map_totals(const float* rows, i64 rows_fstride, int h, float* out, int out_stride,
+                                   int out_index)
+{
+    const int f = blockIdx.z, m = blockIdx.y;
+    if (threadIdx.x != 0) return;
+    out[f * out_stride + out_index + m] = vx_float_sum(rows + f * rows_fstride + m * h, h);
+}
