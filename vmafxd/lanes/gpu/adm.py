@@ -131,7 +131,7 @@ class GpuAdm(GpuFeature):
         table = scale_table(self.params, self.values["adm_enhn_gain_limit"], self.skip_aim)
         self._row_bytes = table.shape[1] * 8
         dev = scorer.device
-        self._table = dev.alloc(table.nbytes)
+        self._table = self.own(dev.alloc(table.nbytes))
         host = dev.alloc_host(table.nbytes)
         host[:] = table.view(np.uint8).ravel()
         dev.copy_htod_async(self._table, host, table.nbytes, scorer.stream)
@@ -184,11 +184,6 @@ class GpuAdm(GpuFeature):
         sums = self._sums(stats[:count, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.int64))
         rows = cpu.metrics_from_sums(self.width, self.height, sums[:, 0], sums[:, 1], sums[:, 2], self.values)
         return [(first_seq + i, m) for i, m in enumerate(rows)]
-
-    def close(self) -> None:
-        if self._table:
-            self.scorer.device.free(self._table)
-            self._table = 0
 
 
 def make(instance, scorer) -> GpuAdm:

@@ -42,7 +42,7 @@ class GpuFloatAdm(GpuFeature):
         self.bypass = int(self.values["adm_bypass_cm"])
         self.stats_bytes = 36 * 4
         self.stats_offset = 0
-        self._rcp = upload(scorer.device, scorer.stream, RCP_MANTISSA.astype(np.uint32))
+        self._rcp = self.own(upload(scorer.device, scorer.stream, RCP_MANTISSA.astype(np.uint32)))
         ks = scorer.kernels
         sfx = "_u8" if stg.elem == 1 else "_u16"
         self._convert = ks.launcher("float_adm.cu", "vx_fadm_convert" + sfx, [U64, I64, I32, I64, F32, U64, I64, I64])
@@ -100,11 +100,6 @@ class GpuFloatAdm(GpuFeature):
         sums = stats[:count, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.float32)
         return [(first_seq + i, cpu.metrics_from_stats(sums[i].reshape(4, 9), self.width, self.height, self.values))
                 for i in range(count)]
-
-    def close(self) -> None:
-        if self._rcp:
-            self.scorer.device.free(self._rcp)
-        self._rcp = 0
 
 
 def make(instance, scorer) -> GpuFloatAdm:

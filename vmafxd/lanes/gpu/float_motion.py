@@ -40,8 +40,8 @@ class GpuFloatMotion(GpuFeature):
         self.stats_bytes = 4
         self.stats_offset = 0
         dev = scorer.device
-        self._taps = upload(dev, scorer.stream, self.taps)
-        self._history = dev.alloc(self.layout.nbytes(1))
+        self._taps = self.own(upload(dev, scorer.stream, self.taps))
+        self._history = self.own(dev.alloc(self.layout.nbytes(1)))
         ks = scorer.kernels
         sfx = "_u8" if stg.elem == 1 else "_u16"
         self._vert = ks.launcher("float_motion.cu", "vx_fmotion_vert" + sfx,
@@ -85,12 +85,6 @@ class GpuFloatMotion(GpuFeature):
 
     def flush(self):
         return self.twin.flush()
-
-    def close(self) -> None:
-        dev = self.scorer.device
-        for p in (self._taps, self._history):
-            dev.free(p)
-        self._taps = self._history = 0
 
 
 def make(instance, scorer) -> GpuFloatMotion:

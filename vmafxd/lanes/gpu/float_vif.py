@@ -47,7 +47,7 @@ class GpuFloatVif(GpuFeature):
         self.stats_offset = 0
         dev = scorer.device
         flat = np.concatenate(self.taps).astype(np.float32)
-        self._taps = upload(dev, scorer.stream, flat)
+        self._taps = self.own(upload(dev, scorer.stream, flat))
         self._tap_ptr = []
         off = 0
         for t in self.taps:
@@ -115,11 +115,6 @@ class GpuFloatVif(GpuFeature):
             record = sums[i].astype(np.float64).reshape(4, 2)
             out.append((first_seq + i, cpu.metrics_from_stats(record, self.values)))
         return out
-
-    def close(self) -> None:
-        if self._taps:
-            self.scorer.device.free(self._taps)
-        self._taps = 0
 
 
 def make(instance, scorer) -> GpuFloatVif:

@@ -35,7 +35,7 @@ class GpuMotion(GpuFeature):
         self.stats_offset = 0
         self._plane_bytes = stg.pitches[0] * stg.elem * h
         # history of the last two reference lumas: [seq - 1, seq - 2]
-        self._history = [scorer.device.alloc(self._plane_bytes), scorer.device.alloc(self._plane_bytes)]
+        self._history = [self.own(scorer.device.alloc(self._plane_bytes)) for _ in range(2)]
         kernel = "vx_motion_sad_u8" if stg.elem == 1 else "vx_motion_sad_u16"
         self._launch = scorer.kernels.launcher(
             "motion.cu", kernel, [U64, U64, U64, I32, I32, I32, I64, I64, I32, I32, U64, I32, I32])
@@ -74,11 +74,6 @@ class GpuMotion(GpuFeature):
 
     def flush(self):
         return self.timeline.flush()
-
-    def close(self) -> None:
-        for p in self._history:
-            self.scorer.device.free(p)
-        self._history = []
 
 
 def make(instance, scorer) -> GpuMotion:

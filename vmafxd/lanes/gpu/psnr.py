@@ -60,9 +60,6 @@ class GpuPsnr(GpuFeature):
             return {}
         return cpu.apsnr_from_totals(self.params.peak, self._sse_total, self._pixels_total)
 
-    def close(self) -> None:
-        pass
-
 
 def make(instance, scorer) -> GpuPsnr:
     return GpuPsnr(instance, scorer)

@@ -103,9 +103,6 @@ class GpuVif(GpuFeature):
         rows = cpu.metrics_from_sums(acc, self.skip0, self.values)
         return [(first_seq + i, m) for i, m in enumerate(rows)]
 
-    def close(self) -> None:
-        pass
-
 
 def make(instance, scorer) -> GpuVif:
     return GpuVif(instance, scorer)
