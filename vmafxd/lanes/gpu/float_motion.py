@@ -26,17 +26,16 @@ class GpuFloatMotion(GpuFeature):
     def __init__(self, instance, scorer):
         super().__init__(instance, scorer, cpu.DECLARATION)
         stg = scorer.staging
-        values = self.values
-        if values["motion_add_uv"]:
+        if self.values["motion_add_uv"]:
             raise GpuUnsupported("feature.float_motion.motion_add_uv", "runs on the CPU lane only")
         w, h = stg.shapes[0]
         # the CPU twin: its options, checks and temporal rules (its extract is not used here)
-        self.twin = cpu.FloatMotion(values, w, h, stg.bitdepth)
+        self.twin = cpu.FloatMotion(self.values, w, h, stg.bitdepth)
         self.force_zero = self.twin.force_zero
         self.div = sample_divisor("float_motion", stg.bitdepth)
         self.w, self.h = w, h
         self.layout = Planes(w, h, 1)
-        self.taps = cpu.filter_for(int(values["motion_filter_size"]))
+        self.taps = cpu.filter_for(int(self.values["motion_filter_size"]))
         self.stats_bytes = 4
         self.stats_offset = 0
         dev = scorer.device

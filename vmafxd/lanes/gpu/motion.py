@@ -22,11 +22,10 @@ class GpuMotion(GpuFeature):
     def __init__(self, instance, scorer):
         super().__init__(instance, scorer, cpu.DECLARATION)
         stg = scorer.staging
-        values = self.values
-        self.force_zero = bool(values["motion_force_zero"])
-        self.fps_weight = float(values["motion_fps_weight"])
-        self.max_val = float(values["motion_max_val"])
-        self.timeline = cpu.MotionTimeline(values, debug=bool(values["debug"]))
+        self.force_zero = bool(self.values["motion_force_zero"])
+        self.fps_weight = float(self.values["motion_fps_weight"])
+        self.max_val = float(self.values["motion_max_val"])
+        self.timeline = cpu.MotionTimeline(self.values, debug=bool(self.values["debug"]))
         self.gap = self.timeline.min_idx
         w, h = stg.shapes[0]
         if w < 3 or h < 3:

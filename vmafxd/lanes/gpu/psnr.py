@@ -19,13 +19,12 @@ class GpuPsnr(GpuFeature):
     def __init__(self, instance, scorer):
         super().__init__(instance, scorer, cpu.DECLARATION)
         stg = scorer.staging
-        values = self.values
-        chroma = bool(values["enable_chroma"]) and len(stg.shapes) == 3
+        chroma = bool(self.values["enable_chroma"]) and len(stg.shapes) == 3
         self.nplanes = 3 if chroma else 1
         # (height, width) as the CPU twin keeps them
         self.shapes = [(h, w) for (w, h) in stg.shapes]
-        self.params = cpu.psnr_params(values, stg.bitdepth, self.shapes)
-        self.apsnr = bool(values["enable_apsnr"])
+        self.params = cpu.psnr_params(self.values, stg.bitdepth, self.shapes)
+        self.apsnr = bool(self.values["enable_apsnr"])
         self._sse_total = [0, 0, 0]
         self._pixels_total = [0, 0, 0]
         self.stats_bytes = 8 * self.nplanes
