@@ -48,7 +48,7 @@ import numpy as np
 from .exceptions import LayoutError
 from .formats import PixelFormat, PlaneShape, parse_pixel_format, storage_planes
 from .protocol.messages import BUFFER_KINDS, FLAG_ALLOW_COPY, Plane, RegisterBuffer
-from .transport import OwnedFd
+from .transport import HeldFd, OwnedFd
 
 __all__ = [
     "BufferFlags", "ALLOW_COPY", "FrameBuffer", "BufferLayout", "plane_layout",
@@ -77,24 +77,16 @@ class BufferFlags(enum.IntFlag):
 ALLOW_COPY = BufferFlags.ALLOW_COPY
 
 
-class BorrowedFd:
+class BorrowedFd(HeldFd):
     """An fd someone else owns: we may send it, never close it.  ``close()`` only forgets it."""
 
-    __slots__ = ("_fd",)
+    __slots__ = ()
+    _gone = "released"
 
     def __init__(self, fd: int):
         if fd < 0:
             raise LayoutError("fd", f"invalid fd {fd}")
         self._fd: int | None = fd
-
-    @property
-    def closed(self) -> bool:
-        return self._fd is None
-
-    def fileno(self) -> int:
-        if self._fd is None:
-            raise ValueError("fd already released")
-        return self._fd
 
     def close(self) -> None:
         self._fd = None

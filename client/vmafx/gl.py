@@ -800,24 +800,24 @@ class EglSync:
     @classmethod
     def reusable(cls, display: int | None = None) -> "EglSync":
         """A reusable sync, created unsignalled; :meth:`signal` it from any thread."""
-        display = display or current_egl()[0]
-        if "EGL_KHR_reusable_sync" not in _display_extensions(display):
-            raise GlNotSupported("EGL_KHR_reusable_sync", "the EGL display has no reusable syncs")
-        h = _egl().eglCreateSyncKHR(display, EGL_SYNC_REUSABLE_KHR, _ints(EGL_NONE))
-        if not h:
-            raise GlNotSupported("EGL_KHR_reusable_sync", f"eglCreateSyncKHR failed ({_egl_error()})")
-        return cls(display, h, "reusable")
+        return cls._create(display, "reusable", EGL_SYNC_REUSABLE_KHR)
 
     @classmethod
     def fence(cls, display: int | None = None) -> "EglSync":
         """A fence sync after the commands issued so far in the current context."""
+        return cls._create(display, "fence", EGL_SYNC_FENCE_KHR)
+
+    @classmethod
+    def _create(cls, display: int | None, kind: str, sync_type: int) -> "EglSync":
+        """A sync of ``kind`` ("reusable", "fence"), refused where the display lacks EGL_KHR_<kind>_sync."""
         display = display or current_egl()[0]
-        if "EGL_KHR_fence_sync" not in _display_extensions(display):
-            raise GlNotSupported("EGL_KHR_fence_sync", "the EGL display has no fence syncs")
-        h = _egl().eglCreateSyncKHR(display, EGL_SYNC_FENCE_KHR, _ints(EGL_NONE))
+        extension = f"EGL_KHR_{kind}_sync"
+        if extension not in _display_extensions(display):
+            raise GlNotSupported(extension, f"the EGL display has no {kind} syncs")
+        h = _egl().eglCreateSyncKHR(display, sync_type, _ints(EGL_NONE))
         if not h:
-            raise GlNotSupported("EGL_KHR_fence_sync", f"eglCreateSyncKHR failed ({_egl_error()})")
-        return cls(display, h, "fence")
+            raise GlNotSupported(extension, f"eglCreateSyncKHR failed ({_egl_error()})")
+        return cls(display, h, kind)
 
     def _mode(self, mode: int) -> None:
         if self.handle is None:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 __all__ = [
-    "OwnedFd", "Packet", "TransportClosed", "ConnectionReset", "recv_packet_blocking", "send_packet_blocking",
+    "HeldFd", "OwnedFd", "Packet", "TransportClosed", "ConnectionReset", "recv_packet_blocking", "send_packet_blocking",
     "TrioPacketChannel", "BlockingPacketChannel", "ancillary_size", "open_fd_count",
 ]
 
@@ -72,16 +72,14 @@ def _close_quietly(fd: int) -> None:
         pass
 
 
-class OwnedFd:
-    """An fd with exactly one owner."""
+class HeldFd:
+    """An fd number held until let go; what owned and borrowed fds share.
 
-    __slots__ = ("_fd", "_finalizer", "__weakref__")
+    ``fileno()`` raises ValueError once it is gone (the subclass's ``_gone``
+    says how: closed, released)."""
 
-    def __init__(self, fd: int):
-        if fd < 0:
-            raise ValueError("invalid fd")
-        self._fd: int | None = fd
-        self._finalizer = weakref.finalize(self, _close_quietly, fd)
+    __slots__ = ("_fd",)
+    _gone = "closed"
 
     @property
     def closed(self) -> bool:
@@ -89,8 +87,20 @@ class OwnedFd:
 
     def fileno(self) -> int:
         if self._fd is None:
-            raise ValueError("fd already closed")
+            raise ValueError(f"fd already {self._gone}")
         return self._fd
+
+
+class OwnedFd(HeldFd):
+    """An fd with exactly one owner."""
+
+    __slots__ = ("_finalizer", "__weakref__")
+
+    def __init__(self, fd: int):
+        if fd < 0:
+            raise ValueError("invalid fd")
+        self._fd: int | None = fd
+        self._finalizer = weakref.finalize(self, _close_quietly, fd)
 
     def detach(self) -> int:
         """Give the integer away: the caller owns it now."""

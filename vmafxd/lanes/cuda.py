@@ -15,13 +15,13 @@ Only this module names CUDA.  Facts it is built on, measured on the H200
 from __future__ import annotations
 
 import ctypes
-import threading
 from typing import Sequence
 
 import numpy as np
 
 from .runtime import (
-    CompileError, DeviceInfo, Event, ImportedMemory, Module, RuntimeCallError, RuntimeUnavailable, Stream, Undo,
+    CompileError, DeviceInfo, DeviceTable, Event, ImportedMemory, OnePerProcess, RuntimeCallError, RuntimeUnavailable,
+    StatusDevice, StatusDriver, Stream, Undo, status_code,
 )
 
 __all__ = ["CudaRuntime", "load", "nvrtc_compile", "compiler_version", "NVRTC_OPTIONS"]
@@ -30,17 +30,12 @@ __all__ = ["CudaRuntime", "load", "nvrtc_compile", "compiler_version", "NVRTC_OP
 #: passes through double/float (VIF's g, ADM's angle test) rounds as the CPU twin's.
 NVRTC_OPTIONS = ("--fmad=false", "--std=c++17", "-default-device")
 
-_lock = threading.Lock()
-_runtime: "CudaRuntime | None" = None
+_runtime = OnePerProcess(lambda: CudaRuntime())
 
 
 def load() -> "CudaRuntime":
     """The process's CUDA runtime (initialised once).  Raises RuntimeUnavailable."""
-    global _runtime
-    with _lock:
-        if _runtime is None:
-            _runtime = CudaRuntime()
-        return _runtime
+    return _runtime.get()
 
 
 def _import_bindings():
@@ -52,41 +47,16 @@ def _import_bindings():
     return driver, nvrtc
 
 
-def _code(err) -> int | None:
-    try:
-        return int(err)
-    except (TypeError, ValueError):
-        return None
-
-
-class _CudaDriver:
-    """The driver table of the shared handle classes, and the one checker of every driver call.
-
-    cuda-bindings returns a tuple ``(CUresult, *outputs)`` from every call: a
-    failing call raises :class:`RuntimeCallError` with the driver's error name
-    and code; a passing one returns its output (None, one value, or a tuple).
-    """
+class _CudaDriver(StatusDriver):
+    """The driver table of the shared handle classes over cuda-bindings' driver API
+    (every call returns ``(CUresult, *outputs)``)."""
 
     name = "cuda"
+    prefix = "cu"
 
     def __init__(self, driver):
+        super().__init__(driver, driver.CUresult.CUDA_SUCCESS, driver.CUresult.CUDA_ERROR_NOT_READY)
         self.d = driver
-        self.success = driver.CUresult.CUDA_SUCCESS
-        self.not_ready = driver.CUresult.CUDA_ERROR_NOT_READY
-
-    def __call__(self, call: str, result):
-        if isinstance(result, tuple):
-            err, rest = result[0], result[1:]
-        else:
-            err, rest = result, ()
-        if err != self.success:
-            raise self.error(call, err)
-        if not rest:
-            return None
-        return rest[0] if len(rest) == 1 else rest
-
-    def error(self, call: str, err) -> RuntimeCallError:
-        return RuntimeCallError("cuda", call, self.error_name(err), _code(err))
 
     def error_name(self, err) -> str:
         try:
@@ -97,53 +67,11 @@ class _CudaDriver:
             pass
         return str(err)
 
-    def _ready(self, call: str, result) -> bool:
-        err = result[0] if isinstance(result, tuple) else result
-        if err == self.success:
-            return True
-        if err == self.not_ready:
-            return False
-        raise self.error(call, err)
-
-    # -- events ------------------------------------------------------------------
-    def event_record(self, event, stream) -> None:
-        self("cuEventRecord", self.d.cuEventRecord(event, stream))
-
-    def event_query(self, event) -> bool:
-        return self._ready("cuEventQuery", self.d.cuEventQuery(event))
-
-    def event_synchronize(self, event) -> None:
-        self("cuEventSynchronize", self.d.cuEventSynchronize(event))
-
-    def event_ipc_handle(self, event) -> bytes:
-        h = self("cuIpcGetEventHandle", self.d.cuIpcGetEventHandle(event))
-        return ctypes.string_at(h.getPtr(), 64)
-
-    def event_destroy(self, event) -> None:
-        self("cuEventDestroy", self.d.cuEventDestroy(event))
-
-    # -- streams -----------------------------------------------------------------
-    def stream_wait(self, stream, event) -> None:
-        self("cuStreamWaitEvent", self.d.cuStreamWaitEvent(stream, event, 0))
-
-    def stream_query(self, stream) -> bool:
-        return self._ready("cuStreamQuery", self.d.cuStreamQuery(stream))
-
-    def stream_synchronize(self, stream) -> None:
-        self("cuStreamSynchronize", self.d.cuStreamSynchronize(stream))
-
-    def stream_destroy(self, stream) -> None:
-        self("cuStreamDestroy", self.d.cuStreamDestroy(stream))
-
-    # -- modules -----------------------------------------------------------------
-    def module_function(self, module, name: str):
-        return self(f"cuModuleGetFunction({name})", self.d.cuModuleGetFunction(module, name.encode()))
-
-    def module_unload(self, module) -> None:
-        self("cuModuleUnload", self.d.cuModuleUnload(module))
+    def ipc_bytes(self, handle) -> bytes:
+        return ctypes.string_at(handle.getPtr(), 64)
 
 
-class CudaDevice:
+class CudaDevice(StatusDevice):
     def __init__(self, runtime: "CudaRuntime", ordinal: int):
         self._rt = runtime
         self._d = runtime.d
@@ -205,9 +133,6 @@ class CudaDevice:
         h = self._ck("cuEventCreate", self._d.cuEventCreate(self._d.CUevent_flags.CU_EVENT_DEFAULT))
         return Event(self, h)
 
-    def elapsed_ms(self, start: Event, end: Event) -> float:
-        return float(self._ck("cuEventElapsedTime", self._d.cuEventElapsedTime(start.handle, end.handle)))
-
     def open_ipc_event(self, handle: bytes) -> Event:
         if len(handle) != 64:
             raise ValueError("a CUDA IPC event handle is 64 bytes")
@@ -223,37 +148,6 @@ class CudaDevice:
         self.scoped(lambda _: out.append(self._ck("cuMemGetInfo", self._d.cuMemGetInfo())))(None)
         return int(out[0][0])
 
-    def alloc(self, nbytes: int) -> int:
-        return int(self._ck("cuMemAlloc", self._d.cuMemAlloc(max(1, nbytes))))
-
-    def free(self, ptr: int) -> None:
-        if ptr:
-            self._ck("cuMemFree", self._d.cuMemFree(ptr))
-
-    def alloc_async(self, nbytes: int, stream: Stream) -> int:
-        return int(self._ck("cuMemAllocAsync", self._d.cuMemAllocAsync(max(1, nbytes), stream.handle)))
-
-    def free_async(self, ptr: int, stream: Stream) -> None:
-        if ptr:
-            self._ck("cuMemFreeAsync", self._d.cuMemFreeAsync(ptr, stream.handle))
-
-    def alloc_host(self, nbytes: int) -> np.ndarray:
-        ptr = int(self._ck("cuMemHostAlloc", self._d.cuMemHostAlloc(max(1, nbytes), 0)))
-        arr = np.ctypeslib.as_array((ctypes.c_uint8 * max(1, nbytes)).from_address(ptr))
-        return arr
-
-    def free_host(self, array: np.ndarray) -> None:
-        self._ck("cuMemFreeHost", self._d.cuMemFreeHost(array.ctypes.data))
-
-    def copy_htod_async(self, dst: int, src: np.ndarray, nbytes: int, stream: Stream) -> None:
-        self._ck("cuMemcpyHtoDAsync", self._d.cuMemcpyHtoDAsync(dst, src.ctypes.data, nbytes, stream.handle))
-
-    def copy_dtoh_async(self, dst: np.ndarray, src: int, nbytes: int, stream: Stream) -> None:
-        self._ck("cuMemcpyDtoHAsync", self._d.cuMemcpyDtoHAsync(dst.ctypes.data, src, nbytes, stream.handle))
-
-    def copy_dtod_async(self, dst: int, src: int, nbytes: int, stream: Stream) -> None:
-        self._ck("cuMemcpyDtoDAsync", self._d.cuMemcpyDtoDAsync(dst, src, nbytes, stream.handle))
-
     def copy_2d_async(self, dst: int, dst_pitch: int, src: int, src_pitch: int,
                       width_bytes: int, rows: int, stream: Stream) -> None:
         d = self._d
@@ -268,29 +162,11 @@ class CudaDevice:
         p.Height = rows
         self._ck("cuMemcpy2DAsync", d.cuMemcpy2DAsync(p, stream.handle))
 
-    def memset_async(self, dst: int, value: int, nbytes: int, stream: Stream) -> None:
-        self._ck("cuMemsetD8Async", self._d.cuMemsetD8Async(dst, value, nbytes, stream.handle))
-
     # -- modules and launches -------------------------------------------
-    def load_module(self, image: bytes) -> Module:
-        buf = np.frombuffer(image, dtype=np.uint8).copy()
-        h = self._ck("cuModuleLoadData", self._d.cuModuleLoadData(buf.ctypes.data))
-        return Module(self, h)
-
     def set_max_shared(self, function, nbytes: int) -> None:
         d = self._d
         self._ck("cuFuncSetAttribute", d.cuFuncSetAttribute(
             function, d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes))
-
-    def launch_packed(self, function, grid: Sequence[int], block: Sequence[int], shared: int,
-                      stream: Stream, args_address: int, types=()) -> None:
-        """Launch with a ready array of argument pointers at ``args_address`` (see gpu/launch.py).
-
-        ``types`` (the parameters' dtypes) is for bindings that need them; the driver does not."""
-        gx, gy, gz = (list(grid) + [1, 1])[:3]
-        bx, by, bz = (list(block) + [1, 1])[:3]
-        self._ck("cuLaunchKernel", self._d.cuLaunchKernel(
-            function, gx, gy, gz, bx, by, bz, shared, stream.handle, args_address, 0))
 
     # -- imports -----------------------------------------------------------
     def vmm_granularity(self) -> int:
@@ -306,39 +182,21 @@ class CudaDevice:
             self._granularity = int(g)
         return self._granularity
 
-    def import_vmm_fd(self, fd: int, size: int) -> ImportedMemory:
-        """Map another process's VMM allocation (exported as a POSIX fd) read-only.
-
-        The fd stays the caller's (the driver does not take it).  ``size`` is
-        rounded up to the allocation granularity; a mapping larger than the
-        allocation fails in cuMemMap.  Each step that succeeded is undone if a
-        later one fails.
-        """
-        d, ck = self._d, self._ck
+    def vmm_size(self, size: int) -> int:
+        """``size`` rounded up to the allocation granularity."""
         g = self.vmm_granularity()
-        size = (size + g - 1) // g * g
-        with Undo() as undo:
-            handle = ck("cuMemImportFromShareableHandle", d.cuMemImportFromShareableHandle(
-                fd, d.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
-            release = undo.push("cuMemRelease", lambda: ck("cuMemRelease", d.cuMemRelease(handle)))
-            ptr = int(ck("cuMemAddressReserve", d.cuMemAddressReserve(size, 0, 0, 0)))
-            undo.push("cuMemAddressFree", lambda: ck("cuMemAddressFree", d.cuMemAddressFree(ptr, size)))
-            ck("cuMemMap", d.cuMemMap(ptr, size, 0, handle, 0))
-            undo.push("cuMemUnmap", lambda: ck("cuMemUnmap", d.cuMemUnmap(ptr, size)))
-            desc = d.CUmemAccessDesc()
-            desc.location.type = d.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
-            desc.location.id = self.info.ordinal
-            desc.flags = d.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READ
-            ck("cuMemSetAccess", d.cuMemSetAccess(ptr, size, [desc], 1))
-            # The mapping holds the allocation now; our handle is no longer needed.
-            undo.drop(release)
-            ck("cuMemRelease", d.cuMemRelease(handle))
+        return (size + g - 1) // g * g
 
-        def free(ptr: int) -> None:
-            ck("cuMemUnmap", d.cuMemUnmap(ptr, size))
-            ck("cuMemAddressFree", d.cuMemAddressFree(ptr, size))
+    def vmm_handle_type(self):
+        return self._d.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 
-        return ImportedMemory(self, ptr, size, free)
+    def vmm_read_access(self):
+        d = self._d
+        desc = d.CUmemAccessDesc()
+        desc.location.type = d.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        desc.location.id = self.info.ordinal
+        desc.flags = d.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READ
+        return [desc]
 
     def import_ipc_memory(self, handle: bytes, size: int) -> ImportedMemory:
         if len(handle) != 64:
@@ -378,7 +236,8 @@ class CudaDevice:
             self._ck("cuDevicePrimaryCtxRelease", self._d.cuDevicePrimaryCtxRelease(self._dev))
 
 
-class CudaRuntime:
+class CudaRuntime(DeviceTable):
+    device_class = CudaDevice
     name = "cuda"
     device_import_kinds = ("cuda_vmm", "cuda_ipc")
     ipc_event_kind = "cuda_ipc_event"
@@ -401,12 +260,6 @@ class CudaRuntime:
     def device_count(self) -> int:
         return int(self.ck("cuDeviceGetCount", self.d.cuDeviceGetCount()))
 
-    def device(self, ordinal: int) -> CudaDevice:
-        dev = self._devices.get(ordinal)
-        if dev is None:
-            dev = self._devices[ordinal] = CudaDevice(self, ordinal)
-        return dev
-
     def compiler_version(self) -> str:
         return compiler_version()
 
@@ -426,7 +279,7 @@ def nvrtc_compile(source: str, name: str, arch: str, options: Sequence[str]) -> 
     ok = nvrtc.nvrtcResult.NVRTC_SUCCESS
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
     if err != ok:
-        raise RuntimeCallError("cuda", "nvrtcCreateProgram", str(err), _code(err))
+        raise RuntimeCallError("cuda", "nvrtcCreateProgram", str(err), status_code(err))
     try:
         opts = [f"--gpu-architecture={arch}".encode(), *[o.encode() for o in options]]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
@@ -437,11 +290,11 @@ def nvrtc_compile(source: str, name: str, arch: str, options: Sequence[str]) -> 
             raise CompileError("cuda", name, log.decode(errors="replace"), "nvrtcCompileProgram")
         err, n = nvrtc.nvrtcGetCUBINSize(prog)
         if err != ok:
-            raise RuntimeCallError("cuda", "nvrtcGetCUBINSize", str(err), _code(err))
+            raise RuntimeCallError("cuda", "nvrtcGetCUBINSize", str(err), status_code(err))
         cubin = b" " * n
         (err,) = nvrtc.nvrtcGetCUBIN(prog, cubin)
         if err != ok:
-            raise RuntimeCallError("cuda", "nvrtcGetCUBIN", str(err), _code(err))
+            raise RuntimeCallError("cuda", "nvrtcGetCUBIN", str(err), status_code(err))
         return bytes(cubin)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)

@@ -32,12 +32,13 @@ from typing import Sequence
 
 import numpy as np
 
-from .runtime import CompileError, DeviceInfo, Event, ImportedMemory, Module, RuntimeUnavailable, Stream
+from .runtime import (
+    CompileError, DeviceInfo, DeviceTable, Event, ImportedMemory, Module, OnePerProcess, RuntimeUnavailable, Stream,
+)
 
 __all__ = ["EmulatedRuntime", "load"]
 
-_lock = threading.Lock()
-_runtime: "EmulatedRuntime | None" = None
+_runtime = OnePerProcess(lambda: EmulatedRuntime())
 #: One launch at a time in the whole process: a kernel library is loaded once
 #: (dlopen shares it), so its blockIdx globals and its __shared__ statics are
 #: shared by every thread; two devices' workers must not interleave blocks.
@@ -45,11 +46,8 @@ _launch_lock = threading.Lock()
 
 
 def load() -> "EmulatedRuntime":
-    global _runtime
-    with _lock:
-        if _runtime is None:
-            _runtime = EmulatedRuntime()
-        return _runtime
+    """The process's CPU emulator of the GPU runtime (made once)."""
+    return _runtime.get()
 
 
 _CTYPES = {
@@ -253,7 +251,8 @@ def _compiler() -> str | None:
     return None
 
 
-class EmulatedRuntime:
+class EmulatedRuntime(DeviceTable):
+    device_class = EmuDevice
     name = "emu"
     device_import_kinds: tuple[str, ...] = ()
     ipc_event_kind = None
@@ -281,10 +280,7 @@ class EmulatedRuntime:
     def device(self, ordinal: int) -> EmuDevice:
         if not 0 <= ordinal < self._count:
             raise RuntimeUnavailable("emu", f"no device {ordinal}")
-        dev = self._devices.get(ordinal)
-        if dev is None:
-            dev = self._devices[ordinal] = EmuDevice(self, ordinal)
-        return dev
+        return super().device(ordinal)
 
     def compiler_version(self) -> str:
         out = subprocess.run([self._cxx, "--version"], capture_output=True, text=True).stdout.splitlines()

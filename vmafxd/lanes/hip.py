@@ -27,15 +27,14 @@ from __future__ import annotations
 
 import ctypes
 import os
-import threading
 from typing import Sequence
 
 import numpy as np
 
 from .errors import InvalidInput
 from .runtime import (
-    CompileError, DeviceInfo, Event, ImportedMemory, Module, RuntimeCallError, RuntimeUnavailable,
-    Stream, Undo,
+    CompileError, DeviceInfo, DeviceTable, Event, ImportedMemory, OnePerProcess, RuntimeCallError, RuntimeUnavailable,
+    StatusDevice, StatusDriver, Stream, Undo, status_code,
 )
 
 __all__ = ["HipRuntime", "load", "hiprtc_compile", "compiler_version", "HIPRTC_OPTIONS"]
@@ -43,16 +42,12 @@ __all__ = ["HipRuntime", "load", "hiprtc_compile", "compiler_version", "HIPRTC_O
 #: HIPRTC's options for the kernels (no FMA contraction, as NVRTC's --fmad=false)
 HIPRTC_OPTIONS = ("-ffp-contract=off", "-std=c++17")
 
-_lock = threading.Lock()
-_runtime: "HipRuntime | None" = None
+_runtime = OnePerProcess(lambda: HipRuntime())
 
 
 def load() -> "HipRuntime":
-    global _runtime
-    with _lock:
-        if _runtime is None:
-            _runtime = HipRuntime()
-        return _runtime
+    """The process's HIP runtime (initialised once).  Raises RuntimeUnavailable."""
+    return _runtime.get()
 
 
 def _bindings():
@@ -67,87 +62,29 @@ def _err_value(res):
     return res[0] if isinstance(res, tuple) else res
 
 
-def _code(err) -> int | None:
-    try:
-        return int(err)
-    except (TypeError, ValueError):
-        return None
-
-
-class _HipDriver:
-    """The driver table of the shared handle classes, and the one checker of every HIP call."""
+class _HipDriver(StatusDriver):
+    """The driver table of the shared handle classes over hip-python (every call
+    returns ``(hipError_t, *outputs)``)."""
 
     name = "hip"
+    prefix = "hip"
 
     def __init__(self, hip):
+        super().__init__(hip, hip.hipError_t.hipSuccess, hip.hipError_t.hipErrorNotReady)
         self.hip = hip
-        self.success = hip.hipError_t.hipSuccess
-        self.not_ready = hip.hipError_t.hipErrorNotReady
-
-    def __call__(self, call: str, result):
-        err = _err_value(result)
-        rest = result[1:] if isinstance(result, tuple) else ()
-        if err != self.success:
-            raise self.error(call, err)
-        if not rest:
-            return None
-        return rest[0] if len(rest) == 1 else rest
-
-    def error(self, call: str, err) -> RuntimeCallError:
-        return RuntimeCallError("hip", call, self.error_name(err), _code(err))
 
     def error_name(self, err) -> str:
         return getattr(err, "name", str(err))
 
-    def _ready(self, call: str, result) -> bool:
-        err = _err_value(result)
-        if err == self.success:
-            return True
-        if err == self.not_ready:
-            return False
-        raise self.error(call, err)
-
-    # events; R5: a never-recorded event queries as complete on HIP (Event.recorded guards it)
-    def event_record(self, event, stream) -> None:
-        self("hipEventRecord", self.hip.hipEventRecord(event, stream))
-
-    def event_query(self, event) -> bool:
-        return self._ready("hipEventQuery", self.hip.hipEventQuery(event))
-
-    def event_synchronize(self, event) -> None:
-        self("hipEventSynchronize", self.hip.hipEventSynchronize(event))
-
-    def event_ipc_handle(self, event) -> bytes:
-        h = self("hipIpcGetEventHandle", self.hip.hipIpcGetEventHandle(event))
-        return bytes(h.reserved) if hasattr(h, "reserved") else ctypes.string_at(int(h), 64)
-
-    def event_destroy(self, event) -> None:
-        self("hipEventDestroy", self.hip.hipEventDestroy(event))
-
-    # streams
-    def stream_wait(self, stream, event) -> None:
-        self("hipStreamWaitEvent", self.hip.hipStreamWaitEvent(stream, event, 0))
-
-    def stream_query(self, stream) -> bool:
-        # R9: without a query after enqueueing, the research note's last frame
-        # came out wrong in 8 of 8 runs (the work sat unsubmitted).
-        return self._ready("hipStreamQuery", self.hip.hipStreamQuery(stream))
-
-    def stream_synchronize(self, stream) -> None:
-        self("hipStreamSynchronize", self.hip.hipStreamSynchronize(stream))
-
-    def stream_destroy(self, stream) -> None:
-        self("hipStreamDestroy", self.hip.hipStreamDestroy(stream))
-
-    # modules
-    def module_function(self, module, name: str):
-        return self(f"hipModuleGetFunction({name})", self.hip.hipModuleGetFunction(module, name.encode()))
-
-    def module_unload(self, module) -> None:
-        self("hipModuleUnload", self.hip.hipModuleUnload(module))
+    def ipc_bytes(self, handle) -> bytes:
+        return bytes(handle.reserved) if hasattr(handle, "reserved") else ctypes.string_at(int(handle), 64)
 
 
-class HipDevice:
+class HipDevice(StatusDevice):
+    ALLOC, FREE, ALLOC_ASYNC, FREE_ASYNC = "Malloc", "Free", "MallocAsync", "FreeAsync"
+    HOST_ALLOC, HOST_FREE = "HostMalloc", "HostFree"
+    LAUNCH, LAUNCH_EXTRA = "ModuleLaunchKernel", None
+
     def __init__(self, runtime: "HipRuntime", ordinal: int):
         self._rt = runtime
         self._hip = hip = runtime.hip
@@ -200,9 +137,6 @@ class HipDevice:
     def create_timing_event(self) -> Event:
         return Event(self, self._ck("hipEventCreate", self._hip.hipEventCreate()))
 
-    def elapsed_ms(self, start: Event, end: Event) -> float:
-        return float(self._ck("hipEventElapsedTime", self._hip.hipEventElapsedTime(start.handle, end.handle)))
-
     def open_ipc_event(self, handle: bytes) -> Event:
         hip = self._hip
         h = hip.hipIpcEventHandle_t()
@@ -218,56 +152,11 @@ class HipDevice:
         self.scoped(lambda _: out.append(self._ck("hipMemGetInfo", self._hip.hipMemGetInfo())))(None)
         return int(out[0][0])
 
-    def alloc(self, nbytes: int) -> int:
-        return int(self._ck("hipMalloc", self._hip.hipMalloc(max(1, nbytes))))
-
-    def free(self, ptr: int) -> None:
-        if ptr:
-            self._ck("hipFree", self._hip.hipFree(ptr))
-
-    def alloc_async(self, nbytes: int, stream: Stream) -> int:
-        return int(self._ck("hipMallocAsync", self._hip.hipMallocAsync(max(1, nbytes), stream.handle)))
-
-    def free_async(self, ptr: int, stream: Stream) -> None:
-        if ptr:
-            self._ck("hipFreeAsync", self._hip.hipFreeAsync(ptr, stream.handle))
-
-    def alloc_host(self, nbytes: int) -> np.ndarray:
-        ptr = int(self._ck("hipHostMalloc", self._hip.hipHostMalloc(max(1, nbytes), 0)))
-        return np.ctypeslib.as_array((ctypes.c_uint8 * max(1, nbytes)).from_address(ptr))
-
-    def free_host(self, array: np.ndarray) -> None:
-        self._ck("hipHostFree", self._hip.hipHostFree(array.ctypes.data))
-
-    def copy_htod_async(self, dst: int, src: np.ndarray, nbytes: int, stream: Stream) -> None:
-        self._ck("hipMemcpyHtoDAsync", self._hip.hipMemcpyHtoDAsync(dst, src.ctypes.data, nbytes, stream.handle))
-
-    def copy_dtoh_async(self, dst: np.ndarray, src: int, nbytes: int, stream: Stream) -> None:
-        self._ck("hipMemcpyDtoHAsync", self._hip.hipMemcpyDtoHAsync(dst.ctypes.data, src, nbytes, stream.handle))
-
-    def copy_dtod_async(self, dst: int, src: int, nbytes: int, stream: Stream) -> None:
-        self._ck("hipMemcpyDtoDAsync", self._hip.hipMemcpyDtoDAsync(dst, src, nbytes, stream.handle))
-
     def copy_2d_async(self, dst, dst_pitch, src, src_pitch, width_bytes, rows, stream) -> None:
         hip = self._hip
         self._ck("hipMemcpy2DAsync", hip.hipMemcpy2DAsync(
             dst, dst_pitch, src, src_pitch, width_bytes, rows, hip.hipMemcpyKind.hipMemcpyDeviceToDevice,
             stream.handle))
-
-    def memset_async(self, dst: int, value: int, nbytes: int, stream: Stream) -> None:
-        self._ck("hipMemsetD8Async", self._hip.hipMemsetD8Async(dst, value, nbytes, stream.handle))
-
-    # modules and launches
-    def load_module(self, image: bytes) -> Module:
-        buf = np.frombuffer(image, dtype=np.uint8).copy()
-        return Module(self, self._ck("hipModuleLoadData", self._hip.hipModuleLoadData(buf.ctypes.data)))
-
-    def launch_packed(self, function, grid: Sequence[int], block: Sequence[int], shared: int,
-                      stream: Stream, args_address: int, types=()) -> None:
-        gx, gy, gz = (list(grid) + [1, 1])[:3]
-        bx, by, bz = (list(block) + [1, 1])[:3]
-        self._ck("hipModuleLaunchKernel", self._hip.hipModuleLaunchKernel(
-            function, gx, gy, gz, bx, by, bz, shared, stream.handle, args_address, None))
 
     # imports: each step that succeeded is undone if a later one fails
     def import_dmabuf(self, fd: int, size: int) -> ImportedMemory:
@@ -314,36 +203,23 @@ class HipDevice:
         ptr = int(ck("hipIpcOpenMemHandle", hip.hipIpcOpenMemHandle(h, hip.hipIpcMemLazyEnablePeerAccess)))
         return ImportedMemory(self, ptr, size, lambda p: ck("hipIpcCloseMemHandle", hip.hipIpcCloseMemHandle(p)))
 
-    def import_vmm_fd(self, fd: int, size: int) -> ImportedMemory:
-        hip, ck = self._hip, self._ck
-        with Undo() as undo:
-            handle = ck("hipMemImportFromShareableHandle", hip.hipMemImportFromShareableHandle(
-                fd, hip.hipMemAllocationHandleType.hipMemHandleTypePosixFileDescriptor))
-            release = undo.push("hipMemRelease", lambda: ck("hipMemRelease", hip.hipMemRelease(handle)))
-            ptr = int(ck("hipMemAddressReserve", hip.hipMemAddressReserve(size, 0, 0, 0)))
-            undo.push("hipMemAddressFree", lambda: ck("hipMemAddressFree", hip.hipMemAddressFree(ptr, size)))
-            ck("hipMemMap", hip.hipMemMap(ptr, size, 0, handle, 0))
-            undo.push("hipMemUnmap", lambda: ck("hipMemUnmap", hip.hipMemUnmap(ptr, size)))
-            desc = hip.hipMemAccessDesc()
-            desc.location.type = hip.hipMemLocationType.hipMemLocationTypeDevice
-            desc.location.id = self._ordinal
-            desc.flags = hip.hipMemAccessFlags.hipMemAccessFlagsProtRead
-            ck("hipMemSetAccess", hip.hipMemSetAccess(ptr, size, desc, 1))
-            # The mapping holds the allocation now; our handle is no longer needed.
-            undo.drop(release)
-            ck("hipMemRelease", hip.hipMemRelease(handle))
+    def vmm_handle_type(self):
+        return self._hip.hipMemAllocationHandleType.hipMemHandleTypePosixFileDescriptor
 
-        def free(ptr: int) -> None:
-            ck("hipMemUnmap", hip.hipMemUnmap(ptr, size))
-            ck("hipMemAddressFree", hip.hipMemAddressFree(ptr, size))
-
-        return ImportedMemory(self, ptr, size, free)
+    def vmm_read_access(self):
+        hip = self._hip
+        desc = hip.hipMemAccessDesc()
+        desc.location.type = hip.hipMemLocationType.hipMemLocationTypeDevice
+        desc.location.id = self._ordinal
+        desc.flags = hip.hipMemAccessFlags.hipMemAccessFlagsProtRead
+        return desc
 
     def close(self) -> None:
         self.closed = True
 
 
-class HipRuntime:
+class HipRuntime(DeviceTable):
+    device_class = HipDevice
     name = "hip"
     device_import_kinds = ("hip_vmm", "hip_ipc")
     ipc_event_kind = "hip_ipc_event"
@@ -368,12 +244,6 @@ class HipRuntime:
 
     def device_count(self) -> int:
         return self._count
-
-    def device(self, ordinal: int) -> HipDevice:
-        dev = self._devices.get(ordinal)
-        if dev is None:
-            dev = self._devices[ordinal] = HipDevice(self, ordinal)
-        return dev
 
     def compiler_version(self) -> str:
         return compiler_version()
@@ -401,7 +271,7 @@ def hiprtc_compile(source: str, name: str, arch: str, options: Sequence[str]) ->
         raise RuntimeUnavailable("hip", f"HIPRTC cannot be loaded ({e})") from None
     err, prog = res
     if _err_value(err) != ok and err != 0:
-        raise RuntimeCallError("hip", "hiprtcCreateProgram", str(err), _code(err))
+        raise RuntimeCallError("hip", "hiprtcCreateProgram", str(err), status_code(err))
     try:
         opts = [f"--offload-arch={arch}".encode(), *[o.encode() for o in options]]
         (err,) = hiprtc.hiprtcCompileProgram(prog, len(opts), opts)
@@ -414,7 +284,7 @@ def hiprtc_compile(source: str, name: str, arch: str, options: Sequence[str]) ->
         code = bytearray(n)
         (err,) = hiprtc.hiprtcGetCode(prog, code)
         if err != ok:
-            raise RuntimeCallError("hip", "hiprtcGetCode", str(err), _code(err))
+            raise RuntimeCallError("hip", "hiprtcGetCode", str(err), status_code(err))
         return bytes(code)
     finally:
         # the C call takes a hiprtcProgram* (passing the handle itself crashes)

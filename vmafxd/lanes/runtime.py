@@ -37,12 +37,15 @@ event of every frame that read it (R4).
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import threading
 import weakref
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence
+
+import numpy as np
 
 from .errors import CompileError, LaneError, RuntimeCallError
 
@@ -53,13 +56,18 @@ __all__ = [
     "LaneError",
     "DeviceInfo",
     "Driver",
+    "StatusDriver",
+    "status_code",
     "Owned",
     "Event",
     "Stream",
     "Module",
     "ImportedMemory",
     "Device",
+    "StatusDevice",
     "Runtime",
+    "DeviceTable",
+    "OnePerProcess",
     "live_handles",
     "dropped_handles",
     "Undo",
@@ -203,6 +211,111 @@ class Driver(Protocol):
     def module_unload(self, module: Any) -> None: ...
 
 
+def status_code(err: Any) -> int | None:
+    """A driver status as a number for :class:`RuntimeCallError` (None when it has none)."""
+    try:
+        return int(err)
+    except (TypeError, ValueError):
+        return None
+
+
+class StatusDriver:
+    """The :class:`Driver` table of a vendor API whose every call returns ``(status, *outputs)``.
+
+    CUDA's driver API (cuda-bindings) and HIP (hip-python) are both of this
+    kind, and the calls the handle classes need have the same names in both
+    but for the vendor's prefix (``cuEventRecord``, ``hipEventRecord``), so the
+    table is written once here; a binding gives its API module, prefix and
+    status values, and how to name an error and read an IPC event handle.
+    ``self(call, result)`` is the one checker of every call: a failing status
+    raises :class:`RuntimeCallError` with the driver's error name and code; a
+    passing one returns the outputs (None, one value, or a tuple).
+    """
+
+    name: str
+    #: the vendor's prefix of every call name: "cu", "hip"
+    prefix: str
+
+    def __init__(self, api: Any, success: Any, not_ready: Any):
+        self.api = api
+        self.success = success
+        self.not_ready = not_ready
+
+    def __call__(self, call: str, result: Any) -> Any:
+        if isinstance(result, tuple):
+            err, rest = result[0], result[1:]
+        else:
+            err, rest = result, ()
+        if err != self.success:
+            raise self.error(call, err)
+        if not rest:
+            return None
+        return rest[0] if len(rest) == 1 else rest
+
+    def error(self, call: str, err: Any) -> RuntimeCallError:
+        return RuntimeCallError(self.name, call, self.error_name(err), status_code(err))
+
+    def error_name(self, err: Any) -> str:
+        return str(err)
+
+    def ipc_bytes(self, handle: Any) -> bytes:
+        """The 64 bytes of an interprocess event handle the API returned."""
+        raise NotImplementedError
+
+    def call(self, call: str, *args: Any, label: str | None = None) -> Any:
+        """``prefix + call`` made and checked (``label``: the name an error gives instead)."""
+        name = self.prefix + call
+        return self(label or name, getattr(self.api, name)(*args))
+
+    def _ready(self, call: str, *args: Any) -> bool:
+        """A query: True when done, False when not ready, raises on an error."""
+        name = self.prefix + call
+        result = getattr(self.api, name)(*args)
+        err = result[0] if isinstance(result, tuple) else result
+        if err == self.success:
+            return True
+        if err == self.not_ready:
+            return False
+        raise self.error(name, err)
+
+    # R5: a never-recorded event queries as complete on CUDA and HIP (Event.recorded guards it)
+    def event_record(self, event: Any, stream: Any) -> None:
+        self.call("EventRecord", event, stream)
+
+    def event_query(self, event: Any) -> bool:
+        return self._ready("EventQuery", event)
+
+    def event_synchronize(self, event: Any) -> None:
+        self.call("EventSynchronize", event)
+
+    def event_ipc_handle(self, event: Any) -> bytes:
+        return self.ipc_bytes(self.call("IpcGetEventHandle", event))
+
+    def event_destroy(self, event: Any) -> None:
+        self.call("EventDestroy", event)
+
+    def stream_wait(self, stream: Any, event: Any) -> None:
+        self.call("StreamWaitEvent", stream, event, 0)
+
+    def stream_query(self, stream: Any) -> bool:
+        # R9: without a query after enqueueing, the research note's last frame on
+        # HIP came out wrong in 8 of 8 runs (the work sat unsubmitted).
+        return self._ready("StreamQuery", stream)
+
+    def stream_synchronize(self, stream: Any) -> None:
+        self.call("StreamSynchronize", stream)
+
+    def stream_destroy(self, stream: Any) -> None:
+        self.call("StreamDestroy", stream)
+
+    def module_function(self, module: Any, name: str) -> Any:
+        return self.call("ModuleGetFunction", module, name.encode(),
+                         label=f"{self.prefix}ModuleGetFunction({name})")
+
+    def module_unload(self, module: Any) -> None:
+        self.call("ModuleUnload", module)
+
+
 class Event(Owned):
     """A device event.  ``recorded`` is False until :meth:`record` was enqueued (R5)."""
 
@@ -332,6 +445,116 @@ class Undo:
 # --------------------------------------------------------------------------- devices and runtimes
 
 
+class StatusDevice:
+    """The :class:`Device` calls that are one checked API call on CUDA and HIP alike.
+
+    A binding's device sets ``driver`` (its :class:`StatusDriver`) and names,
+    after the vendor prefix, the calls whose names differ between the two APIs
+    (``cuMemAlloc`` / ``hipMalloc``); the rest (``MemcpyHtoDAsync``,
+    ``ModuleLoadData``, ...) are spelled alike.
+    """
+
+    driver: StatusDriver
+    ALLOC = "MemAlloc"
+    FREE = "MemFree"
+    ALLOC_ASYNC = "MemAllocAsync"
+    FREE_ASYNC = "MemFreeAsync"
+    HOST_ALLOC = "MemHostAlloc"
+    HOST_FREE = "MemFreeHost"
+    LAUNCH = "LaunchKernel"
+    #: the launch's last argument, "extra" (0 for the CUDA bindings, None for hip-python)
+    LAUNCH_EXTRA: Any = 0
+
+    def elapsed_ms(self, start: Event, end: Event) -> float:
+        return float(self.driver.call("EventElapsedTime", start.handle, end.handle))
+
+    def alloc(self, nbytes: int) -> int:
+        return int(self.driver.call(self.ALLOC, max(1, nbytes)))
+
+    def free(self, ptr: int) -> None:
+        if ptr:
+            self.driver.call(self.FREE, ptr)
+
+    def alloc_async(self, nbytes: int, stream: Stream) -> int:
+        return int(self.driver.call(self.ALLOC_ASYNC, max(1, nbytes), stream.handle))
+
+    def free_async(self, ptr: int, stream: Stream) -> None:
+        if ptr:
+            self.driver.call(self.FREE_ASYNC, ptr, stream.handle)
+
+    def alloc_host(self, nbytes: int) -> np.ndarray:
+        ptr = int(self.driver.call(self.HOST_ALLOC, max(1, nbytes), 0))
+        return np.ctypeslib.as_array((ctypes.c_uint8 * max(1, nbytes)).from_address(ptr))
+
+    def free_host(self, array: np.ndarray) -> None:
+        self.driver.call(self.HOST_FREE, array.ctypes.data)
+
+    def copy_htod_async(self, dst: int, src: np.ndarray, nbytes: int, stream: Stream) -> None:
+        self.driver.call("MemcpyHtoDAsync", dst, src.ctypes.data, nbytes, stream.handle)
+
+    def copy_dtoh_async(self, dst: np.ndarray, src: int, nbytes: int, stream: Stream) -> None:
+        self.driver.call("MemcpyDtoHAsync", dst.ctypes.data, src, nbytes, stream.handle)
+
+    def copy_dtod_async(self, dst: int, src: int, nbytes: int, stream: Stream) -> None:
+        self.driver.call("MemcpyDtoDAsync", dst, src, nbytes, stream.handle)
+
+    def memset_async(self, dst: int, value: int, nbytes: int, stream: Stream) -> None:
+        self.driver.call("MemsetD8Async", dst, value, nbytes, stream.handle)
+
+    def load_module(self, image: bytes) -> Module:
+        buf = np.frombuffer(image, dtype=np.uint8).copy()
+        return Module(self, self.driver.call("ModuleLoadData", buf.ctypes.data))
+
+    def vmm_size(self, size: int) -> int:
+        """The size to map for a VMM import of ``size`` bytes (CUDA rounds to its granularity)."""
+        return size
+
+    def vmm_handle_type(self) -> Any:
+        """The API's handle type of a POSIX fd export."""
+        raise NotImplementedError
+
+    def vmm_read_access(self) -> Any:
+        """The access argument of ``MemSetAccess``: this device may read."""
+        raise NotImplementedError
+
+    def import_vmm_fd(self, fd: int, size: int) -> ImportedMemory:
+        """Map another process's VMM allocation (exported as a POSIX fd) read-only.
+
+        The fd stays the caller's (the driver does not take it).  A mapping
+        larger than the allocation fails in ``MemMap``.  Each step that
+        succeeded is undone if a later one fails.
+        """
+        call, p = self.driver.call, self.driver.prefix
+        size = self.vmm_size(size)
+        with Undo() as undo:
+            handle = call("MemImportFromShareableHandle", fd, self.vmm_handle_type())
+            release = undo.push(p + "MemRelease", lambda: call("MemRelease", handle))
+            ptr = int(call("MemAddressReserve", size, 0, 0, 0))
+            undo.push(p + "MemAddressFree", lambda: call("MemAddressFree", ptr, size))
+            call("MemMap", ptr, size, 0, handle, 0)
+            undo.push(p + "MemUnmap", lambda: call("MemUnmap", ptr, size))
+            call("MemSetAccess", ptr, size, self.vmm_read_access(), 1)
+            # The mapping holds the allocation now; our handle is no longer needed.
+            undo.drop(release)
+            call("MemRelease", handle)
+
+        def free(ptr: int) -> None:
+            call("MemUnmap", ptr, size)
+            call("MemAddressFree", ptr, size)
+
+        return ImportedMemory(self, ptr, size, free)
+
+    def launch_packed(self, function: Any, grid: Sequence[int], block: Sequence[int], shared: int,
+                      stream: Stream, args_address: int, types: Sequence = ()) -> None:
+        """Launch with a ready array of argument pointers at ``args_address`` (see gpu/launch.py).
+
+        ``types`` (the parameters' dtypes) is for bindings that need them; the driver does not."""
+        gx, gy, gz = (list(grid) + [1, 1])[:3]
+        bx, by, bz = (list(block) + [1, 1])[:3]
+        self.driver.call(self.LAUNCH, function, gx, gy, gz, bx, by, bz, shared, stream.handle, args_address,
+                         self.LAUNCH_EXTRA)
+
+
 class Device(Protocol):
     info: DeviceInfo
     driver: Driver
@@ -385,6 +608,38 @@ class Device(Protocol):
         :class:`RuntimeCallError` whose ``not_supported`` is True."""
 
     def close(self) -> None: ...
+
+
+class OnePerProcess:
+    """A binding's runtime object: made by the first :meth:`get` (under a lock), shared after.
+
+    A failing ``make`` (RuntimeUnavailable) is raised to that caller and tried
+    again by the next one."""
+
+    def __init__(self, make: Callable[[], Any]):
+        self._make = make
+        self._lock = threading.Lock()
+        self._value: Any = None
+
+    def get(self) -> Any:
+        with self._lock:
+            if self._value is None:
+                self._value = self._make()
+            return self._value
+
+
+class DeviceTable:
+    """A runtime's :meth:`device`: each ordinal's device made once (``device_class(runtime,
+    ordinal)``) and kept in ``self._devices``, which the runtime's ``__init__`` sets up."""
+
+    device_class: Callable[[Any, int], Any]
+    _devices: dict[int, Any]
+
+    def device(self, ordinal: int) -> Any:
+        dev = self._devices.get(ordinal)
+        if dev is None:
+            dev = self._devices[ordinal] = self.device_class(self, ordinal)
+        return dev
 
 
 class Runtime(Protocol):

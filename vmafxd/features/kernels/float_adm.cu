@@ -21,32 +21,16 @@
 
 #define FA_COLS 256
 
-template <typename T>
-VX_DEVICE void fa_convert(const T* src, i64 fstride, int w, i64 pitch, float div, float* dst, i64 dfstride,
-                          i64 dpitch)
-{
-    const int f = blockIdx.z, y = blockIdx.y;
-    const T* s = src + f * fstride + y * pitch;
-    float* d = dst + f * dfstride + y * dpitch;
-    for (int i = threadIdx.x; i < FA_COLS; i += blockDim.x) {
-        const int x = blockIdx.x * FA_COLS + i;
-        if (x >= w) break;
-        float v = (float)s[x];
-        if (div != 0.0f) v = v / div;
-        d[x] = v + -128.0f;
-    }
-}
-
 VX_KERNEL void vx_fadm_convert_u8(const u8* src, i64 fstride, int w, i64 pitch, float div, float* dst,
                                   i64 dfstride, i64 dpitch)
 {
-    fa_convert<u8>(src, fstride, w, pitch, div, dst, dfstride, dpitch);
+    vx_float_convert<FA_COLS, u8>(src, fstride, w, pitch, div, dst, dfstride, dpitch);
 }
 
 VX_KERNEL void vx_fadm_convert_u16(const u16* src, i64 fstride, int w, i64 pitch, float div, float* dst,
                                    i64 dfstride, i64 dpitch)
 {
-    fa_convert<u16>(src, fstride, w, pitch, div, dst, dfstride, dpitch);
+    vx_float_convert<FA_COLS, u16>(src, fstride, w, pitch, div, dst, dfstride, dpitch);
 }
 
 VX_DEVICE int fa_dwt_index(int i, int n)
@@ -269,25 +253,11 @@ VX_KERNEL void vx_fadm_cm(const float* bands, const float* ra, i64 fstride, i64 
 VX_KERNEL void vx_fadm_rows(const float* maps, i64 mfstride, i64 mpitch, i64 mplane, int rw, int rh, float* rows,
                             i64 rows_fstride)
 {
-    const int f = blockIdx.z, m = blockIdx.y;
-    for (int t = threadIdx.x; t < FA_COLS; t += blockDim.x) {
-        const int y = blockIdx.x * FA_COLS + t;
-        if (y >= rh) break;
-        const float* p = maps + f * mfstride + m * mplane + y * mpitch;
-        float s = 0.0f;
-        for (int x = 0; x < rw; ++x)
-            s = s + p[x];
-        rows[f * rows_fstride + m * rh + y] = s;
-    }
+    vx_float_map_rows<FA_COLS>(maps, mfstride, mpitch, mplane, rw, rh, rows, rows_fstride);
 }
 
 // Each map's rows top to bottom into one float, at out[frame][index + m].
 VX_KERNEL void vx_fadm_total(const float* rows, i64 rows_fstride, int rh, float* out, int out_stride, int out_index)
 {
-    const int f = blockIdx.z, m = blockIdx.y;
-    if (threadIdx.x != 0) return;
-    float t = 0.0f;
-    for (int y = 0; y < rh; ++y)
-        t = t + rows[f * rows_fstride + m * rh + y];
-    out[f * out_stride + out_index + m] = t;
+    vx_float_map_totals(rows, rows_fstride, rh, out, out_stride, out_index);
 }

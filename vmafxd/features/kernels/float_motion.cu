@@ -13,14 +13,6 @@
 #define FM_COLS 256
 
 template <typename T>
-VX_DEVICE float fm_sample(const T* p, i64 o, float div)
-{
-    float v = (float)p[o];
-    if (div != 0.0f) v = v / div;
-    return v + -128.0f;
-}
-
-template <typename T>
 VX_DEVICE void fm_vert(const T* luma, i64 fstride, int w, int h, i64 pitch, float div, const float* taps, int fw,
                        float* tmp, i64 tstride, i64 tpitch)
 {
@@ -32,7 +24,7 @@ VX_DEVICE void fm_vert(const T* luma, i64 fstride, int w, int h, i64 pitch, floa
         if (x >= w) break;
         float acc = 0.0f;
         for (int k = 0; k < fw; ++k)
-            acc = acc + taps[k] * fm_sample(src, (i64)vx_mirror(y - r + k, h) * pitch + x, div);
+            acc = acc + taps[k] * vx_float_sample(src[(i64)vx_mirror(y - r + k, h) * pitch + x], div);
         dst[x] = acc;
     }
 }
@@ -94,8 +86,5 @@ VX_KERNEL void vx_fmotion_total(const float* rows, i64 rows_stride, int h, int f
 {
     const int f = blockIdx.z + first;
     if (threadIdx.x != 0) return;
-    float t = 0.0f;
-    for (int y = 0; y < h; ++y)
-        t = t + rows[f * rows_stride + y];
-    out[f * out_stride + out_index] = t;
+    out[f * out_stride + out_index] = vx_float_sum(rows + f * rows_stride, h);
 }

@@ -17,32 +17,16 @@
 
 #define FV_COLS 256
 
-template <typename T>
-VX_DEVICE void fv_convert(const T* src, i64 fstride, int w, i64 pitch, float div, float* dst, i64 dfstride,
-                          i64 dpitch)
-{
-    const int f = blockIdx.z, y = blockIdx.y;
-    const T* s = src + f * fstride + y * pitch;
-    float* d = dst + f * dfstride + y * dpitch;
-    for (int i = threadIdx.x; i < FV_COLS; i += blockDim.x) {
-        const int x = blockIdx.x * FV_COLS + i;
-        if (x >= w) break;
-        float v = (float)s[x];
-        if (div != 0.0f) v = v / div;
-        d[x] = v + -128.0f;
-    }
-}
-
 VX_KERNEL void vx_fvif_convert_u8(const u8* src, i64 fstride, int w, i64 pitch, float div, float* dst,
                                   i64 dfstride, i64 dpitch)
 {
-    fv_convert<u8>(src, fstride, w, pitch, div, dst, dfstride, dpitch);
+    vx_float_convert<FV_COLS, u8>(src, fstride, w, pitch, div, dst, dfstride, dpitch);
 }
 
 VX_KERNEL void vx_fvif_convert_u16(const u16* src, i64 fstride, int w, i64 pitch, float div, float* dst,
                                    i64 dfstride, i64 dpitch)
 {
-    fv_convert<u16>(src, fstride, w, pitch, div, dst, dfstride, dpitch);
+    vx_float_convert<FV_COLS, u16>(src, fstride, w, pitch, div, dst, dfstride, dpitch);
 }
 
 // Vertical pass of row y: planes mu1, mu2 (and with all5 xx, yy, xy).
@@ -181,25 +165,11 @@ VX_KERNEL void vx_fvif_dec(const float* v2, i64 fstride, int w, i64 pitch, i64 p
 VX_KERNEL void vx_fvif_rows(const float* maps, i64 fstride, i64 pitch, i64 plane, int w, int h, float* rows,
                             i64 rows_fstride)
 {
-    const int f = blockIdx.z, m = blockIdx.y;
-    for (int i = threadIdx.x; i < FV_COLS; i += blockDim.x) {
-        const int y = blockIdx.x * FV_COLS + i;
-        if (y >= h) break;
-        const float* a = maps + f * fstride + m * plane + y * pitch;
-        float s = 0.0f;
-        for (int x = 0; x < w; ++x)
-            s = s + a[x];
-        rows[f * rows_fstride + m * h + y] = s;
-    }
+    vx_float_map_rows<FV_COLS>(maps, fstride, pitch, plane, w, h, rows, rows_fstride);
 }
 
 // Each map's rows added top to bottom into one float, at out[frame][index + m].
 VX_KERNEL void vx_fvif_total(const float* rows, i64 rows_fstride, int h, float* out, int out_stride, int out_index)
 {
-    const int f = blockIdx.z, m = blockIdx.y;
-    if (threadIdx.x != 0) return;
-    float t = 0.0f;
-    for (int y = 0; y < h; ++y)
-        t = t + rows[f * rows_fstride + m * h + y];
-    out[f * out_stride + out_index + m] = t;
+    vx_float_map_totals(rows, rows_fstride, h, out, out_stride, out_index);
 }

@@ -61,11 +61,12 @@ typedef unsigned long long u64;
 #define VX_KERNEL extern "C" __global__
 #define VX_DEVICE static __device__ __forceinline__
 
-// Block-wide sum of one 64-bit value per thread (every thread gets the sum).
+// Block-wide sum of one value per thread (every thread gets the sum).
 // Tree reduction in shared memory, portable across warp sizes 32 and 64;
 // the block's thread count must be a power of two.  `scratch` holds one
 // value per thread; callers __syncthreads() before reusing it.
-VX_DEVICE i64 vx_block_sum_i64(i64 v, i64* scratch)
+template <typename T>
+VX_DEVICE T vx_block_sum(T v, T* scratch)
 {
     const int n = blockDim.x * blockDim.y * blockDim.z;
     const int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
@@ -79,19 +80,8 @@ VX_DEVICE i64 vx_block_sum_i64(i64 v, i64* scratch)
     return scratch[0];
 }
 
-VX_DEVICE double vx_block_sum_f64(double v, double* scratch)
-{
-    const int n = blockDim.x * blockDim.y * blockDim.z;
-    const int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-    scratch[t] = v;
-    __syncthreads();
-    for (int s = n >> 1; s > 0; s >>= 1) {
-        if (t < s)
-            scratch[t] += scratch[t + s];
-        __syncthreads();
-    }
-    return scratch[0];
-}
+VX_DEVICE i64 vx_block_sum_i64(i64 v, i64* scratch) { return vx_block_sum<i64>(v, scratch); }
+VX_DEVICE double vx_block_sum_f64(double v, double* scratch) { return vx_block_sum<double>(v, scratch); }
 
 // Add a signed 64-bit value to a 64-bit counter (two's complement: the
 // unsigned add is the signed add).
@@ -106,4 +96,65 @@ VX_DEVICE int vx_mirror(int i, int n)
     if (i < 0) return -i;
     if (i >= n) return 2 * (n - 1) - i;
     return i;
+}
+
+// A sample as libvmaf's float features read a picture (picture_copy /
+// picture_copy_hbd, libvmaf/src/feature/picture_copy.c): in float, divided by
+// `div` (2^(bpc-8); 0: 8-bit, no division), then offset by -128.
+template <typename T>
+VX_DEVICE float vx_float_sample(T s, float div)
+{
+    float v = (float)s;
+    if (div != 0.0f) v = v / div;
+    return v + -128.0f;
+}
+
+// The float features' picture conversion: block (x, y, z) converts COLS
+// columns of row y of frame z (planes `fstride` / `dfstride` elements apart).
+template <int COLS, typename T>
+VX_DEVICE void vx_float_convert(const T* src, i64 fstride, int w, i64 pitch, float div, float* dst, i64 dfstride,
+                                i64 dpitch)
+{
+    const int f = blockIdx.z, y = blockIdx.y;
+    const T* s = src + f * fstride + y * pitch;
+    float* d = dst + f * dfstride + y * dpitch;
+    for (int i = threadIdx.x; i < COLS; i += blockDim.x) {
+        const int x = blockIdx.x * COLS + i;
+        if (x >= w) break;
+        d[x] = vx_float_sample(s[x], div);
+    }
+}
+
+// libvmaf's float sums run a float left to right (the CPU twins' row_major_sum:
+// a float per row, then the rows top to bottom): n values added in order.
+VX_DEVICE float vx_float_sum(const float* p, int n)
+{
+    float s = 0.0f;
+    for (int i = 0; i < n; ++i)
+        s = s + p[i];
+    return s;
+}
+
+// Row sums of maps `plane` elements apart, one thread a row: block (x, m, f)
+// sums COLS rows of map m of frame f into rows[f][m][y].
+template <int COLS>
+VX_DEVICE void vx_float_map_rows(const float* maps, i64 fstride, i64 pitch, i64 plane, int w, int h, float* rows,
+                                 i64 rows_fstride)
+{
+    const int f = blockIdx.z, m = blockIdx.y;
+    for (int i = threadIdx.x; i < COLS; i += blockDim.x) {
+        const int y = blockIdx.x * COLS + i;
+        if (y >= h) break;
+        rows[f * rows_fstride + m * h + y] = vx_float_sum(maps + f * fstride + m * plane + y * pitch, w);
+    }
+}
+
+// Each map's row sums added top to bottom into one float, at out[frame][index + m]
+// (thread 0 of block (0, m, f)).
+VX_DEVICE void vx_float_map_totals(const float* rows, i64 rows_fstride, int h, float* out, int out_stride,
+                                   int out_index)
+{
+    const int f = blockIdx.z, m = blockIdx.y;
+    if (threadIdx.x != 0) return;
+    out[f * out_stride + out_index + m] = vx_float_sum(rows + f * rows_fstride + m * h, h);
 }

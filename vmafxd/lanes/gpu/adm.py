@@ -17,7 +17,7 @@ import numpy as np
 from ...features import adm as cpu
 from ...features._adm_core import COS_1DEG_SQ
 from ...features._adm_plan import ScaleParams, plan_for
-from .engine import GpuUnsupported
+from .engine import GpuFeature, GpuUnsupported
 from .launch import I32, I64, U64
 
 __all__ = ["make", "scale_table", "PARAM_NAMES"]
@@ -87,12 +87,10 @@ def scale_table(params, egl: float, skip_aim: bool) -> np.ndarray:
     return np.asarray(rows, dtype=np.int64)
 
 
-class GpuAdm:
+class GpuAdm(GpuFeature):
     def __init__(self, instance, scorer):
-        self.instance = instance
-        self.scorer = scorer
+        super().__init__(instance, scorer, cpu.DECLARATION)
         stg = scorer.staging
-        self.values = {**{o.name: o.default for o in cpu.DECLARATION.options}, **instance.values}
         cpu.check_options(self.values)
         if not 8 <= stg.bitdepth <= 16:
             raise GpuUnsupported("format.bitdepth", f"integer ADM supports 8 to 16 bits, got {stg.bitdepth}")
@@ -133,7 +131,7 @@ class GpuAdm:
         table = scale_table(self.params, self.values["adm_enhn_gain_limit"], self.skip_aim)
         self._row_bytes = table.shape[1] * 8
         dev = scorer.device
-        self._table = dev.alloc(table.nbytes)
+        self._table = self.own(dev.alloc(table.nbytes))
         host = dev.alloc_host(table.nbytes)
         host[:] = table.view(np.uint8).ravel()
         dev.copy_htod_async(self._table, host, table.nbytes, scorer.stream)
@@ -186,14 +184,6 @@ class GpuAdm:
         sums = self._sums(stats[:count, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.int64))
         rows = cpu.metrics_from_sums(self.width, self.height, sums[:, 0], sums[:, 1], sums[:, 2], self.values)
         return [(first_seq + i, m) for i, m in enumerate(rows)]
-
-    def flush(self):
-        return []
-
-    def close(self) -> None:
-        if self._table:
-            self.scorer.device.free(self._table)
-            self._table = 0
 
 
 def make(instance, scorer) -> GpuAdm:

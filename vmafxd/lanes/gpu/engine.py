@@ -51,6 +51,36 @@ class GpuUnsupported(PlanError):
     """A feature or format the GPU lane does not run (``field`` names it): a plan it cannot run."""
 
 
+class GpuFeature:
+    """What every feature's GPU half shares.
+
+    Its plan ``instance`` and ``scorer``; ``values``, the instance's options
+    over the declaration's defaults; the device memory it owns (:meth:`own`),
+    freed by :meth:`close`; and :meth:`flush`, nothing held back at the end (a
+    feature that holds frames back, motion, gives them there).
+    """
+
+    def __init__(self, instance, scorer, declaration):
+        self.instance = instance
+        self.scorer = scorer
+        self.values = {**{o.name: o.default for o in declaration.options}, **instance.values}
+        self._owned: list[int] = []
+
+    def own(self, ptr: int) -> int:
+        """``ptr``, device memory of the scorer's device, to be freed by :meth:`close`."""
+        self._owned.append(ptr)
+        return ptr
+
+    def flush(self):
+        return []
+
+    def close(self) -> None:
+        """Free the owned device memory, in the order it was owned; a second call does nothing."""
+        owned, self._owned = self._owned, []
+        for ptr in owned:
+            self.scorer.device.free(ptr)
+
+
 class KernelSet:
     """The compiled modules of one device, loaded once and shared by its sessions."""
 

@@ -15,7 +15,7 @@ import numpy as np
 from ...features import _float_adm_core as core
 from ...features import float_adm as cpu
 from ...features._rcp import RCP_MANTISSA
-from .engine import GpuUnsupported
+from .engine import GpuFeature, GpuUnsupported
 from .float_util import Planes, sample_divisor, upload
 from .launch import F32, F64, I32, I64, U64
 
@@ -24,12 +24,10 @@ __all__ = ["make"]
 _COLS = 256  # FA_COLS
 
 
-class GpuFloatAdm:
+class GpuFloatAdm(GpuFeature):
     def __init__(self, instance, scorer):
-        self.instance = instance
-        self.scorer = scorer
+        super().__init__(instance, scorer, cpu.DECLARATION)
         stg = scorer.staging
-        self.values = {**{o.name: o.default for o in cpu.DECLARATION.options}, **instance.values}
         if float(self.values["adm_p_norm"]) != 3.0:
             raise GpuUnsupported("feature.float_adm.adm_p_norm", "only 3 runs on the GPU (powf per pixel)")
         self.div = sample_divisor("float_adm", stg.bitdepth)
@@ -44,7 +42,7 @@ class GpuFloatAdm:
         self.bypass = int(self.values["adm_bypass_cm"])
         self.stats_bytes = 36 * 4
         self.stats_offset = 0
-        self._rcp = upload(scorer.device, scorer.stream, RCP_MANTISSA.astype(np.uint32))
+        self._rcp = self.own(upload(scorer.device, scorer.stream, RCP_MANTISSA.astype(np.uint32)))
         ks = scorer.kernels
         sfx = "_u8" if stg.elem == 1 else "_u16"
         self._convert = ks.launcher("float_adm.cu", "vx_fadm_convert" + sfx, [U64, I64, I32, I64, F32, U64, I64, I64])
@@ -102,14 +100,6 @@ class GpuFloatAdm:
         sums = stats[:count, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.float32)
         return [(first_seq + i, cpu.metrics_from_stats(sums[i].reshape(4, 9), self.width, self.height, self.values))
                 for i in range(count)]
-
-    def flush(self):
-        return []
-
-    def close(self) -> None:
-        if self._rcp:
-            self.scorer.device.free(self._rcp)
-        self._rcp = 0
 
 
 def make(instance, scorer) -> GpuFloatAdm:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...features import float_motion as cpu
-from .engine import GpuUnsupported
+from .engine import GpuFeature, GpuUnsupported
 from .float_util import Planes, sample_divisor, upload
 from .launch import F32, I32, I64, U64
 
@@ -22,27 +22,25 @@ __all__ = ["make"]
 _COLS = 256  # FM_COLS
 
 
-class GpuFloatMotion:
+class GpuFloatMotion(GpuFeature):
     def __init__(self, instance, scorer):
-        self.instance = instance
-        self.scorer = scorer
+        super().__init__(instance, scorer, cpu.DECLARATION)
         stg = scorer.staging
-        values = {**{o.name: o.default for o in cpu.DECLARATION.options}, **instance.values}
-        if values["motion_add_uv"]:
+        if self.values["motion_add_uv"]:
             raise GpuUnsupported("feature.float_motion.motion_add_uv", "runs on the CPU lane only")
         w, h = stg.shapes[0]
         # the CPU twin: its options, checks and temporal rules (its extract is not used here)
-        self.twin = cpu.FloatMotion(values, w, h, stg.bitdepth)
+        self.twin = cpu.FloatMotion(self.values, w, h, stg.bitdepth)
         self.force_zero = self.twin.force_zero
         self.div = sample_divisor("float_motion", stg.bitdepth)
         self.w, self.h = w, h
         self.layout = Planes(w, h, 1)
-        self.taps = cpu.filter_for(int(values["motion_filter_size"]))
+        self.taps = cpu.filter_for(int(self.values["motion_filter_size"]))
         self.stats_bytes = 4
         self.stats_offset = 0
         dev = scorer.device
-        self._taps = upload(dev, scorer.stream, self.taps)
-        self._history = dev.alloc(self.layout.nbytes(1))
+        self._taps = self.own(upload(dev, scorer.stream, self.taps))
+        self._history = self.own(dev.alloc(self.layout.nbytes(1)))
         ks = scorer.kernels
         sfx = "_u8" if stg.elem == 1 else "_u16"
         self._vert = ks.launcher("float_motion.cu", "vx_fmotion_vert" + sfx,
@@ -86,12 +84,6 @@ class GpuFloatMotion:
 
     def flush(self):
         return self.twin.flush()
-
-    def close(self) -> None:
-        dev = self.scorer.device
-        for p in (self._taps, self._history):
-            dev.free(p)
-        self._taps = self._history = 0
 
 
 def make(instance, scorer) -> GpuFloatMotion:

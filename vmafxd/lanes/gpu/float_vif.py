@@ -13,7 +13,7 @@ import numpy as np
 from ...features import float_vif as cpu
 from ...features._adm_csf import powf
 from ...features._float_vif_core import gaussian_filter
-from .engine import GpuUnsupported
+from .engine import GpuFeature, GpuUnsupported
 from .float_util import Planes, sample_divisor, upload
 from .launch import F32, F64, I32, I64, U64
 
@@ -22,12 +22,10 @@ __all__ = ["make"]
 _COLS = 256  # FV_COLS
 
 
-class GpuFloatVif:
+class GpuFloatVif(GpuFeature):
     def __init__(self, instance, scorer):
-        self.instance = instance
-        self.scorer = scorer
+        super().__init__(instance, scorer, cpu.DECLARATION)
         stg = scorer.staging
-        self.values = {**{o.name: o.default for o in cpu.DECLARATION.options}, **instance.values}
         if float(self.values["vif_prescale"]) != 1.0:
             raise GpuUnsupported("feature.float_vif.vif_prescale", "runs on the CPU lane only")
         self.div = sample_divisor("float_vif", stg.bitdepth)
@@ -49,7 +47,7 @@ class GpuFloatVif:
         self.stats_offset = 0
         dev = scorer.device
         flat = np.concatenate(self.taps).astype(np.float32)
-        self._taps = upload(dev, scorer.stream, flat)
+        self._taps = self.own(upload(dev, scorer.stream, flat))
         self._tap_ptr = []
         off = 0
         for t in self.taps:
@@ -117,14 +115,6 @@ class GpuFloatVif:
             record = sums[i].astype(np.float64).reshape(4, 2)
             out.append((first_seq + i, cpu.metrics_from_stats(record, self.values)))
         return out
-
-    def flush(self):
-        return []
-
-    def close(self) -> None:
-        if self._taps:
-            self.scorer.device.free(self._taps)
-        self._taps = 0
 
 
 def make(instance, scorer) -> GpuFloatVif:

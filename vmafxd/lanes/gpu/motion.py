@@ -12,21 +12,20 @@ from __future__ import annotations
 import numpy as np
 
 from ...features import motion as cpu
+from .engine import GpuFeature
 from .launch import I32, I64, U64
 
 __all__ = ["make"]
 
 
-class GpuMotion:
+class GpuMotion(GpuFeature):
     def __init__(self, instance, scorer):
-        self.instance = instance
-        self.scorer = scorer
+        super().__init__(instance, scorer, cpu.DECLARATION)
         stg = scorer.staging
-        values = {**{o.name: o.default for o in cpu.DECLARATION.options}, **instance.values}
-        self.force_zero = bool(values["motion_force_zero"])
-        self.fps_weight = float(values["motion_fps_weight"])
-        self.max_val = float(values["motion_max_val"])
-        self.timeline = cpu.MotionTimeline(values, debug=bool(values["debug"]))
+        self.force_zero = bool(self.values["motion_force_zero"])
+        self.fps_weight = float(self.values["motion_fps_weight"])
+        self.max_val = float(self.values["motion_max_val"])
+        self.timeline = cpu.MotionTimeline(self.values, debug=bool(self.values["debug"]))
         self.gap = self.timeline.min_idx
         w, h = stg.shapes[0]
         if w < 3 or h < 3:
@@ -35,7 +34,7 @@ class GpuMotion:
         self.stats_offset = 0
         self._plane_bytes = stg.pitches[0] * stg.elem * h
         # history of the last two reference lumas: [seq - 1, seq - 2]
-        self._history = [scorer.device.alloc(self._plane_bytes), scorer.device.alloc(self._plane_bytes)]
+        self._history = [self.own(scorer.device.alloc(self._plane_bytes)) for _ in range(2)]
         kernel = "vx_motion_sad_u8" if stg.elem == 1 else "vx_motion_sad_u16"
         self._launch = scorer.kernels.launcher(
             "motion.cu", kernel, [U64, U64, U64, I32, I32, I32, I64, I64, I32, I32, U64, I32, I32])
@@ -74,11 +73,6 @@ class GpuMotion:
 
     def flush(self):
         return self.timeline.flush()
-
-    def close(self) -> None:
-        for p in self._history:
-            self.scorer.device.free(p)
-        self._history = []
 
 
 def make(instance, scorer) -> GpuMotion:

@@ -9,23 +9,22 @@ from __future__ import annotations
 import numpy as np
 
 from ...features import psnr as cpu
+from .engine import GpuFeature
 from .launch import I32, I64, U64
 
 __all__ = ["make"]
 
 
-class GpuPsnr:
+class GpuPsnr(GpuFeature):
     def __init__(self, instance, scorer):
-        self.instance = instance
-        self.scorer = scorer
+        super().__init__(instance, scorer, cpu.DECLARATION)
         stg = scorer.staging
-        values = {**{o.name: o.default for o in cpu.DECLARATION.options}, **instance.values}
-        chroma = bool(values["enable_chroma"]) and len(stg.shapes) == 3
+        chroma = bool(self.values["enable_chroma"]) and len(stg.shapes) == 3
         self.nplanes = 3 if chroma else 1
         # (height, width) as the CPU twin keeps them
         self.shapes = [(h, w) for (w, h) in stg.shapes]
-        self.params = cpu.psnr_params(values, stg.bitdepth, self.shapes)
-        self.apsnr = bool(values["enable_apsnr"])
+        self.params = cpu.psnr_params(self.values, stg.bitdepth, self.shapes)
+        self.apsnr = bool(self.values["enable_apsnr"])
         self._sse_total = [0, 0, 0]
         self._pixels_total = [0, 0, 0]
         self.stats_bytes = 8 * self.nplanes
@@ -55,16 +54,10 @@ class GpuPsnr:
             out.append((first_seq + i, cpu.metrics_from_stats(row, shapes, self.params)))
         return out
 
-    def flush(self):
-        return []
-
     def aggregate(self) -> dict[str, float]:
         if not self.apsnr:
             return {}
         return cpu.apsnr_from_totals(self.params.peak, self._sse_total, self._pixels_total)
-
-    def close(self) -> None:
-        pass
 
 
 def make(instance, scorer) -> GpuPsnr:

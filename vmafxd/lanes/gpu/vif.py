@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...features import vif as cpu
+from .engine import GpuFeature
 from .launch import F64, I32, I64, U64
 
 __all__ = ["make"]
@@ -40,12 +41,10 @@ class _Log2Table:
         return ptr
 
 
-class GpuVif:
+class GpuVif(GpuFeature):
     def __init__(self, instance, scorer):
-        self.instance = instance
-        self.scorer = scorer
+        super().__init__(instance, scorer, cpu.DECLARATION)
         stg = scorer.staging
-        self.values = {**{o.name: o.default for o in cpu.DECLARATION.options}, **instance.values}
         self.skip0 = bool(self.values["vif_skip_scale0"])
         self.gain = float(self.values["vif_enhn_gain_limit"])
         w, h = stg.shapes[0]
@@ -103,12 +102,6 @@ class GpuVif:
         acc = stats[:count, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.int64)
         rows = cpu.metrics_from_sums(acc, self.skip0, self.values)
         return [(first_seq + i, m) for i, m in enumerate(rows)]
-
-    def flush(self):
-        return []
-
-    def close(self) -> None:
-        pass
 
 
 def make(instance, scorer) -> GpuVif:
