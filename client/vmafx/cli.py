@@ -26,6 +26,7 @@ import sys
 import time
 from typing import Sequence
 
+from .batch.command import add_batch
 from .defaults import DEFAULT_SOCKET
 from .formats import PixelFormat
 
@@ -90,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_score(sub)
     _add_status(sub)
     _add_sessions(sub)
+    add_batch(sub)
     return parser
 
 
