@@ -5,12 +5,20 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import uuid
 import sys
 from pathlib import Path
 
 import pytest
 
+from vmafx.batch.ray_runner import LOOPBACK_ENV
+
 from .clips import make_pairs
+
+# Ray reads these when it is imported (ray_constants), so they are set before any test module
+# imports it: with them, "127.0.0.1" stays 127.0.0.1 instead of becoming this machine's network
+# address -- every Ray process of these tests binds and talks on loopback only.
+os.environ.update(LOOPBACK_ENV)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,7 +53,7 @@ def local_score(tmp: Path, ref: str, dist: str, models=(), features=()) -> tuple
     """``vmafxctl score --json -o LOG`` of one pair on the cpu lane: (pooled_metrics, log text)."""
     key = (ref, dist, tuple(models), tuple(features))
     if key not in _local_cache:
-        log = tmp / f"local{len(_local_cache)}.json"
+        log = tmp / f"local-{uuid.uuid4().hex}.json"  # callers run in threads: one file each
         args = ["score", "-r", ref, "-d", dist, "--lane", "cpu", "--in-process", "-q", "--json", "-o", log]
         for m in models:
             args += ["-m", m]

@@ -129,6 +129,14 @@ def cmd_batch(args) -> int:
     except OSError as e:
         _err(f"{output}: {e.strerror or e}")
         return EXIT_USAGE
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("vmafxctl batch: %(message)s"))
+    batch_log = logging.getLogger("vmafx.batch")
+    batch_log.addHandler(handler)
+    batch_log.setLevel(logging.WARNING)
+    batch_log.propagate = False
     backend = setup = None
     summary = None
     try:
