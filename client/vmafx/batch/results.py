@@ -134,7 +134,10 @@ class ResultsFile:
             self._load(retry_failed)
         parent = os.path.dirname(os.path.abspath(self.journal))
         os.makedirs(parent, exist_ok=True)
-        self._f = open(self.journal, "ab")
+        if not os.access(parent, os.W_OK):
+            raise ResultsError(f"{path}: cannot write in {parent}")
+        self._f = None  # opened by the first record: a batch that fails to start leaves no file
+        self._closed = False
 
     def _load(self, retry_failed: bool) -> None:
         if self.format == "parquet" and os.path.exists(self.path):
@@ -173,6 +176,8 @@ class ResultsFile:
         jid = record["job_id"]
         if jid in self.records:
             return False
+        if self._f is None:
+            self._f = open(self.journal, "ab")
         self._f.write(_line(record))
         self._f.flush()
         self.records[jid] = record
@@ -180,12 +185,14 @@ class ResultsFile:
 
     def close(self) -> None:
         """Flush to disk; for Parquet, fold the journal into the Parquet file."""
-        if self._f.closed:
+        if self._closed:
             return
-        self._f.flush()
-        os.fsync(self._f.fileno())
-        self._f.close()
-        if self.format == "parquet":
+        self._closed = True
+        if self._f is not None:
+            self._f.flush()
+            os.fsync(self._f.fileno())
+            self._f.close()
+        if self.format == "parquet" and os.path.exists(self.journal):
             import pyarrow as pa
 
             pq = _parquet()
