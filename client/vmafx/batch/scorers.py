@@ -144,13 +144,20 @@ class DaemonScorer(Scorer):
         lanes = daemon_lanes(socket_path)
         if lanes is None:
             raise JobFailed(f"no daemon answers at {socket_path}")
-        devices = sum(len(ln.get("devices") or [1]) for ln in lanes if lane in ("auto", ln.get("lane")))
-        if lane != "auto" and not devices:
-            have = ", ".join(str(ln.get("lane")) for ln in lanes) or "none"
+        names = [ln.get("lane") for ln in lanes]
+        if lane != "auto" and lane not in names:
+            have = ", ".join(map(str, names)) or "none"
             raise ValueError(f"--lane: the daemon at {socket_path} has no {lane} lane (it has {have})")
-        # Several sessions per device: while one job reads its next frames from disk another's fill
-        # the device's batch.  Four a device was enough to keep the GPU worker's batches full.
-        self.concurrency = concurrency or max(2, 4 * max(1, devices))
+        # The lane the jobs will use: the one asked for; for auto a GPU lane when there is one
+        # (the daemon's own choice), else its cpu lane.
+        used = [ln for ln in lanes if ln.get("lane") == lane] if lane != "auto" else (
+            [ln for ln in lanes if ln.get("lane") != "cpu"] or lanes)
+        gpu = sum(len(ln.get("devices") or [1]) for ln in used if ln.get("lane") != "cpu")
+        cpu_workers = sum(len(ln.get("devices") or [1]) for ln in used if ln.get("lane") == "cpu")
+        # GPU: several sessions a device, so that while one job reads its next frames from disk
+        # others fill the device's batch.  CPU lane: one session a worker thread (a session is
+        # pinned to one worker; more would only queue).
+        self.concurrency = concurrency or max(1, 4 * gpu + cpu_workers)
         self._fallback = SubprocessScorer(lane, socket_path=socket_path, concurrency=self.concurrency,
                                           python=python)
 
