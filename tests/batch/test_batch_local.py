@@ -133,3 +133,42 @@ def test_parquet_results_and_the_daemon_path_give_the_same_scores(tmp_path, tiny
     records = read_records(str(tmp_path / "d.parquet"))
     assert len(records) == 4 and {x["lane"] for x in records} == {"cpu"}
     check_against_local(tmp_path, records, rows)
+
+
+def test_a_job_over_its_timeout_is_recorded_as_failed(tmp_path, tiny_pairs):
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text(f"id,reference,distorted\nslow,{tiny_pairs[0][0]},{tiny_pairs[0][1]}\n")
+    r = vmafxctl("batch", jobs, "--lane", "cpu", "--timeout", "0.01", "-q")
+    assert r.returncode == 1 and r.stderr.endswith("1 of 1 job(s) failed (slow); see the error field in "
+                                                   f"{tmp_path / 'jobs.results.jsonl'}\n")
+    (rec,) = read_results(tmp_path / "jobs.results.jsonl")
+    assert rec["error"] == "timed out after 0.01 s" and not rec["ok"]
+
+
+def test_progress_draws_a_bar_on_a_terminal_and_lines_elsewhere():
+    import io
+
+    from vmafx.batch.progress import Progress, format_eta
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = Tty()
+    p = Progress(4, skipped=2, stream=tty)
+    p.start()
+    p.update(True)
+    p.update(False)
+    p.finish()
+    text = tty.getvalue()
+    assert "\r[############............] 2/4 jobs, 1 failed, 2 already done, " in text and text.endswith("\n")
+    assert "\033[K" in text
+    plain = io.StringIO()
+    p = Progress(3, stream=plain, interval=3600)
+    p.start()
+    for _ in range(3):
+        p.update(True)
+    p.finish()
+    lines = plain.getvalue().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vmafxctl batch: 3/3 jobs, ") and lines[0].endswith("ETA 00:00")
+    assert format_eta(3725) == "1:02:05" and format_eta(65) == "01:05" and format_eta(None) == "--:--"
