@@ -37,23 +37,46 @@ NODE_ARGS = dict(node_ip_address="127.0.0.1", include_dashboard=False, num_cpus=
 MORE_VARIANTS = VARIANTS + [(("version=vmaf_v0.6.1neg",), ()), ((), ("psnr",)), (("version=vmaf_b_v0.6.3",), ())]
 
 
+def _emulated_gpu_daemon():
+    """A vmafxd whose only lane is the emulated GPU lane (the kernels compiled for the CPU), or None."""
+    from vmafx.private_daemon import PrivateDaemon, PrivateDaemonError
+
+    d = PrivateDaemon(lane="emu")
+    try:
+        d.start()
+    except PrivateDaemonError:
+        return None  # no C++ compiler: the test that needs it skips
+    return d
+
+
 @pytest.fixture(scope="module")
 def cluster():
-    """Head + 2 nodes, all on 127.0.0.1; the repo importable by their workers."""
+    """Head + 2 nodes, all on 127.0.0.1; the repo importable by their workers.
+
+    The nodes' environment names an emulated-GPU daemon as the host's vmafxd
+    (``VMAFX_SOCKET``), as systemd's socket would be on a GPU host: ``--lane cpu``
+    batches ignore it, ``--lane auto`` ones score through it.
+    """
     from ray.cluster_utils import Cluster
 
     saved = dict(os.environ)
+    daemon = _emulated_gpu_daemon()
     os.environ.update(environ(**LOOPBACK_ENV))  # the nodes' processes inherit this environment
+    if daemon is not None:
+        os.environ["VMAFX_SOCKET"] = daemon.socket_path
     c = Cluster(initialize_head=True, head_node_args=NODE_ARGS)
     try:
         for _ in range(2):
             c.add_node(**NODE_ARGS)
         c.wait_for_nodes()
+        c.gpu_daemon = daemon
         yield c
     finally:
         if ray.is_initialized():
             ray.shutdown()
         c.shutdown()
+        if daemon is not None:
+            daemon.stop()
         os.environ.clear()
         os.environ.update(saved)
 
@@ -174,3 +197,17 @@ def test_resume_after_an_interrupted_ray_run_redoes_nothing_done(cluster, tmp_pa
     records = read_results(out)
     assert len(records) == 24 == len({r["job_id"] for r in records})
     assert set(ran_second) == {r["job_id"] for r in records} - first
+
+
+def test_actors_score_through_the_hosts_gpu_daemon(cluster, tmp_path, tiny_pairs):
+    if cluster.gpu_daemon is None:
+        pytest.skip("the emulated GPU lane needs a C++ compiler (g++)")
+    jobs, out, trace = tmp_path / "jobs.jsonl", tmp_path / "out.jsonl", tmp_path / "trace"
+    write_job_list(jobs, tiny_pairs[:6], 6)
+    env = environ(VMAFX_BATCH_TRACE=trace, **LOOPBACK_ENV)
+    r = subprocess.run([sys.executable, "-m", "vmafx.cli", "batch", str(jobs), "-o", str(out), "--ray",
+                        cluster.address, "-q"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr
+    records = read_results(out)
+    assert len(records) == 6 and {rec["lane"] for rec in records} == {"emu"}  # the daemon's lane, not cpu
+    assert_equal_to_local(tmp_path, records)  # the emulated GPU lane is exact: equal to the cpu lane
