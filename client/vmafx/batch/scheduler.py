@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures as cf
-import threading
 from dataclasses import dataclass, field
 from typing import Iterable, Protocol
 
@@ -58,7 +57,6 @@ class LocalBackend:
         self.concurrency = concurrency or scorer.concurrency
         self._pool = cf.ThreadPoolExecutor(self.concurrency, thread_name_prefix="vmafx-batch")
         self._running: set[cf.Future] = set()
-        self._lock = threading.Lock()
 
     def capacity(self) -> int:
         return self.concurrency - len(self._running)
