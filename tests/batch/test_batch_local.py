@@ -127,12 +127,22 @@ def test_parquet_results_and_the_daemon_path_give_the_same_scores(tmp_path, tiny
 
     jobs = tmp_path / "jobs.jsonl"
     rows = write_jobs(jobs, tiny_pairs[:4])
+    ref, dist = tiny_pairs[5]
+    with open(jobs, "a") as f:  # an option the library path takes, and one it hands to vmafxctl score
+        f.write(json.dumps({"id": "two", "reference": ref, "distorted": dist, "options": {"frames": 2}}) + "\n")
+        f.write(json.dumps({"id": "flag", "reference": ref, "distorted": dist, "options": {"quiet": True}}) + "\n")
     with PrivateDaemon(lane="cpu") as sock:
         r = vmafxctl("batch", jobs, "-o", tmp_path / "d.parquet", "--socket", sock, "-q")
     assert r.returncode == 0 and r.stderr == ""
-    records = read_records(str(tmp_path / "d.parquet"))
-    assert len(records) == 4 and {x["lane"] for x in records} == {"cpu"}
-    check_against_local(tmp_path, records, rows)
+    records = {x["job_id"]: x for x in read_records(str(tmp_path / "d.parquet"))}
+    assert len(records) == 6 and {x["lane"] for x in records.values()} == {"cpu"}
+    two, flag = records.pop("two"), records.pop("flag")
+    check_against_local(tmp_path, list(records.values()), rows)
+    assert two["frames"] == 2 and two["options"] == {"frames": 2}
+    log = tmp_path / "two.json"
+    r = vmafxctl("score", "-r", ref, "-d", dist, "--frames", "2", "--in-process", "-q", "--json", "-o", log)
+    assert r.returncode == 0 and two["scores"] == json.loads(log.read_text())["pooled_metrics"]
+    assert flag["frames"] == 4 and flag["scores"] == local_score(tmp_path, ref, dist)[0]
 
 
 def test_a_job_over_its_timeout_is_recorded_as_failed(tmp_path, tiny_pairs):

@@ -158,8 +158,11 @@ class DaemonScorer(Scorer):
         # others fill the device's batch.  CPU lane: one session a worker thread (a session is
         # pinned to one worker; more would only queue).
         self.concurrency = concurrency or max(1, 4 * gpu + cpu_workers)
-        self._fallback = SubprocessScorer(lane, socket_path=socket_path, concurrency=self.concurrency,
-                                          python=python)
+        # For the jobs vmafxctl score runs against this daemon: the lane named, so that the
+        # record says where they ran (the daemon's auto pick is its first GPU lane, else cpu).
+        self.resolved_lane = str(used[0].get("lane")) if lane == "auto" and used else lane
+        self._fallback = SubprocessScorer(self.resolved_lane, socket_path=socket_path,
+                                          concurrency=self.concurrency, python=python)
 
     def score(self, job: Job, log_path: str, timeout: float | None) -> tuple[dict, int, str]:
         kw: dict[str, Any] = {}
