@@ -211,3 +211,16 @@ def test_actors_score_through_the_hosts_gpu_daemon(cluster, tmp_path, tiny_pairs
     records = read_results(out)
     assert len(records) == 6 and {rec["lane"] for rec in records} == {"emu"}  # the daemon's lane, not cpu
     assert_equal_to_local(tmp_path, records)  # the emulated GPU lane is exact: equal to the cpu lane
+
+
+def test_a_node_that_joins_mid_run_gets_an_actor_and_jobs(cluster, tmp_path, tiny_pairs):
+    jobs, out, trace = tmp_path / "jobs.jsonl", tmp_path / "out.jsonl", tmp_path / "trace"
+    write_job_list(jobs, tiny_pairs, 48)
+    proc = driver(jobs, out, trace, address=cluster.address)
+    wait_for_records(out, 4, proc)
+    node = cluster.add_node(**NODE_ARGS)
+    _, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, err
+    records = read_results(out)
+    assert len(records) == 48 == len({r["job_id"] for r in records})
+    assert node.node_id[:8] in {r["node"].split("/")[1] for r in records}, err
