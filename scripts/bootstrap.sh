@@ -5,8 +5,8 @@
 #
 # core: the package itself (numpy, msgpack, trio, PyAV) -- enough to score on the CPU lane,
 #       from y4m, raw .yuv or any video file FFmpeg reads.
-# test: also pytest/pytest-trio, matplotlib (plot), systemd-python, PyOpenGL, hip-python and the
-#       NVIDIA compiler bindings, plus the Debian packages the tests use
+# test: also pytest/pytest-trio, matplotlib (plot), systemd-python, PyOpenGL, hip-python, the
+#       NVIDIA compiler bindings, ray and pyarrow (vmafxctl batch), plus the Debian packages the tests use
 #       (systemd tools, Mesa EGL, the ROCm 5.2 HIP runtime for compiling kernels).
 # Works on a fresh Debian 12 with only python3 and apt; re-running is cheap.
 set -euo pipefail
@@ -67,7 +67,7 @@ pip_quiet() {  # pip's build chatter only when it fails
 }
 case "$profile" in
     core) pip_quiet -e "$root" ;;
-    test) pip_quiet -e "$root[test,gl,cuda,hip,plot]"
+    test) pip_quiet -e "$root[test,gl,cuda,hip,plot,ray,parquet]"
           pip_quiet -e "$root[systemd]" || \
               echo "bootstrap: systemd-python did not build; the sd_notify tests will skip and say why" >&2 ;;
     *) echo "usage: $0 [core|test]" >&2; exit 2 ;;

@@ -71,6 +71,7 @@ class _Sessions(_Status):
 SUBCOMMANDS: dict = {
     "score": _Score,
     "plot": "vmafx.plot:COMMAND",
+    "batch": "vmafx.batch.command:COMMAND",
     "status": _Status,
     "sessions": _Sessions,
 }
