@@ -235,7 +235,7 @@ def _score_remote(args, socket_path: str, progress: "_Progress"):
 def _cmd_score(args) -> int:
     if args.in_process:
         return _score_in_process(args)
-    from .exceptions import DaemonUnavailable, VmafxError
+    from .exceptions import DaemonUnavailable, VmafxError, describe
     from .private_daemon import PrivateDaemon, PrivateDaemonError
 
     progress = _Progress(not args.quiet, _estimate_frames(args) if not args.quiet else None)
@@ -247,23 +247,27 @@ def _cmd_score(args) -> int:
                 break
             except DaemonUnavailable as e:
                 if must_answer:
-                    print(f"vmafxctl: no daemon answers at {path} ({e.message})", file=sys.stderr)
-                    return EXIT_FAILURE
+                    line, status = describe(e)
+                    print(f"vmafxctl: {line}", file=sys.stderr)
+                    return status
         if report is None:
             daemon = PrivateDaemon(lane=args.lane)
             try:
                 report = _score_remote(args, daemon.start(), progress)
             except PrivateDaemonError as e:
-                print(f"vmafxctl: {e}", file=sys.stderr)
-                return EXIT_FAILURE
+                line, status = describe(e)
+                print(f"vmafxctl: {line}", file=sys.stderr)
+                return status
             finally:
                 rc = daemon.stop()
                 if rc:
+                    last = daemon.final_log.strip().splitlines()[-1:]
                     print(f"vmafxctl: the private vmafxd exited with status {rc}"
-                          + (f":\n{daemon.final_log}" if daemon.final_log else ""), file=sys.stderr)
+                          + (f"; its log ends: {last[0]}" if last else ""), file=sys.stderr)
     except VmafxError as e:
-        print(f"vmafxctl: {e}", file=sys.stderr)
-        return EXIT_FAILURE
+        line, status = describe(e)
+        print(f"vmafxctl: {line}", file=sys.stderr)
+        return status
     finally:
         progress.done()
     if args.output:

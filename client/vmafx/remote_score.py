@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 import trio
 
 from .client import Client
-from .exceptions import LayoutError
+from .exceptions import LayoutError, VmafxError, first_error
 from .frames import FrameBuffer, memfd_buffer
 from .io.video import VideoInfo, open_video
 from .tracking import FrameResult
@@ -60,7 +60,26 @@ def pool_size_for(frame_bytes: int, in_flight_limit: int, budget: int = 256 << 2
     return max(2, min(8, in_flight_limit, by_memory))
 
 
-async def score_through_daemon(
+async def score_through_daemon(socket_path: str, reference: str, distorted: str, **kw) -> RemoteReport:
+    """Score ``reference`` against ``distorted`` through the daemon at ``socket_path``.
+
+    Every failure of the daemon arrives as one typed exception (not a group of
+    the tasks it ended): :class:`~vmafx.exceptions.DaemonStopped` when it said it
+    is stopping (the frames it did not score got ``E_SHUTDOWN``),
+    :class:`~vmafx.exceptions.DaemonLost` when it went away without a word,
+    :class:`~vmafx.exceptions.DaemonUnavailable` when none answers;
+    :func:`vmafx.exceptions.describe` turns each into one line and an exit status.
+    """
+    try:
+        return await _score_through_daemon(socket_path, reference, distorted, **kw)
+    except BaseExceptionGroup as group:
+        err = first_error(group)
+        if isinstance(err, (VmafxError, OSError, ValueError)):
+            raise err from None
+        raise
+
+
+async def _score_through_daemon(
     socket_path: str,
     reference: str,
     distorted: str,

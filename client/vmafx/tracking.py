@@ -24,7 +24,9 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from .exceptions import ConnectionClosed, DaemonError, LayoutError, ProtocolViolation, daemon_error
+from .exceptions import (
+    ConnectionClosed, DaemonError, DaemonLost, DaemonStopped, LayoutError, ProtocolViolation, daemon_error,
+)
 from .protocol import messages as m
 from .protocol.errors import ErrorCode, LocalProtocolError, RemoteProtocolError
 from .protocol.limits import Limits, PROTOCOL_VERSION
@@ -155,7 +157,7 @@ class ClientTracker:
         if self.failure is not None:
             raise self.failure
         if self.conn.finished:
-            self.fail(ConnectionClosed(self.goodbye or "the connection is closed"))
+            self.fail(DaemonStopped(self.goodbye) if self.goodbye else ConnectionClosed("the connection is closed"))
             raise self.failure
 
     def fail(self, exc: ConnectionClosed) -> ConnectionClosed:
@@ -166,8 +168,11 @@ class ClientTracker:
         return self.failure
 
     def lost(self, why: str) -> ConnectionClosed:
-        """The transport ended: the daemon's goodbye is the better reason when it sent one."""
-        return self.fail(ConnectionClosed(self.goodbye or why))
+        """The transport ended: the daemon's goodbye is the better reason when it sent one.
+
+        Without a goodbye the daemon was killed, crashed or restarted (:class:`DaemonLost`).
+        """
+        return self.fail(DaemonStopped(self.goodbye) if self.goodbye else DaemonLost(why))
 
     def violated(self, e: RemoteProtocolError) -> ProtocolViolation:
         exc = ProtocolViolation(e.code, e.field, f"the daemon broke the protocol: {e.message}")
@@ -314,7 +319,9 @@ class ClientTracker:
             for st in self.sessions.values():
                 if st.close_seq == msg.re:
                     st.close_seq = None
-        if err.code in (ErrorCode.E_PROTO, ErrorCode.E_SHUTDOWN):
+        if err.code is ErrorCode.E_SHUTDOWN:
+            self.fail(DaemonStopped(f"the daemon closed the connection: {err.message}"))
+        elif err.code is ErrorCode.E_PROTO:
             # The daemon closes the connection after these: everything waiting fails with this reason.
             self.fail(ConnectionClosed(f"the daemon closed the connection: {err}", code=err.code, field=err.field))
 
