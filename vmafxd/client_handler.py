@@ -76,6 +76,10 @@ SHUTDOWN_READ_S = 1.0
 #: After goodbye the socket is still read, until the client closes its end or for
 #: at most this long: a submit that crossed the goodbye is answered E_SHUTDOWN.
 SHUTDOWN_LINGER_S = 2.0
+#: After a closing error (E_PROTO) what the client had queued is read and dropped
+#: before the close, at most this many packets for at most this long.
+ERROR_DRAIN_PACKETS = 4096
+ERROR_DRAIN_S = 1.0
 
 
 def _peer_pid(sock) -> int | None:
@@ -172,6 +176,7 @@ class ClientHandler:
                     # The error message goes out before the connection closes.
                     with trio.move_on_after(1.0):
                         await self.outgoing.flushed()
+                    await self._discard_after_error()
                 nursery.cancel_scope.cancel()
         except Exception:
             reason = "internal error"
@@ -182,6 +187,29 @@ class ClientHandler:
             except Exception:  # one client's bug must not take the server down
                 log.exception("client %s: teardown failed", self.label)
             log.info("client %s gone (%s)", self.label, reason)
+
+    async def _discard_after_error(self) -> None:
+        """After a closing error: stop the client sending, drop what it sent, so our close is clean.
+
+        Closing an AF_UNIX socket with packets still in its receive queue makes
+        the kernel report ``ECONNRESET`` to the peer (af_unix.c,
+        ``unix_release_sock``), and a client may see that before our error.  So:
+        ``shutdown(SHUT_RD)`` -- the client's further sends fail with ``EPIPE``
+        and our queue cannot grow -- then read and discard what is queued (their
+        fds close with the packets), bounded by :data:`ERROR_DRAIN_S`; the close
+        that follows leaves the client our error, then end-of-file.
+        """
+        try:
+            self.channel.sock.shutdown(socket.SHUT_RD)
+        except OSError:
+            return  # already gone
+        with trio.move_on_after(ERROR_DRAIN_S):
+            for _ in range(ERROR_DRAIN_PACKETS):
+                try:
+                    pkt = await self.channel.receive()
+                except TransportClosed:
+                    return  # the queue is empty (or the client went)
+                pkt.close_fds()
 
     def begin_shutdown(self, deadline: float) -> None:
         """Stop serving requests; finish in-flight frames by ``deadline`` (trio time), then goodbye.

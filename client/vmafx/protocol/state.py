@@ -246,6 +246,10 @@ class ServerConnection(_Connection):
             if type(msg) not in CLIENT_SENDS[self.state]:
                 if self.state is State.AWAIT_HELLO:
                     raise RemoteProtocolError(ErrorCode.E_STATE, "t", f"{msg.TYPE} before hello")
+                if isinstance(msg, m.Hello):
+                    raise RemoteProtocolError(ErrorCode.E_PROTO, "t",
+                                              "a second hello: this connection already said hello "
+                                              "(one hello per connection; connect again to start over)")
                 raise RemoteProtocolError(ErrorCode.E_PROTO, "t", f"a client does not send {msg.TYPE}")
         except RemoteProtocolError as e:
             if e.fatal:
@@ -363,8 +367,8 @@ class ClientConnection(_Connection):
         if self.state is State.ERROR:
             raise RemoteProtocolError(ErrorCode.E_PROTO, "message", "the daemon already broke the protocol")
         if not data:
-            self._to(Event.CLOSE)
-            raise RemoteProtocolError(ErrorCode.E_PROTO, "message", "the daemon closed the connection")
+            self._to(Event.PROTOCOL_ERROR)
+            raise RemoteProtocolError(ErrorCode.E_PROTO, "message", "an empty packet")
         try:
             return m.decode_packet(data, bundles=self.bundles)
         except RemoteProtocolError:
