@@ -4,7 +4,7 @@
 #   scripts/bootstrap.sh [core|test]
 #
 # core: the package itself (numpy, msgpack, trio) -- enough to score on the CPU lane.
-# test: also pytest/pytest-trio, systemd-python, PyOpenGL, hip-python and the
+# test: also pytest/pytest-trio, hypothesis (the reliability fuzzer), systemd-python, PyOpenGL, hip-python and the
 #       NVIDIA compiler bindings, plus the Debian packages the tests use
 #       (systemd tools, Mesa EGL, the ROCm 5.2 HIP runtime for compiling kernels).
 # Works on a fresh Debian 12 with only python3 and apt; re-running is cheap.

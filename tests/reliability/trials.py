@@ -133,3 +133,77 @@ def sigterm_trial(seed: int, *, sigterm_after: int | None = None, extra_after: i
         for b in bufs:
             b.close()
         d.close()
+
+
+# --------------------------------------------------------------------------- churn
+
+
+def _churn_child(path: str, seed: int) -> None:
+    """In a forked child: a client that scores tiny frames until it is killed."""
+    try:
+        c = RawClient(path, f"churn{seed}")
+        s, rid, did, _ = open_tiny(c)
+        i = 0
+        while True:
+            if len(c.conn.ledger.unanswered()) < 8:
+                c.submit(s, i, rid, did)
+                i += 1
+            try:
+                c.recv(timeout=0.001)
+            except (socket.timeout, TimeoutError):
+                pass
+    finally:
+        os._exit(0)
+
+
+def churn(path: str, clients: int, *, seed: int = 0, parallel: int = 4, max_life_s: float = 0.05) -> int:
+    """Fork ``clients`` clients, ``parallel`` at a time, each SIGKILLed at a random moment of its session.
+
+    Returns how many were killed while still running (the others had died on their own, which
+    counts as a failure of the trial: the caller compares the two).
+    """
+    rng = random.Random(seed)
+    killed = 0
+    live: list[tuple[int, float]] = []
+    started = 0
+    while started < clients or live:
+        while started < clients and len(live) < parallel:
+            pid = os.fork()
+            if pid == 0:
+                _churn_child(path, started)
+            live.append((pid, time.monotonic() + rng.uniform(0.0, max_life_s) + 0.02))
+            started += 1
+        live.sort(key=lambda x: x[1])
+        pid, when = live.pop(0)
+        time.sleep(max(0.0, when - time.monotonic()))
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == 0:
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+        os.waitpid(pid, 0) if done == 0 else None
+    return killed
+
+
+def status_of(path: str) -> dict:
+    from vmafx.protocol import StatusReply
+
+    c = RawClient(path, "status")
+    try:
+        c.hello()
+        reply = c.request(Status(seq=c.conn.next_seq()))
+        assert isinstance(reply, StatusReply)
+        return dict(reply.status)
+    finally:
+        c.close()
+
+
+def wait_clean(d: Daemon, timeout: float = 15.0) -> dict:
+    """The daemon's status once only the asking client is left and nothing is held (or at the timeout)."""
+    end = time.monotonic() + timeout
+    while True:
+        st = status_of(d.socket)
+        clean = (st["clients"] == 1 and st["sessions"] == 0 and st["buffers"] == 0
+                 and st["frames_in_flight"] == 0 and st["pending_releases"] == 0)
+        if clean or time.monotonic() > end:
+            return st
+        time.sleep(0.05)
