@@ -270,13 +270,13 @@ def _cmd_score(args) -> int:
         return status
     finally:
         progress.done()
-    if args.output:
-        _write_log(args, report)
     for r in report.failed:
         print(f"vmafxctl: frame {r.index}: {r.error}", file=sys.stderr)
     if not report.frames:
         print("vmafxctl: no frames were scored", file=sys.stderr)
         return EXIT_FAILURE
+    if args.output:
+        _write_log(args, report)
     _print_models(report.models, report.pooled)
     return EXIT_FAILURE if report.failed else EXIT_OK
 
