@@ -62,40 +62,77 @@ def _valid(kind: str, seq: int, a: int, b: int) -> Step:
 KINDS = ("hello", "register", "open", "submit", "submit", "submit", "close", "unregister", "status", "list")
 
 
-@st.composite
-def steps(draw, seq: int) -> Step:
-    base = _valid(draw(st.sampled_from(KINDS)), seq, draw(st.integers(0, 7)), draw(st.integers(0, 40)))
-    how = draw(st.sampled_from(("valid", "valid", "valid", "flip", "truncate", "garbage", "empty", "fds",
-                                "field", "bundle")))
+HOW = ("valid", "valid", "valid", "flip", "truncate", "garbage", "empty", "fds", "field", "bundle")
+FD_KINDS = ("memfd", "eventfd", "pipe")
+
+
+class _Picker:
+    """Where a conversation's choices come from: hypothesis (CI: shrinkable) or a seeded Random (soak: fast)."""
+
+    def __init__(self, draw=None, rng=None):
+        self._draw, self._rng = draw, rng
+
+    def int(self, lo: int, hi: int) -> int:
+        return self._draw(st.integers(lo, hi)) if self._draw else self._rng.randint(lo, hi)
+
+    def choice(self, options):
+        return self._draw(st.sampled_from(options)) if self._draw else self._rng.choice(options)
+
+    def bytes(self, lo: int, hi: int) -> bytes:
+        if self._draw:
+            return self._draw(st.binary(min_size=lo, max_size=hi))
+        return self._rng.randbytes(self._rng.randint(lo, hi))
+
+    def value(self):
+        if self._draw:
+            return self._draw(st.one_of(st.none(), st.integers(-2**63, 2**64 - 1), st.text(max_size=8),
+                                        st.binary(max_size=8), st.lists(st.integers(), max_size=3), st.floats()))
+        r = self._rng
+        return r.choice([None, r.randint(-2**63, 2**64 - 1), "x" * r.randint(0, 8), r.randbytes(r.randint(0, 8)),
+                         [r.randint(-5, 5)] * r.randint(0, 3), r.random() * 10 ** r.randint(-5, 300), float("nan")])
+
+
+def _step(p: _Picker, seq: int) -> Step:
+    """One step: a valid message, or one mutated (bits, length, bytes, fds, a field's type, a bundle)."""
+    base = _valid(p.choice(KINDS), seq, p.int(0, 7), p.int(0, 40))
+    how = p.choice(HOW)
     data, fds = base.data, base.fds
     if how == "flip" and data:
-        i = draw(st.integers(0, len(data) - 1))
-        data = data[:i] + bytes([data[i] ^ draw(st.integers(1, 255))]) + data[i + 1:]
+        i = p.int(0, len(data) - 1)
+        data = data[:i] + bytes([data[i] ^ p.int(1, 255)]) + data[i + 1:]
     elif how == "truncate" and data:
-        data = data[:draw(st.integers(0, len(data) - 1))]
+        data = data[:p.int(0, len(data) - 1)]
     elif how == "garbage":
-        data = draw(st.binary(min_size=1, max_size=64))
+        data = p.bytes(1, 64)
     elif how == "empty":
         data = b""
     elif how == "fds":
-        fds = tuple(draw(st.lists(st.sampled_from(("memfd", "eventfd", "pipe")), min_size=1, max_size=10)))
+        fds = tuple(p.choice(FD_KINDS) for _ in range(p.int(1, 10)))
     elif how == "field":
         obj = msgpack.unpackb(data, raw=False)
-        key = draw(st.sampled_from(sorted(obj)))
-        obj[key] = draw(st.one_of(st.none(), st.integers(-2**63, 2**64 - 1), st.text(max_size=8),
-                                  st.binary(max_size=8), st.lists(st.integers(), max_size=3), st.floats()))
+        obj[p.choice(sorted(obj))] = p.value()
         data = msgpack.packb(obj, use_bin_type=True)
     elif how == "bundle":
         data = bytes((0x92,)) + data + data
     return Step(data, fds)
 
 
+def _conversation(p: _Picker, max_steps: int) -> list[Step]:
+    n = p.int(1, max_steps)
+    # Mostly begin with a hello, so that the fuzzer reaches past the first state.
+    first = [_valid("hello", 1, 0, 0)] if p.int(0, 3) else []
+    return first + [_step(p, i + 2) for i in range(n)]
+
+
 @st.composite
 def sequences(draw, max_steps: int = 12) -> list[Step]:
-    n = draw(st.integers(1, max_steps))
-    # Mostly begin with a hello, so that the fuzzer reaches past the first state.
-    first = [_valid("hello", 1, 0, 0)] if draw(st.integers(0, 3)) else []
-    return first + [draw(steps(seq=i + 2)) for i in range(n)]
+    """Conversations as a hypothesis strategy (tests/reliability/test_fuzz.py)."""
+    return _conversation(_Picker(draw=draw), max_steps)
+
+
+def random_sequence(rng, max_steps: int = 12) -> list[Step]:
+    """The same conversations from a seeded ``random.Random`` (scripts/soak.py: no shrinking, many a second)."""
+    return _conversation(_Picker(rng=rng), max_steps)
 
 
 def _make_fd(kind: str) -> int:
@@ -110,7 +147,7 @@ def _make_fd(kind: str) -> int:
     return w
 
 
-def play(path: str, seq: list[Step], read_s: float = 0.002) -> tuple[int, int]:
+def play(path: str, seq: list[Step], read_s: float = 0.002, final_read_s: float = 0.05) -> tuple[int, int]:
     """Send ``seq`` on a new connection, reading whatever comes; returns (packets sent, packets read)."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
     sent = got = 0
@@ -130,7 +167,7 @@ def play(path: str, seq: list[Step], read_s: float = 0.002) -> tuple[int, int]:
                 for fd in fds:
                     os.close(fd)
             got += _read_some(s)
-        s.settimeout(0.05)
+        s.settimeout(final_read_s)
         got += _read_some(s, limit=64)
     finally:
         s.close()
