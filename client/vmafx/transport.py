@@ -176,6 +176,8 @@ def _peer_may_send(fd: int) -> bool:
     is an empty packet.  (An empty packet sent just before the peer closed reads
     as the end of the stream: the peer is gone either way.)
     """
+    if fd < 0:
+        return False  # closed on our side meanwhile (another task): no packet to speak of
     poller = select.poll()
     poller.register(fd, select.POLLRDHUP)
     return not any(ev & (select.POLLRDHUP | select.POLLHUP) for _, ev in poller.poll(0))

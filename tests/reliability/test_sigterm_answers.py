@@ -5,7 +5,7 @@ import pytest
 from .conftest import scaled
 from .trials import sigterm_trial
 
-TRIALS = scaled(12)
+TRIALS = scaled(20)
 
 
 @pytest.mark.parametrize("seed", range(TRIALS))
