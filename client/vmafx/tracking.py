@@ -30,7 +30,7 @@ from .exceptions import (
 from .protocol import messages as m
 from .protocol.errors import ErrorCode, LocalProtocolError, RemoteProtocolError
 from .protocol.limits import Limits, PROTOCOL_VERSION
-from .protocol.state import ClientConnection
+from .protocol.state import ClientConnection, State
 
 __all__ = ["ClientTracker", "SessionState", "BufferState", "FrameResult", "Summary", "ServerInfo",
            "ClientView", "BufferView", "SessionView"]
@@ -146,6 +146,7 @@ class ClientTracker:
         #: the reason the connection cannot be used any more; set once
         self.failure: ConnectionClosed | None = None
         self.goodbye: str | None = None
+        self._hello_seq: int | None = None
 
     # -- state ------------------------------------------------------------------
 
@@ -182,7 +183,7 @@ class ClientTracker:
     # -- requests ---------------------------------------------------------------
 
     def hello(self) -> tuple[int, bytes]:
-        seq = self.conn.next_seq()
+        seq = self._hello_seq = self.conn.next_seq()
         data, _ = self.conn.send(m.Hello(seq=seq, version=PROTOCOL_VERSION, client=self.client_name[:128], bundles=True))
         self._waiting.add(seq)
         return seq, data
@@ -313,6 +314,12 @@ class ClientTracker:
 
     def _on_error(self, msg: m.Error) -> None:
         err = daemon_error(msg.code, msg.field, msg.message)
+        if msg.re is None and self.conn.state is State.AWAIT_HELLO and self._hello_seq in self._waiting:
+            # An error before the hello_reply, answering nothing: the daemon refused the
+            # connection (E_BUSY, a limit).  It is the hello's answer, so connect raises it
+            # (vmafx.exceptions.describe: "the daemon refused: ...; try again later").
+            self._replies[self._hello_seq] = _Reply(error=err)
+            return
         if msg.re is not None and msg.re in self._waiting:
             self._replies[msg.re] = _Reply(error=err)
             # A refused close_session leaves the session open.

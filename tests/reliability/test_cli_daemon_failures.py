@@ -7,6 +7,7 @@ daemon is SIGKILLed or SIGTERMed once the session is open (its debug log says so
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -105,3 +106,50 @@ def test_describe_gives_one_line_and_a_distinct_status_per_failure():
     assert describe(group)[1] == EXIT_STATUS["lost"]
     assert describe(FileNotFoundError(2, "No such file or directory", "a.y4m")) == \
         ("cannot read a.y4m: No such file or directory", EXIT_STATUS["no_input"])
+
+
+def _refusing_daemon(path: str, code: str) -> "threading.Thread":
+    """A stand-in daemon that refuses every connection: an error before hello, our hello unread, close."""
+    import threading
+
+    from vmafx.protocol import Error
+    from vmafx.protocol.messages import encode
+
+    lsock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    lsock.bind(path)
+    lsock.listen(4)
+
+    def serve():
+        for _ in range(2):
+            conn, _ = lsock.accept()
+            with conn:
+                time.sleep(0.05)  # the client's hello arrives and stays unread
+                conn.send(encode(Error(code=code, field="", message="this user holds every connection it may "
+                                                                     "(max_connections_per_uid)"))[0])
+        lsock.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return t
+
+
+def test_a_refused_connection_raises_the_refusal_not_a_lost_daemon(tmp_path):
+    import trio
+
+    from vmafx.blocking import BlockingClient
+    from vmafx.client import Client
+    from vmafx.exceptions import Busy
+
+    path = str(tmp_path / "refusing.sock")
+    t = _refusing_daemon(path, "E_BUSY")
+    with pytest.raises(Busy) as e:
+        BlockingClient.connect(path, timeout=10)
+    line, status = describe(e.value)
+    assert "refused" in line and "max_connections_per_uid" in line and status == EXIT_STATUS["stopped"]
+
+    async def main():
+        await Client.connect(path)
+
+    with pytest.raises(Busy):
+        trio.run(main)
+    t.join(5)
