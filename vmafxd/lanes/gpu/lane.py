@@ -595,12 +595,20 @@ class GpuLaneSession(WorkerLaneSession):
         return opened
 
     def _handle_refused(self, field: str, e: Exception) -> None:
-        """A client's bad handle is its error, not ours: one warning per session, no traceback."""
-        self.handles_refused = getattr(self, "handles_refused", 0) + 1
-        if self.handles_refused == 1:
-            log.warning("%s: session %s: the driver refused a client's %s (%s); the frame fails with E_INVAL; "
-                        "further refusals of this session are counted, not logged",
-                        self.worker.name, self.spec.name or "?", field, e)
+        """A client's bad handle is its error, not ours: one warning per client, no traceback.
+
+        The client is the session's sink's label (vmafxd/session.py ``client_name``:
+        name#id (pid)); the lane counts refusals per client and logs the first.
+        """
+        client = getattr(self.sink, "client_name", None) or f"session {self.spec.name or '?'}"
+        counts = self.lane.__dict__.setdefault("handles_refused", {})
+        if client not in counts and len(counts) >= 4096:
+            counts.clear()  # bounded: a churn of clients must not grow it (a repeat warns again, once)
+        counts[client] = counts.get(client, 0) + 1
+        if counts[client] == 1:
+            log.warning("%s: client %s: the driver refused its %s (%s); the frame fails with E_INVAL; "
+                        "further refusals of this client are counted, not logged",
+                        self.worker.name, client, field, e)
 
     def _source(self, imp: GpuImport, uploads: list[int]) -> FrameSource:
         if imp.memory is not None:
