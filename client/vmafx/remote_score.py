@@ -43,6 +43,9 @@ class RemoteReport:
     failed: list[FrameResult] = field(default_factory=list)
     lane: str = ""
     zero_copy: bool = True
+    #: when the files' lengths differ: libvmaf's notice, '"X" ended before "Y".' (tools/vmaf.c scores
+    #: the frames both have, prints this and exits 0); None when they ended together
+    ended_early: str | None = None
 
 
 def check_pair(ref: VideoInfo, dist: VideoInfo) -> None:
@@ -140,6 +143,9 @@ async def _score_through_daemon(
                     while max_frames is None or n < max_frames:
                         a, b = await trio.to_thread.run_sync(read_pair)
                         if a is None or b is None:
+                            if (a is None) != (b is None):
+                                first, other = (reference, distorted) if a is None else (distorted, reference)
+                                report.ended_early = f'"{first}" ended before "{other}".'
                             break
                         ref_h, dist_h = pairs[n % npairs]
                         # The producer's rule: rewrite a buffer only once the daemon released it.

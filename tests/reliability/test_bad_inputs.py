@@ -73,3 +73,19 @@ def test_lengths_that_differ_score_the_common_frames_and_say_so_like_libvmaf(dae
         r = _run(mode, files["good"], files["longer"], tmp_path / "o.json")
         assert r.returncode == 0 and "Traceback" not in r.stderr
         assert f'"{files["good"]}" ended before "{files["longer"]}"' in r.stderr, r.stderr
+
+
+def test_the_daemon_path_scores_the_common_frames_and_names_the_file_that_ended_first(daemon, files):
+    """What vmafxctl needs to print libvmaf's notice: score_through_daemon's report says it."""
+    import trio
+
+    from vmafx.remote_score import score_through_daemon
+
+    for ref, dist, first, other in ((files["good"], files["longer"], files["good"], files["longer"]),
+                                    (files["longer"], files["good"], files["good"], files["longer"])):
+        r = trio.run(lambda: score_through_daemon(daemon.socket, str(ref), str(dist), features=["psnr"]))
+        assert len(r.frames) == 5 and not r.failed
+        assert r.ended_early == f'"{first}" ended before "{other}".'
+    r = trio.run(lambda: score_through_daemon(daemon.socket, str(files["good"]), str(files["good"]),
+                                              features=["psnr"]))
+    assert len(r.frames) == 5 and r.ended_early is None
