@@ -5,7 +5,7 @@
 #
 # core: the package itself (numpy, msgpack, trio, PyAV) -- enough to score on the CPU lane,
 #       from y4m, raw .yuv or any video file FFmpeg reads.
-# test: also pytest/pytest-trio, matplotlib (plot), systemd-python, PyOpenGL, hip-python, the
+# test: also pytest/pytest-trio, hypothesis (the reliability fuzzer), matplotlib (plot), systemd-python, PyOpenGL, hip-python, the
 #       NVIDIA compiler bindings, ray and pyarrow (vmafxctl batch), plus the Debian packages the tests use
 #       (systemd tools, Mesa EGL, the ROCm 5.2 HIP runtime for compiling kernels).
 # Works on a fresh Debian 12 with only python3 and apt; re-running is cheap.

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import socket
 import select
 from typing import Any, Protocol
 
@@ -47,7 +48,8 @@ from vmafx.protocol import (
     RemoteProtocolError, ServerConnection, SessionOpened, SessionsReply, State, Status, StatusReply, Submit,
     UnregisterBuffer, peek,
 )
-from vmafx.protocol.messages import encode
+from vmafx.protocol.messages import decode, encode
+from vmafx.protocol.state import SERVER_SENDS
 from vmafx.transport import ConnectionReset, OwnedFd, Packet, TransportClosed, TrioPacketChannel
 
 from .admission import Admission, Holdings, PeerCreds, RateLimitedLog, fd_headroom
@@ -72,6 +74,13 @@ log = logging.getLogger("vmafxd.client")
 #: sends more is still sending after the shutdown began and is not waited for.
 SHUTDOWN_READ_PACKETS = 1024
 SHUTDOWN_READ_S = 1.0
+#: After goodbye the socket is still read, until the client closes its end or for
+#: at most this long: a submit that crossed the goodbye is answered E_SHUTDOWN.
+SHUTDOWN_LINGER_S = 2.0
+#: After a closing error (E_PROTO) what the client had queued is read and dropped
+#: before the close, at most this many packets for at most this long.
+ERROR_DRAIN_PACKETS = 4096
+ERROR_DRAIN_S = 1.0
 
 
 #: errnos that mean "this process has no fd to spare" (answered E_NOFD, not E_INTERNAL)
@@ -190,6 +199,7 @@ class ClientHandler:
                     # The error message goes out before the connection closes.
                     with trio.move_on_after(1.0):
                         await self.outgoing.flushed()
+                    await self._discard_after_error()
                 nursery.cancel_scope.cancel()
         except Exception:
             reason = "internal error"
@@ -201,6 +211,29 @@ class ClientHandler:
                 log.exception("client %s: teardown failed", self.label)
             self.log.flush()
             log.info("client %s gone (%s)", self.label, reason)
+
+    async def _discard_after_error(self) -> None:
+        """After a closing error: stop the client sending, drop what it sent, so our close is clean.
+
+        Closing an AF_UNIX socket with packets still in its receive queue makes
+        the kernel report ``ECONNRESET`` to the peer (af_unix.c,
+        ``unix_release_sock``), and a client may see that before our error.  So:
+        ``shutdown(SHUT_RD)`` -- the client's further sends fail with ``EPIPE``
+        and our queue cannot grow -- then read and discard what is queued (their
+        fds close with the packets), bounded by :data:`ERROR_DRAIN_S`; the close
+        that follows leaves the client our error, then end-of-file.
+        """
+        try:
+            self.channel.sock.shutdown(socket.SHUT_RD)
+        except OSError:
+            return  # already gone
+        with trio.move_on_after(ERROR_DRAIN_S):
+            for _ in range(ERROR_DRAIN_PACKETS):
+                try:
+                    pkt = await self.channel.receive()
+                except TransportClosed:
+                    return  # the queue is empty (or the client went)
+                pkt.close_fds()
 
     def begin_shutdown(self, deadline: float) -> None:
         """Stop serving requests; finish in-flight frames by ``deadline`` (trio time), then goodbye.
@@ -268,7 +301,45 @@ class ClientHandler:
         self.emit(Goodbye(reason="the daemon is shutting down"))
         with trio.move_on_after(1.0):
             await self.outgoing.flushed()
+        await self._linger_after_goodbye(deadline)
         return "shutdown"
+
+    async def _linger_after_goodbye(self, deadline: float) -> None:
+        """Answer what crossed the goodbye, until the client closes or :data:`SHUTDOWN_LINGER_S`.
+
+        A client may have sent submits before it read our ``session_closed`` or
+        ``goodbye``; they are still owed an answer.  Each decodable ``submit`` gets
+        ``frame_error E_SHUTDOWN`` and both ``released`` (its session is closed:
+        nothing is placed in an order any more, and the client expects its frames
+        in the order it sent them, which is the order we read them); another
+        request gets ``error E_SHUTDOWN``; anything else is discarded.  Bounded by
+        the server's backstop too (the shutdown deadline + 3 s).
+        """
+        end = min(trio.current_time() + SHUTDOWN_LINGER_S, deadline + 2.5)
+        shut = RemoteProtocolError(ErrorCode.E_SHUTDOWN, "", "the daemon is shutting down; the frame was not read")
+        with trio.move_on_at(end):
+            while True:
+                if self.outgoing.pending > self.outgoing.bound // 2:
+                    await self.outgoing.flushed()
+                try:
+                    pkt = await self.channel.receive()
+                except TransportClosed:
+                    return  # the client closed its end: everything it sent has been read
+                try:
+                    try:
+                        msg = decode(pkt.data, tuple(f.fileno() for f in pkt.fds))
+                    except RemoteProtocolError:
+                        continue  # not a request; nothing is owed
+                    if isinstance(msg, Submit):
+                        answer_without_session(self.emit, FrameRecord(msg.session, msg.index, msg.ref, msg.dist),
+                                               shut)
+                    elif getattr(msg, "seq", None) is not None:
+                        self.emit(Error(re=msg.seq, code=ErrorCode.E_SHUTDOWN.value, field="",
+                                        message="the daemon is shutting down; the request was not carried out"))
+                finally:
+                    pkt.close_fds()
+        with trio.move_on_after(0.5):
+            await self.outgoing.flushed()
 
     async def _read_queued_at_shutdown(self, deadline: float) -> bool:
         """Read and answer what the client had queued (bounded); False if it went away.
@@ -310,8 +381,8 @@ class ClientHandler:
         """Queue a message for this client (dropped once the connection is closing)."""
         if self.closed:
             return
-        if self.conn.finished and not isinstance(msg, (Error, Goodbye)):
-            return
+        if self.conn.finished and type(msg) not in SERVER_SENDS[self.conn.state]:
+            return  # closed: only an error, goodbye, and the answers to submits that crossed it
         try:
             data, _ = self.conn.send(msg)
         except LocalProtocolError:

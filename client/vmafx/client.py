@@ -150,7 +150,10 @@ class Client(ClientView):
             # the receive task exists.
             await chan.send(data)
             while True:
-                pkt = await chan.receive()
+                try:
+                    pkt = await chan.receive()
+                except ConnectionReset:
+                    continue  # the daemon closed with our hello unread; its answer (a refusal) is still queued
                 try:
                     tracker.receive(pkt.data, len(pkt.fds), pkt.truncated)
                 finally:

@@ -26,7 +26,8 @@ __all__ = [
     "VmafxError", "DaemonError", "InvalidArgument", "NotSupported", "Busy", "FenceTimeout",
     "LimitReached", "NotFound", "InvalidState", "ProtocolRefused", "ShuttingDown", "DaemonInternalError",
     "AdmissionRefused", "PermissionRefused", "OutOfFds", "ConnectionRefused",
-    "ConnectionClosed", "DaemonUnavailable", "ProtocolViolation", "LayoutError", "daemon_error",
+    "ConnectionClosed", "DaemonUnavailable", "DaemonStopped", "DaemonLost", "ProtocolViolation", "LayoutError",
+    "daemon_error", "describe", "first_error", "EXIT_STATUS",
 ]
 
 
@@ -154,6 +155,17 @@ class ConnectionRefused(ConnectionClosed):
     ``field`` names it), ``E_PERM`` (this user is not allowed) or ``E_NOFD`` (it is out of fds)."""
 
 
+class DaemonStopped(ConnectionClosed):
+    """The daemon said it is stopping (``goodbye`` or ``E_SHUTDOWN``): run again once it is back."""
+
+
+class DaemonLost(ConnectionClosed):
+    """The connection ended without a ``goodbye``: the daemon was killed, crashed or restarted."""
+
+    def __init__(self, message: str):
+        super().__init__(message, code=ErrorCode.E_SHUTDOWN, field="connection")
+
+
 class ProtocolViolation(ConnectionClosed):
     """The daemon broke the protocol (a promise of docs/protocol.md); the connection is dropped."""
 
@@ -166,3 +178,97 @@ class LayoutError(VmafxError, ValueError):
 
     def __init__(self, field: str, message: str):
         super().__init__(ErrorCode.E_INVAL, field, message)
+
+
+# ---------------------------------------------------------------------------
+# one line and an exit status for a command line (vmafxctl prints ``describe(e)``)
+
+#: Exit statuses, one per kind of failure (sysexits.h numbers where one fits).
+EXIT_STATUS = {
+    "failed": 1,          # anything not below (a frame failed, the daemon refused a value of ours)
+    # Bad input is 1 on every path (docs/cli.md), the in-process one too: the message says which.
+    "bad_input": 1,       # an input file or argument the daemon or the reader refused
+    "no_input": 1,        # an input file that cannot be opened or read
+    "unavailable": 69,    # EX_UNAVAILABLE: no daemon answers at the socket (absent, refused, no permission)
+    "internal": 70,       # EX_SOFTWARE: the daemon reported a bug of its own (E_INTERNAL)
+    "lost": 74,           # EX_IOERR: the daemon went away without a goodbye (killed, crashed)
+    "stopped": 75,        # EX_TEMPFAIL: the daemon is stopping, or refused for now (busy, a limit)
+    "protocol": 76,       # EX_PROTOCOL: one side broke the protocol
+}
+
+
+def first_error(exc: BaseException) -> BaseException:
+    """The error to report for ``exc``: the most telling leaf of an exception group.
+
+    trio's nurseries wrap a failure in groups, often with the same connection
+    failure raised in several tasks; the connection's own reason (what ended
+    it) wins over a task's consequence of it.
+    """
+    if isinstance(exc, BaseExceptionGroup):
+        leaves: list[BaseException] = []
+        stack = [exc]
+        while stack:
+            e = stack.pop(0)
+            if isinstance(e, BaseExceptionGroup):
+                stack.extend(e.exceptions)
+            else:
+                leaves.append(e)
+        for kind in (ProtocolViolation, DaemonLost, DaemonStopped, DaemonUnavailable, ConnectionClosed, VmafxError):
+            for e in leaves:
+                if isinstance(e, kind):
+                    return e
+        return leaves[0] if leaves else exc
+    return exc
+
+
+def describe(exc: BaseException) -> tuple[str, int]:
+    """One line that says what happened and what to do, and the exit status, for ``exc``.
+
+    For a command line: ``line, status = describe(e); print(f"vmafxctl: {line}"); exit(status)``.
+    Unknown exceptions get their type and message on one line and status 1.
+    """
+    exc = first_error(exc)
+    one = lambda text: " ".join(str(text).split())  # noqa: E731  (one line, whatever the message held)
+    if type(exc).__name__ == "PrivateDaemonError":  # vmafx.private_daemon (not imported here: it starts processes)
+        last = (getattr(exc, "log", "") or "").strip().splitlines()[-1:] or [""]
+        return (one(f"could not start a private vmafxd: {getattr(exc, 'summary', exc)}"
+                    + (f"; its log ends: {last[0]}" if last[0] else "")
+                    + "; try --in-process, or start the service (systemctl start vmafxd)"), EXIT_STATUS["unavailable"])
+    if isinstance(exc, DaemonUnavailable):
+        return (one(f"no daemon answers at {exc.path} ({exc.message.rsplit(': ', 1)[-1]}); start it "
+                    f"(systemctl start vmafxd) or leave out --socket to score with a private one"),
+                EXIT_STATUS["unavailable"])
+    if isinstance(exc, ProtocolViolation):
+        return (one(f"{exc.message}; nothing was written; please report it with the daemon's log"),
+                EXIT_STATUS["protocol"])
+    if isinstance(exc, DaemonLost):
+        return (one(f"the daemon went away without a goodbye (killed, crashed or restarted: {exc.message}); "
+                    f"nothing was written; check its log (journalctl -u vmafxd) and run the command again"),
+                EXIT_STATUS["lost"])
+    if isinstance(exc, DaemonStopped):
+        return (one(f"the daemon is stopping ({exc.message}); nothing was written; "
+                    f"run the command again once it is back"), EXIT_STATUS["stopped"])
+    if isinstance(exc, ConnectionClosed):
+        status = EXIT_STATUS["protocol"] if exc.code is ErrorCode.E_PROTO else EXIT_STATUS["lost"]
+        return one(f"the connection to the daemon closed: {exc.message}; nothing was written"), status
+    if isinstance(exc, (Busy, LimitReached)):
+        return one(f"the daemon refused: {exc}; try again later or with fewer frames in flight"), EXIT_STATUS["stopped"]
+    if isinstance(exc, ShuttingDown):
+        return one(f"the daemon is stopping ({exc.message}); run the command again once it is back"), \
+            EXIT_STATUS["stopped"]
+    if isinstance(exc, DaemonInternalError):
+        return one(f"the daemon failed: {exc}; please report it with the daemon's log"), EXIT_STATUS["internal"]
+    if isinstance(exc, ProtocolRefused):
+        return one(f"the daemon refused our message: {exc}"), EXIT_STATUS["protocol"]
+    if isinstance(exc, (InvalidArgument, NotSupported, LayoutError)):
+        return one(str(exc)), EXIT_STATUS["bad_input"]
+    if isinstance(exc, VmafxError):
+        return one(str(exc)), EXIT_STATUS["failed"]
+    if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError)):
+        name = getattr(exc, "filename", None)
+        return one(f"cannot read {name}: {exc.strerror}" if name else str(exc)), EXIT_STATUS["no_input"]
+    if isinstance(exc, ValueError):
+        return one(str(exc)), EXIT_STATUS["bad_input"]
+    if isinstance(exc, OSError):
+        return one(str(exc)), EXIT_STATUS["no_input"] if getattr(exc, "filename", None) else EXIT_STATUS["failed"]
+    return one(f"{type(exc).__name__}: {exc}"), EXIT_STATUS["failed"]

@@ -38,7 +38,16 @@ _PR_SET_PDEATHSIG = 1
 
 
 class PrivateDaemonError(RuntimeError):
-    """The private daemon did not start (or did not stop); the message carries its log's tail."""
+    """The private daemon did not start (or did not stop); the message carries its log's tail.
+
+    ``summary`` is what happened, on one line; ``log`` the log's tail (for ``describe``'s one line, its
+    last line is enough).
+    """
+
+    def __init__(self, summary: str, log: str = ""):
+        self.summary = summary
+        self.log = log
+        super().__init__(summary + (f"; its log ends:\n{log}" if log else ""))
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
@@ -141,8 +150,8 @@ class PrivateDaemon:
         while b"\n" not in got:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise PrivateDaemonError(f"vmafxd did not become ready within {self.ready_timeout:.0f} s"
-                                         + self._log_suffix())
+                raise PrivateDaemonError(f"vmafxd did not become ready within {self.ready_timeout:.0f} s",
+                                         self.log_tail())
             readable, _, _ = select.select([fd], [], [], left)
             if not readable:
                 continue
@@ -153,14 +162,10 @@ class PrivateDaemon:
                     rc = self.process.wait(timeout=5)
                 except subprocess.TimeoutExpired:
                     rc = None
-                raise PrivateDaemonError(f"vmafxd exited before it was ready (exit status {rc})" + self._log_suffix())
+                raise PrivateDaemonError(f"vmafxd exited before it was ready (exit status {rc})", self.log_tail())
             got += chunk
         if not got.startswith(b"READY"):
-            raise PrivateDaemonError(f"vmafxd wrote {got!r} on its ready fd, not READY" + self._log_suffix())
-
-    def _log_suffix(self) -> str:
-        tail = self.log_tail()
-        return f"; its log ends:\n{tail}" if tail else ""
+            raise PrivateDaemonError(f"vmafxd wrote {got!r} on its ready fd, not READY", self.log_tail())
 
     def terminate(self) -> None:
         """Send SIGTERM once: the daemon drains its frames in flight and exits 0.

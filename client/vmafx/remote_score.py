@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 import trio
 
 from .client import Client
-from .exceptions import LayoutError
+from .exceptions import LayoutError, VmafxError, first_error
 from .frames import FrameBuffer, memfd_buffer
 from .io.video import VideoInfo
 from .tracking import FrameResult
@@ -44,6 +44,9 @@ class RemoteReport:
     lane: str = ""
     zero_copy: bool = True
     frames_read: int = 0
+    #: when the files' lengths differ: libvmaf's notice, '"X" ended before "Y".' (tools/vmaf.c scores
+    #: the frames both have, prints this and exits 0); None when they ended together
+    ended_early: str | None = None
 
 
 def check_pair(ref: VideoInfo, dist: VideoInfo) -> None:
@@ -61,7 +64,26 @@ def pool_size_for(frame_bytes: int, in_flight_limit: int, budget: int = 256 << 2
     return max(2, min(8, in_flight_limit, by_memory))
 
 
-async def score_through_daemon(
+async def score_through_daemon(socket_path: str, reference: str, distorted: str, **kw) -> RemoteReport:
+    """Score ``reference`` against ``distorted`` through the daemon at ``socket_path``.
+
+    Every failure of the daemon arrives as one typed exception (not a group of
+    the tasks it ended): :class:`~vmafx.exceptions.DaemonStopped` when it said it
+    is stopping (the frames it did not score got ``E_SHUTDOWN``),
+    :class:`~vmafx.exceptions.DaemonLost` when it went away without a word,
+    :class:`~vmafx.exceptions.DaemonUnavailable` when none answers;
+    :func:`vmafx.exceptions.describe` turns each into one line and an exit status.
+    """
+    try:
+        return await _score_through_daemon(socket_path, reference, distorted, **kw)
+    except BaseExceptionGroup as group:
+        err = first_error(group)
+        if isinstance(err, (VmafxError, OSError, ValueError)):
+            raise err from None
+        raise
+
+
+async def _score_through_daemon(
     socket_path: str,
     reference: str,
     distorted: str,
@@ -139,8 +161,11 @@ async def score_inputs_through_daemon(
 
             def read_pair():
                 a = rr.read_frame()
-                if a is None:
-                    return None, None
+                if a is None:  # does the distorted go on? (then it ended later: say so, as libvmaf does)
+                    b = read_dist()
+                    if b is not None and hasattr(dr, "pushback"):
+                        dr.pushback(b)
+                    return None, b
                 b = read_dist()
                 if b is None:
                     rr.pushback(a)
@@ -154,6 +179,10 @@ async def score_inputs_through_daemon(
                     # abandon_on_cancel: a Ctrl-C while a pipe/FIFO read blocks must not wait for it
                     a, b = await trio.to_thread.run_sync(read_pair, abandon_on_cancel=True)
                     if a is None or b is None:
+                        if (a is None) != (b is None):
+                            names = (getattr(rr, "name", "reference"), getattr(dr, "name", "distorted"))
+                            first, other = names if a is None else names[::-1]
+                            report.ended_early = f'"{first}" ended before "{other}".'
                         break
                     ref_h, dist_h = pairs[n % npairs]
                     # The producer's rule: rewrite a buffer only once the daemon released it.

@@ -187,8 +187,16 @@ def _launch_private(args):
     return daemon
 
 
+def _daemon_failure(e: BaseException) -> "CliError":
+    """A daemon that stopped, went away, refused or broke the protocol: one line and its status."""
+    from .exceptions import describe
+
+    line, status = describe(e)
+    return CliError(line, status)
+
+
 def _score(args, ref, dist, read_dist, specs, progress):
-    from .exceptions import DaemonUnavailable
+    from .exceptions import DaemonUnavailable, VmafxError
 
     texts = _model_texts(specs)
     for path, must, how in _candidates(args):
@@ -196,10 +204,12 @@ def _score(args, ref, dist, read_dist, specs, progress):
             report = _remote(args, path, ref, dist, read_dist, specs, texts, progress)
         except DaemonUnavailable as e:
             if must:
-                raise CliError(f"--socket: no daemon answers at {path} ({e.message})") from None
+                raise _daemon_failure(e) from None
             if args.verbose:
                 _say(f"no daemon answers at {path} ({how})")
             continue
+        except (VmafxError, ExceptionGroup) as e:  # a group: trio's, holding the connection's reason
+            raise _daemon_failure(e) from None
         if args.verbose:
             _say(f"scored by the daemon at {path} ({how}), lane {report.lane}")
         return report
@@ -209,8 +219,8 @@ def _score(args, ref, dist, read_dist, specs, progress):
         daemon = args.private_daemon or _launch_private(args)
         try:
             report = _remote(args, daemon.wait_ready(), ref, dist, read_dist, specs, texts, progress)
-        except PrivateDaemonError as e:
-            raise CliError(str(e).splitlines()[0]) from None
+        except (PrivateDaemonError, VmafxError, ExceptionGroup) as e:
+            raise _daemon_failure(e) from None
         finally:
             args.private_daemon = None
             rc = daemon.stop()
@@ -250,6 +260,8 @@ def _frame_count_warning(ref, dist, scored: int, args) -> None:
     """libvmaf's tool stops at the shorter input (saying which ended first); we say both counts."""
     if args.frame_cnt and scored >= args.frame_cnt:
         return
+    if scored == 0:  # "no frames were scored" says it, on its own line
+        return
     a = ref.read_frame()
     b = dist.read_frame()
     if a is None and b is None:
@@ -258,6 +270,8 @@ def _frame_count_warning(ref, dist, scored: int, args) -> None:
     skip = args.frame_skip_ref if longer is ref else args.frame_skip_dist
     total = longer.total - skip if longer.total is not None else None
     more = f"{total}" if total is not None else f"more than {scored}"
+    # libvmaf's own notice first (tools/vmaf.c), word for word, for scripts that look for it
+    _say(f'"{shorter.name}" ended before "{longer.name}".')
     _say(f"warning: {shorter.name} has {scored} frames, {longer.name} has {more}: scored the first {scored} "
          f"(libvmaf's rule; --frame_cnt N bounds it)")
 

@@ -24,11 +24,14 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from .exceptions import ConnectionClosed, ConnectionRefused, DaemonError, LayoutError, ProtocolViolation, daemon_error
+from .exceptions import (
+    ConnectionClosed, ConnectionRefused, DaemonError, DaemonLost, DaemonStopped, LayoutError, ProtocolViolation,
+    daemon_error,
+)
 from .protocol import messages as m
 from .protocol.errors import ErrorCode, LocalProtocolError, RemoteProtocolError
 from .protocol.limits import Limits, PROTOCOL_VERSION
-from .protocol.state import ClientConnection
+from .protocol.state import ClientConnection, State
 
 __all__ = ["ClientTracker", "SessionState", "BufferState", "FrameResult", "Summary", "ServerInfo",
            "ClientView", "BufferView", "SessionView"]
@@ -144,6 +147,7 @@ class ClientTracker:
         #: the reason the connection cannot be used any more; set once
         self.failure: ConnectionClosed | None = None
         self.goodbye: str | None = None
+        self._hello_seq: int | None = None
 
     # -- state ------------------------------------------------------------------
 
@@ -155,7 +159,7 @@ class ClientTracker:
         if self.failure is not None:
             raise self.failure
         if self.conn.finished:
-            self.fail(ConnectionClosed(self.goodbye or "the connection is closed"))
+            self.fail(DaemonStopped(self.goodbye) if self.goodbye else ConnectionClosed("the connection is closed"))
             raise self.failure
 
     def fail(self, exc: ConnectionClosed) -> ConnectionClosed:
@@ -166,8 +170,11 @@ class ClientTracker:
         return self.failure
 
     def lost(self, why: str) -> ConnectionClosed:
-        """The transport ended: the daemon's goodbye is the better reason when it sent one."""
-        return self.fail(ConnectionClosed(self.goodbye or why))
+        """The transport ended: the daemon's goodbye is the better reason when it sent one.
+
+        Without a goodbye the daemon was killed, crashed or restarted (:class:`DaemonLost`).
+        """
+        return self.fail(DaemonStopped(self.goodbye) if self.goodbye else DaemonLost(why))
 
     def violated(self, e: RemoteProtocolError) -> ProtocolViolation:
         exc = ProtocolViolation(e.code, e.field, f"the daemon broke the protocol: {e.message}")
@@ -177,7 +184,7 @@ class ClientTracker:
     # -- requests ---------------------------------------------------------------
 
     def hello(self) -> tuple[int, bytes]:
-        seq = self.conn.next_seq()
+        seq = self._hello_seq = self.conn.next_seq()
         data, _ = self.conn.send(m.Hello(seq=seq, version=PROTOCOL_VERSION, client=self.client_name[:128], bundles=True))
         self._waiting.add(seq)
         return seq, data
@@ -309,6 +316,12 @@ class ClientTracker:
 
     def _on_error(self, msg: m.Error) -> None:
         err = daemon_error(msg.code, msg.field, msg.message)
+        if msg.re is None and self.conn.state is State.AWAIT_HELLO and self._hello_seq in self._waiting:
+            # An error before the hello_reply, answering nothing: the daemon refused the
+            # connection (E_BUSY, a limit).  It is the hello's answer, so connect raises it
+            # (vmafx.exceptions.describe: "the daemon refused: ...; try again later").
+            self._replies[self._hello_seq] = _Reply(error=err)
+            return
         if msg.re is not None and msg.re in self._waiting:
             self._replies[msg.re] = _Reply(error=err)
             # A refused close_session leaves the session open.
@@ -320,7 +333,9 @@ class ClientTracker:
             # Refused at accept, before the hello was answered; the daemon closes the connection.
             self.fail(ConnectionRefused(f"the daemon refused the connection: {err.message}", code=err.code,
                                         field=err.field))
-        elif err.code in (ErrorCode.E_PROTO, ErrorCode.E_SHUTDOWN):
+        elif err.code is ErrorCode.E_SHUTDOWN:
+            self.fail(DaemonStopped(f"the daemon closed the connection: {err.message}"))
+        elif err.code is ErrorCode.E_PROTO:
             # The daemon closes the connection after these: everything waiting fails with this reason.
             self.fail(ConnectionClosed(f"the daemon closed the connection: {err}", code=err.code, field=err.field))
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import array
 import contextlib
 import os
+import select
 import socket
 import weakref
 from dataclasses import dataclass
@@ -170,13 +171,38 @@ def _ancillary(fds) -> list:
 def recv_packet_blocking(sock: socket.socket, max_bytes: int, max_fds: int) -> Packet:
     with _socket_errors():
         data, anc, flags, _ = sock.recvmsg(max_bytes, ancillary_size(max_fds), socket.MSG_CMSG_CLOEXEC)
-    return _received(data, anc, flags)
+    return _received(data, anc, flags, sock.fileno())
 
 
-def _received(data: bytes, anc, flags: int) -> Packet:
-    """The packet recvmsg returned; TransportClosed for the peer's end of stream."""
+def _peer_may_send(fd: int) -> bool:
+    """The peer can still send to us: neither it closed or shut down its sending side, nor we ours for reading.
+
+    ``recvmsg`` returns ``b""`` both for a zero-length SEQPACKET record and for
+    end-of-file, with the same flags (Linux sets no ``MSG_EOR`` on AF_UNIX), and
+    ``FIONREAD`` says 0 for both.  What differs is the socket's shutdown state,
+    which ``poll`` reports as ``POLLRDHUP`` (af_unix.c, ``unix_dgram_poll``: set
+    once ``RCV_SHUTDOWN`` is, which the peer's close or ``shutdown(SHUT_WR)`` and
+    our own ``shutdown(SHUT_RD)`` set).  So an empty read with no ``POLLRDHUP``
+    is an empty packet.  (An empty packet sent just before the peer closed reads
+    as the end of the stream: the peer is gone either way.)
+    """
+    if fd < 0:
+        return False  # closed on our side meanwhile (another task): no packet to speak of
+    poller = select.poll()
+    poller.register(fd, select.POLLRDHUP)
+    return not any(ev & (select.POLLRDHUP | select.POLLHUP) for _, ev in poller.poll(0))
+
+
+def _received(data: bytes, anc, flags: int, fd: int | None = None) -> Packet:
+    """The packet recvmsg returned; TransportClosed for the peer's end of stream.
+
+    An empty packet (see :func:`_peer_may_send`) comes back as a packet with no
+    bytes: the protocol layer refuses it as what it is (``E_PROTO``, empty packet).
+    """
     pkt = _unpack(data, anc, flags)
     if not data and not pkt.fds and not pkt.truncated:
+        if fd is not None and _peer_may_send(fd):
+            return pkt
         raise TransportClosed("peer closed the connection")
     return pkt
 
@@ -257,7 +283,8 @@ class TrioPacketChannel:
             data, anc, flags, _ = await self.sock.recvmsg(
                 self.max_bytes, ancillary_size(self.max_fds), socket.MSG_CMSG_CLOEXEC
             )
-        return _received(data, anc, flags)
+            fd = self.sock.fileno()
+        return _received(data, anc, flags, fd)
 
     def close(self) -> None:
         self.sock.close()

@@ -96,8 +96,8 @@ ROWS = [
      r"model\.path: cannot read none\.json"),
     ("unknown feature", ["-r", "ref.y4m", "-d", "dist.y4m", "--feature", "nosuch"], 1,
      r"unknown feature 'nosuch'"),
-    ("no daemon at --socket", ["-r", "ref.y4m", "-d", "dist.y4m", "--socket", "/nonexistent/x.sock"], 1,
-     r"--socket: no daemon answers at /nonexistent/x\.sock"),
+    ("no daemon at --socket", ["-r", "ref.y4m", "-d", "dist.y4m", "--socket", "/nonexistent/x.sock"], 69,
+     r"no daemon answers at /nonexistent/x\.sock \(.*\); start it"),
 ]
 
 

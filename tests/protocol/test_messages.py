@@ -7,7 +7,7 @@ import msgpack
 import pytest
 
 from vmafx.protocol import (
-    ClientConnection, ErrorCode, Fence, Hello, HelloReply, Limits, LocalProtocolError, Plane,
+    ClientConnection, CloseSession, ErrorCode, FrameError, Goodbye, Fence, Hello, HelloReply, Limits, LocalProtocolError, Plane,
     RegisterBuffer, Released, RemoteProtocolError, Result, ServerConnection, SessionClosed, State, Status,
     Submit, decode, encode, peek,
 )
@@ -160,9 +160,29 @@ def test_client_refuses_session_closed_with_unanswered_frames():
     c.send(Hello(seq=c.next_seq(), version=1))
     c.receive(encode(HelloReply(re=1, version=1, server="s", limits=Limits().to_wire()))[0])
     c.send(Submit(session=4, index=7, ref=1, dist=2))
+    close = CloseSession(seq=c.next_seq(), session=4)
+    c.send(close)
     with pytest.raises(RemoteProtocolError) as e:
-        c.receive(encode(SessionClosed(session=4, frames=0))[0])
+        c.receive(encode(SessionClosed(re=close.seq, session=4, frames=0))[0])
     assert e.value.field == "session" and c.state is State.ERROR  # not left OPEN
+
+
+def test_a_shutdown_session_closed_may_cross_submits_answered_after_it_and_after_goodbye():
+    """The daemon's own session_closed (re absent, at shutdown) may precede the E_SHUTDOWN
+    answers of submits it had not read yet; they may even come after goodbye."""
+    c = ClientConnection()
+    c.send(Hello(seq=c.next_seq(), version=1))
+    c.receive(encode(HelloReply(re=1, version=1, server="s", limits=Limits().to_wire()))[0])
+    c.send(Submit(session=4, index=7, ref=1, dist=2))
+    c.receive(encode(SessionClosed(session=4, frames=0))[0])
+    c.receive(encode(Goodbye(reason="stopping"))[0])
+    assert c.state is State.CLOSED and c.ledger.unanswered() == [(4, 7)]
+    for role, buf in (("ref", 1), ("dist", 2)):
+        c.receive(encode(Released(buffer=buf, session=4, index=7, role=role))[0])
+    c.receive(encode(FrameError(session=4, index=7, code="E_SHUTDOWN", field="", message="stopping"))[0])
+    assert c.ledger.frames == {} and c.state is State.CLOSED
+    with pytest.raises(RemoteProtocolError):  # but never a second answer
+        c.receive(encode(FrameError(session=4, index=7, code="E_SHUTDOWN", field="", message="again"))[0])
 
 
 # -- bundles: several of the daemon's messages in one packet ------------------------------

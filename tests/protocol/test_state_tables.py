@@ -85,8 +85,12 @@ def test_check_send_refuses_what_a_side_may_not_send_now():
     with pytest.raises(LocalProtocolError):
         check_send(Role.SERVER, State.AWAIT_HELLO, m.Result(session=1, index=0, metrics={}), LocalProtocolError)
     with pytest.raises(RemoteProtocolError):
-        check_send(Role.SERVER, State.CLOSED, m.Released(buffer=1, session=1, index=0, role="ref"),
+        check_send(Role.SERVER, State.CLOSED, m.Result(session=1, index=0, metrics={}), RemoteProtocolError)
+    with pytest.raises(RemoteProtocolError):
+        check_send(Role.SERVER, State.ERROR, m.Released(buffer=1, session=1, index=0, role="ref"),
                    RemoteProtocolError)
+    # after goodbye the daemon still answers the submits that crossed it (E_SHUTDOWN)
+    check_send(Role.SERVER, State.CLOSED, m.Released(buffer=1, session=1, index=0, role="ref"), RemoteProtocolError)
     with pytest.raises(LocalProtocolError):
         check_send(Role.CLIENT, State.OPEN, m.Hello(seq=1, version=1), LocalProtocolError)
 

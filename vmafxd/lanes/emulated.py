@@ -32,6 +32,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .errors import RuntimeCallError
 from .runtime import (
     CompileError, DeviceInfo, DeviceTable, Event, ImportedMemory, Module, OnePerProcess, RuntimeUnavailable, Stream,
 )
@@ -58,6 +59,15 @@ _CTYPES = {
     np.dtype(np.float64): ctypes.c_double,
     np.dtype(np.float32): ctypes.c_float,
 }
+
+
+#: VMAFXD_EMU_IPC_EVENTS=1 lets the emulator take ``cuda_ipc_event`` fences (tests of a bad
+#: handle among good ones in one batch): a handle starting with this prefix is a good one.
+EMU_IPC_EVENT_PREFIX = b"vmafx-emu-ipc-event\0"
+
+
+def _emu_ipc_events() -> bool:
+    return os.environ.get("VMAFXD_EMU_IPC_EVENTS") == "1"
 
 
 class _Dim3(ctypes.Structure):
@@ -142,7 +152,16 @@ class EmuDevice:
         return Event(self, object(), interprocess=interprocess)
 
     def open_ipc_event(self, handle: bytes):
-        raise RuntimeUnavailable("emu", "the emulator has no interprocess events")
+        if not _emu_ipc_events():
+            raise RuntimeUnavailable("emu", "the emulator has no interprocess events")
+        # Test hook (VMAFXD_EMU_IPC_EVENTS=1): a handle the emulator "issued" opens to an
+        # event that is already complete; any other bytes are refused as CUDA refuses a
+        # garbage handle (cuIpcOpenEventHandle: CUDA_ERROR_MAP_FAILED).
+        if not (isinstance(handle, (bytes, bytearray)) and len(handle) == 64
+                and bytes(handle).startswith(EMU_IPC_EVENT_PREFIX)):
+            raise RuntimeCallError("emu", "cuIpcOpenEventHandle", "CUDA_ERROR_MAP_FAILED", 205,
+                                   "not an event handle this emulator issued")
+        return Event(self, object(), owned=True, interprocess=True, recorded=True)
 
     # memory: 256-byte aligned numpy buffers keyed by their address
     def free_memory(self) -> int:
@@ -272,6 +291,8 @@ class EmulatedRuntime(DeviceTable):
         except ValueError:
             self._count = 1
         self._devices: dict[int, EmuDevice] = {}
+        if _emu_ipc_events():
+            self.ipc_event_kind = "cuda_ipc_event"
         self._libdir = Path(tempfile.mkdtemp(prefix="vmafxd-emu-"))
 
     def device_count(self) -> int:

@@ -110,13 +110,16 @@ CLIENT_SENDS: dict[State, frozenset[type[m.Message]]] = {
 }
 #: What the server may send in each state (the client checks incoming messages against it).
 #: Before hello: the reply, or an error (a request before hello, a wrong version), or goodbye
-#: at shutdown.  Once closed or broken: only the error that says why, and goodbye.
+#: at shutdown.  Once broken: only the error that says why, and goodbye.  Once closed
+#: (after goodbye) the daemon still answers, with ``E_SHUTDOWN``, the submits the client
+#: sent before it read the goodbye (a ``frame_error`` and both ``released`` each), so that
+#: every submitted frame gets exactly one answer however the shutdown and a submit cross.
 SERVER_SENDS: dict[State, frozenset[type[m.Message]]] = {
     _S.AWAIT_HELLO: frozenset({m.HelloReply, m.Error, m.Goodbye}),
     _S.OPEN: frozenset({m.HelloReply, m.SessionOpened, m.SessionClosed, m.BufferRegistered,
                         m.BufferUnregistered, m.StatusReply, m.SessionsReply, m.Result, m.FrameError,
                         m.Released, m.Error, m.Goodbye}),
-    _S.CLOSED: frozenset({m.Error, m.Goodbye}),
+    _S.CLOSED: frozenset({m.Error, m.Goodbye, m.FrameError, m.Released}),
     _S.ERROR: frozenset({m.Error, m.Goodbye}),
 }
 REPLY_TO = {
@@ -243,6 +246,10 @@ class ServerConnection(_Connection):
             if type(msg) not in CLIENT_SENDS[self.state]:
                 if self.state is State.AWAIT_HELLO:
                     raise RemoteProtocolError(ErrorCode.E_STATE, "t", f"{msg.TYPE} before hello")
+                if isinstance(msg, m.Hello):
+                    raise RemoteProtocolError(ErrorCode.E_PROTO, "t",
+                                              "a second hello: this connection already said hello "
+                                              "(one hello per connection; connect again to start over)")
                 raise RemoteProtocolError(ErrorCode.E_PROTO, "t", f"a client does not send {msg.TYPE}")
         except RemoteProtocolError as e:
             if e.fatal:
@@ -360,8 +367,8 @@ class ClientConnection(_Connection):
         if self.state is State.ERROR:
             raise RemoteProtocolError(ErrorCode.E_PROTO, "message", "the daemon already broke the protocol")
         if not data:
-            self._to(Event.CLOSE)
-            raise RemoteProtocolError(ErrorCode.E_PROTO, "message", "the daemon closed the connection")
+            self._to(Event.PROTOCOL_ERROR)
+            raise RemoteProtocolError(ErrorCode.E_PROTO, "message", "an empty packet")
         try:
             return m.decode_packet(data, bundles=self.bundles)
         except RemoteProtocolError:
@@ -398,7 +405,9 @@ class ClientConnection(_Connection):
             return msg
         if isinstance(msg, m.SessionClosed):
             left = self.ledger.unanswered(msg.session)
-            if left:
+            # A session_closed the daemon sends of its own (re None: at shutdown) may
+            # cross submits it has not read yet; they are answered after it (E_SHUTDOWN).
+            if left and re is not None:
                 raise RemoteProtocolError(ErrorCode.E_PROTO, "session",
                                           f"session {msg.session} closed with {len(left)} frames unanswered")
             if re is not None:

@@ -544,24 +544,27 @@ class GpuLaneSession(WorkerLaneSession):
                 self._fail_frames([j], InvalidInput(
                     role, f"the buffer lives on device {other}; this session runs on device {self.device}"))
             chunk = [j for j in chunk if j not in bad]
+            # Each frame's acquire events are opened on their own, before the batch: a
+            # handle the driver refuses fails that frame alone (E_INVAL naming the field),
+            # never the frames batched with it.
+            waits_of: dict[int, list] = {}
+            for j in chunk:
+                waits = self._open_waits(j)
+                if waits is not None:
+                    waits_of[id(j)] = waits
+            chunk = [j for j in chunk if id(j) in waits_of]
             if not chunk:
                 continue
             self.worker.wait_slot(self)
             uploads: list[int] = []
-            transient = []
+            transient = [ev for waits in waits_of.values() for ev in waits]
             try:
                 frames = []
                 for j in chunk:
                     srcs = []
                     for imp in (j.frame.ref, j.frame.dist):
                         srcs.append(self._source(imp, uploads))
-                    waits = []
-                    for fence in (j.frame.ref_gpu_fence, j.frame.dist_gpu_fence):
-                        if fence is not None and not _skip_gpu_waits():
-                            ev = dev.open_ipc_event(fence.handle)
-                            waits.append(ev)
-                            transient.append(ev)
-                    frames.append(GpuFrame(srcs[0], srcs[1], waits))
+                    frames.append(GpuFrame(srcs[0], srcs[1], waits_of[id(j)]))
                 batch = self.scorer.enqueue(frames)
             except Exception as e:
                 log.exception("%s: enqueueing a batch failed", self.worker.name)
@@ -587,6 +590,42 @@ class GpuLaneSession(WorkerLaneSession):
             for i, j in enumerate(chunk):
                 self._seq_to_index[batch.first_seq + i] = j.frame.index
             self.worker.inflight.append((self, batch))
+
+    def _open_waits(self, job: "_FrameJob") -> list | None:
+        """The frame's producer IPC events, opened; None when the driver refused one (the frame failed)."""
+        opened: list = []
+        for role, fence in (("ref_fence", job.frame.ref_gpu_fence), ("dist_fence", job.frame.dist_gpu_fence)):
+            if fence is None or _skip_gpu_waits():
+                continue
+            try:
+                opened.append(self.worker.device.open_ipc_event(fence.handle))
+            except (RuntimeCallError, ValueError, TypeError) as e:
+                for ev in opened:
+                    ev.close()
+                field = f"{role}.handle"
+                refusal = Unsupported if getattr(e, "not_supported", False) else InvalidInput
+                self._handle_refused(field, e)
+                job.handle.complete_on_host()  # never read: released at once
+                self._hop(self._deliver_failed, job.frame.index,
+                          refusal(field, f"the driver refused the IPC event handle: {e}"))
+                return None
+        return opened
+
+    def _handle_refused(self, field: str, e: Exception) -> None:
+        """A client's bad handle is its error, not ours: one warning per client, no traceback.
+
+        The client is the session's sink's label (vmafxd/session.py ``client_name``:
+        name#id (pid)); the lane counts refusals per client and logs the first.
+        """
+        client = getattr(self.sink, "client_name", None) or f"session {self.spec.name or '?'}"
+        counts = self.lane.__dict__.setdefault("handles_refused", {})
+        if client not in counts and len(counts) >= 4096:
+            counts.clear()  # bounded: a churn of clients must not grow it (a repeat warns again, once)
+        counts[client] = counts.get(client, 0) + 1
+        if counts[client] == 1:
+            log.warning("%s: client %s: the driver refused its %s (%s); the frame fails with E_INVAL; "
+                        "further refusals of this client are counted, not logged",
+                        self.worker.name, client, field, e)
 
     def _source(self, imp: GpuImport, uploads: list[int]) -> FrameSource:
         if imp.memory is not None:
