@@ -52,7 +52,7 @@ _OUTER, _INNER, _CENTRE = FILTER[0], FILTER[1], FILTER[2]
 #: the horizontal pass divides by 65536 (round half up)
 _X_SHIFT = 16
 #: samples per strip of the SAD pipeline (keeps its temporaries in cache)
-_STRIP_SAMPLES = 1 << 17
+_STRIP_SAMPLES = 1 << 14
 
 SAD_NAME = "VMAF_integer_feature_motion_sad_score"
 
@@ -99,8 +99,9 @@ class SadWorkspace:
         self._x1 = np.empty((rows, w), np.int64)
         self._x2 = np.empty((rows, w), np.int64)
 
-    def pad(self, luma: np.ndarray) -> np.ndarray:
-        """A new ``(h + 4, w)`` copy of ``luma`` with mirrored rows above and below.
+    def pad(self, luma: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """A ``(h + 4, w)`` copy of ``luma`` with mirrored rows above and below
+        (into ``out`` when given, a buffer from an earlier call that is no longer needed).
 
         libvmaf mirrors without repeating the edge sample: row -1 reads row 1,
         row -2 reads row 2, row h reads row h - 2, row h + 1 reads row h - 3.
@@ -108,7 +109,8 @@ class SadWorkspace:
         h = self.height
         if luma.shape != (h, self.width):
             raise ValueError(f"luma is {luma.shape[1]}x{luma.shape[0]}, expected {self.width}x{h}")
-        out = np.empty((h + 4, self.width), self.acc_dtype)
+        if out is None:
+            out = np.empty((h + 4, self.width), self.acc_dtype)
         out[2:h + 2] = luma
         out[0] = out[4]
         out[1] = out[3]
@@ -326,11 +328,16 @@ class IntegerMotion:
         self.workspace = None if self.force_zero else SadWorkspace(width, height, bitdepth)
         # Padded luma of the last one or two reference frames.
         self._history: deque[np.ndarray] = deque(maxlen=self.timeline.min_idx)
+        self._spare: np.ndarray | None = None
 
     def extract(self, index: int, ref: Any, dist: Any) -> Iterable[FrameScores]:
         score = 0.0
         if not self.force_zero:
-            cur = self.workspace.pad(ref.luma)  # a copy: the caller may reuse its buffer
+            # a copy (the caller may reuse its buffer), into the buffer of the
+            # frame that left the history last time: a fresh 1080p array each
+            # frame cost more in page faults than the copy
+            cur = self.workspace.pad(ref.luma, out=self._spare)
+            self._spare = None
             if index >= self.timeline.min_idx:
                 if len(self._history) < self.timeline.min_idx:
                     raise ValueError(f"motion: frame {index} arrived without its predecessors")
@@ -338,6 +345,8 @@ class IntegerMotion:
                 score = metrics_from_stats(
                     sad, self.width, self.height, fps_weight=self.fps_weight, max_val=self.max_val
                 )
+            if len(self._history) == self._history.maxlen:
+                self._spare = self._history[0]  # about to leave the history
             self._history.append(cur)
         return self.timeline.push(index, score)
 
