@@ -26,9 +26,11 @@ feature, libvmaf runs ``--threads 1 --no_prediction --feature NAME`` (a model:
   ``vmaf_read_pictures`` and starts and ends its process and its thread pool.
   That cost is measured alone by a run with no feature at all (``--no_prediction``
   and no ``--feature``: the tool reads every frame and registers no extractor)
-  and subtracted: libvmaf's time for a feature = (run with it) - (run without).
+  and subtracted: libvmaf's time for a feature = (run with it) - (run without),
+  each run with the feature paired with a no-feature run just before it (the
+  median of the R differences), so that the machine's changing load cancels.
   Our twin is timed on pictures already in memory, so neither side pays decoding.
-* libvmaf's y4m holds our frames K times over (``--cycles``, default 6), so
+* libvmaf's y4m holds our frames K times over (``--cycles``, default 8), so
   that its per-feature CPU time is well above the timer's resolution and the
   baseline's noise; frames/s divide by the frames each side actually scored.
 """
@@ -178,20 +180,29 @@ def _versus_libvmaf(args) -> int:
             _write_y4m(ref, rr, args.cycles)
             _write_y4m(dist, dd, args.cycles)
             n_lv = len(rr) * args.cycles
-            base_runs = [_time_libvmaf(vmaf, ref, dist, ["--no_prediction"])[0] for _ in range(args.repeats)]
-            base = statistics.median(base_runs)
-            # a feature whose cost is within the baseline's own spread cannot be told from it
-            floor = max(max(base_runs) - min(base_runs), 1e-3)
+            def baseline() -> float:
+                return _time_libvmaf(vmaf, ref, dist, ["--no_prediction"])[0]
+
+            base = statistics.median(baseline() for _ in range(args.repeats))
             print(f"{label}: libvmaf's no-feature run (read, decode, start): {base / n_lv * 1e3:.2f} ms/frame "
                   f"CPU over {n_lv} frames", flush=True)
             print(head, flush=True)
             for name, models, feats, lv_args in configs:
                 bound = ""
                 try:
-                    lv = statistics.median(_time_libvmaf(vmaf, ref, dist, lv_args)[0] for _ in range(args.repeats))
-                    if lv - base < floor:  # libvmaf is at least this fast; our ratio at most this
-                        bound, lv = ">", base + floor
-                    lv_fps = n_lv / (lv - base)
+                    # each run paired with a no-feature run just before it, so that a
+                    # change in the machine's load between features cancels out
+                    bases, diffs = [], []
+                    for _ in range(args.repeats):
+                        bases.append(baseline())
+                        diffs.append(_time_libvmaf(vmaf, ref, dist, lv_args)[0] - bases[-1])
+                    cost = statistics.median(diffs)
+                    # a cost within the no-feature runs' own spread cannot be told from it:
+                    # libvmaf is at least this fast, our ratio at most this
+                    floor = max(max(bases) - min(bases), 1e-3)
+                    if cost < floor:
+                        bound, cost = ">", floor
+                    lv_fps = n_lv / cost
                 except RuntimeError as e:
                     print(f"  libvmaf cannot run {name}: {e}", flush=True)
                     lv_fps = float("nan")
@@ -221,7 +232,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--libvmaf", metavar="PATH", help="libvmaf's vmaf tool: compare each feature with it")
     ap.add_argument("--frames-1080", type=int, default=4, help="with --libvmaf: frames a run at 1080p")
-    ap.add_argument("--cycles", type=int, default=6, help="with --libvmaf: times libvmaf's y4m repeats the frames")
+    ap.add_argument("--cycles", type=int, default=8, help="with --libvmaf: times libvmaf's y4m repeats the frames")
     ap.add_argument("--model", action="append", default=None,
                     help="with --libvmaf: model versions to compare too (default vmaf_v0.6.1; 'none' for none)")
     ap.add_argument("--only", action="append", help="with --libvmaf: only these features/models")
