@@ -21,8 +21,10 @@
 # include/ffnvcodec is used). libvmaf 3.2 calls a few driver entry points that older headers' loader
 # does not list; they are added to a private copy of the headers (BUILD_DIR/inc) when missing.
 # libvmaf's meson rule for .cu files uses paths relative to libvmaf/<builddir>, which is why the build
-# trees sit inside the copied source. The CUDA half was written for a GPU machine and has not been run
-# on the machine this script was developed on (it has no CUDA toolkit); the CPU half has.
+# trees sit inside the copied source. The CUDA half was written for a GPU machine and its build has not
+# been run on the machine this script was developed on (no CUDA toolkit there); what was checked there:
+# the header step on nv-codec-headers f2fb9b36 (adds all seven entry points, a second run adds none, the
+# result compiles with gcc). The CPU half was run and reproduces shared/reference/scores (p01, 4 models).
 set -euo pipefail
 
 usage() { sed -n '5p' "$0" | sed 's/^# *//' >&2; exit 2; }
@@ -49,6 +51,13 @@ for tool in meson ninja cc; do
     command -v "$tool" >/dev/null || { echo "build_libvmaf.sh: $tool not found" >&2; exit 2; }
 done
 command -v nasm >/dev/null || echo "build_libvmaf.sh: nasm not found: libvmaf's SIMD is left out" >&2
+if [ "$want_cuda" = 1 ]; then  # checked before anything is built
+    [ -n "$nvcodec" ] && [ -f "$nvcodec/include/ffnvcodec/dynlink_loader.h" ] \
+        || { echo "build_libvmaf.sh: --cuda needs --nvcodec DIR holding include/ffnvcodec (nv-codec-headers)" >&2; exit 2; }
+    nvcodec=$(cd "$nvcodec" && pwd)
+    [ -x "$cuda_home/bin/nvcc" ] || { echo "build_libvmaf.sh: no nvcc in $cuda_home/bin (set --cuda-home)" >&2; exit 2; }
+    command -v python3 >/dev/null || { echo "build_libvmaf.sh: --cuda needs python3 (header patch)" >&2; exit 2; }
+fi
 
 # A fresh copy each time: the source may be read-only, and a stale copy would hide an edit.
 rm -rf "$out/src"
@@ -71,9 +80,6 @@ if [ "$want_cpu" = 1 ]; then
 fi
 
 if [ "$want_cuda" = 1 ]; then
-    [ -n "$nvcodec" ] && [ -f "$nvcodec/include/ffnvcodec/dynlink_loader.h" ] \
-        || { echo "build_libvmaf.sh: --cuda needs --nvcodec DIR holding include/ffnvcodec (nv-codec-headers)" >&2; exit 2; }
-    [ -x "$cuda_home/bin/nvcc" ] || { echo "build_libvmaf.sh: no nvcc in $cuda_home/bin (set --cuda-home)" >&2; exit 2; }
     rm -rf "$out/inc"
     mkdir -p "$out/inc"
     cp -r "$nvcodec/include/ffnvcodec" "$out/inc/"
