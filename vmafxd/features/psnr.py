@@ -83,9 +83,10 @@ def _plane_sse(ref: np.ndarray, dist: np.ndarray) -> int:
         # difference in int16, square it in place as uint16, and let the
         # reduction widen to uint64 (numpy sums small unsigned ints in uint64).
         e = np.subtract(ref, dist, dtype=np.int16)
-        np.abs(e, out=e)
+        # e * e wraps in int16 past 32767, but its 16 bits read as uint16 are
+        # e^2 itself (at most 255^2 = 65025 < 2^16): no abs pass needed.
+        np.multiply(e, e, out=e)
         sq = e.view(np.uint16)
-        np.multiply(sq, sq, out=sq)
         # Each row in uint32, wrapping as libvmaf's per-row ``sse_inner`` does
         # (integer_psnr.c, 8-bit path), then the rows in 64 bits: the same
         # number for every width, and a uint32 reduction is faster than a
