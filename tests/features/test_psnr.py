@@ -193,3 +193,16 @@ def test_option_errors_name_the_field(key, value):
 def test_unsupported_bitdepth_is_refused():
     with pytest.raises(ValueError):
         extractor(bitdepth=9)
+
+
+def test_eight_bit_rows_wrap_in_32_bits_like_libvmaf():
+    # integer_psnr.c sums each 8-bit row in a uint32: past ~66,000 samples of
+    # error 255 a row wraps, and libvmaf's SSE is the wrapped row sum.
+    w = 70_000
+    ref = np.zeros((2, w), np.uint8)
+    dist = np.full((2, w), 255, np.uint8)
+    row = (w * 255 * 255) % (1 << 32)
+    assert row != w * 255 * 255
+    assert compute_stats([ref], [dist]).tolist() == [2 * row]
+    # a narrow plane does not wrap
+    assert compute_stats([ref[:, :100]], [dist[:, :100]]).tolist() == [2 * 100 * 255 * 255]

@@ -52,7 +52,7 @@ _OUTER, _INNER, _CENTRE = FILTER[0], FILTER[1], FILTER[2]
 #: the horizontal pass divides by 65536 (round half up)
 _X_SHIFT = 16
 #: samples per strip of the SAD pipeline (keeps its temporaries in cache)
-_STRIP_SAMPLES = 1 << 17
+_STRIP_SAMPLES = 1 << 15
 
 SAD_NAME = "VMAF_integer_feature_motion_sad_score"
 
@@ -95,12 +95,15 @@ class SadWorkspace:
         self._t1 = np.empty((rows, w), self.acc_dtype)
         self._t2 = np.empty((rows, w), self.acc_dtype)
         # Horizontal pass: 65536 * |blurred diff| reaches 2^32, so int64.
+        # The horizontal pass runs on the padded rows laid end to end (see
+        # _strip_sad), so its work arrays are flat.
         self._xpad = np.empty((rows, w + 4), np.int64)
-        self._x1 = np.empty((rows, w), np.int64)
-        self._x2 = np.empty((rows, w), np.int64)
+        self._x1 = np.empty(rows * (w + 4), np.int64)
+        self._x2 = np.empty(rows * (w + 4), np.int64)
 
-    def pad(self, luma: np.ndarray) -> np.ndarray:
-        """A new ``(h + 4, w)`` copy of ``luma`` with mirrored rows above and below.
+    def pad(self, luma: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """A ``(h + 4, w)`` copy of ``luma`` with mirrored rows above and below
+        (into ``out`` when given, a buffer from an earlier call that is no longer needed).
 
         libvmaf mirrors without repeating the edge sample: row -1 reads row 1,
         row -2 reads row 2, row h reads row h - 2, row h + 1 reads row h - 3.
@@ -108,7 +111,8 @@ class SadWorkspace:
         h = self.height
         if luma.shape != (h, self.width):
             raise ValueError(f"luma is {luma.shape[1]}x{luma.shape[0]}, expected {self.width}x{h}")
-        out = np.empty((h + 4, self.width), self.acc_dtype)
+        if out is None:
+            out = np.empty((h + 4, self.width), self.acc_dtype)
         out[2:h + 2] = luma
         out[0] = out[4]
         out[1] = out[3]
@@ -152,21 +156,31 @@ class SadWorkspace:
         xp[:, 1] = xp[:, 3]
         xp[:, w + 2] = xp[:, w]
         xp[:, w + 3] = xp[:, w - 1]
-        x1, x2 = self._x1[:n], self._x2[:n]
-        np.add(xp[:, 0:w], xp[:, 4:w + 4], out=x1)
+        # The padded rows are taken end to end as one flat array: output j reads
+        # flat samples j .. j + 4, so contiguous shifted slices do the work
+        # (numpy is several times slower on the same slices of 2-D rows).
+        # Output r * (w + 4) + c is column c of row r for c < w; the 4
+        # outputs after each row's w straddle two rows and are zeroed before
+        # the sum.
+        flat = xp.reshape(-1)
+        size = n * (w + 4)
+        m = size - 4
+        x1, x2 = self._x1[:m], self._x2[:m]
+        np.add(flat[0:m], flat[4:m + 4], out=x1)
         x1 *= _OUTER
-        np.add(xp[:, 1:w + 1], xp[:, 3:w + 3], out=x2)
+        np.add(flat[1:m + 1], flat[3:m + 3], out=x2)
         x2 *= _INNER
         x1 += x2
-        np.multiply(xp[:, 2:w + 2], _CENTRE, out=x2)
+        np.multiply(flat[2:m + 2], _CENTRE, out=x2)
         x1 += x2
         x1 += 1 << (_X_SHIFT - 1)
         x1 >>= _X_SHIFT
         np.abs(x1, out=x1)
+        self._x1[:size].reshape(n, w + 4)[:, w:] = 0
         # libvmaf sums each row in a uint32 before adding it to the uint64
         # total; a row overflows only past ~65,000 samples of width, so the
         # plain int64 sum is the same number.
-        return int(x1.sum())
+        return int(self._x1[:size].sum())
 
 
 def compute_stats(prev_luma: np.ndarray, cur_luma: np.ndarray, bitdepth: int) -> int:
@@ -326,11 +340,16 @@ class IntegerMotion:
         self.workspace = None if self.force_zero else SadWorkspace(width, height, bitdepth)
         # Padded luma of the last one or two reference frames.
         self._history: deque[np.ndarray] = deque(maxlen=self.timeline.min_idx)
+        self._spare: np.ndarray | None = None
 
     def extract(self, index: int, ref: Any, dist: Any) -> Iterable[FrameScores]:
         score = 0.0
         if not self.force_zero:
-            cur = self.workspace.pad(ref.luma)  # a copy: the caller may reuse its buffer
+            # a copy (the caller may reuse its buffer), into the buffer of the
+            # frame that left the history last time: a fresh 1080p array each
+            # frame cost more in page faults than the copy
+            cur = self.workspace.pad(ref.luma, out=self._spare)
+            self._spare = None
             if index >= self.timeline.min_idx:
                 if len(self._history) < self.timeline.min_idx:
                     raise ValueError(f"motion: frame {index} arrived without its predecessors")
@@ -338,6 +357,8 @@ class IntegerMotion:
                 score = metrics_from_stats(
                     sad, self.width, self.height, fps_weight=self.fps_weight, max_val=self.max_val
                 )
+            if len(self._history) == self._history.maxlen:
+                self._spare = self._history[0]  # about to leave the history
             self._history.append(cur)
         return self.timeline.push(index, score)
 
