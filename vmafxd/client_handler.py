@@ -173,10 +173,20 @@ class ClientHandler:
         """Report what this client holds now to its uid's account (exact sums, no hooks elsewhere)."""
         if self.closed:
             return  # the server took everything back when the client went
-        now = Holdings(len(self.sessions), len(self.buffers), self.in_flight, self.bytes_in_flight())
-        if now != self.held:
-            self.admission.sync(self.uid, self.held, now)
-            self.held = now
+        # Called for every outcome: plain sums and a field-by-field compare (no Holdings is
+        # built unless something changed; the dataclass's __eq__ is a Python call).
+        frames = nbytes = 0
+        for sid, s in self.sessions.items():
+            n = s.ledger.in_flight
+            frames += n
+            nbytes += n * self._frame_cost.get(sid, 0)
+        held = self.held
+        if (frames == held.frames and nbytes == held.bytes and len(self.sessions) == held.sessions
+                and len(self.buffers) == held.buffers):
+            return
+        now = Holdings(len(self.sessions), len(self.buffers), frames, nbytes)
+        self.admission.sync(self.uid, held, now)
+        self.held = now
 
     @property
     def label(self) -> str:
@@ -659,6 +669,9 @@ class ClientHandler:
 
     def outcome_sent(self, msg: Message) -> None:
         self.server.outcome_sent(msg)
+        self._sync()
+
+    def outcomes_settled(self) -> None:
         self._sync()
 
     def session_finished(self, session: Session) -> None:

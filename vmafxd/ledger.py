@@ -46,7 +46,6 @@ docs/frame-life.md draws the same picture.
 
 from __future__ import annotations
 
-import enum
 import logging
 from collections import deque
 from functools import partial
@@ -55,7 +54,7 @@ from typing import Any, Callable, Mapping, Protocol
 from vmafx.protocol import (
     ErrorCode, FrameError, LocalProtocolError, Message, ProtocolError, Released, RemoteProtocolError, Result,
 )
-from vmafx.protocol.state import FramePromise
+from vmafx.protocol.state import FramePromise, IdentityEnum
 
 from .buffers import BufferRecord
 from .fences import AcquireFence
@@ -70,7 +69,7 @@ __all__ = [
 log = logging.getLogger("vmafxd.ledger")
 
 
-class FrameState(enum.Enum):
+class FrameState(IdentityEnum):
     """A frame's outcome track."""
 
     RECEIVED = "received"
@@ -81,7 +80,7 @@ class FrameState(enum.Enum):
     ANSWERED = "answered"
 
 
-class ReleaseState(enum.Enum):
+class ReleaseState(IdentityEnum):
     """A frame's buffer track."""
 
     HELD = "held"
@@ -89,7 +88,7 @@ class ReleaseState(enum.Enum):
     RELEASED = "released"
 
 
-class FrameEvent(enum.Enum):
+class FrameEvent(IdentityEnum):
     ACCEPT = "accept"  # checked and accepted: references taken, queued for the fence wait
     HAND_OVER = "hand_over"  # fences signalled: given to the lane
     SCORE = "score"  # the lane's final metrics

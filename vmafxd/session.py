@@ -162,6 +162,9 @@ class SessionHost(LedgerHost, Protocol):
 
     def session_finished(self, session: "Session") -> None: ...
 
+    def outcomes_settled(self) -> None:
+        """A run of outcomes from the lane has been sent (what the client holds may have changed)."""
+
 
 class Session:
     OPEN, CLOSING, CLOSED = "open", "closing", "closed"
@@ -321,6 +324,7 @@ class Session:
             self.ledger.flush()
         except LedgerError as e:
             self.ledger_broken(e)
+        self.host.outcomes_settled()
 
     def frame_failed(self, index: int, error: LaneError) -> None:
         self._frame_failed(index, protocol_code(error), error.field, error.reason)
@@ -331,6 +335,7 @@ class Session:
             self.ledger.flush()
         except LedgerError as e:
             self.ledger_broken(e)
+        self.host.outcomes_settled()
 
     # -- the session's task -----------------------------------------------------------------
 

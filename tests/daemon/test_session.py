@@ -79,6 +79,9 @@ class Host:
     def outcome_sent(self, msg):
         pass
 
+    def outcomes_settled(self):
+        pass
+
     def session_finished(self, session):
         self.finished.append(session.id)
 

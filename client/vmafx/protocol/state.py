@@ -38,19 +38,26 @@ __all__ = [
 ]
 
 
-class State(enum.Enum):
+class IdentityEnum(enum.Enum):
+    """An enum hashed by identity: its members are singletons, and the state tables are looked
+    up per frame; Enum's own ``__hash__`` (of the name) is a Python call each time."""
+
+    __hash__ = object.__hash__
+
+
+class State(IdentityEnum):
     AWAIT_HELLO = "await_hello"
     OPEN = "open"
     CLOSED = "closed"  # after a goodbye, the daemon's closing error, or the transport's end
     ERROR = "error"  # the peer broke the protocol (sticky)
 
 
-class Role(enum.Enum):
+class Role(IdentityEnum):
     CLIENT = "client"
     SERVER = "server"
 
 
-class Event(enum.Enum):
+class Event(IdentityEnum):
     #: the server accepts a hello; the client receives the hello_reply
     HELLO = "hello"
     #: the server sends goodbye; the client receives it
