@@ -187,68 +187,146 @@ def mode_filter(img: np.ndarray) -> np.ndarray:
     return out
 
 
-def window_counts(img: np.ndarray, counted: np.ndarray, evaluated: np.ndarray, pad: int,
-                  num_diffs: int, tile: int = 0) -> np.ndarray:
-    """Window histogram counts at the ``evaluated`` pixels: ``out[k + nd, i, j]`` is the
-    number of ``counted`` pixels of value ``img[i, j] + k`` in the clipped window around
-    (i, j), for k = -nd .. nd (``nd = num_diffs``); zero elsewhere.
+def window_counts(img: np.ndarray, counted: np.ndarray, qr: np.ndarray, qc: np.ndarray, pad: int,
+                  num_diffs: int, wanted: list[tuple[int, int]] | None = None) -> np.ndarray:
+    """Window histogram counts at the pixels ``(qr, qc)`` (counted ones):
+    ``out[k + nd, n]`` is the number of ``counted`` pixels of value ``v + k`` in the
+    clipped window around pixel n (of value ``v``), for k = -nd .. nd
+    (``nd = num_diffs``).  With ``wanted``, count k only for the pixels
+    ``wanted[k + nd][0] .. wanted[k + nd][1] - 1`` (the others stay 0).
 
-    Tile by tile (``tile`` x ``tile`` pixels): each value the tile's pixels ask for
-    that occurs in the tile's window-dilated area gets a one-hot plane there, and
-    the planes become summed-area tables at once.  The mask keeps to flat areas,
-    where a tile holds few distinct values, so the planes are few.
+    The picture is cut into tiles; a tile's *region* is the tile grown by the
+    window's half-width, so it holds every window of the tile's pixels.  Each
+    (tile, value) pair that a pixel of the tile asks for and that occurs in the
+    region gets a summed-area table of that value's indicator, cropped to the rows
+    of the region where the value occurs.  All the tables of a scale are rows of
+    one array (one row per (pair, region row), the region's full width), summed
+    along the rows and then down the whole array at once: a window's count is
+    still the four-corner difference, because the rows of the pairs above cancel
+    out.  The sums wrap around in uint16, which leaves those differences (at most
+    65 x 65) exact.  Outside the picture the regions read zeros, which is how the
+    windows are clipped.
     """
     h, w = img.shape
     nd = num_diffs
-    out = np.zeros((2 * nd + 1, h, w), dtype=np.uint16)
-    # tiles of about four window radii: larger ones hold more values, smaller
-    # ones spend more of their area on the window's border
-    tile = tile or max(32, min(4 * pad, 128))
+    nk = 2 * nd + 1
+    nq = qr.size
+    out = np.zeros((nk, nq), dtype=np.uint16)
+    if nq == 0:
+        return out
     v = img.astype(np.int32)
-    cvals = np.where(counted, v, -1)  # the counted samples' values, -1 elsewhere
-    ks = np.arange(-nd, nd + 1, dtype=np.int32)[:, None]
-    # plane of each value in the current tile, indexed by value + nd (asked-for values
-    # reach down to -nd); -1 for values without a plane
-    slot_of = np.full(int(v.max(initial=0)) + 2 * nd + 2, -1, dtype=np.int32)
-    for ty in range(0, h, tile):
-        for tx in range(0, w, tile):
-            qr, qc = np.nonzero(evaluated[ty:ty + tile, tx:tx + tile])
-            if qr.size == 0:
-                continue
-            qr += ty
-            qc += tx
-            r0, c0 = max(0, ty - pad), max(0, tx - pad)
-            r1, c1 = min(h, ty + tile + pad), min(w, tx + tile + pad)
-            region = cvals[r0:r1, c0:c1]
-            want = v[qr, qc][None, :] + ks  # (2 nd + 1, n): the values asked for
-            present = np.unique(region)
-            present = present[present >= 0]  # -1: not counted (and values below 0 are asked for)
-            needed = present[np.isin(present, want)]
-            if needed.size == 0:
-                continue
-            bh, bw = r1 - r0 + 1, c1 - c0 + 1
-            # each needed value's indicator with a zero first row and column, summed
-            # along rows then down columns
-            padded = np.full((bh, bw), -1, dtype=np.int32)
-            padded[1:, 1:] = region
-            sat = np.cumsum(padded[None, :, :] == needed[:, None, None], axis=2, dtype=np.int32)
-            np.cumsum(sat, axis=1, out=sat)
-            slot_of[needed + nd] = np.arange(needed.size, dtype=np.int32)
-            slot = slot_of[want + nd]
-            slot_of[needed + nd] = -1
-            kk, qq = np.nonzero(slot >= 0)
-            if kk.size == 0:
-                continue
-            r, c = qr[qq], qc[qq]
-            # flat offsets of the four corners of each clipped window
-            a0 = (np.maximum(r - pad, 0) - r0) * bw
-            a1 = (np.minimum(r + pad + 1, h) - r0) * bw
-            b0 = np.maximum(c - pad, 0) - c0
-            b1 = np.minimum(c + pad + 1, w) - c0
-            base = slot[kk, qq] * (bh * bw)
-            flat = sat.ravel()
-            cnt = flat[base + a1 + b1] - flat[base + a0 + b1] - flat[base + a1 + b0] + flat[base + a0 + b0]
-            out[kk, r, c] = cnt
+    cvals = v[counted]
+    vmin, vmax = int(cvals.min()), int(cvals.max())
+    # values as "slots": 0 for not counted, else v - vmin + nd + 1, so that every
+    # asked-for value v + k of a counted v is a slot from 1 to nslot - 1
+    nslot = vmax - vmin + 2 * nd + 2
+    tile = max(64, 2 * pad)  # a region is then at most two tiles wide
+    span = tile + 2 * pad
+    nty, ntx = -(-h // tile), -(-w // tile)
+    hp = nty * tile + 2 * pad  # the padded height
+    slots = np.zeros((hp, ntx * tile + 2 * pad), dtype=np.int16)
+    slots[pad:pad + h, pad:pad + w] = np.where(counted, v - (vmin - nd - 1), 0)
+    # the regions' column strips, each contiguous: strips[tx, row] is padded row
+    # ``row`` of the columns of tile column tx's regions
+    strips = np.ascontiguousarray(
+        np.lib.stride_tricks.sliding_window_view(slots, span, axis=1)[:, ::tile].transpose(1, 0, 2))
+
+    # (tile, value) pairs asked for: the values of a tile's pixels, +- nd; tiles
+    # are numbered down each column of tiles
+    qslot = v[qr, qc] - (vmin - nd - 1)
+    qtile = (qc // tile) * nty + qr // tile
+    asked = np.zeros((ntx * nty, nslot), dtype=bool)
+    asked[qtile, qslot] = True
+    near = asked.copy()
+    for k in range(1, nd + 1):
+        near[:, k:] |= asked[:, :-k]
+        near[:, :-k] |= asked[:, k:]
+    # the padded rows of each strip in which each value occurs: a counted pixel at
+    # padded column x lies in strip x // tile and, when x % tile < 2 pad, in the
+    # one to its left
+    pr, pc = np.nonzero(counted)
+    pr += pad
+    pc += pad
+    ps = cvals - (vmin - nd - 1)
+    occurs = np.zeros(ntx * nslot * hp, dtype=bool)  # [strip, value, row]
+    tcol = pc // tile
+    own = tcol < ntx  # not so for pixels in the right padding of the last strip
+    occurs[(tcol[own] * nslot + ps[own]) * hp + pr[own]] = True
+    left = (pc % tile < 2 * pad) & (tcol > 0)
+    occurs[((tcol[left] - 1) * nslot + ps[left]) * hp + pr[left]] = True
+    # a value occurs in a region if it occurs in one of the region's rows; its
+    # table covers those rows, from the first to the last
+    ptile, pslot = np.nonzero(near)
+    ptx, pty = ptile // nty, ptile % nty
+    rows = occurs[((ptx * nslot + pslot) * hp + pty * tile)[:, None] + np.arange(span)[None, :]]
+    has = rows.any(axis=1)
+    ptile, pslot, pty, ptx, rows = ptile[has], pslot[has], pty[has], ptx[has], rows[has]
+    first = rows.argmax(axis=1)
+    height = span - rows[:, ::-1].argmax(axis=1) - first
+    npair = ptile.size
+    # buffer rows: a zero row, then each pair's rows first .. first + height - 1
+    start = np.zeros(npair, dtype=np.int64)
+    np.cumsum(height[:-1], out=start[1:])
+    nrow = int(start[-1] + height[-1])
+    block = 64
+    total = -(-(nrow + 1) // block) * block
+    owner = np.repeat(np.arange(npair), height)
+    strip_row = np.arange(nrow) + np.repeat(ptx * hp + pty * tile + first - start, height)
+    vals = np.take(strips.reshape(-1, span), strip_row, axis=0)
+    # each row's sums across the window's width, at the tile's columns: box sums
+    # of widths 1, 2, 4, .. by doubling, then added up to 2 pad + 1 (in uint8: at
+    # most 65)
+    ones = (vals == pslot.astype(np.int16)[owner][:, None]).view(np.uint8)
+    del vals
+    across = np.zeros((total, tile), dtype=np.uint16)
+    width = 2 * pad + 1
+    box, size, done = ones, 1, 0  # ``box`` sums ``size`` columns; ``done`` columns summed so far
+    acc = None
+    while True:
+        if width & size:
+            part = box[:, done:done + tile]
+            acc = part.copy() if acc is None else acc + part
+            done += size
+        if size * 2 > width:
+            break
+        box = box[:, :-size] + box[:, size:]
+        size *= 2
+    across[1:nrow + 1] = acc
+    del ones, box, acc
+    # then the prefix sums down the buffer: within blocks of rows by adding each row
+    # to the next (vectorised across blocks), then the blocks' totals
+    by_block = across.reshape(-1, block, tile)
+    for r in range(1, block):
+        by_block[:, r] += by_block[:, r - 1]
+    carry = np.cumsum(by_block[:-1, -1], axis=0, dtype=np.uint16)
+    by_block[1:] += carry[:, None, :]
+    flat = across.ravel()
+
+    # Each table's rows as flat offsets into ``across``, for region rows 0 .. span:
+    # above the pair's rows the sums are those of the row before them, below its
+    # last row's.  An extra, empty pair points at the buffer's zero row: the values
+    # asked for that do not occur in the region.
+    rowbase = np.zeros((npair + 1, span + 1), dtype=np.intp)
+    rowbase[:npair] = (start[:, None] + np.clip(np.arange(span + 1)[None, :] - first[:, None], 0,
+                                                 height[:, None])) * tile
+    rowbase = rowbase.ravel()
+    pair_of = np.full(nty * ntx * nslot, npair, dtype=np.intp)
+    pair_of[ptile * nslot + pslot] = np.arange(npair)
+    # a pixel's window in its tile's region: rows row_in .. row_in + 2 pad, columns
+    # col .. col + 2 pad (the first column of ``across`` is that difference)
+    key = qtile.astype(np.intp) * nslot + qslot
+    row_in = (qr % tile).astype(np.intp)
+    col = (qc % tile).astype(np.intp)
+    for k in range(-nd, nd + 1):
+        lo, hi = (0, nq) if wanted is None else wanted[k + nd]
+        if hi <= lo:
+            continue
+        base = np.take(pair_of, key[lo:hi] + k) * (span + 1) + row_in[lo:hi]
+        top = np.take(rowbase, base)
+        top += col[lo:hi]
+        bottom = np.take(rowbase, base + (2 * pad + 1))
+        bottom += col[lo:hi]
+        out[k + nd, lo:hi] = np.take(flat, bottom) - np.take(flat, top)
     return out
 
 
@@ -259,17 +337,32 @@ def c_values(img: np.ndarray, mask: np.ndarray, window: int, tables: ContrastTab
     nd = tables.num_diffs
     v = img.astype(np.int32)
     counted = mask & (v >= tables.band_base) & (v < tables.band_base + tables.band_size)
-    va = v + nd
-    evaluated = np.zeros_like(counted)
-    for d in range(nd):
-        evaluated |= (va <= tables.tvi_for_diff[d]) & (va + d + 1 > tables.vlt_luma)
-    evaluated &= counted
+    # The values whose c-value libvmaf computes: for contrast step d, those with
+    # v + nd <= tvi_for_diff[d] and v + nd + d + 1 > vlt_luma, an interval of v.
+    steps = [(tables.vlt_luma - d - nd, tables.tvi_for_diff[d] - nd) for d in range(nd)]
+    asked = np.zeros(int(v.max()) + 1, dtype=bool)
+    for lo, hi in steps:
+        asked[max(lo, 0):max(hi + 1, 0)] = True
+    evaluated = counted & asked[v]
     qr, qc = np.nonzero(evaluated)
     out = np.zeros((h, w), dtype=np.float32)
     if qr.size == 0:
         return out
+    # sorted by value (stable, radix for 16-bit keys) so that the pixels that need the
+    # counts of step d are one slice
+    qv = v[qr, qc]
+    order = np.argsort(qv.astype(np.int16), kind="stable")
+    qr, qc, qv = qr[order], qc[order], qv[order]
+    wanted = [(0, 0)] * (2 * nd + 1)
+    wanted[nd] = (0, qv.size)
+    for d, (lo, hi) in enumerate(steps):
+        span = (int(np.searchsorted(qv, lo, "left")), int(np.searchsorted(qv, hi, "right")))
+        wanted[nd - d - 1] = wanted[nd + d + 1] = span
+    counts = window_counts(img, counted, qr, qc, window >> 1, nd, wanted)
+    out[qr, qc] = c_values_from_counts(counts, qv, tables, lut)
+    return out
     counts = window_counts(img, counted, evaluated, window >> 1, nd)
-    out[qr, qc] = c_values_from_counts(counts[:, qr, qc], v[qr, qc], tables, lut)
+    out[qr, qc] = c_values_from_counts(counts, v[qr, qc], tables, lut)
     return out
 
 
