@@ -224,8 +224,16 @@ def window_counts(img: np.ndarray, counted: np.ndarray, qr: np.ndarray, qc: np.n
     span = tile + 2 * pad
     nty, ntx = -(-h // tile), -(-w // tile)
     hp = nty * tile + 2 * pad  # the padded height
-    slots = np.zeros((hp, ntx * tile + 2 * pad), dtype=np.int16)
-    slots[pad:pad + h, pad:pad + w] = np.where(counted, v - (vmin - nd - 1), 0)
+    # the counted values' slots, and for the tables a short code of each (0: not
+    # counted): the rank among the values that occur, one byte when it fits
+    ps = cvals - (vmin - nd - 1)
+    occurring = np.zeros(nslot, dtype=bool)
+    occurring[ps] = True
+    code_of = np.cumsum(occurring, dtype=np.int32)
+    code_type = np.uint8 if code_of[-1] < 256 else np.uint16
+    code_of = code_of.astype(code_type)
+    slots = np.zeros((hp, ntx * tile + 2 * pad), dtype=code_type)
+    slots[pad:pad + h, pad:pad + w][counted] = code_of[ps]
     # the regions' column strips, each contiguous: strips[tx, row] is padded row
     # ``row`` of the columns of tile column tx's regions
     strips = np.ascontiguousarray(
@@ -241,24 +249,28 @@ def window_counts(img: np.ndarray, counted: np.ndarray, qr: np.ndarray, qc: np.n
     for k in range(1, nd + 1):
         near[:, k:] |= asked[:, :-k]
         near[:, :-k] |= asked[:, k:]
-    # the padded rows of each strip in which each value occurs: a counted pixel at
+    # The padded rows of each strip in which each value occurs: a counted pixel at
     # padded column x lies in strip x // tile and, when x % tile < 2 pad, in the
-    # one to its left
-    pr, pc = np.nonzero(counted)
-    pr += pad
-    pc += pad
-    ps = cvals - (vmin - nd - 1)
-    occurs = np.zeros(ntx * nslot * hp, dtype=bool)  # [strip, value, row]
+    # one to its left.  A pixel equal to its left neighbour, in the same strips,
+    # adds nothing: only the starts of runs are looked at.
+    wp = slots.shape[1]
+    phase = np.arange(wp) % tile
+    starts = slots != 0
+    starts[:, 1:] &= (slots[:, 1:] != slots[:, :-1]) | ((phase[1:] == 0) | (phase[1:] == 2 * pad))
+    pr, pc = np.nonzero(starts)
+    pcode = slots[pr, pc].astype(np.intp)
+    ncode = int(code_of[-1]) + 1
+    occurs = np.zeros(ntx * ncode * hp, dtype=bool)  # [strip, code, row]
     tcol = pc // tile
     own = tcol < ntx  # not so for pixels in the right padding of the last strip
-    occurs[(tcol[own] * nslot + ps[own]) * hp + pr[own]] = True
+    occurs[(tcol[own] * ncode + pcode[own]) * hp + pr[own]] = True
     left = (pc % tile < 2 * pad) & (tcol > 0)
-    occurs[((tcol[left] - 1) * nslot + ps[left]) * hp + pr[left]] = True
+    occurs[((tcol[left] - 1) * ncode + pcode[left]) * hp + pr[left]] = True
     # a value occurs in a region if it occurs in one of the region's rows; its
     # table covers those rows, from the first to the last
-    ptile, pslot = np.nonzero(near)
+    ptile, pslot = np.nonzero(near & occurring)
     ptx, pty = ptile // nty, ptile % nty
-    rows = occurs[((ptx * nslot + pslot) * hp + pty * tile)[:, None] + np.arange(span)[None, :]]
+    rows = occurs[((ptx * ncode + code_of[pslot]) * hp + pty * tile)[:, None] + np.arange(span)[None, :]]
     has = rows.any(axis=1)
     ptile, pslot, pty, ptx, rows = ptile[has], pslot[has], pty[has], ptx[has], rows[has]
     first = rows.argmax(axis=1)
@@ -270,35 +282,37 @@ def window_counts(img: np.ndarray, counted: np.ndarray, qr: np.ndarray, qc: np.n
     nrow = int(start[-1] + height[-1])
     block = 64
     total = -(-(nrow + 1) // block) * block
-    owner = np.repeat(np.arange(npair), height)
     strip_row = np.arange(nrow) + np.repeat(ptx * hp + pty * tile + first - start, height)
-    vals = np.take(strips.reshape(-1, span), strip_row, axis=0)
-    # each row's sums across the window's width, at the tile's columns: box sums
-    # of widths 1, 2, 4, .. by doubling, then added up to 2 pad + 1 (in uint8: at
-    # most 65)
-    ones = (vals == pslot.astype(np.int16)[owner][:, None]).view(np.uint8)
-    del vals
-    across = np.zeros((total, tile), dtype=np.uint16)
+    row_code = np.repeat(code_of[pslot], height)[:, None]
+    rows_of = strips.reshape(-1, span)
+    # Each row's sums across the window's width, at the tile's columns: box sums of
+    # widths 1, 2, 4, .. by doubling, added up to 2 pad + 1 (in uint8: at most 65).
+    # In chunks of rows that stay in cache.  The sums down the buffer wrap around in
+    # uint8 when no window holds more than 255 pixels, else in uint16.
     width = 2 * pad + 1
-    box, size, done = ones, 1, 0  # ``box`` sums ``size`` columns; ``done`` columns summed so far
-    acc = None
-    while True:
-        if width & size:
-            part = box[:, done:done + tile]
-            acc = part.copy() if acc is None else acc + part
-            done += size
-        if size * 2 > width:
-            break
-        box = box[:, :-size] + box[:, size:]
-        size *= 2
-    across[1:nrow + 1] = acc
-    del ones, box, acc
+    across = np.zeros((total, tile), dtype=np.uint8 if width * width < 256 else np.uint16)
+    chunk = 8192
+    for c0 in range(0, nrow, chunk):
+        c1 = min(nrow, c0 + chunk)
+        box = (np.take(rows_of, strip_row[c0:c1], axis=0) == row_code[c0:c1]).view(np.uint8)
+        size, done = 1, 0  # ``box`` sums ``size`` columns; ``done`` columns are in ``acc``
+        acc = None
+        while True:
+            if width & size:
+                part = box[:, done:done + tile]
+                acc = part.copy() if acc is None else acc + part
+                done += size
+            if size * 2 > width:
+                break
+            box = box[:, :-size] + box[:, size:]
+            size *= 2
+        across[1 + c0:1 + c1] = acc
     # then the prefix sums down the buffer: within blocks of rows by adding each row
     # to the next (vectorised across blocks), then the blocks' totals
     by_block = across.reshape(-1, block, tile)
     for r in range(1, block):
         by_block[:, r] += by_block[:, r - 1]
-    carry = np.cumsum(by_block[:-1, -1], axis=0, dtype=np.uint16)
+    carry = np.cumsum(by_block[:-1, -1], axis=0, dtype=across.dtype)
     by_block[1:] += carry[:, None, :]
     flat = across.ravel()
 
@@ -333,7 +347,16 @@ def window_counts(img: np.ndarray, counted: np.ndarray, qr: np.ndarray, qc: np.n
 def c_values(img: np.ndarray, mask: np.ndarray, window: int, tables: ContrastTables,
              lut: np.ndarray) -> np.ndarray:
     """cambi.c ``calculate_c_values``: the float32 c-value of every pixel (0 off the mask)."""
-    h, w = img.shape
+    qr, qc, cq = _c_values_at(img, mask, window, tables, lut)
+    out = np.zeros(img.shape, dtype=np.float32)
+    out[qr, qc] = cq
+    return out
+
+
+def _c_values_at(img: np.ndarray, mask: np.ndarray, window: int, tables: ContrastTables,
+                 lut: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pixels whose c-value libvmaf computes (rows, columns) and their c-values;
+    every other pixel's is 0."""
     nd = tables.num_diffs
     v = img.astype(np.int32)
     counted = mask & (v >= tables.band_base) & (v < tables.band_base + tables.band_size)
@@ -343,11 +366,9 @@ def c_values(img: np.ndarray, mask: np.ndarray, window: int, tables: ContrastTab
     asked = np.zeros(int(v.max()) + 1, dtype=bool)
     for lo, hi in steps:
         asked[max(lo, 0):max(hi + 1, 0)] = True
-    evaluated = counted & asked[v]
-    qr, qc = np.nonzero(evaluated)
-    out = np.zeros((h, w), dtype=np.float32)
+    qr, qc = np.nonzero(counted & asked[v])
     if qr.size == 0:
-        return out
+        return qr, qc, np.zeros(0, dtype=np.float32)
     # sorted by value (stable, radix for 16-bit keys) so that the pixels that need the
     # counts of step d are one slice
     qv = v[qr, qc]
@@ -359,26 +380,37 @@ def c_values(img: np.ndarray, mask: np.ndarray, window: int, tables: ContrastTab
         span = (int(np.searchsorted(qv, lo, "left")), int(np.searchsorted(qv, hi, "right")))
         wanted[nd - d - 1] = wanted[nd + d + 1] = span
     counts = window_counts(img, counted, qr, qc, window >> 1, nd, wanted)
-    out[qr, qc] = c_values_from_counts(counts, qv, tables, lut)
-    return out
-    counts = window_counts(img, counted, evaluated, window >> 1, nd)
-    out[qr, qc] = c_values_from_counts(counts, v[qr, qc], tables, lut)
-    return out
+    return qr, qc, c_values_from_counts(counts, qv, tables, lut, wanted)
 
 
 def c_values_from_counts(counts: np.ndarray, qv: np.ndarray, tables: ContrastTables,
-                         lut: np.ndarray) -> np.ndarray:
-    """c-values (float32) of pixels of value ``qv`` from their window counts of qv - nd .. qv + nd."""
+                         lut: np.ndarray, wanted: list[tuple[int, int]] | None = None) -> np.ndarray:
+    """c-values (float32) of pixels of value ``qv`` from their window counts of qv - nd .. qv + nd.
+
+    With ``wanted`` (as :func:`window_counts` takes it), step d is taken for the
+    pixels of the slice ``wanted[nd + d + 1]``, which must be those whose
+    thresholds allow it.
+    """
     nd = tables.num_diffs
+    n = qv.size
     va = qv.astype(np.int32) + nd
-    p0 = counts[nd].astype(np.int64)
-    c = np.zeros(qv.shape, dtype=np.float32)
+    p0 = counts[nd].astype(np.int32)
+    c = np.zeros(n, dtype=np.float32)
     for d in range(nd):
-        pred = (va <= tables.tvi_for_diff[d]) & (va + d + 1 > tables.vlt_luma)
-        pmax = np.maximum(counts[nd + d + 1], counts[nd - d - 1]).astype(np.int64)
-        # (float)(weight * p0 * pmax) * reciprocal_lut[pmax + p0], all in float32
-        val = (tables.weights[d] * p0 * pmax).astype(np.float32) * lut[pmax + p0]
-        c = np.where(pred & (val > c), val, c)
+        lo, hi = (0, n) if wanted is None else wanted[nd + d + 1]
+        if hi <= lo:
+            continue
+        pz = p0[lo:hi]
+        pmax = np.maximum(counts[nd + d + 1, lo:hi], counts[nd - d - 1, lo:hi]).astype(np.int32)
+        # (float)(weight * p0 * pmax) * reciprocal_lut[pmax + p0], all in float32; the
+        # product is below 2^31 (weight <= 9, counts <= 65 x 65)
+        val = (tables.weights[d] * pz * pmax).astype(np.float32) * lut[pmax + pz]
+        cs = c[lo:hi]
+        better = val > cs
+        if wanted is None:
+            vs = va[lo:hi]
+            better &= (vs <= tables.tvi_for_diff[d]) & (vs + d + 1 > tables.vlt_luma)
+        np.copyto(cs, val, where=better)
     return c
 
 
@@ -403,11 +435,20 @@ def spatial_pooling(c: np.ndarray, topk: float) -> float:
     (e.g. 1080p with a mean top-k c-value under ~430), so the two agree.
     """
     flat = c.ravel()
-    n = flat.size
+    return _pool(flat, flat.size, topk)
+
+
+def _pool(values: np.ndarray, n: int, topk: float) -> float:
+    """:func:`spatial_pooling` of ``n`` c-values: ``values`` and the rest zeros.
+
+    c-values are never negative, so the top k are the non-zero ones when there
+    are at most k of them (the zeros add nothing), else the top k of those.
+    """
     k = topk_count(topk, n)
-    top = flat if k == n else np.partition(flat, n - k)[n - k:]
+    nz = values[values > 0]
+    top = nz if nz.size <= k else np.partition(nz, nz.size - k)[nz.size - k:]
     scaled = (top.astype(np.float64) * float(1 << 24)).astype(np.int64)
-    total = sum(int(part.sum()) for part in np.array_split(scaled, max(1, k >> 22)))
+    total = sum(int(part.sum()) for part in np.array_split(scaled, max(1, top.size >> 22)))
     return pooled_mean(total, k)
 
 
@@ -445,8 +486,10 @@ def cambi_score(img: np.ndarray, window: int, topk: float, tables: ContrastTable
             image = image[::2, ::2]
             mask = mask[::2, ::2]
         image = mode_filter(image)
-        c = c_values(image, mask, window, tables, lut)
+        qr, qc, cq = _c_values_at(image, mask, window, tables, lut)
         if heatmap is not None:
+            c = np.zeros(image.shape, dtype=np.float32)
+            c[qr, qc] = cq
             heatmap(scale, c)
-        scores.append(spatial_pooling(c, topk))
+        scores.append(_pool(cq, image.size, topk))
     return weight_scales(scores, window)
