@@ -146,20 +146,36 @@ def spatial_mask(img: np.ndarray) -> np.ndarray:
     flat[:, :-1] = img[:, :-1] == img[:, 1:]
     flat[:-1, :] &= img[:-1, :] == img[1:, :]
     pad = MASK_FILTER_SIZE >> 1
-    box = _box_sums(flat.astype(np.int32), pad)
+    box = _box_sums(flat, pad)
     return box > mask_index(w, h)
 
 
 def _box_sums(a: np.ndarray, pad: int) -> np.ndarray:
-    """Sum of ``a`` over the (2 pad + 1)^2 window around each sample, clipped to the plane."""
+    """Sum of ``a`` (0/1) over the (2 pad + 1)^2 window around each sample, clipped to
+    the plane, in uint8 (so for windows of at most 255 samples)."""
     h, w = a.shape
     k = 2 * pad + 1
-    # zero border of pad (+1 for the table's leading zero row and column)
-    sat = np.zeros((h + k, w + k), dtype=np.int32)
-    sat[pad + 1:pad + 1 + h, pad + 1:pad + 1 + w] = a
-    np.cumsum(sat, axis=0, out=sat)
-    np.cumsum(sat, axis=1, out=sat)
-    return sat[k:, k:] - sat[:h, k:] - sat[k:, :w] + sat[:h, :w]
+    x = np.zeros((h + 2 * pad, w + 2 * pad), dtype=np.uint8)
+    x[pad:pad + h, pad:pad + w] = a
+    rows = _run_sums(x, k, w)
+    return _run_sums(rows.T, k, h).T
+
+
+def _run_sums(x: np.ndarray, width: int, count: int) -> np.ndarray:
+    """Sums of ``width`` consecutive samples along the last axis, starting at 0 ..
+    count - 1: sums of 1, 2, 4, .. samples by doubling, added up to ``width``
+    (in ``x``'s type, which must hold them)."""
+    box, size, done = x, 1, 0  # ``box`` sums ``size`` samples; ``done`` samples are in ``acc``
+    acc = None
+    while True:
+        if width & size:
+            part = box[..., done:done + count]
+            acc = part.copy() if acc is None else acc + part
+            done += size
+        if size * 2 > width:
+            return acc
+        box = box[..., :-size] + box[..., size:]
+        size *= 2
 
 
 # ---------------------------------------------------------------------------
@@ -294,19 +310,8 @@ def window_counts(img: np.ndarray, counted: np.ndarray, qr: np.ndarray, qc: np.n
     chunk = 8192
     for c0 in range(0, nrow, chunk):
         c1 = min(nrow, c0 + chunk)
-        box = (np.take(rows_of, strip_row[c0:c1], axis=0) == row_code[c0:c1]).view(np.uint8)
-        size, done = 1, 0  # ``box`` sums ``size`` columns; ``done`` columns are in ``acc``
-        acc = None
-        while True:
-            if width & size:
-                part = box[:, done:done + tile]
-                acc = part.copy() if acc is None else acc + part
-                done += size
-            if size * 2 > width:
-                break
-            box = box[:, :-size] + box[:, size:]
-            size *= 2
-        across[1 + c0:1 + c1] = acc
+        ones = (np.take(rows_of, strip_row[c0:c1], axis=0) == row_code[c0:c1]).view(np.uint8)
+        across[1 + c0:1 + c1] = _run_sums(ones, width, tile)
     # then the prefix sums down the buffer: within blocks of rows by adding each row
     # to the next (vectorised across blocks), then the blocks' totals
     by_block = across.reshape(-1, block, tile)
@@ -316,18 +321,18 @@ def window_counts(img: np.ndarray, counted: np.ndarray, qr: np.ndarray, qc: np.n
     by_block[1:] += carry[:, None, :]
     flat = across.ravel()
 
-    # Each table's rows as flat offsets into ``across``, for region rows 0 .. span:
-    # above the pair's rows the sums are those of the row before them, below its
-    # last row's.  An extra, empty pair points at the buffer's zero row: the values
-    # asked for that do not occur in the region.
-    rowbase = np.zeros((npair + 1, span + 1), dtype=np.intp)
-    rowbase[:npair] = (start[:, None] + np.clip(np.arange(span + 1)[None, :] - first[:, None], 0,
-                                                 height[:, None])) * tile
-    rowbase = rowbase.ravel()
-    pair_of = np.full(nty * ntx * nslot, npair, dtype=np.intp)
-    pair_of[ptile * nslot + pslot] = np.arange(npair)
-    # a pixel's window in its tile's region: rows row_in .. row_in + 2 pad, columns
-    # col .. col + 2 pad (the first column of ``across`` is that difference)
+    # A pixel's window in its tile's region: rows row_in .. row_in + 2 pad, columns
+    # col .. col + 2 pad (the first column of ``across`` is that difference).  Its
+    # count is the difference of the sums down ``across`` at the window's last row
+    # and at the row above its first, in the table's rows: above the pair's rows
+    # the sums are those of the row before them, below them its last row's.  Those
+    # two rows' flat offsets, for each pair and each row_in; an extra, empty pair
+    # points at the buffer's zero row: the values asked for that do not occur in
+    # the region.
+    above = _row_offsets(start, first, height, np.arange(tile), tile)
+    below = _row_offsets(start, first, height, np.arange(tile) + (2 * pad + 1), tile)
+    pair_of = np.full(nty * ntx * nslot, npair * tile, dtype=np.intp)
+    pair_of[ptile * nslot + pslot] = np.arange(npair) * tile
     key = qtile.astype(np.intp) * nslot + qslot
     row_in = (qr % tile).astype(np.intp)
     col = (qc % tile).astype(np.intp)
@@ -335,13 +340,23 @@ def window_counts(img: np.ndarray, counted: np.ndarray, qr: np.ndarray, qc: np.n
         lo, hi = (0, nq) if wanted is None else wanted[k + nd]
         if hi <= lo:
             continue
-        base = np.take(pair_of, key[lo:hi] + k) * (span + 1) + row_in[lo:hi]
-        top = np.take(rowbase, base)
+        at = np.take(pair_of, key[lo:hi] + k)
+        at += row_in[lo:hi]
+        top = np.take(above, at)
         top += col[lo:hi]
-        bottom = np.take(rowbase, base + (2 * pad + 1))
+        bottom = np.take(below, at)
         bottom += col[lo:hi]
         out[k + nd, lo:hi] = np.take(flat, bottom) - np.take(flat, top)
     return out
+
+
+def _row_offsets(start: np.ndarray, first: np.ndarray, height: np.ndarray, region_rows: np.ndarray,
+                 width: int) -> np.ndarray:
+    """Flat offsets (rows of ``width``) of the buffer rows whose sums stand for
+    ``region_rows`` of each pair's table, one pair after another, then an empty pair."""
+    table = np.zeros((start.size + 1, region_rows.size), dtype=np.intp)
+    table[:-1] = start[:, None] + np.clip(region_rows[None, :] - first[:, None], 0, height[:, None])
+    return (table * width).ravel()
 
 
 def c_values(img: np.ndarray, mask: np.ndarray, window: int, tables: ContrastTables,
@@ -369,16 +384,30 @@ def _c_values_at(img: np.ndarray, mask: np.ndarray, window: int, tables: Contras
     qr, qc = np.nonzero(counted & asked[v])
     if qr.size == 0:
         return qr, qc, np.zeros(0, dtype=np.float32)
-    # sorted by value (stable, radix for 16-bit keys) so that the pixels that need the
-    # counts of step d are one slice
     qv = v[qr, qc]
-    order = np.argsort(qv.astype(np.int16), kind="stable")
-    qr, qc, qv = qr[order], qc[order], qv[order]
     wanted = [(0, 0)] * (2 * nd + 1)
     wanted[nd] = (0, qv.size)
-    for d, (lo, hi) in enumerate(steps):
-        span = (int(np.searchsorted(qv, lo, "left")), int(np.searchsorted(qv, hi, "right")))
-        wanted[nd - d - 1] = wanted[nd + d + 1] = span
+    if all(steps[d + 1][0] <= steps[d][0] and steps[d + 1][1] >= steps[d][1] for d in range(nd - 1)):
+        # Nested intervals (the usual case: tvi_for_diff grows with d): order the
+        # pixels by the first step they take (stably, so row-major within it), and
+        # the pixels of step d are the first ones.
+        first_step = np.full(asked.size, nd - 1, dtype=np.uint8)
+        for d in range(nd - 1, -1, -1):
+            lo, hi = steps[d]
+            first_step[max(lo, 0):max(hi + 1, 0)] = d
+        cls = first_step[qv]
+        order = np.argsort(cls, kind="stable")
+        ends = np.cumsum(np.bincount(cls, minlength=nd))
+        qr, qc, qv = qr[order], qc[order], qv[order]
+        for d in range(nd):
+            wanted[nd - d - 1] = wanted[nd + d + 1] = (0, int(ends[d]))
+    else:
+        # sorted by value, so that the pixels of step d are one slice
+        order = np.argsort(qv.astype(np.int16), kind="stable")
+        qr, qc, qv = qr[order], qc[order], qv[order]
+        for d, (lo, hi) in enumerate(steps):
+            span = (int(np.searchsorted(qv, lo, "left")), int(np.searchsorted(qv, hi, "right")))
+            wanted[nd - d - 1] = wanted[nd + d + 1] = span
     counts = window_counts(img, counted, qr, qc, window >> 1, nd, wanted)
     return qr, qc, c_values_from_counts(counts, qv, tables, lut, wanted)
 
