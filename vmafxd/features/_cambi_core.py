@@ -276,21 +276,33 @@ def window_counts(img: np.ndarray, counted: np.ndarray, qr: np.ndarray, qc: np.n
     pr, pc = np.nonzero(starts)
     pcode = slots[pr, pc].astype(np.intp)
     ncode = int(code_of[-1]) + 1
-    occurs = np.zeros(ntx * ncode * hp, dtype=bool)  # [strip, code, row]
+    # the first and last row of each value in each strip, per band of ``tile`` rows
     tcol = pc // tile
     own = tcol < ntx  # not so for pixels in the right padding of the last strip
-    occurs[(tcol[own] * ncode + pcode[own]) * hp + pr[own]] = True
     left = (pc % tile < 2 * pad) & (tcol > 0)
-    occurs[((tcol[left] - 1) * ncode + pcode[left]) * hp + pr[left]] = True
-    # a value occurs in a region if it occurs in one of the region's rows; its
-    # table covers those rows, from the first to the last
+    nband = nty + 1  # the last band holds the bottom padding only
+    keys = np.concatenate(((tcol[own] * ncode + pcode[own]) * nband + pr[own] // tile,
+                           ((tcol[left] - 1) * ncode + pcode[left]) * nband + pr[left] // tile))
+    at_rows = np.concatenate((pr[own], pr[left])).astype(np.int32)
+    lowest = np.full(ntx * ncode * nband, hp, dtype=np.int32)
+    highest = np.full(ntx * ncode * nband, -1, dtype=np.int32)
+    np.minimum.at(lowest, keys, at_rows)
+    np.maximum.at(highest, keys, at_rows)
+    # A tile's region is its band and the first 2 pad rows of the next.  Its table
+    # covers the value's rows from the first to the last there; in the next band
+    # only whether the value occurs before the region's end is known, so the table
+    # may run on to that end (rows of true zeros, the sums stay exact).
     ptile, pslot = np.nonzero(near & occurring)
     ptx, pty = ptile // nty, ptile % nty
-    rows = occurs[((ptx * ncode + code_of[pslot]) * hp + pty * tile)[:, None] + np.arange(span)[None, :]]
-    has = rows.any(axis=1)
-    ptile, pslot, pty, ptx, rows = ptile[has], pslot[has], pty[has], ptx[has], rows[has]
-    first = rows.argmax(axis=1)
-    height = span - rows[:, ::-1].argmax(axis=1) - first
+    k0 = (ptx * ncode + code_of[pslot]) * nband + pty
+    top, end = pty * tile, pty * tile + span
+    in_band = highest[k0] >= 0
+    in_next = lowest[k0 + 1] < end
+    has = in_band | in_next
+    first = np.where(in_band, lowest[k0], lowest[k0 + 1]) - top
+    last = np.where(in_next, np.minimum(highest[k0 + 1], end - 1), highest[k0]) - top
+    ptile, pslot, pty, ptx = ptile[has], pslot[has], pty[has], ptx[has]
+    first, height = first[has], (last - first + 1)[has]
     npair = ptile.size
     # buffer rows: a zero row, then each pair's rows first .. first + height - 1
     start = np.zeros(npair, dtype=np.int64)
