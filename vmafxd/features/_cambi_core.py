@@ -24,9 +24,10 @@ thresholds allow it, the largest ``float(w_d * p0 * pmax) * lut[p0 + pmax]``
 where ``pmax`` is the larger count of ``v + d + 1`` and ``v - d - 1``: one
 integer product, its conversion to float and one float multiply, exactly what
 the C (and its AVX2 twin) computes.  The counts are what matter; libvmaf gets
-them from a sliding per-column histogram, here each value's window counts
-come from summed-area tables of each value, tile by tile (the counts are
-integers, so any way of counting gives the same result).
+them from a sliding per-column histogram, here they come from row-cropped
+tables of each value, all the tiles' tables of a scale summed at once
+(:func:`window_counts`; the counts are integers, so any way of counting gives
+the same result).
 
 Windows are clipped to the picture.  So are libvmaf's, except where a scale is
 narrower or shorter than the window's half-width (a very flat aspect ratio at
@@ -185,9 +186,13 @@ def _run_sums(x: np.ndarray, width: int, count: int) -> np.ndarray:
 
 def _mode3(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     # the value two of three share, else the smallest
-    out = np.minimum(np.minimum(a, b), c)
-    out = np.where(b == c, b, out)
-    return np.where((a == b) | (a == c), a, out)
+    out = np.minimum(a, b)
+    np.minimum(out, c, out=out)
+    np.copyto(out, b, where=b == c)
+    eq = a == b
+    eq |= a == c
+    np.copyto(out, a, where=eq)
+    return out
 
 
 def mode_filter(img: np.ndarray) -> np.ndarray:
@@ -211,17 +216,20 @@ def window_counts(img: np.ndarray, counted: np.ndarray, qr: np.ndarray, qc: np.n
     (``nd = num_diffs``).  With ``wanted``, count k only for the pixels
     ``wanted[k + nd][0] .. wanted[k + nd][1] - 1`` (the others stay 0).
 
-    The picture is cut into tiles; a tile's *region* is the tile grown by the
-    window's half-width, so it holds every window of the tile's pixels.  Each
-    (tile, value) pair that a pixel of the tile asks for and that occurs in the
-    region gets a summed-area table of that value's indicator, cropped to the rows
-    of the region where the value occurs.  All the tables of a scale are rows of
-    one array (one row per (pair, region row), the region's full width), summed
-    along the rows and then down the whole array at once: a window's count is
-    still the four-corner difference, because the rows of the pairs above cancel
-    out.  The sums wrap around in uint16, which leaves those differences (at most
-    65 x 65) exact.  Outside the picture the regions read zeros, which is how the
-    windows are clipped.
+    The picture is cut into tiles (64 x 64 or larger); a tile's *region* is the
+    tile grown by the window's half-width, so it holds every window of the tile's
+    pixels.  Each (tile, value) pair that a pixel of the tile asks for and that
+    occurs in the region gets a table: that value's indicator over the region's
+    rows from the first to the last that hold the value, box-summed along each
+    row over the window's width (at the tile's columns).  All the tables of a
+    scale are the rows of one buffer, summed down the whole buffer at once: a
+    window's count is the difference of two of those sums (the rows of the tables
+    above cancel out).  The sums wrap around (uint8 when a window holds at most
+    255 pixels, else uint16), which leaves those differences exact.  The regions
+    read zeros outside the picture, which is how the windows are clipped.
+
+    libvmaf's cambi.c slides per-column histograms down the picture instead;
+    the counts are integers, so any way of counting gives the same numbers.
     """
     h, w = img.shape
     nd = num_diffs
