@@ -244,7 +244,10 @@ def window_counts(img: np.ndarray, counted: np.ndarray, qr: np.ndarray, qc: np.n
     # values as "slots": 0 for not counted, else v - vmin + nd + 1, so that every
     # asked-for value v + k of a counted v is a slot from 1 to nslot - 1
     nslot = vmax - vmin + 2 * nd + 2
-    tile = max(64, 2 * pad)  # a region is then at most two tiles wide
+    # tiles of 64 (a power of two: positions by shifts), wide enough that a region is
+    # at most two tiles wide
+    shift = max(6, (2 * pad - 1).bit_length())
+    tile = 1 << shift
     span = tile + 2 * pad
     nty, ntx = -(-h // tile), -(-w // tile)
     hp = nty * tile + 2 * pad  # the padded height
@@ -266,7 +269,7 @@ def window_counts(img: np.ndarray, counted: np.ndarray, qr: np.ndarray, qc: np.n
     # (tile, value) pairs asked for: the values of a tile's pixels, +- nd; tiles
     # are numbered down each column of tiles
     qslot = v[qr, qc] - (vmin - nd - 1)
-    qtile = (qc // tile) * nty + qr // tile
+    qtile = (qc >> shift) * nty + (qr >> shift)
     asked = np.zeros((ntx * nty, nslot), dtype=bool)
     asked[qtile, qslot] = True
     near = asked.copy()
@@ -285,12 +288,12 @@ def window_counts(img: np.ndarray, counted: np.ndarray, qr: np.ndarray, qc: np.n
     pcode = slots[pr, pc].astype(np.intp)
     ncode = int(code_of[-1]) + 1
     # the first and last row of each value in each strip, per band of ``tile`` rows
-    tcol = pc // tile
+    tcol = pc >> shift
     own = tcol < ntx  # not so for pixels in the right padding of the last strip
-    left = (pc % tile < 2 * pad) & (tcol > 0)
+    left = ((pc & (tile - 1)) < 2 * pad) & (tcol > 0)
     nband = nty + 1  # the last band holds the bottom padding only
-    keys = np.concatenate(((tcol[own] * ncode + pcode[own]) * nband + pr[own] // tile,
-                           ((tcol[left] - 1) * ncode + pcode[left]) * nband + pr[left] // tile))
+    keys = np.concatenate(((tcol[own] * ncode + pcode[own]) * nband + (pr[own] >> shift),
+                           ((tcol[left] - 1) * ncode + pcode[left]) * nband + (pr[left] >> shift)))
     at_rows = np.concatenate((pr[own], pr[left])).astype(np.int32)
     lowest = np.full(ntx * ncode * nband, hp, dtype=np.int32)
     highest = np.full(ntx * ncode * nband, -1, dtype=np.int32)
@@ -354,8 +357,8 @@ def window_counts(img: np.ndarray, counted: np.ndarray, qr: np.ndarray, qc: np.n
     pair_of = np.full(nty * ntx * nslot, npair * tile, dtype=np.intp)
     pair_of[ptile * nslot + pslot] = np.arange(npair) * tile
     key = qtile.astype(np.intp) * nslot + qslot
-    row_in = (qr % tile).astype(np.intp)
-    col = (qc % tile).astype(np.intp)
+    row_in = qr & (tile - 1)
+    col = qc & (tile - 1)
     for k in range(-nd, nd + 1):
         lo, hi = (0, nq) if wanted is None else wanted[k + nd]
         if hi <= lo:
@@ -375,7 +378,7 @@ def _row_offsets(start: np.ndarray, first: np.ndarray, height: np.ndarray, regio
     """Flat offsets (rows of ``width``) of the buffer rows whose sums stand for
     ``region_rows`` of each pair's table, one pair after another, then an empty pair."""
     table = np.zeros((start.size + 1, region_rows.size), dtype=np.intp)
-    table[:-1] = start[:, None] + np.clip(region_rows[None, :] - first[:, None], 0, height[:, None])
+    table[:-1] = start[:, None] + np.minimum(np.maximum(region_rows[None, :] - first[:, None], 0), height[:, None])
     return (table * width).ravel()
 
 
