@@ -2,7 +2,7 @@
 
 Windows from 9 to 65 pixels wide (uint8 and uint16 sums), pictures of several
 tiles with flat areas (counts above 255), values at the edges of the picture
-and of the counted band; and the c-values with contrast thresholds whose
+and of the counted band, the tables in one buffer and in several; and the c-values with contrast thresholds whose
 intervals are not nested (the twin's other way of ordering the pixels).
 """
 
@@ -26,8 +26,11 @@ def _flat_picture(rng, h, w):
     return (base + noise).astype(np.uint16)
 
 
+@pytest.mark.parametrize("max_rows", [None, 150], ids=["one-buffer", "buffers-of-150-rows"])
 @pytest.mark.parametrize("window", [9, 17, 33, 65])
-def test_window_counts_match_direct_counts(window):
+def test_window_counts_match_direct_counts(window, max_rows, monkeypatch):
+    if max_rows:
+        monkeypatch.setattr(core, "MAX_BUFFER_ROWS", max_rows)
     rng = np.random.default_rng(window)
     h, w = 150, 203
     img = _flat_picture(rng, h, w)
@@ -52,7 +55,10 @@ def test_window_counts_match_direct_counts(window):
     assert np.array_equal(got, want)
 
 
-def test_window_counts_only_for_wanted_pixels():
+@pytest.mark.parametrize("max_rows", [None, 100])
+def test_window_counts_only_for_wanted_pixels(max_rows, monkeypatch):
+    if max_rows:
+        monkeypatch.setattr(core, "MAX_BUFFER_ROWS", max_rows)
     rng = np.random.default_rng(7)
     img = _flat_picture(rng, 70, 90)
     counted = np.ones(img.shape, bool)

@@ -314,16 +314,53 @@ def window_counts(img: np.ndarray, counted: np.ndarray, qr: np.ndarray, qc: np.n
     last = np.where(in_next, np.minimum(highest[k0 + 1], end - 1), highest[k0]) - top
     ptile, pslot, pty, ptx = ptile[has], pslot[has], pty[has], ptx[has]
     first, height = first[has], (last - first + 1)[has]
+    # The tables go into buffers of at most MAX_BUFFER_ROWS rows (a 4K picture's
+    # would not fit one in a reasonable memory), each for the pixels of a run of
+    # tile columns; pairs come in tile-column order.
+    code_row = code_of[pslot]
+    strip_end = np.searchsorted(ptx, np.arange(1, ntx + 1))  # [tx]: the pairs of columns <= tx
+    rows_through = np.concatenate(([0], np.cumsum(height)))[strip_end]  # and their rows
+    pcol = qc >> shift
+    lo_pair = 0
+    ctx = (strips.reshape(-1, span), tile, span, hp, pad, nd, wanted)
+    while lo_pair < ptile.size:
+        # the next tile columns whose rows fit (at least one column)
+        tx0 = int(ptx[lo_pair])
+        base_rows = rows_through[tx0 - 1] if tx0 else 0
+        fits = int(np.searchsorted(rows_through, base_rows + MAX_BUFFER_ROWS, "right"))
+        tx1 = max(tx0 + 1, min(fits, ntx))
+        hi_pair = int(strip_end[tx1 - 1])
+        pairs = slice(lo_pair, hi_pair)
+        if tx0 == 0 and hi_pair == ptile.size:
+            pixels = None  # all of them
+        else:
+            pixels = np.flatnonzero((pcol >= tx0) & (pcol < tx1))
+        _count_group(out, ctx, ptile[pairs], pslot[pairs], ptx[pairs], pty[pairs], first[pairs],
+                     height[pairs], code_row[pairs], qtile, qslot, qr, qc, pixels, nty * ntx * nslot, nslot)
+        lo_pair = hi_pair
+    return out
+
+
+#: most rows of one buffer of tables (at 64 columns, 8 MB in uint16)
+MAX_BUFFER_ROWS = 1 << 16
+
+
+def _count_group(out, ctx, ptile, pslot, ptx, pty, first, height, code_row, qtile, qslot, qr, qc,
+                 pixels, nkeys, nslot) -> None:
+    """:func:`window_counts` for one buffer of tables: the pairs given, the pixels of
+    their tile columns (``pixels``: their indices, None for all)."""
+    rows_of, tile, span, hp, pad, nd, wanted = ctx
+    nq = qr.size
     npair = ptile.size
     # buffer rows: a zero row, then each pair's rows first .. first + height - 1
     start = np.zeros(npair, dtype=np.int64)
     np.cumsum(height[:-1], out=start[1:])
-    nrow = int(start[-1] + height[-1])
+    start += 1
+    nrow = int(start[-1] + height[-1]) - 1
     block = 64
     total = -(-(nrow + 1) // block) * block
-    strip_row = np.arange(nrow) + np.repeat(ptx * hp + pty * tile + first - start, height)
-    row_code = np.repeat(code_of[pslot], height)[:, None]
-    rows_of = strips.reshape(-1, span)
+    strip_row = np.arange(1, nrow + 1) + np.repeat(ptx * hp + pty * tile + first - start, height)
+    row_code = np.repeat(code_row, height)[:, None]
     # Each row's sums across the window's width, at the tile's columns: box sums of
     # widths 1, 2, 4, .. by doubling, added up to 2 pad + 1 (in uint8: at most 65).
     # In chunks of rows that stay in cache.  The sums down the buffer wrap around in
@@ -349,18 +386,24 @@ def window_counts(img: np.ndarray, counted: np.ndarray, qr: np.ndarray, qc: np.n
     # count is the difference of the sums down ``across`` at the window's last row
     # and at the row above its first, in the table's rows: above the pair's rows
     # the sums are those of the row before them, below them its last row's.  Those
-    # two rows' flat offsets, for each pair and each row_in; an extra, empty pair
-    # points at the buffer's zero row: the values asked for that do not occur in
-    # the region.
+    # two rows' flat offsets, for each pair and each row_in; pair 0 is an empty one
+    # at the buffer's zero row: the values asked for that do not occur in the region.
     above = _row_offsets(start, first, height, np.arange(tile), tile)
     below = _row_offsets(start, first, height, np.arange(tile) + (2 * pad + 1), tile)
-    pair_of = np.full(nty * ntx * nslot, npair * tile, dtype=np.intp)
-    pair_of[ptile * nslot + pslot] = np.arange(npair) * tile
-    key = qtile.astype(np.intp) * nslot + qslot
-    row_in = qr & (tile - 1)
-    col = qc & (tile - 1)
+    pair_of = np.zeros(nkeys, dtype=np.intp)
+    pair_of[ptile * nslot + pslot] = np.arange(1, npair + 1) * tile
+    if pixels is None:
+        key = qtile.astype(np.intp) * nslot + qslot
+        row_in = qr & (tile - 1)
+        col = qc & (tile - 1)
+    else:
+        key = qtile[pixels].astype(np.intp) * nslot + qslot[pixels]
+        row_in = qr[pixels] & (tile - 1)
+        col = qc[pixels] & (tile - 1)
     for k in range(-nd, nd + 1):
         lo, hi = (0, nq) if wanted is None else wanted[k + nd]
+        if pixels is not None:
+            lo, hi = int(np.searchsorted(pixels, lo)), int(np.searchsorted(pixels, hi))
         if hi <= lo:
             continue
         at = np.take(pair_of, key[lo:hi] + k)
@@ -369,16 +412,20 @@ def window_counts(img: np.ndarray, counted: np.ndarray, qr: np.ndarray, qc: np.n
         top += col[lo:hi]
         bottom = np.take(below, at)
         bottom += col[lo:hi]
-        out[k + nd, lo:hi] = np.take(flat, bottom) - np.take(flat, top)
-    return out
+        counts = np.take(flat, bottom) - np.take(flat, top)
+        if pixels is None:
+            out[k + nd, lo:hi] = counts
+        else:
+            out[k + nd, pixels[lo:hi]] = counts
 
 
 def _row_offsets(start: np.ndarray, first: np.ndarray, height: np.ndarray, region_rows: np.ndarray,
                  width: int) -> np.ndarray:
     """Flat offsets (rows of ``width``) of the buffer rows whose sums stand for
-    ``region_rows`` of each pair's table, one pair after another, then an empty pair."""
+    ``region_rows`` of each pair's table: an empty pair at row 0, then the pairs."""
     table = np.zeros((start.size + 1, region_rows.size), dtype=np.intp)
-    table[:-1] = start[:, None] + np.minimum(np.maximum(region_rows[None, :] - first[:, None], 0), height[:, None])
+    table[1:] = start[:, None] - 1 + np.minimum(np.maximum(region_rows[None, :] - first[:, None], 0),
+                                                height[:, None])
     return (table * width).ravel()
 
 
@@ -408,6 +455,7 @@ def _c_values_at(img: np.ndarray, mask: np.ndarray, window: int, tables: Contras
     if qr.size == 0:
         return qr, qc, np.zeros(0, dtype=np.float32)
     qv = v[qr, qc]
+    qr, qc = qr.astype(np.int32), qc.astype(np.int32)  # half the memory of the pixel lists
     wanted = [(0, 0)] * (2 * nd + 1)
     wanted[nd] = (0, qv.size)
     if all(steps[d + 1][0] <= steps[d][0] and steps[d + 1][1] >= steps[d][1] for d in range(nd - 1)):
