@@ -22,7 +22,7 @@ from .model import ModelSet, load_model, parse_model_spec
 
 # parse_feature_spec is re-exported: the client's in-process scoring parses
 # --feature through this module, its one way into vmafxd.
-__all__ = ["Report", "score_files", "resolve_models", "parse_feature_spec", "GeometryError"]
+__all__ = ["Report", "score_files", "score_frames", "resolve_models", "parse_feature_spec", "GeometryError"]
 
 
 #: the two files disagree on a dimension or format (``field`` names it)
@@ -56,6 +56,42 @@ def _check_pair(ref: VideoInfo, dist: VideoInfo) -> None:
         raise GeometryError("distorted.pixel_format", f"{dist.pixel_format.value} vs {ref.pixel_format.value}")
 
 
+def score_frames(
+    scorer: CpuScorer,
+    reference,
+    distorted,
+    *,
+    max_frames: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Push frame pairs from two readers (``read_frame()`` -> stored planes, ``.info``) through
+    ``scorer`` until either ends or ``max_frames``, then finish it; returns how many were scored.
+
+    A reference frame read past the distorted's end goes back to a reader that
+    can take it (``pushback``: the command line's inputs, which report what
+    was read from each).
+    """
+    n = 0
+    while max_frames is None or n < max_frames:
+        a = reference.read_frame()
+        if a is None:
+            break
+        b = distorted.read_frame()
+        if b is None:
+            pushback = getattr(reference, "pushback", None)
+            if pushback is not None:
+                pushback(a)
+            break
+        ref = picture_from_stored(a, reference.info.pixel_format, reference.info.bitdepth)
+        dist = picture_from_stored(b, distorted.info.pixel_format, distorted.info.bitdepth)
+        scorer.push(n, ref, dist)
+        n += 1
+        if progress:
+            progress(n)
+    scorer.finish()
+    return n
+
+
 def score_files(
     reference: str,
     distorted: str,
@@ -76,19 +112,7 @@ def score_files(
         _check_pair(rr.info, dr.info)
         info = rr.info
         scorer = CpuScorer(plan, info.width, info.height, info.bitdepth)
-        n = 0
-        while max_frames is None or n < max_frames:
-            a = rr.read_frame()
-            b = dr.read_frame()
-            if a is None or b is None:
-                break
-            ref = picture_from_stored(a, rr.info.pixel_format, rr.info.bitdepth)
-            dist = picture_from_stored(b, dr.info.pixel_format, dr.info.bitdepth)
-            scorer.push(n, ref, dist)
-            n += 1
-            if progress:
-                progress(n)
-        scorer.finish()
+        n = score_frames(scorer, rr, dr, max_frames=max_frames, progress=progress)
     elapsed = time.perf_counter() - t0
     return Report(
         frames=scorer.assembler.frames,

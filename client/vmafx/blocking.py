@@ -36,7 +36,7 @@ import time
 from typing import Callable, Iterator, Sequence
 
 from .defaults import SEND_TIMEOUT_S, default_socket_path
-from .exceptions import ConnectionClosed, DaemonUnavailable
+from .exceptions import DaemonUnavailable
 from .frames import FrameBuffer
 from .protocol import messages as m
 from .protocol.errors import RemoteProtocolError
@@ -84,16 +84,11 @@ class BlockingSession(SessionView):
 
         ``timeout`` bounds the wait for each next outcome.
         """
-        c = self._client
-        st = self._state
         while True:
-            r = c._tracker.next_outcome(st)
-            if r is not None:
-                yield r
-                continue
-            if st.closed:
+            yield from self._arrived()
+            if self._state.closed:
                 return
-            c._pump(_Deadline(timeout))
+            self._client._pump(_Deadline(timeout))
 
     def close(self, timeout: float | None = None) -> Summary:
         """Close the session; returns the pooled summary once every outcome arrived."""
@@ -134,10 +129,7 @@ class BlockingClient(ClientView):
 
     def close(self) -> None:
         """Close the connection (the daemon then closes this client's sessions and buffers).  Safe twice."""
-        if not self._closed:
-            self._closed = True
-            self._tracker.fail(ConnectionClosed("the client was closed", field="client"))
-            self._chan.close()
+        self._close_channel()
 
     def __enter__(self) -> "BlockingClient":
         return self

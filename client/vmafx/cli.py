@@ -58,12 +58,12 @@ class _Status:
                        help=f"the daemon's socket (default $VMAFX_SOCKET or {DEFAULT_SOCKET})")
         p.add_argument("--json", action="store_true", help="machine-readable output")
 
-    run = staticmethod(lambda args: _cmd_status(args))
+    run = staticmethod(lambda args: _cmd_query(args, "status"))
 
 
 class _Sessions(_Status):
     help = "the open sessions of all clients of a running daemon"
-    run = staticmethod(lambda args: _cmd_sessions(args))
+    run = staticmethod(lambda args: _cmd_query(args, "sessions"))
 
 
 #: subcommand name -> an object or "module:attribute" with help, add_arguments(parser), run(args);
@@ -117,39 +117,22 @@ def _json_default(o):
     return str(o)
 
 
-def _cmd_status(args) -> int:
+def _cmd_query(args, what: str) -> int:
+    """``vmafxctl status`` / ``sessions``: ask the daemon, print JSON or the text table."""
     import json
 
     from .exceptions import VmafxError
-    from .status_text import format_status
+    from .status_text import format_sessions, format_status
 
     try:
-        info, status = _query(args, "status")
+        info, reply = _query(args, what)
     except (VmafxError, TimeoutError) as e:
         print(f"vmafxctl: {e}", file=sys.stderr)
         return EXIT_FAILURE
     if args.json:
-        print(json.dumps(status, indent=2, sort_keys=True, default=_json_default))
+        print(json.dumps(reply, indent=2, sort_keys=True, default=_json_default))
     else:
-        sys.stdout.write(format_status(status, info))
-    return EXIT_OK
-
-
-def _cmd_sessions(args) -> int:
-    import json
-
-    from .exceptions import VmafxError
-    from .status_text import format_sessions
-
-    try:
-        _info, sessions = _query(args, "sessions")
-    except (VmafxError, TimeoutError) as e:
-        print(f"vmafxctl: {e}", file=sys.stderr)
-        return EXIT_FAILURE
-    if args.json:
-        print(json.dumps(sessions, indent=2, sort_keys=True, default=_json_default))
-    else:
-        sys.stdout.write(format_sessions(sessions))
+        sys.stdout.write(format_status(reply, info) if what == "status" else format_sessions(reply))
     return EXIT_OK
 
 

@@ -46,7 +46,7 @@ from typing import AsyncIterator, Callable, Sequence
 import trio
 
 from .defaults import DEFAULT_SOCKET, SEND_TIMEOUT_S, default_socket_path
-from .exceptions import ConnectionClosed, DaemonUnavailable
+from .exceptions import DaemonUnavailable
 from .frames import FrameBuffer
 from .protocol import messages as m
 from .protocol.errors import RemoteProtocolError
@@ -91,13 +91,10 @@ class Session(SessionView):
         away before the session closed.
         """
         c = self._client
-        st = self._state
         while True:
-            r = c._tracker.next_outcome(st)
-            if r is not None:
+            for r in self._arrived():
                 yield r
-                continue
-            if st.closed:
+            if self._state.closed:
                 return
             c._tracker.check_usable()
             await c._changed()
@@ -201,10 +198,7 @@ class Client(ClientView):
         raise exc
 
     def _close_now(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._tracker.fail(ConnectionClosed("the client was closed", field="client"))
-            self._chan.close()
+        if self._close_channel():
             self._lot.unpark_all()
 
     # -- requests ------------------------------------------------------------------

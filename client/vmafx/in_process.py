@@ -120,22 +120,7 @@ def score_in_process(
     info = reference.info
     scorer = offline.CpuScorer(plan, info.width, info.height, info.bitdepth)
     t0 = time.perf_counter()
-    n = 0
-    while max_frames is None or n < max_frames:
-        a = reference.read_frame()
-        if a is None:
-            break
-        b = distorted.read_frame()
-        if b is None:
-            reference.pushback(a)
-            break
-        ref = offline.picture_from_stored(a, reference.info.pixel_format, reference.info.bitdepth)
-        dist = offline.picture_from_stored(b, distorted.info.pixel_format, distorted.info.bitdepth)
-        scorer.push(n, ref, dist)
-        n += 1
-        if progress:
-            progress(n)
-    scorer.finish()
+    n = offline.score_frames(scorer, reference, distorted, max_frames=max_frames, progress=progress)
     elapsed = time.perf_counter() - t0
     report = InProcessReport(
         frames=scorer.assembler.frames, pooled=scorer.pooled(), aggregate=dict(scorer.aggregate),

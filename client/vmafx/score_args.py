@@ -67,14 +67,25 @@ class _Preset(argparse.Action):
         ns.feature = [*ns.feature, *features]
 
 
-def _unsigned(text: str) -> int:
-    try:
-        v = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an unsigned integer, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected an unsigned integer, got {text!r}")
-    return v
+def number_type(parse, expected: str, ok, must: str | None = None):
+    """An argparse ``type``: ``parse(text)``, or an error saying ``expected {expected}`` when it does
+    not parse, and ``must`` (formatted with ``value`` and ``text``; by default the same) when
+    ``ok(value)`` is false."""
+
+    def convert(text: str):
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not ok(value):
+            message = f"expected {expected}, got {text!r}" if must is None else must.format(value=value, text=text)
+            raise argparse.ArgumentTypeError(message)
+        return value
+
+    return convert
+
+
+_unsigned = number_type(lambda text: int(text, 0), "an unsigned integer", lambda v: v >= 0)
 
 
 def _positive(text: str) -> int:

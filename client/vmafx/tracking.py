@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from .exceptions import (
     ConnectionClosed, ConnectionRefused, DaemonError, DaemonLost, DaemonStopped, LayoutError, ProtocolViolation,
@@ -422,6 +422,15 @@ class ClientView:
     def in_flight(self) -> int:
         return self._tracker.in_flight
 
+    def _close_channel(self) -> bool:
+        """Fail what waits on the tracker and close the channel; False when already closed."""
+        if self._closed:
+            return False
+        self._closed = True
+        self._tracker.fail(ConnectionClosed("the client was closed", field="client"))
+        self._chan.close()
+        return True
+
 
 class BufferView:
     """What both clients' buffer handles show: id, zero-copy, outstanding references."""
@@ -499,6 +508,12 @@ class SessionView:
     def summary(self) -> Summary | None:
         """The pooled summary once the session closed."""
         return self._state.summary
+
+    def _arrived(self) -> Iterator[FrameResult]:
+        """The outcomes that have arrived and were not yet taken, in index order (consumed)."""
+        tracker = self._client._tracker
+        while (r := tracker.next_outcome(self._state)) is not None:
+            yield r
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.id}, lane={self.lane})"

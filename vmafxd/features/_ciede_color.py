@@ -154,21 +154,29 @@ def _rgb_map(c: np.ndarray) -> np.ndarray:
     return out
 
 
+def _xyz_from_yuv(y, u, v, bitdepth: int, rgb_map):
+    """Limited-range BT.709 samples (doubles, arrays or scalars) -> sRGB through ``rgb_map``
+    -> XYZ (D65): the part of ``get_lab_color`` both forms share, the same double
+    operations in the same order either way."""
+    scale = float(1 << (bitdepth - 8))
+    y = (y - 16.0 * scale) * (1.0 / (219.0 * scale))
+    u = (u - 128.0 * scale) * (1.0 / (224.0 * scale))
+    v = (v - 128.0 * scale) * (1.0 / (224.0 * scale))
+    r = rgb_map(y + 1.28033 * v)
+    g = rgb_map(y - 0.21482 * u - 0.38059 * v)
+    b = rgb_map(y + 2.12798 * u)
+    x = r * 0.4124564390896921 + g * 0.357576077643909 + b * 0.18043748326639894
+    yy = r * 0.21267285140562248 + g * 0.715152155287818 + b * 0.07217499330655958
+    z = r * 0.019333895582329317 + g * 0.119192025881303 + b * 0.9503040785363677
+    return x, yy, z
+
+
 def lab_from_yuv(y: np.ndarray, u: np.ndarray, v: np.ndarray, bitdepth: int,
                  doubt: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """libvmaf's ``get_lab_color`` on whole planes: limited-range BT.709 -> sRGB
     -> XYZ (D65) -> Lab; returns float32 L, a, b.  ``doubt`` (bool, the planes'
     shape) collects the pixels to redo with the C library (see the module doc)."""
-    scale = float(1 << (bitdepth - 8))
-    yd = (y.astype(D) - 16.0 * scale) * (1.0 / (219.0 * scale))
-    ud = (u.astype(D) - 128.0 * scale) * (1.0 / (224.0 * scale))
-    vd = (v.astype(D) - 128.0 * scale) * (1.0 / (224.0 * scale))
-    r = _rgb_map(yd + 1.28033 * vd)
-    g = _rgb_map(yd - 0.21482 * ud - 0.38059 * vd)
-    b = _rgb_map(yd + 2.12798 * ud)
-    x = r * 0.4124564390896921 + g * 0.357576077643909 + b * 0.18043748326639894
-    yy = r * 0.21267285140562248 + g * 0.715152155287818 + b * 0.07217499330655958
-    z = r * 0.019333895582329317 + g * 0.119192025881303 + b * 0.9503040785363677
+    x, yy, z = _xyz_from_yuv(y.astype(D), u.astype(D), v.astype(D), bitdepth, _rgb_map)
     fx = _lab_map(x * (1.0 / 0.95047), doubt).astype(D)
     fy = _lab_map(yy, doubt).astype(D)
     fz = _lab_map(z * (1.0 / 1.08883), doubt).astype(D)
@@ -270,16 +278,7 @@ def _rgb_map_scalar(c: float) -> float:
 
 def lab_scalar(y: float, u: float, v: float, bitdepth: int) -> tuple[float, float, float]:
     """``get_lab_color`` for one pixel with the C library's ``pow``."""
-    scale = float(1 << (bitdepth - 8))
-    y = (y - 16.0 * scale) * (1.0 / (219.0 * scale))
-    u = (u - 128.0 * scale) * (1.0 / (224.0 * scale))
-    v = (v - 128.0 * scale) * (1.0 / (224.0 * scale))
-    r = _rgb_map_scalar(y + 1.28033 * v)
-    g = _rgb_map_scalar(y - 0.21482 * u - 0.38059 * v)
-    b = _rgb_map_scalar(y + 2.12798 * u)
-    x = r * 0.4124564390896921 + g * 0.357576077643909 + b * 0.18043748326639894
-    yy = r * 0.21267285140562248 + g * 0.715152155287818 + b * 0.07217499330655958
-    z = r * 0.019333895582329317 + g * 0.119192025881303 + b * 0.9503040785363677
+    x, yy, z = _xyz_from_yuv(y, u, v, bitdepth, _rgb_map_scalar)
     fx = _lab_map_scalar(x * (1.0 / 0.95047))
     fy = _lab_map_scalar(yy)
     fz = _lab_map_scalar(z * (1.0 / 1.08883))

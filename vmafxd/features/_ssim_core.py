@@ -13,6 +13,11 @@ libvmaf computes both features with the same routine (its IQA library's
    and the sums of ``l``, ``c``, ``s`` and ``l*c*s`` over the map are what
    the two features reduce (:class:`ScaleSums`).
 
+Both feature modules have the same layers: ``compute_stats``, the per-pixel
+float32 pipeline (conversion, decimation, windowed moments, SSIM terms) down
+to :class:`ScaleSums`, which a GPU kernel produces too; ``metrics_from_stats``,
+the means and dB; and the CPU twin, an :class:`SsimTwin`.
+
 Precision
 ---------
 libvmaf filters with float32 products summed in double and rounded to float
@@ -44,11 +49,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from .declaration import Option
+from .declaration import FrameScores, Option, PerFrameTwin, check_bitdepth
 
 __all__ = [
     "EXACT_FILTER_OPTION",
@@ -59,6 +64,7 @@ __all__ = [
     "SUPPORTED_BITDEPTHS",
     "WINDOW",
     "ScaleSums",
+    "SsimTwin",
     "SsimWorkspace",
     "c_pow",
     "db_cap",
@@ -66,6 +72,7 @@ __all__ = [
     "gaussian_filter_valid",
     "staggered_empty",
     "scale_sums",
+    "ssim_options",
     "mirror_borders",
     "mirror_index",
     "to_float",
@@ -492,3 +499,41 @@ def c_pow(base: float, exponent: float) -> float:
         return math.pow(base, exponent)
     except ValueError:  # negative base, non-integer exponent
         return math.nan
+
+
+def ssim_options(label: str, *extra: Option) -> tuple[Option, ...]:
+    """The options both features take (``label`` names the score in ``enable_db``'s help),
+    with ``extra`` before ``exact_filter``."""
+    return (
+        Option("enable_lcs", bool, False, "enable luminance, contrast and structure intermediate output"),
+        Option("enable_db", bool, False, f"write {label} values as dB"),
+        Option("clip_db", bool, False, "clip dB scores"),
+        *extra,
+        EXACT_FILTER_OPTION,
+    )
+
+
+class SsimTwin(PerFrameTwin):
+    """What both CPU twins share: the bit depth check, the output options, and ``extract``.
+
+    A twin sets ``metrics_from_stats`` (its module's) and :meth:`_stats`.
+    """
+
+    metrics_from_stats: Any = None
+
+    def _setup(self, name: str, options: Mapping[str, Any], width: int, height: int, bitdepth: int) -> None:
+        check_bitdepth(name, bitdepth, SUPPORTED_BITDEPTHS)
+        self.width, self.height, self.bitdepth = width, height, bitdepth
+        self.enable_lcs = bool(options["enable_lcs"])
+        self.enable_db = bool(options["enable_db"])
+        self.db_max = db_cap(bool(options["clip_db"]), width, height, bitdepth)
+
+    def _stats(self, ref: np.ndarray, dist: np.ndarray):
+        raise NotImplementedError
+
+    def extract(self, index: int, ref: Any, dist: Any) -> Iterable[FrameScores]:
+        metrics = type(self).metrics_from_stats(
+            self._stats(ref.luma, dist.luma), enable_lcs=self.enable_lcs, enable_db=self.enable_db,
+            db_max=self.db_max,
+        )
+        return [(index, metrics)]

@@ -56,7 +56,7 @@ from ._adm_core import csf, decouple, den_sum, masked_sum
 from ._adm_csf import ONE_THIRD_F, BlendUnsupported, powf, powf_array
 from ._adm_plan import ScaleParams, factors_for, plan_for
 from ._adm_dwt import dwt_s123, dwt_scale0
-from .declaration import FeatureDeclaration, Option, OptionError, per_frame
+from .declaration import FeatureDeclaration, Option, OptionError, debug_option, gain_limit_option, per_frame
 
 __all__ = ["DECLARATION", "AdmStats", "IntegerAdm", "compute_stats", "metrics_from_stats", "check_options"]
 
@@ -66,15 +66,14 @@ DEFAULT_REF_DISPLAY_HEIGHT = 1080
 MIN_SIDE = 33
 
 OPTIONS = (
-    Option("debug", bool, False, help="debug mode: enable additional output"),
+    debug_option(),
     Option("adm_csf_scale", float, 1.0, alias="scf", min=0.0, max=50.0, feature_param=True,
            help="scale coefficient for the horizontal & vertical direction terms of CSF"),
     Option("adm_csf_diag_scale", float, 1.0, alias="scfd", min=0.0, max=50.0, feature_param=True,
            help="scale coefficient for the diagonal direction term of CSF"),
     Option("adm_dlm_weight", float, 0.5, alias="dlmw", min=0.0, max=1.0, feature_param=True,
            help="linear weighting between DLM and AIM; 1 corresponds to DLM-only"),
-    Option("adm_enhn_gain_limit", float, 100.0, alias="egl", min=1.0, max=100.0, feature_param=True,
-           help="enhancement gain imposed on adm, must be >= 1.0, where 1.0 means the gain is completely disabled"),
+    gain_limit_option("adm"),
     Option("adm_norm_view_dist", float, DEFAULT_NORM_VIEW_DIST, alias="nvd", min=0.75, max=24.0, feature_param=True,
            help="normalized viewing distance = viewing distance / ref display's physical height"),
     Option("adm_ref_display_height", int, DEFAULT_REF_DISPLAY_HEIGHT, alias="rdh", min=1, max=4320,

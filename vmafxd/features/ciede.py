@@ -28,7 +28,7 @@ import numpy as np
 from vmafx.formats import Subsampling
 
 from ._ciede_color import chroma_to_444_indices, ciede2000, ciede2000_scalar, lab_from_yuv, lab_scalar
-from .declaration import FeatureDeclaration, FrameScores
+from .declaration import FeatureDeclaration, FrameScores, PerFrameTwin, check_bitdepth, check_chroma
 
 __all__ = ["DECLARATION", "Ciede", "ChromaUpsampler", "compute_stats", "metrics_from_stats", "pixel_differences"]
 
@@ -97,27 +97,22 @@ def metrics_from_stats(total: float, width: int, height: int) -> dict[str, float
     return {"ciede2000": math.inf if mean == 0.0 else math.nan}
 
 
-class Ciede:
+class Ciede(PerFrameTwin):
     """CPU twin of libvmaf's ``ciede`` extractor."""
 
     def __init__(self, options: Mapping[str, Any], width: int, height: int, bitdepth: int):
-        if bitdepth not in SUPPORTED_BITDEPTHS:
-            raise ValueError(f"ciede supports bit depths {SUPPORTED_BITDEPTHS}, not {bitdepth}")
+        check_bitdepth("ciede", bitdepth, SUPPORTED_BITDEPTHS)
         self.width = width
         self.height = height
         self.bitdepth = bitdepth
         self._upsample: ChromaUpsampler | None = None
 
     def extract(self, index: int, ref: Any, dist: Any) -> Iterable[FrameScores]:
-        if len(ref.planes) < 3:
-            raise ValueError("ciede needs chroma: libvmaf refuses 4:0:0 pictures")
+        check_chroma("ciede", len(ref.planes))
         if self._upsample is None:
             self._upsample = ChromaUpsampler(ref.subsampling, ref.width, ref.height, ref.planes[1].shape)
         diffs = pixel_differences(ref, dist, self.bitdepth, self._upsample)
         return [(index, metrics_from_stats(compute_stats(diffs), ref.width, ref.height))]
-
-    def flush(self) -> Iterable[FrameScores]:
-        return []
 
 
 DECLARATION = FeatureDeclaration(

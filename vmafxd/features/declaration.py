@@ -34,6 +34,11 @@ __all__ = [
     "FeatureExtractor",
     "OptionError",
     "FrameScores",
+    "PerFrameTwin",
+    "check_bitdepth",
+    "check_chroma",
+    "debug_option",
+    "gain_limit_option",
     "format_g",
     "per_frame",
 ]
@@ -135,6 +140,38 @@ class FeatureExtractor(Protocol):
     # ``aggregate_metrics``, e.g. PSNR's ``apsnr_y``), read after ``flush``.
 
 
+class PerFrameTwin:
+    """Base of the CPU twins whose scores are final with their own frame: nothing to flush."""
+
+    def flush(self) -> Iterable[FrameScores]:
+        return []
+
+
+def debug_option(default: bool = False) -> Option:
+    """libvmaf's ``debug`` option, which adds a feature's ``debug_provides``."""
+    return Option("debug", bool, default, "debug mode: enable additional output")
+
+
+def gain_limit_option(feature: str) -> Option:
+    """libvmaf's ``<feature>_enhn_gain_limit`` (``adm``/``vif``: the same bounds and alias)."""
+    return Option(f"{feature}_enhn_gain_limit", float, 100.0,
+                  f"enhancement gain imposed on {feature}, must be >= 1.0, where 1.0 means the gain is "
+                  "completely disabled",
+                  alias="egl", min=1.0, max=100.0, feature_param=True)
+
+
+def check_bitdepth(feature: str, bitdepth: int, supported: tuple[int, ...], described: str | None = None) -> None:
+    """The ``ValueError`` both twins of ``feature`` raise for a bit depth it does not take."""
+    if bitdepth not in supported:
+        raise ValueError(f"{feature} supports bit depths {described or supported}, not {bitdepth}")
+
+
+def check_chroma(feature: str, planes: int) -> None:
+    """The ``ValueError`` of a feature that scores colour, for a 4:0:0 picture (as libvmaf refuses it)."""
+    if planes < 3:
+        raise ValueError(f"{feature} needs chroma: libvmaf refuses 4:0:0 pictures")
+
+
 @dataclass(frozen=True)
 class FeatureDeclaration:
     """Everything about one feature that both lanes share."""
@@ -216,6 +253,10 @@ class FeatureDeclaration:
             if opt.name == name or (opt.alias is not None and opt.alias == name):
                 return opt
         raise OptionError(f"{self.name}.{name}", f"{self.name} has no option {name!r}")
+
+    def with_defaults(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """``values`` (already resolved, or partial) over the declaration's defaults, unparsed."""
+        return {**{o.name: o.default for o in self.options}, **values}
 
     def resolve_options(self, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Defaults overlaid with ``given`` (names or aliases), each parsed and bounded."""

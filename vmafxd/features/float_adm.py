@@ -18,7 +18,7 @@ import numpy as np
 
 from . import _float_adm_core as core
 from ._float_common import to_float_plane
-from .declaration import FeatureDeclaration, FrameScores, Option
+from .declaration import FeatureDeclaration, FrameScores, Option, PerFrameTwin, debug_option, gain_limit_option
 
 __all__ = ["DECLARATION", "FloatAdm", "compute_stats", "scale_sums", "metrics_from_stats", "MIN_SIDE"]
 
@@ -123,13 +123,13 @@ def metrics_from_stats(acc: np.ndarray, width: int, height: int, options: Mappin
     return out
 
 
-class FloatAdm:
+class FloatAdm(PerFrameTwin):
     """CPU twin of libvmaf's ``float_adm`` (luma only)."""
 
     def __init__(self, options: Mapping[str, Any], width: int, height: int, bitdepth: int):
         if width < MIN_SIDE or height < MIN_SIDE:
             raise ValueError(f"float_adm needs frames of at least {MIN_SIDE}x{MIN_SIDE}, got {width}x{height}")
-        self.options = {**{o.name: o.default for o in DECLARATION.options}, **options}
+        self.options = DECLARATION.with_defaults(options)
         self.width, self.height, self.bitdepth = width, height, bitdepth
 
     def extract(self, index: int, ref: Any, dist: Any) -> Iterable[FrameScores]:
@@ -137,9 +137,6 @@ class FloatAdm:
         d = to_float_plane(dist.luma, self.bitdepth)
         stats = compute_stats(r, d, self.options)
         return [(index, metrics_from_stats(stats, self.width, self.height, self.options))]
-
-    def flush(self) -> Iterable[FrameScores]:
-        return []
 
 
 def _factor(name: str, help_: str) -> Option:
@@ -151,10 +148,8 @@ DECLARATION = FeatureDeclaration(
     provides=PROVIDES,
     debug_provides=DEBUG_PROVIDES,
     options=(
-        Option("debug", bool, False, "debug mode: enable additional output"),
-        Option("adm_enhn_gain_limit", float, 100.0,
-               "enhancement gain imposed on adm, must be >= 1.0, where 1.0 means the gain is completely disabled",
-               alias="egl", min=1.0, max=100.0, feature_param=True),
+        debug_option(),
+        gain_limit_option("adm"),
         Option("adm_norm_view_dist", float, 3.0,
                "normalized viewing distance = viewing distance / ref display's physical height",
                alias="nvd", min=0.75, max=24.0, feature_param=True),

@@ -29,8 +29,10 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from ._float_common import row_major_sum, separable_filter, to_float_plane
-from .declaration import FeatureDeclaration, FrameScores, Option, OptionError
-from .motion import motion_blend
+from .declaration import FeatureDeclaration, FrameScores, Option, OptionError, debug_option
+from .motion import (
+    BLEND_FACTOR_OPTION, BLEND_OFFSET_OPTION, FORCE_ZERO_OPTION, FPS_WEIGHT_OPTION, MAX_VAL_OPTION, motion_blend,
+)
 
 __all__ = ["DECLARATION", "FloatMotion", "FILTER_5", "FILTER_3", "blur", "sad_score", "score_from_sum", "filter_for"]
 
@@ -73,7 +75,7 @@ class FloatMotion:
     """CPU twin of libvmaf's ``float_motion`` (reference planes only)."""
 
     def __init__(self, options: Mapping[str, Any], width: int, height: int, bitdepth: int):
-        options = {**{o.name: o.default for o in DECLARATION.options}, **options}
+        options = DECLARATION.with_defaults(options)
         _check(options)
         self.width, self.height, self.bitdepth = width, height, bitdepth
         self.debug = bool(options["debug"])
@@ -178,22 +180,17 @@ DECLARATION = FeatureDeclaration(
     provides=("motion2", "motion3"),
     debug_provides=("motion",),
     options=(
-        Option("debug", bool, True, "debug mode: enable additional output"),
-        Option("motion_force_zero", bool, False, "forcing motion score to zero", alias="force_0", feature_param=True),
-        Option("motion_fps_weight", float, 1.0, "fps-aware multiplicative weight/correction",
-               alias="mfw", min=0.0, max=5.0, feature_param=True),
-        Option("motion_blend_factor", float, 1.0, "blend motion score given an offset",
-               alias="mbf", min=0.0, max=1.0, feature_param=True),
-        Option("motion_blend_offset", float, 40.0, "blend motion score starting from this offset",
-               alias="mbo", min=0.0, max=1000.0, feature_param=True),
+        debug_option(True),
+        FORCE_ZERO_OPTION,
+        FPS_WEIGHT_OPTION,
+        BLEND_FACTOR_OPTION,
+        BLEND_OFFSET_OPTION,
         Option("motion_add_scale1", bool, False, "add motion score from scale1 (not supported by vmafxd)",
                alias="mdc", feature_param=True),
         Option("motion_filter_size", int, 5, "filtering size (1: none, 3: 3-tap, otherwise 5-tap)",
                alias="mfs", min=0, max=9, feature_param=True),
         Option("motion_add_uv", bool, False, "include U and V terms", alias="mau", feature_param=True),
-        Option("motion_max_val", float, 10000.0,
-               "maximum value allowed; larger values will be clipped to this value",
-               alias="mmxv", min=0.0, max=10000.0, feature_param=True),
+        MAX_VAL_OPTION,
     ),
     temporal=True,
     # frame i's motion2 needs frame i + 1's score

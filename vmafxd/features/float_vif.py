@@ -23,7 +23,8 @@ import numpy as np
 
 from ._float_common import to_float_plane
 from ._float_vif_core import decimate, gaussian_filter, scale_sums, valid_kernelscale
-from .declaration import FeatureDeclaration, FrameScores, Option, OptionError
+from .declaration import (FeatureDeclaration, FrameScores, Option, OptionError, PerFrameTwin, debug_option,
+                          gain_limit_option)
 
 __all__ = ["DECLARATION", "FloatVif", "compute_stats", "metrics_from_stats", "prescale"]
 
@@ -98,11 +99,11 @@ def metrics_from_stats(stats: np.ndarray, options: Mapping[str, Any]) -> dict[st
     return out
 
 
-class FloatVif:
+class FloatVif(PerFrameTwin):
     """CPU twin of libvmaf's ``float_vif`` (luma only)."""
 
     def __init__(self, options: Mapping[str, Any], width: int, height: int, bitdepth: int):
-        self.options = {**{o.name: o.default for o in DECLARATION.options}, **options}
+        self.options = DECLARATION.with_defaults(options)
         _check(self.options)
         self.bitdepth = bitdepth
         self.factor = float(self.options["vif_prescale"])
@@ -112,9 +113,6 @@ class FloatVif:
         d = prescale(to_float_plane(dist.luma, self.bitdepth), self.factor)
         stats = compute_stats(r, d, self.options)
         return [(index, metrics_from_stats(stats, self.options))]
-
-    def flush(self) -> Iterable[FrameScores]:
-        return []
 
 
 def _check(values: Mapping[str, Any]) -> None:
@@ -132,20 +130,14 @@ DECLARATION = FeatureDeclaration(
     provides=PROVIDES,
     debug_provides=DEBUG_PROVIDES,
     options=(
-        Option("debug", bool, False, "debug mode: enable additional output"),
-        Option("vif_enhn_gain_limit", float, 100.0,
-               "enhancement gain imposed on vif, must be >= 1.0, where 1.0 means the gain is completely disabled",
-               alias="egl", min=1.0, max=100.0, feature_param=True),
+        debug_option(),
+        gain_limit_option("vif"),
         Option("vif_kernelscale", float, 1.0, "scaling factor for the gaussian kernel",
                alias="ks", min=0.1, max=4.0, feature_param=True),
         Option("vif_prescale", float, 1.0, "scaling factor for the frame", alias="ps", min=0.1, max=4.0,
                feature_param=True),
-        Option("vif_scale1_min_val", float, 0.0, "minimum value allowed; smaller values will be set to this value",
-               alias="s1miv", min=0.0, max=1.0, feature_param=True),
-        Option("vif_scale2_min_val", float, 0.0, "minimum value allowed; smaller values will be set to this value",
-               alias="s2miv", min=0.0, max=1.0, feature_param=True),
-        Option("vif_scale3_min_val", float, 0.0, "minimum value allowed; smaller values will be set to this value",
-               alias="s3miv", min=0.0, max=1.0, feature_param=True),
+        *(Option(f"vif_scale{s}_min_val", float, 0.0, "minimum value allowed; smaller values will be set to this value",
+                 alias=f"s{s}miv", min=0.0, max=1.0, feature_param=True) for s in (1, 2, 3)),
         Option("vif_prescale_method", str, "nearest", "scaling method for the frame (vmafxd: nearest only)",
                alias="pm", feature_param=True),
         Option("vif_sigma_nsq", float, 2.0, "neural noise variance", alias="snsq", min=0.0, max=5.0,

@@ -33,7 +33,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from .declaration import FeatureDeclaration, FrameScores, Option
+from .declaration import FeatureDeclaration, FrameScores, Option, debug_option
 
 __all__ = [
     "DECLARATION",
@@ -138,13 +138,7 @@ class SadWorkspace:
         # is symmetric: pair the taps before scaling.
         diff = self._diff[:n + 4]
         np.subtract(prev_padded[top:bottom + 4], cur_padded[top:bottom + 4], out=diff)
-        np.add(diff[0:n], diff[4:n + 4], out=t1)
-        t1 *= _OUTER
-        np.add(diff[1:n + 1], diff[3:n + 3], out=t2)
-        t2 *= _INNER
-        t1 += t2
-        np.multiply(diff[2:n + 2], _CENTRE, out=t2)
-        t1 += t2
+        _five_taps(diff, n, t1, t2)
         t1 += self.y_round
         # numpy's >> on signed integers is arithmetic (floor), like gcc's.
         t1 >>= self.bitdepth
@@ -166,13 +160,7 @@ class SadWorkspace:
         size = n * (w + 4)
         m = size - 4
         x1, x2 = self._x1[:m], self._x2[:m]
-        np.add(flat[0:m], flat[4:m + 4], out=x1)
-        x1 *= _OUTER
-        np.add(flat[1:m + 1], flat[3:m + 3], out=x2)
-        x2 *= _INNER
-        x1 += x2
-        np.multiply(flat[2:m + 2], _CENTRE, out=x2)
-        x1 += x2
+        _five_taps(flat, m, x1, x2)
         x1 += 1 << (_X_SHIFT - 1)
         x1 >>= _X_SHIFT
         np.abs(x1, out=x1)
@@ -181,6 +169,18 @@ class SadWorkspace:
         # total; a row overflows only past ~65,000 samples of width, so the
         # plain int64 sum is the same number.
         return int(self._x1[:size].sum())
+
+
+def _five_taps(src: np.ndarray, n: int, out: np.ndarray, tmp: np.ndarray) -> None:
+    """``out[i] = sum_k tap_k * src[i + k]`` for ``i < n`` in integers, the symmetric taps
+    paired before scaling; ``tmp`` is scratch of ``out``'s shape (both passes use it)."""
+    np.add(src[0:n], src[4:n + 4], out=out)
+    out *= _OUTER
+    np.add(src[1:n + 1], src[3:n + 3], out=tmp)
+    tmp *= _INNER
+    out += tmp
+    np.multiply(src[2:n + 2], _CENTRE, out=tmp)
+    out += tmp
 
 
 def compute_stats(prev_luma: np.ndarray, cur_luma: np.ndarray, bitdepth: int) -> int:
@@ -330,7 +330,7 @@ class IntegerMotion:
 
     def __init__(self, options: Mapping[str, Any], width: int, height: int, bitdepth: int):
         # Sessions pass resolved options; defaults fill in for partial mappings.
-        options = {**{o.name: o.default for o in DECLARATION.options}, **options}
+        options = DECLARATION.with_defaults(options)
         self.width = width
         self.height = height
         self.force_zero = bool(options["motion_force_zero"])
@@ -367,6 +367,20 @@ class IntegerMotion:
         return self.timeline.flush()
 
 
+# libvmaf's integer and float motion take these alike; float_motion lists them too
+FORCE_ZERO_OPTION = Option("motion_force_zero", bool, False, "forcing motion score to zero",
+                           alias="force_0", feature_param=True)
+BLEND_FACTOR_OPTION = Option("motion_blend_factor", float, 1.0, "blend motion score given an offset",
+                             alias="mbf", min=0.0, max=1.0, feature_param=True)
+BLEND_OFFSET_OPTION = Option("motion_blend_offset", float, 40.0, "blend motion score starting from this offset",
+                             alias="mbo", min=0.0, max=1000.0, feature_param=True)
+FPS_WEIGHT_OPTION = Option("motion_fps_weight", float, 1.0, "fps-aware multiplicative weight/correction",
+                           alias="mfw", min=0.0, max=5.0, feature_param=True)
+MAX_VAL_OPTION = Option("motion_max_val", float, 10000.0,
+                        "maximum value allowed; larger values will be clipped to this value",
+                        alias="mmxv", min=0.0, max=10000.0, feature_param=True)
+
+
 DECLARATION = FeatureDeclaration(
     name="motion",
     provides=(SAD_NAME, "integer_motion2", "integer_motion3"),
@@ -374,23 +388,17 @@ DECLARATION = FeatureDeclaration(
     # integer_motion.c writes motion2/motion3 of every frame in flush()
     written_late={"integer_motion2": "flush", "integer_motion3": "flush"},
     options=(
-        Option("motion_force_zero", bool, False, "forcing motion score to zero",
-               alias="force_0", feature_param=True),
-        Option("motion_blend_factor", float, 1.0, "blend motion score given an offset",
-               alias="mbf", min=0.0, max=1.0, feature_param=True),
-        Option("motion_blend_offset", float, 40.0, "blend motion score starting from this offset",
-               alias="mbo", min=0.0, max=1000.0, feature_param=True),
-        Option("motion_fps_weight", float, 1.0, "fps-aware multiplicative weight/correction",
-               alias="mfw", min=0.0, max=5.0, feature_param=True),
-        Option("motion_max_val", float, 10000.0,
-               "maximum value allowed; larger values will be clipped to this value",
-               alias="mmxv", min=0.0, max=10000.0, feature_param=True),
+        FORCE_ZERO_OPTION,
+        BLEND_FACTOR_OPTION,
+        BLEND_OFFSET_OPTION,
+        FPS_WEIGHT_OPTION,
+        MAX_VAL_OPTION,
         Option("motion_five_frame_window", bool, False, "use five-frame temporal window",
                alias="mffw", feature_param=True),
         Option("motion_moving_average", bool, False,
                "use moving average for motion scores after first frame",
                alias="mma", feature_param=True),
-        Option("debug", bool, False, "debug mode: enable additional output"),
+        debug_option(),
     ),
     temporal=True,
     # frame i is final once frame i + 1 is seen; with the five-frame window

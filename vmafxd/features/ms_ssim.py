@@ -17,36 +17,21 @@ in double, with alpha = (0, 0, 0, 0, 0.1333) and beta = gamma =
 refuses pictures that would fall below the window size within five halvings
 (at least 176 pixels each way).
 
-Layers
-------
-* :func:`compute_stats`: the per-pixel float32 pipeline (conversion,
-  decimation, windowed moments, SSIM terms) down to five :class:`ScaleSums`.
-  A GPU kernel produces the same sums.
-* :func:`metrics_from_stats`: the means, powers and product, and dB.
-* :class:`FloatMsSsim`: the CPU twin.
+Layers as :mod:`._ssim_core` describes them: :func:`compute_stats` gives
+five :class:`ScaleSums`; :func:`metrics_from_stats` takes the means, powers
+and product, and dB; :class:`FloatMsSsim` is the CPU twin.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ._ssim_core import (
-    EXACT_FILTER_OPTION,
-    SUPPORTED_BITDEPTHS,
-    WINDOW,
-    ScaleSums,
-    SsimWorkspace,
-    c_pow,
-    db_cap,
-    mirror_borders,
-    staggered_empty,
-    to_db,
-    to_float,
-)
-from .declaration import FeatureDeclaration, FrameScores, Option
+from ._ssim_core import (WINDOW, ScaleSums, SsimTwin, SsimWorkspace, c_pow, mirror_borders, ssim_options,
+                         staggered_empty, to_db, to_float)
+from .declaration import FeatureDeclaration
 
 __all__ = [
     "ALPHAS",
@@ -253,43 +238,27 @@ def metrics_from_stats(
     return out
 
 
-class FloatMsSsim:
+class FloatMsSsim(SsimTwin):
     """CPU twin of libvmaf's ``float_ms_ssim``."""
 
+    metrics_from_stats = staticmethod(metrics_from_stats)
+
     def __init__(self, options: Mapping[str, Any], width: int, height: int, bitdepth: int):
-        options = {**{o.name: o.default for o in DECLARATION.options}, **options}
-        if bitdepth not in SUPPORTED_BITDEPTHS:
-            raise ValueError(f"float_ms_ssim supports bit depths {SUPPORTED_BITDEPTHS}, not {bitdepth}")
+        options = DECLARATION.with_defaults(options)
+        self._setup("float_ms_ssim", options, width, height, bitdepth)
         check_size(width, height)
-        self.width, self.height, self.bitdepth = width, height, bitdepth
         self.workspace = MsSsimWorkspace(width, height, bool(options["exact_filter"]))
-        self.enable_lcs = bool(options["enable_lcs"])
-        self.enable_db = bool(options["enable_db"])
-        self.db_max = db_cap(bool(options["clip_db"]), width, height, bitdepth)
 
-    def extract(self, index: int, ref: Any, dist: Any) -> Iterable[FrameScores]:
-        stats = compute_stats(ref.luma, dist.luma, self.bitdepth, self.workspace)
-        metrics = metrics_from_stats(
-            stats, enable_lcs=self.enable_lcs, enable_db=self.enable_db, db_max=self.db_max
-        )
-        return [(index, metrics)]
-
-    def flush(self) -> Iterable[FrameScores]:
-        return []
+    def _stats(self, ref: np.ndarray, dist: np.ndarray) -> tuple[ScaleSums, ...]:
+        return compute_stats(ref, dist, self.bitdepth, self.workspace)
 
 
 DECLARATION = FeatureDeclaration(
     name="float_ms_ssim",
     provides=("float_ms_ssim",),
-    # libvmaf emits these with enable_lcs=true (it has no debug option)
     # libvmaf emits the mean l, c and s terms with enable_lcs (these features have no debug option)
     option_provides=(("enable_lcs", LCS_NAMES),),
-    options=(
-        Option("enable_lcs", bool, False, "enable luminance, contrast and structure intermediate output"),
-        Option("enable_db", bool, False, "write MS-SSIM values as dB"),
-        Option("clip_db", bool, False, "clip dB scores"),
-        EXACT_FILTER_OPTION,
-    ),
+    options=ssim_options("MS-SSIM"),
     temporal=False,
     kernel="ssim.cu",
     gpu="ssim",

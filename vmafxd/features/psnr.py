@@ -25,7 +25,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .declaration import FeatureDeclaration, FrameScores, Option
+from .declaration import FeatureDeclaration, FrameScores, Option, PerFrameTwin, check_bitdepth
 
 __all__ = [
     "DECLARATION",
@@ -191,14 +191,13 @@ def apsnr_from_totals(peak: int, sse_total: Sequence[int], pixels_total: Sequenc
 # ---------------------------------------------------------------------------
 
 
-class IntegerPsnr:
+class IntegerPsnr(PerFrameTwin):
     """CPU twin of libvmaf's integer ``psnr`` extractor."""
 
     def __init__(self, options: Mapping[str, Any], width: int, height: int, bitdepth: int):
         # Sessions pass resolved options; defaults fill in for partial mappings.
-        options = {**{o.name: o.default for o in DECLARATION.options}, **options}
-        if bitdepth not in SUPPORTED_BITDEPTHS:
-            raise ValueError(f"psnr supports bit depths {SUPPORTED_BITDEPTHS}, not {bitdepth}")
+        options = DECLARATION.with_defaults(options)
+        check_bitdepth("psnr", bitdepth, SUPPORTED_BITDEPTHS)
         self.options = dict(options)
         self.width = width
         self.height = height
@@ -230,9 +229,6 @@ class IntegerPsnr:
                 self._sse_total[p] += int(sse[p])
                 self._pixels_total[p] += (h * w) & _U32
         return [(index, metrics_from_stats(sse, self._shapes, self.params))]
-
-    def flush(self) -> Iterable[FrameScores]:
-        return []
 
     def aggregate(self) -> dict[str, float]:
         """Whole-run metrics (``apsnr_*``) when ``enable_apsnr`` is set, else empty."""

@@ -32,7 +32,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from ._psnr_hvs_dct import CSF_CB, CSF_CR, CSF_Y, MASK_CB, MASK_CR, MASK_Y, fdct8x8
-from .declaration import FeatureDeclaration, FrameScores
+from .declaration import FeatureDeclaration, FrameScores, PerFrameTwin, check_bitdepth, check_chroma
 
 __all__ = ["DECLARATION", "PsnrHvs", "plane_score", "score_from_sum", "metrics_from_stats", "block_grid"]
 
@@ -135,22 +135,17 @@ def metrics_from_stats(scores: Sequence[float]) -> dict[str, float]:
     return out
 
 
-class PsnrHvs:
+class PsnrHvs(PerFrameTwin):
     """CPU twin of libvmaf's ``psnr_hvs`` extractor."""
 
     def __init__(self, options: Mapping[str, Any], width: int, height: int, bitdepth: int):
-        if bitdepth not in SUPPORTED_BITDEPTHS:
-            raise ValueError(f"psnr_hvs supports bit depths 8 to 12, not {bitdepth}")
+        check_bitdepth("psnr_hvs", bitdepth, SUPPORTED_BITDEPTHS, "8 to 12")
         self.bitdepth = bitdepth
 
     def extract(self, index: int, ref: Any, dist: Any) -> Iterable[FrameScores]:
-        if len(ref.planes) < 3:
-            raise ValueError("psnr_hvs needs chroma: libvmaf refuses 4:0:0 pictures")
+        check_chroma("psnr_hvs", len(ref.planes))
         scores = [plane_score(ref.planes[p], dist.planes[p], self.bitdepth, p) for p in range(3)]
         return [(index, metrics_from_stats(scores))]
-
-    def flush(self) -> Iterable[FrameScores]:
-        return []
 
 
 DECLARATION = FeatureDeclaration(

@@ -10,36 +10,21 @@ Gaussian window is the score (see :mod:`._ssim_core`).  The mean is rounded
 to float32 before it is reported, and so are the mean l, c and s that
 ``enable_lcs`` adds.
 
-Layers
-------
-* :func:`compute_stats`: the per-pixel float32 pipeline (conversion, box
-  decimation, windowed moments, SSIM terms) down to one :class:`ScaleSums`.
-  A GPU kernel produces the same sums.
-* :func:`metrics_from_stats`: the means, float rounding and dB conversion.
-* :class:`FloatSsim`: the CPU twin.
+Layers as :mod:`._ssim_core` describes them: :func:`compute_stats` (box
+decimation first) gives one :class:`ScaleSums`; :func:`metrics_from_stats`
+rounds the means to float and converts to dB; :class:`FloatSsim` is the CPU twin.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
-from ._ssim_core import (
-    EXACT_FILTER_OPTION,
-    SUPPORTED_BITDEPTHS,
-    WINDOW,
-    ScaleSums,
-    SsimWorkspace,
-    db_cap,
-    mirror_borders,
-    staggered_empty,
-    to_db,
-    to_float,
-    to_float_divisor,
-)
-from .declaration import FeatureDeclaration, FrameScores, Option
+from ._ssim_core import (WINDOW, ScaleSums, SsimTwin, SsimWorkspace, db_cap, mirror_borders, ssim_options,
+                         staggered_empty, to_db, to_float, to_float_divisor)
+from .declaration import FeatureDeclaration, Option
 
 __all__ = [
     "BoxDecimator",
@@ -49,6 +34,7 @@ __all__ = [
     "ScaleSums",
     "box_decimate",
     "compute_stats",
+    "db_cap",
     "decimated_size",
     "metrics_from_stats",
     "resolve_scale",
@@ -192,14 +178,14 @@ def metrics_from_stats(
     return out
 
 
-class FloatSsim:
+class FloatSsim(SsimTwin):
     """CPU twin of libvmaf's ``float_ssim``."""
 
+    metrics_from_stats = staticmethod(metrics_from_stats)
+
     def __init__(self, options: Mapping[str, Any], width: int, height: int, bitdepth: int):
-        options = {**{o.name: o.default for o in DECLARATION.options}, **options}
-        if bitdepth not in SUPPORTED_BITDEPTHS:
-            raise ValueError(f"float_ssim supports bit depths {SUPPORTED_BITDEPTHS}, not {bitdepth}")
-        self.width, self.height, self.bitdepth = width, height, bitdepth
+        options = DECLARATION.with_defaults(options)
+        self._setup("float_ssim", options, width, height, bitdepth)
         self.factor = resolve_scale(int(options["scale"]), width, height)
         w, h = decimated_size(width, height, self.factor)
         if w < WINDOW or h < WINDOW:
@@ -208,34 +194,20 @@ class FloatSsim:
                 f"smaller than the {WINDOW}x{WINDOW} window"
             )
         self.workspace = FloatSsimWorkspace(width, height, self.factor, bool(options["exact_filter"]))
-        self.enable_lcs = bool(options["enable_lcs"])
-        self.enable_db = bool(options["enable_db"])
-        self.db_max = db_cap(bool(options["clip_db"]), width, height, bitdepth)
 
-    def extract(self, index: int, ref: Any, dist: Any) -> Iterable[FrameScores]:
-        stats = compute_stats(ref.luma, dist.luma, self.bitdepth, self.factor, self.workspace)
-        metrics = metrics_from_stats(
-            stats, enable_lcs=self.enable_lcs, enable_db=self.enable_db, db_max=self.db_max
-        )
-        return [(index, metrics)]
-
-    def flush(self) -> Iterable[FrameScores]:
-        return []
+    def _stats(self, ref: np.ndarray, dist: np.ndarray) -> ScaleSums:
+        return compute_stats(ref, dist, self.bitdepth, self.factor, self.workspace)
 
 
 DECLARATION = FeatureDeclaration(
     name="float_ssim",
     provides=("float_ssim",),
-    # libvmaf emits these with enable_lcs=true (it has no debug option)
     # libvmaf emits the mean l, c and s terms with enable_lcs (these features have no debug option)
     option_provides=(("enable_lcs", LCS_NAMES),),
-    options=(
-        Option("enable_lcs", bool, False, "enable luminance, contrast and structure intermediate output"),
-        Option("enable_db", bool, False, "write SSIM values as dB"),
-        Option("clip_db", bool, False, "clip dB scores"),
+    options=ssim_options(
+        "SSIM",
         Option("scale", int, 0, "decimation scale factor (0=auto, 1=no downscaling, 2-10=explicit)",
                min=0, max=10),
-        EXACT_FILTER_OPTION,
     ),
     temporal=False,
     kernel="ssim.cu",

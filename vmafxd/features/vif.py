@@ -50,7 +50,7 @@ from typing import Any, Mapping
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from .declaration import FeatureDeclaration, Option, per_frame
+from .declaration import FeatureDeclaration, Option, debug_option, gain_limit_option, per_frame
 
 __all__ = [
     "DECLARATION",
@@ -627,17 +627,8 @@ DECLARATION = FeatureDeclaration(
     debug_provides=("integer_vif", "integer_vif_num", "integer_vif_den")
     + tuple(f"integer_vif_{kind}_scale{s}" for s in range(_NUM_SCALES) for kind in ("num", "den")),
     options=(
-        Option("debug", bool, False, help="debug mode: enable additional output"),
-        Option(
-            "vif_enhn_gain_limit",
-            float,
-            100.0,
-            help="enhancement gain imposed on vif, must be >= 1.0, where 1.0 means the gain is completely disabled",
-            alias="egl",
-            min=1.0,
-            max=100.0,
-            feature_param=True,
-        ),
+        debug_option(),
+        gain_limit_option("vif"),
         Option(
             "vif_skip_scale0",
             bool,

@@ -15,33 +15,15 @@ from __future__ import annotations
 import os
 import sys
 
+from ..score_args import number_type
+
 __all__ = ["COMMAND", "add_batch_arguments", "cmd_batch"]
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 
-def _positive(text: str) -> int:
-    import argparse
-
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
-
-
-def _seconds(text: str) -> float:
-    import argparse
-
-    try:
-        s = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not s > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return s
+_positive = number_type(int, "a whole number", lambda n: n >= 1, "must be at least 1, got {value}")
+_seconds = number_type(float, "seconds", lambda s: s > 0, "must be positive, got {text}")
 
 
 class _BatchCommand:

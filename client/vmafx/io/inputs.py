@@ -28,7 +28,7 @@ import numpy as np
 
 from ..formats import PixelFormat, parse_pixel_format, storage_planes
 from .input import Input, InputError
-from .video import VideoInfo, VideoReader, Y4MError, _open_binary, _parse_y4m_header, _strip_compression
+from .video import VideoInfo, VideoReader, Y4MError, _open_binary, _parse_y4m_header, _read_exact, _strip_compression
 
 __all__ = ["Input", "InputError", "open_input", "RAW_EXTENSIONS"]
 
@@ -82,16 +82,6 @@ class _Prefixed:
 
     def close(self) -> None:
         self._f.close()
-
-
-def _read_prefix(f: BinaryIO, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        more = f.read(n - len(data))
-        if not more:
-            break
-        data += more
-    return data
 
 
 def _from_reader(r: VideoReader, name: str, total: int | None = None) -> Input:
@@ -195,7 +185,7 @@ def open_input(path: str, *, width=None, height=None, pixel_format=None, bitdept
     base = _strip_compression(path).lower()
     try:
         if stream:
-            head = _read_prefix(f, len(_Y4M_MAGIC))
+            head = _read_exact(f, len(_Y4M_MAGIC))
             f = _Prefixed(head, f)  # type: ignore[assignment]
         else:
             head = _peek(f, len(_Y4M_MAGIC)) if hasattr(f, "peek") else b""

@@ -21,18 +21,6 @@
 
 #define FA_COLS 256
 
-VX_KERNEL void vx_fadm_convert_u8(const u8* src, i64 fstride, int w, i64 pitch, float div, float* dst,
-                                  i64 dfstride, i64 dpitch)
-{
-    vx_float_convert<FA_COLS, u8>(src, fstride, w, pitch, div, dst, dfstride, dpitch);
-}
-
-VX_KERNEL void vx_fadm_convert_u16(const u16* src, i64 fstride, int w, i64 pitch, float div, float* dst,
-                                   i64 dfstride, i64 dpitch)
-{
-    vx_float_convert<FA_COLS, u16>(src, fstride, w, pitch, div, dst, dfstride, dpitch);
-}
-
 VX_DEVICE int fa_dwt_index(int i, int n)
 {
     if (i < 0) return -i;

@@ -17,18 +17,6 @@
 
 #define FV_COLS 256
 
-VX_KERNEL void vx_fvif_convert_u8(const u8* src, i64 fstride, int w, i64 pitch, float div, float* dst,
-                                  i64 dfstride, i64 dpitch)
-{
-    vx_float_convert<FV_COLS, u8>(src, fstride, w, pitch, div, dst, dfstride, dpitch);
-}
-
-VX_KERNEL void vx_fvif_convert_u16(const u16* src, i64 fstride, int w, i64 pitch, float div, float* dst,
-                                   i64 dfstride, i64 dpitch)
-{
-    vx_float_convert<FV_COLS, u16>(src, fstride, w, pitch, div, dst, dfstride, dpitch);
-}
-
 // Vertical pass of row y: planes mu1, mu2 (and with all5 xx, yy, xy).
 VX_KERNEL void vx_fvif_vert(const float* ref, const float* dis, i64 fstride, int w, int h, i64 pitch,
                             const float* taps, int fw, int all5, float* out, i64 ofstride, i64 opitch, i64 oplane)

@@ -28,6 +28,8 @@ from vmafx.formats import Subsampling
 from ...features import ciede as cpu
 from ...features._ciede_color import ciede2000_scalar, lab_scalar
 from ...core.picture import Picture
+from ...features.declaration import check_bitdepth, check_chroma
+from .engine import GpuFeature
 from .launch import I32, I64, U64
 
 __all__ = ["make", "GpuCiede"]
@@ -41,15 +43,12 @@ _LIST_WORDS = 8
 _UNIT = 32  # the sum's unit is 2^-32
 
 
-class GpuCiede:
+class GpuCiede(GpuFeature):
     def __init__(self, instance, scorer):
-        self.instance = instance
-        self.scorer = scorer
+        super().__init__(instance, scorer, cpu.DECLARATION)
         stg = scorer.staging
-        if len(stg.shapes) != 3:
-            raise ValueError("ciede needs chroma: libvmaf refuses 4:0:0 pictures")
-        if stg.bitdepth not in cpu.SUPPORTED_BITDEPTHS:
-            raise ValueError(f"ciede supports bit depths {cpu.SUPPORTED_BITDEPTHS}, not {stg.bitdepth}")
+        check_chroma("ciede", len(stg.shapes))
+        check_bitdepth("ciede", stg.bitdepth, cpu.SUPPORTED_BITDEPTHS)
         self.width, self.height = stg.shapes[0]
         cw, ch = stg.shapes[1]
         self.mode = _MODES[stg.subsampling]
@@ -177,10 +176,8 @@ class GpuCiede:
             c2 = lab_scalar(float(dy[i, j]), float(du[i, j]), float(dv[i, j]), bd)
             de[i, j] = ciede2000_scalar(c1, c2)
 
-    def flush(self):
-        return []
-
     def close(self) -> None:
+        super().close()
         dev, st = self.scorer.device, self.scorer.stream
         for diffs, kept, host, _ in self._pending.values():
             dev.free_async(diffs, st)

@@ -63,7 +63,7 @@ class GpuFeature:
     def __init__(self, instance, scorer, declaration):
         self.instance = instance
         self.scorer = scorer
-        self.values = {**{o.name: o.default for o in declaration.options}, **instance.values}
+        self.values = declaration.with_defaults(instance.values)
         self._owned: list[int] = []
 
     def own(self, ptr: int) -> int:

@@ -15,8 +15,7 @@ import numpy as np
 from ...features import _float_adm_core as core
 from ...features import float_adm as cpu
 from ...features._rcp import RCP_MANTISSA
-from .engine import GpuFeature, GpuUnsupported
-from .float_util import Planes, sample_divisor, upload
+from .float_util import FloatConvert, GpuFloatFeature, Planes, upload
 from .launch import F32, F64, I32, I64, U64
 
 __all__ = ["make"]
@@ -24,16 +23,13 @@ __all__ = ["make"]
 _COLS = 256  # FA_COLS
 
 
-class GpuFloatAdm(GpuFeature):
+class GpuFloatAdm(GpuFloatFeature):
     def __init__(self, instance, scorer):
-        super().__init__(instance, scorer, cpu.DECLARATION)
+        super().__init__(instance, scorer, cpu.DECLARATION,
+                         ("adm_p_norm", lambda p: float(p) == 3.0, "only 3 runs on the GPU (powf per pixel)"))
         stg = scorer.staging
-        if float(self.values["adm_p_norm"]) != 3.0:
-            raise GpuUnsupported("feature.float_adm.adm_p_norm", "only 3 runs on the GPU (powf per pixel)")
-        self.div = sample_divisor("float_adm", stg.bitdepth)
-        w, h = stg.shapes[0]
+        w, h = self.width, self.height
         cpu.FloatAdm(self.values, w, h, stg.bitdepth)  # the CPU twin's checks (frame size)
-        self.width, self.height = w, h
         self.sizes = core.band_sizes(w, h)
         self.regions = [core.region(bw, bh) for bw, bh in self.sizes]
         self.rfactors = [core.rfactors(s, self.values) for s in range(4)]
@@ -41,11 +37,9 @@ class GpuFloatAdm(GpuFeature):
         self.egl = float(self.values["adm_enhn_gain_limit"])
         self.bypass = int(self.values["adm_bypass_cm"])
         self.stats_bytes = 36 * 4
-        self.stats_offset = 0
         self._rcp = self.own(upload(scorer.device, scorer.stream, RCP_MANTISSA.astype(np.uint32)))
         ks = scorer.kernels
-        sfx = "_u8" if stg.elem == 1 else "_u16"
-        self._convert = ks.launcher("float_adm.cu", "vx_fadm_convert" + sfx, [U64, I64, I32, I64, F32, U64, I64, I64])
+        self._convert = FloatConvert(scorer, self.div)
         self._dwt = ks.launcher("float_adm.cu", "vx_fadm_dwt", [U64, U64, I64, I32, I32, I64, U64, I64, I64, I64, I32])
         self._decouple = ks.launcher("float_adm.cu", "vx_fadm_decouple",
                                      [U64, I64, I32, I64, I64, F64, F32, U64, U64, I64])
@@ -60,10 +54,7 @@ class GpuFloatAdm(GpuFeature):
         w, h = self.width, self.height
         pic = Planes(w, h, 2)
         pic_buf = dev.alloc_async(pic.nbytes(n), st)
-        for role in (0, 1):
-            self._convert(((w + _COLS - 1) // _COLS, h, n), (256,), st, stg.plane_ptr(staging, 0, role, 0),
-                          stg.frame_stride_elems, w, stg.pitches[0], self.div, pic.ptr(pic_buf, 0, role),
-                          pic.frame, pic.pitch)
+        self._convert(staging, n, pic, pic_buf)
         bands = [Planes(bw, bh, 8) for bw, bh in self.sizes]
         band_bufs = [dev.alloc_async(b.nbytes(n), st) for b in bands]
         bw0, bh0 = self.sizes[0]

@@ -13,8 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...features import float_motion as cpu
-from .engine import GpuFeature, GpuUnsupported
-from .float_util import Planes, sample_divisor, upload
+from .float_util import GpuFloatFeature, Planes, upload
 from .launch import F32, I32, I64, U64
 
 __all__ = ["make"]
@@ -22,22 +21,18 @@ __all__ = ["make"]
 _COLS = 256  # FM_COLS
 
 
-class GpuFloatMotion(GpuFeature):
+class GpuFloatMotion(GpuFloatFeature):
     def __init__(self, instance, scorer):
-        super().__init__(instance, scorer, cpu.DECLARATION)
+        super().__init__(instance, scorer, cpu.DECLARATION,
+                         ("motion_add_uv", lambda uv: not uv, "runs on the CPU lane only"))
         stg = scorer.staging
-        if self.values["motion_add_uv"]:
-            raise GpuUnsupported("feature.float_motion.motion_add_uv", "runs on the CPU lane only")
-        w, h = stg.shapes[0]
+        w, h = self.width, self.height
         # the CPU twin: its options, checks and temporal rules (its extract is not used here)
         self.twin = cpu.FloatMotion(self.values, w, h, stg.bitdepth)
         self.force_zero = self.twin.force_zero
-        self.div = sample_divisor("float_motion", stg.bitdepth)
-        self.w, self.h = w, h
         self.layout = Planes(w, h, 1)
         self.taps = cpu.filter_for(int(self.values["motion_filter_size"]))
         self.stats_bytes = 4
-        self.stats_offset = 0
         dev = scorer.device
         self._taps = self.own(upload(dev, scorer.stream, self.taps))
         self._history = self.own(dev.alloc(self.layout.nbytes(1)))
@@ -54,7 +49,7 @@ class GpuFloatMotion(GpuFeature):
         if self.force_zero:
             return
         stg, st, dev = self.scorer.staging, self.scorer.stream, self.scorer.device
-        w, h, lay = self.w, self.h, self.layout
+        w, h, lay = self.width, self.height, self.layout
         tmp = dev.alloc_async(lay.nbytes(n), st)
         blurred = dev.alloc_async(lay.nbytes(n), st)
         rows = dev.alloc_async(max(256, n * h * 4), st)
@@ -78,7 +73,7 @@ class GpuFloatMotion(GpuFeature):
         out = []
         for i in range(count):
             seq = first_seq + i
-            score = None if self.force_zero or seq == 0 else cpu.score_from_sum(sums[i], self.w, self.h)
+            score = None if self.force_zero or seq == 0 else cpu.score_from_sum(sums[i], self.width, self.height)
             out.extend(self.twin.push_score(seq, score))
         return out
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import numpy as np
 
-from .engine import GpuUnsupported
+from .engine import GpuFeature, GpuUnsupported
+from .launch import F32, I32, I64, U64
 
-__all__ = ["sample_divisor", "upload", "Planes"]
+__all__ = ["sample_divisor", "upload", "Planes", "FloatConvert", "GpuFloatFeature"]
+
+_CONVERT_COLS = 256  # VX_FLOAT_COLS in convert.cu
 
 #: picture_copy's divisor per bit depth; 0 means the sample is used as it is
 _DIVISORS = {8: 0.0, 10: 4.0, 12: 16.0, 16: 256.0}
@@ -49,3 +54,36 @@ class Planes:
 
     def ptr(self, base: int, frame: int = 0, plane: int = 0) -> int:
         return base + 4 * (frame * self.frame + plane * self.plane)
+
+
+class FloatConvert:
+    """convert.cu's ``vx_float_convert``: both roles' luma of a batch as float pictures
+    (``sample / div - 128``), into planes 0 (reference) and 1 (distorted) of a layout."""
+
+    def __init__(self, scorer, div: float):
+        self.scorer, self.div = scorer, div
+        name = "vx_float_convert_u8" if scorer.staging.elem == 1 else "vx_float_convert_u16"
+        self._launch = scorer.kernels.launcher("convert.cu", name, [U64, I64, I32, I64, F32, U64, I64, I64])
+
+    def __call__(self, staging: int, n: int, layout: Planes, base: int) -> None:
+        stg, st = self.scorer.staging, self.scorer.stream
+        w, h = stg.shapes[0]
+        for role in (0, 1):
+            self._launch(((w + _CONVERT_COLS - 1) // _CONVERT_COLS, h, n), (256,), st,
+                         stg.plane_ptr(staging, 0, role, 0), stg.frame_stride_elems, w, stg.pitches[0], self.div,
+                         layout.ptr(base, 0, role), layout.frame, layout.pitch)
+
+
+class GpuFloatFeature(GpuFeature):
+    """A float feature's GPU half: one option value the kernels do not run is refused first
+    (``gpu_runs``: option, test of its value, why not); then ``width``/``height`` of the luma and
+    ``div``, the kernels' divisor for its bit depth."""
+
+    def __init__(self, instance, scorer, declaration, gpu_runs: tuple[str, Callable[[Any], bool], str]):
+        super().__init__(instance, scorer, declaration)
+        option, runs, why = gpu_runs
+        if not runs(self.values[option]):
+            raise GpuUnsupported(f"feature.{declaration.name}.{option}", why)
+        self.width, self.height = scorer.staging.shapes[0]
+        self.div = sample_divisor(declaration.name, scorer.staging.bitdepth)
+        self.stats_offset = 0

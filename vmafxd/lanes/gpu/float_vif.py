@@ -13,8 +13,7 @@ import numpy as np
 from ...features import float_vif as cpu
 from ...features._adm_csf import powf
 from ...features._float_vif_core import gaussian_filter
-from .engine import GpuFeature, GpuUnsupported
-from .float_util import Planes, sample_divisor, upload
+from .float_util import FloatConvert, GpuFloatFeature, Planes, upload
 from .launch import F32, F64, I32, I64, U64
 
 __all__ = ["make"]
@@ -22,14 +21,11 @@ __all__ = ["make"]
 _COLS = 256  # FV_COLS
 
 
-class GpuFloatVif(GpuFeature):
+class GpuFloatVif(GpuFloatFeature):
     def __init__(self, instance, scorer):
-        super().__init__(instance, scorer, cpu.DECLARATION)
-        stg = scorer.staging
-        if float(self.values["vif_prescale"]) != 1.0:
-            raise GpuUnsupported("feature.float_vif.vif_prescale", "runs on the CPU lane only")
-        self.div = sample_divisor("float_vif", stg.bitdepth)
-        w, h = stg.shapes[0]
+        super().__init__(instance, scorer, cpu.DECLARATION,
+                         ("vif_prescale", lambda p: float(p) == 1.0, "runs on the CPU lane only"))
+        w, h = self.width, self.height
         self.sizes = [(w, h)]
         for _ in range(3):
             pw, ph = self.sizes[-1]
@@ -44,7 +40,6 @@ class GpuFloatVif(GpuFeature):
         self.nsq = float(self.values["vif_sigma_nsq"])
         self.max_inv = float(np.float32(float(powf(self.nsq, 2.0)) / (255.0 * 255.0)))
         self.stats_bytes = 8 * 4
-        self.stats_offset = 0
         dev = scorer.device
         flat = np.concatenate(self.taps).astype(np.float32)
         self._taps = self.own(upload(dev, scorer.stream, flat))
@@ -54,8 +49,7 @@ class GpuFloatVif(GpuFeature):
             self._tap_ptr.append(self._taps + 4 * off)
             off += len(t)
         ks = scorer.kernels
-        sfx = "_u8" if stg.elem == 1 else "_u16"
-        self._convert = ks.launcher("float_vif.cu", "vx_fvif_convert" + sfx, [U64, I64, I32, I64, F32, U64, I64, I64])
+        self._convert = FloatConvert(scorer, self.div)
         self._vert = ks.launcher("float_vif.cu", "vx_fvif_vert",
                                  [U64, U64, I64, I32, I32, I64, U64, I32, I32, U64, I64, I64, I64])
         self._stat = ks.launcher("float_vif.cu", "vx_fvif_stat",
@@ -75,10 +69,7 @@ class GpuFloatVif(GpuFeature):
         pics = [Planes(sw, sh, 2) for sw, sh in self.sizes]
         pic_bufs = [dev.alloc_async(p.nbytes(n), st) for p in pics]
         lay = pics[0]
-        for role in (0, 1):
-            self._convert(((w0 + _COLS - 1) // _COLS, h0, n), (256,), st, stg.plane_ptr(staging, 0, role, 0),
-                          stg.frame_stride_elems, w0, stg.pitches[0], self.div, lay.ptr(pic_bufs[0], 0, role),
-                          lay.frame, lay.pitch)
+        self._convert(staging, n, lay, pic_bufs[0])
         out = stats + self.stats_offset
         for s, (sw, sh) in enumerate(self.sizes):
             taps, fw = self._tap_ptr[s], len(self.taps[s])

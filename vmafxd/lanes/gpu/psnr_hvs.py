@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...features import psnr_hvs as cpu
+from ...features.declaration import check_bitdepth, check_chroma
+from .engine import GpuFeature
 from .launch import I32, I64, U64
 
 __all__ = ["make", "GpuPsnrHvs"]
@@ -20,15 +22,12 @@ _THREADS = 128  # keep in step with HVS_THREADS in psnr_hvs.cu
 _TYPES = [U64] * 6 + [I32] * 4 + [I64] * 3 + [U64, I32, I32]
 
 
-class GpuPsnrHvs:
+class GpuPsnrHvs(GpuFeature):
     def __init__(self, instance, scorer):
-        self.instance = instance
-        self.scorer = scorer
+        super().__init__(instance, scorer, cpu.DECLARATION)
         stg = scorer.staging
-        if len(stg.shapes) != 3:
-            raise ValueError("psnr_hvs needs chroma: libvmaf refuses 4:0:0 pictures")
-        if stg.bitdepth not in cpu.SUPPORTED_BITDEPTHS:
-            raise ValueError(f"psnr_hvs supports bit depths 8 to 12, not {stg.bitdepth}")
+        check_chroma("psnr_hvs", len(stg.shapes))
+        check_bitdepth("psnr_hvs", stg.bitdepth, cpu.SUPPORTED_BITDEPTHS, "8 to 12")
         self.bitdepth = stg.bitdepth
         # coefficients per plane: 64 per scored 8x8 block
         self.coefficients = [64 * ny * nx for ny, nx in (cpu.block_grid(h, w) for w, h in stg.shapes)]
@@ -51,12 +50,6 @@ class GpuPsnrHvs:
             scores = [cpu.score_from_sum(float(sums[i, p]), self.coefficients[p], self.bitdepth) for p in range(3)]
             out.append((first_seq + i, cpu.metrics_from_stats(scores)))
         return out
-
-    def flush(self):
-        return []
-
-    def close(self) -> None:
-        pass
 
 
 def make(instance, scorer) -> GpuPsnrHvs:

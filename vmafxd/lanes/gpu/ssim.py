@@ -37,6 +37,8 @@ import numpy as np
 from ...features import ms_ssim as ms_cpu
 from ...features import ssim as ssim_cpu
 from ...features._ssim_core import WINDOW, ScaleSums, db_cap, to_float_divisor
+from ...features.declaration import check_bitdepth
+from .engine import GpuFeature
 from .launch import I32, I64, U64
 
 __all__ = ["make", "GpuFloatSsim", "GpuFloatMsSsim"]
@@ -77,7 +79,7 @@ class _FloatPlanes:
         self.frame_bytes = 2 * self.role_bytes
 
 
-class GpuSsimBase:
+class GpuSsimBase(GpuFeature):
     """What both twins share: the job table, the statistics and reduction launches."""
 
     #: libvmaf's double accumulation in the Gaussian passes (see ssim.cu);
@@ -86,19 +88,15 @@ class GpuSsimBase:
     cpu = None  # the CPU twin module
 
     def __init__(self, instance, scorer):
-        self.instance = instance
-        self.scorer = scorer
+        super().__init__(instance, scorer, self.cpu.DECLARATION)
         stg = scorer.staging
-        self.values = {**{o.name: o.default for o in self.cpu.DECLARATION.options}, **instance.values}
-        if stg.bitdepth not in (8, 10, 12, 16):
-            raise ValueError(f"{instance.decl.name} supports bit depths 8, 10, 12, 16, not {stg.bitdepth}")
+        check_bitdepth(instance.decl.name, stg.bitdepth, (8, 10, 12, 16), "8, 10, 12, 16")
         self.width, self.height = stg.shapes[0]
         self.divisor = int(to_float_divisor(stg.bitdepth))
         self.enable_lcs = bool(self.values["enable_lcs"])
         self.enable_db = bool(self.values["enable_db"])
         self.db_max = db_cap(bool(self.values["clip_db"]), self.width, self.height, stg.bitdepth)
         self.stats_offset = 0
-        self._jobs_dev = 0
 
     # -- job table ---------------------------------------------------------------------
     def _build_jobs(self, pictures, with_lcs: bool) -> None:
@@ -117,7 +115,7 @@ class GpuSsimBase:
         self.total_blocks = first
         table = np.asarray(rows, dtype=np.int64)
         dev, st = self.scorer.device, self.scorer.stream
-        self._jobs_dev = dev.alloc(table.nbytes)
+        self._jobs_dev = self.own(dev.alloc(table.nbytes))
         host = dev.alloc_host(table.nbytes)
         host[:] = table.view(np.uint8).ravel()
         dev.copy_htod_async(self._jobs_dev, host, table.nbytes, st)
@@ -147,13 +145,30 @@ class GpuSsimBase:
         raw = stats[:count, self.stats_offset:self.stats_offset + self.stats_bytes]
         return np.ascontiguousarray(raw).view(np.float64).reshape(count, self.njobs, 4)
 
-    def flush(self):
-        return []
+    # -- what each twin adds: its float pictures in scratch, and its sums from a record ---------
+    def _picture_bytes(self, n: int) -> int:
+        raise NotImplementedError
 
-    def close(self) -> None:
-        if self._jobs_dev:
-            self.scorer.device.free(self._jobs_dev)
-            self._jobs_dev = 0
+    def _enqueue_pictures(self, staging: int, scratch: int, n: int) -> None:
+        raise NotImplementedError
+
+    def _sums(self, record: np.ndarray):
+        """The CPU twin's ``metrics_from_stats`` input from one frame's ``(njobs, 4)`` record."""
+        raise NotImplementedError
+
+    def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
+        st, dev = self.scorer.stream, self.scorer.device
+        pictures = self._picture_bytes(n)
+        scratch = dev.alloc_async(pictures + self._partials_bytes(n), st)
+        self._enqueue_pictures(staging, scratch, n)
+        self._enqueue_stats(staging, scratch, scratch + pictures, n, stats, record_bytes)
+        dev.free_async(scratch, st)
+
+    def metrics(self, stats: np.ndarray, first_seq: int, count: int):
+        rec = self._records(stats, count)
+        return [(first_seq + i, self.cpu.metrics_from_stats(
+                    self._sums(rec[i]), enable_lcs=self.enable_lcs, enable_db=self.enable_db, db_max=self.db_max))
+                for i in range(count)]
 
 
 class GpuFloatSsim(GpuSsimBase):
@@ -185,28 +200,21 @@ class GpuFloatSsim(GpuSsimBase):
                    stg.pitches[0], w, h)
         self._build_jobs([pic], with_lcs=True)
 
-    def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
-        stg, st, dev = self.scorer.staging, self.scorer.stream, self.scorer.device
-        pictures = n * self.planes.frame_bytes if self.planes else 0
-        scratch = dev.alloc_async(pictures + self._partials_bytes(n), st)
+    def _picture_bytes(self, n: int) -> int:
+        return n * self.planes.frame_bytes if self.planes else 0
+
+    def _enqueue_pictures(self, staging: int, scratch: int, n: int) -> None:
+        stg, st = self.scorer.staging, self.scorer.stream
         if self.planes:
             (dw, dh), pitch = self.planes.sizes[0], self.planes.pitches[0]
             self._box(((dw + _BOX_TW - 1) // _BOX_TW, 2 * ((dh + _BOX_TH - 1) // _BOX_TH), n), (256,), st,
                       stg.plane_ptr(staging, 0, 0, 0), stg.frame_stride_elems, stg.role_bytes // stg.elem,
                       stg.pitches[0], self.divisor, self.width, self.height, self.factor,
                       scratch, self.planes.frame_bytes // 4, self.planes.role_bytes // 4, pitch, dw, dh)
-        self._enqueue_stats(staging, scratch, scratch + pictures, n, stats, record_bytes)
-        dev.free_async(scratch, st)
 
-    def metrics(self, stats: np.ndarray, first_seq: int, count: int):
-        rec = self._records(stats, count)
-        out = []
-        for i in range(count):
-            l, c, s, lcs = (float(v) for v in rec[i, 0])
-            sums = ScaleSums(pixels=self.pixels[0], l=l, c=c, s=s, lcs=lcs)
-            out.append((first_seq + i, ssim_cpu.metrics_from_stats(
-                sums, enable_lcs=self.enable_lcs, enable_db=self.enable_db, db_max=self.db_max)))
-        return out
+    def _sums(self, record: np.ndarray) -> ScaleSums:
+        l, c, s, lcs = (float(v) for v in record[0])
+        return ScaleSums(pixels=self.pixels[0], l=l, c=c, s=s, lcs=lcs)
 
 
 class GpuFloatMsSsim(GpuSsimBase):
@@ -234,11 +242,12 @@ class GpuFloatMsSsim(GpuSsimBase):
         # MS-SSIM never uses l * c * s
         self._build_jobs(pics, with_lcs=False)
 
-    def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
-        stg, st, dev = self.scorer.staging, self.scorer.stream, self.scorer.device
+    def _picture_bytes(self, n: int) -> int:
+        return n * self.planes.frame_bytes
+
+    def _enqueue_pictures(self, staging: int, scratch: int, n: int) -> None:
+        stg, st = self.scorer.staging, self.scorer.stream
         pl = self.planes
-        pictures = n * pl.frame_bytes
-        scratch = dev.alloc_async(pictures + self._partials_bytes(n), st)
         src = stg.plane_ptr(staging, 0, 0, 0)
         src_fstride, src_role, src_pitch = stg.frame_stride_elems, stg.role_bytes // stg.elem, stg.pitches[0]
         dst_fstride, dst_role = pl.frame_bytes // 4, pl.role_bytes // 4
@@ -250,19 +259,11 @@ class GpuFloatMsSsim(GpuSsimBase):
                               src, src_fstride, src_role, src_pitch, self.divisor, w, h,
                               dst, dst_fstride, dst_role, pl.pitches[s - 1], ow, oh)
             src, src_fstride, src_role, src_pitch = dst, dst_fstride, dst_role, pl.pitches[s - 1]
-        self._enqueue_stats(staging, scratch, scratch + pictures, n, stats, record_bytes)
-        dev.free_async(scratch, st)
 
-    def metrics(self, stats: np.ndarray, first_seq: int, count: int):
-        rec = self._records(stats, count)
-        out = []
-        for i in range(count):
-            sums = tuple(ScaleSums(pixels=self.pixels[k], l=float(rec[i, k, 0]), c=float(rec[i, k, 1]),
-                                   s=float(rec[i, k, 2]))
-                         for k in range(self.njobs))
-            out.append((first_seq + i, ms_cpu.metrics_from_stats(
-                sums, enable_lcs=self.enable_lcs, enable_db=self.enable_db, db_max=self.db_max)))
-        return out
+    def _sums(self, record: np.ndarray) -> tuple[ScaleSums, ...]:
+        return tuple(ScaleSums(pixels=self.pixels[k], l=float(record[k, 0]), c=float(record[k, 1]),
+                               s=float(record[k, 2]))
+                     for k in range(self.njobs))
 
 
 def make(instance, scorer) -> GpuSsimBase:
