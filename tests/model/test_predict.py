@@ -79,3 +79,16 @@ def test_pooling_matches_libvmaf_definitions():
     got = pool([1.0, 3.0, 2.0])
     assert got["min"] == 1.0 and got["max"] == 3.0 and got["mean"] == 2.0
     assert got["harmonic_mean"] == pytest.approx(3 / (1 / 2 + 1 / 4 + 1 / 3) - 1)
+
+
+def test_pooling_infinite_scores_like_c_doubles():
+    """Identical frames score PSNR-HVS/CIEDE2000 +inf: libvmaf pools them to +inf (printed null)."""
+    import math
+
+    from vmafxd.model import pool
+
+    got = pool([math.inf, math.inf])
+    assert all(math.isinf(v) and v > 0 for v in got.values()), got
+    mixed = pool([30.0, math.inf])
+    assert mixed["min"] == 30.0 and math.isinf(mixed["max"]) and math.isinf(mixed["mean"])
+    assert mixed["harmonic_mean"] == 2.0 / (1.0 / 31.0) - 1.0  # the infinite frame adds 0 to the sum

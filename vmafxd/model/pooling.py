@@ -2,11 +2,14 @@
 
 Sums run frame by frame in index order (libvmaf's order), so the mean of
 integer features prints exactly as libvmaf's.  ``harmonic_mean`` is
-``n / sum(1 / (x + 1)) - 1``.
+``n / sum(1 / (x + 1)) - 1``.  The arithmetic is C's doubles, infinities included: identical
+frames give PSNR-HVS and CIEDE2000 an infinite score, so the sum of inverses is 0 and the
+harmonic mean (like the mean) is +inf, which the logs print as null -- as libvmaf's do.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Iterable
 
 __all__ = ["POOLING_METHODS", "pool"]
@@ -30,4 +33,13 @@ def pool(values: Iterable[float]) -> dict[str, float]:
             hi = v
     if n == 0:
         return {}
-    return {"min": lo, "max": hi, "mean": total / n, "harmonic_mean": n / inv - 1.0}
+    return {"min": lo, "max": hi, "mean": total / n, "harmonic_mean": _c_div(n, inv) - 1.0}
+
+
+def _c_div(a: float, b: float) -> float:
+    """``a / b`` as IEEE doubles divide (C), where Python raises on a zero divisor."""
+    if b != 0.0:
+        return a / b
+    if a == 0.0 or math.isnan(a) or math.isnan(b):
+        return math.nan
+    return math.copysign(math.inf, a) * math.copysign(1.0, b)
