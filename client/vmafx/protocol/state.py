@@ -163,7 +163,7 @@ def check_send(sender: Role, state: State, msg: m.Message, error: type[ProtocolE
 # the per-frame promise
 
 
-@dataclass
+@dataclass(slots=True)
 class FramePromise:
     """One submitted frame's promise: exactly one outcome, exactly one ``released`` per role.
 
@@ -210,6 +210,9 @@ def check_packet(data_len: int, nfds: int, truncated: bool, ctrunc: bool, limits
         raise RemoteProtocolError(ErrorCode.E_PROTO, "message", "empty packet")
 
 
+_FINISHED = frozenset({State.CLOSED, State.ERROR})
+
+
 class _Connection:
     role: Role
     state: State
@@ -220,7 +223,7 @@ class _Connection:
     @property
     def finished(self) -> bool:
         """Closed or broken: only an error and goodbye may still go out."""
-        return self.state in (State.CLOSED, State.ERROR)
+        return self.state in _FINISHED
 
     def close(self) -> None:
         self._to(Event.CLOSE)
@@ -273,9 +276,12 @@ class ServerConnection(_Connection):
         return msg
 
     def send(self, msg: m.Message) -> tuple[bytes, tuple[int, ...]]:
-        if self.finished and type(msg) not in SERVER_SENDS[self.state]:
-            raise LocalProtocolError(ErrorCode.E_STATE, "message", "the connection is closed")
-        check_send(Role.SERVER, self.state, msg, LocalProtocolError)
+        # One table lookup on the way out (every outcome and release passes here); the
+        # checks below only name the refusal: "closed", or the table's own error.
+        if type(msg) not in SERVER_SENDS[self.state]:
+            if self.state in _FINISHED:
+                raise LocalProtocolError(ErrorCode.E_STATE, "message", "the connection is closed")
+            check_send(Role.SERVER, self.state, msg, LocalProtocolError)
         data = m.encode(msg, max_bytes=self.limits.max_message_bytes)
         if isinstance(msg, m.Goodbye):
             self._to(Event.GOODBYE)
