@@ -391,7 +391,7 @@ class ClientHandler:
         """Queue a message for this client (dropped once the connection is closing)."""
         if self.closed:
             return
-        if self.conn.finished and type(msg) not in SERVER_SENDS[self.conn.state]:
+        if type(msg) not in SERVER_SENDS[self.conn.state] and self.conn.finished:
             return  # closed: only an error, goodbye, and the answers to submits that crossed it
         try:
             data, _ = self.conn.send(msg)

@@ -301,24 +301,27 @@ class ClientFrameLedger:
             raise LocalProtocolError(ErrorCode.E_STATE, "index", f"frame {index} of session {session} was already submitted")
         self.frames[key] = FramePromise(f"frame {index} of session {session}")
 
-    def _promise(self, session: int, index: int) -> FramePromise:
-        promise = self.frames.get((session, index))
+    def _promise(self, key: tuple[int, int]) -> FramePromise:
+        promise = self.frames.get(key)
         if promise is None:
             raise RemoteProtocolError(ErrorCode.E_PROTO, "index",
-                                      f"an outcome or release for frame {index} of session {session}, "
+                                      f"an outcome or release for frame {key[1]} of session {key[0]}, "
                                       f"which is not outstanding")
         return promise
 
+    # outcome and released run for every message of every frame: written out, no closures
     def outcome(self, session: int, index: int) -> None:
-        self._settle((session, index), self._promise(session, index).answer, RemoteProtocolError)
+        key = (session, index)
+        promise = self._promise(key)
+        promise.answer(RemoteProtocolError)
+        if not promise.unreleased:  # kept: answered and fully released
+            del self.frames[key]
 
     def released(self, session: int, index: int, role: str) -> None:
-        promise = self._promise(session, index)
-        self._settle((session, index), lambda breach: promise.release(role, breach), RemoteProtocolError)
-
-    def _settle(self, key, step, breach) -> None:
-        step(breach)
-        if self.frames[key].kept:
+        key = (session, index)
+        promise = self._promise(key)
+        promise.release(role, RemoteProtocolError)
+        if promise.answered and not promise.unreleased:  # kept
             del self.frames[key]
 
     def unanswered(self, session: int | None = None) -> list[tuple[int, int]]:
