@@ -70,6 +70,9 @@ class PendingReleases:
     def __init__(self) -> None:
         self._entries: dict[int, PendingRelease] = {}
         self._wake: Callable[[], None] = lambda: None
+        #: entries whose events do not announce their completion (kept as a count: the
+        #: reaper asks after every pass, and a scan of the table each time costs O(frames))
+        self._polled = 0
 
     def bind(self, wake: Callable[[], None]) -> None:
         """The reaper's wake-up (trio thread), called whenever an entry is added."""
@@ -78,7 +81,16 @@ class PendingReleases:
     def add(self, event: ReleaseEvent, on_complete: Callable[[], None], label: str = "") -> PendingRelease:
         entry = PendingRelease(event, on_complete, label)
         self._entries[id(entry)] = entry
-        self._wake()
+        if event.signals_completion:
+            self._wake()
+        else:
+            # A polled event: the reaper must start polling if it was not (it parks
+            # without a timeout while nothing is polled); if it already polls, it finds
+            # this one on its next pass (the lane's own wake_threadsafe, or the poll
+            # interval) -- a pass per added frame would scan the table once per frame.
+            self._polled += 1
+            if self._polled == 1:
+                self._wake()
         return entry
 
     def __len__(self) -> int:
@@ -86,7 +98,7 @@ class PendingReleases:
 
     def needs_polling(self) -> bool:
         """True when some pending event will not announce its completion."""
-        return any(not e.event.signals_completion for e in self._entries.values())
+        return self._polled > 0
 
     def take_completed(self) -> list[PendingRelease]:
         """Remove and return the entries whose events completed; each event is destroyed once."""
@@ -104,6 +116,8 @@ class PendingReleases:
                 continue
             if complete:
                 del self._entries[key]
+                if not ev.signals_completion:
+                    self._polled -= 1
                 try:
                     ev.destroy()
                 except Exception:
