@@ -176,10 +176,12 @@ class ClientHandler:
         # Called for every outcome: plain sums and a field-by-field compare (no Holdings is
         # built unless something changed; the dataclass's __eq__ is a Python call).
         frames = nbytes = 0
+        cost = self._frame_cost
         for sid, s in self.sessions.items():
             n = s.ledger.in_flight
-            frames += n
-            nbytes += n * self._frame_cost.get(sid, 0)
+            if n:
+                frames += n
+                nbytes += n * cost.get(sid, 0)
         held = self.held
         if (frames == held.frames and nbytes == held.bytes and len(self.sessions) == held.sessions
                 and len(self.buffers) == held.buffers):

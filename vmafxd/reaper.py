@@ -54,7 +54,7 @@ __all__ = ["PendingRelease", "PendingReleases", "ReleaseReaper"]
 log = logging.getLogger("vmafxd.reaper")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class PendingRelease:
     """One frame's release: its event and what to do once the event completes."""
 
