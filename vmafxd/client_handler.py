@@ -560,7 +560,11 @@ class ClientHandler:
         # Refused frames also wait for their turn in the order of outcomes;
         # a client that keeps submitting past its limit gets its refusals
         # unordered rather than growing this without bound.
-        return self.unanswered < 2 * self.limits.max_frames_in_flight + 16
+        # (a loop, not the unanswered property's sum over a generator: this runs per submit)
+        n = 0
+        for s in self.sessions.values():
+            n += s.ledger.unanswered
+        return n < 2 * self.limits.max_frames_in_flight + 16
 
     async def _open_session(self, msg: OpenSession) -> None:
         if len(self.sessions) >= self.limits.max_sessions_per_client:

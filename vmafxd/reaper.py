@@ -75,7 +75,7 @@ class PendingReleases:
         self._polled = 0
 
     def bind(self, wake: Callable[[], None]) -> None:
-        """The reaper's wake-up (trio thread), called whenever an entry is added."""
+        """The reaper's wake-up (trio thread), called when an entry is added that it must see (see add)."""
         self._wake = wake
 
     def add(self, event: ReleaseEvent, on_complete: Callable[[], None], label: str = "") -> PendingRelease:
@@ -136,9 +136,10 @@ class ReleaseReaper:
     """The task that completes pending releases and frees imports (R4, R5).
 
     It parks while the table is empty and nothing is to be freed, wakes when
-    an entry is added or a host event completes, and polls every
-    ``poll_interval`` seconds while an event that does not announce its
-    completion (a device event) is pending.  After every pass it sets an
+    a host event's entry is added or completes, or the first device event's
+    entry is added, and polls every ``poll_interval`` seconds while an event
+    that does not announce its completion (a device event) is pending (the
+    lane's worker also wakes it when a batch's copy completes).  After every pass it sets an
     event (:meth:`next_pass`): whoever waits for the reaper -- a client's
     shutdown drain, the server's final :meth:`drain` -- wakes on that, not on
     a timer of its own.
