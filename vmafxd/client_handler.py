@@ -176,10 +176,12 @@ class ClientHandler:
         # Called for every outcome: plain sums and a field-by-field compare (no Holdings is
         # built unless something changed; the dataclass's __eq__ is a Python call).
         frames = nbytes = 0
+        cost = self._frame_cost
         for sid, s in self.sessions.items():
             n = s.ledger.in_flight
-            frames += n
-            nbytes += n * self._frame_cost.get(sid, 0)
+            if n:
+                frames += n
+                nbytes += n * cost.get(sid, 0)
         held = self.held
         if (frames == held.frames and nbytes == held.bytes and len(self.sessions) == held.sessions
                 and len(self.buffers) == held.buffers):
@@ -391,7 +393,7 @@ class ClientHandler:
         """Queue a message for this client (dropped once the connection is closing)."""
         if self.closed:
             return
-        if self.conn.finished and type(msg) not in SERVER_SENDS[self.conn.state]:
+        if type(msg) not in SERVER_SENDS[self.conn.state] and self.conn.finished:
             return  # closed: only an error, goodbye, and the answers to submits that crossed it
         try:
             data, _ = self.conn.send(msg)
@@ -558,7 +560,11 @@ class ClientHandler:
         # Refused frames also wait for their turn in the order of outcomes;
         # a client that keeps submitting past its limit gets its refusals
         # unordered rather than growing this without bound.
-        return self.unanswered < 2 * self.limits.max_frames_in_flight + 16
+        # (a loop, not the unanswered property's sum over a generator: this runs per submit)
+        n = 0
+        for s in self.sessions.values():
+            n += s.ledger.unanswered
+        return n < 2 * self.limits.max_frames_in_flight + 16
 
     async def _open_session(self, msg: OpenSession) -> None:
         if len(self.sessions) >= self.limits.max_sessions_per_client:

@@ -52,7 +52,7 @@ from functools import partial
 from typing import Any, Callable, Mapping, Protocol
 
 from vmafx.protocol import (
-    ErrorCode, FrameError, LocalProtocolError, Message, ProtocolError, Released, RemoteProtocolError, Result,
+    ErrorCode, FrameError, LocalProtocolError, Message, Released, RemoteProtocolError, Result,
 )
 from vmafx.protocol.state import FramePromise, IdentityEnum
 
@@ -116,8 +116,12 @@ RELEASE_TRANSITIONS: dict[tuple[ReleaseState, FrameEvent], ReleaseState] = {
     (_R.PENDING, _E.COMPLETE): _R.RELEASED,
     (_R.HELD, _E.RELEASE_NOW): _R.RELEASED,
 }
+#: the events of the release track (the others move the outcome track)
+_RELEASE_EVENTS = frozenset(e for _, e in RELEASE_TRANSITIONS)
 #: states whose outcome is decided (nothing more may be decided for the frame)
 DECIDED = frozenset({_F.SCORED, _F.FAILED, _F.ANSWERED})
+#: states whose outcome may leave (its turn in the order came)
+_SENDABLE = frozenset({_F.SCORED, _F.FAILED})
 
 
 class LedgerError(LocalProtocolError):
@@ -162,14 +166,21 @@ class FrameRecord:
 
     def step(self, event: FrameEvent) -> None:
         """Move along the outcome track, or the release track, as the tables say."""
-        table, attr = ((RELEASE_TRANSITIONS, "release")
-                       if event in (_E.TRACK, _E.COMPLETE, _E.RELEASE_NOW) else (OUTCOME_TRANSITIONS, "state"))
-        now = getattr(self, attr)
-        nxt = table.get((now, event))
-        if nxt is None:
-            raise LedgerError(f"frame {self.index} of session {self.session}: no transition from "
-                              f"{now.value} on {event.value}")
-        setattr(self, attr, nxt)
+        # Called several times per frame: one dict lookup picks the track, no tuple of tables built.
+        if event in _RELEASE_EVENTS:
+            nxt = RELEASE_TRANSITIONS.get((self.release, event))
+            if nxt is None:
+                self._no_transition(self.release, event)
+            self.release = nxt
+        else:
+            nxt = OUTCOME_TRANSITIONS.get((self.state, event))
+            if nxt is None:
+                self._no_transition(self.state, event)
+            self.state = nxt
+
+    def _no_transition(self, now: FrameState | ReleaseState, event: FrameEvent) -> None:
+        raise LedgerError(f"frame {self.index} of session {self.session}: no transition from "
+                          f"{now.value} on {event.value}")
 
     def close_fences(self) -> None:
         for f in (self.ref_fence, self.dist_fence):
@@ -185,24 +196,26 @@ class FrameRecord:
     def send_outcome(self, emit: Callable[[Message], None]) -> Message:
         assert self.outcome is not None
         self.step(_E.SEND)
-        self._keep(lambda breach: self.promise.answer(breach))
+        try:
+            self.promise.answer(LocalProtocolError)
+        except LocalProtocolError as e:
+            raise LedgerError(e.message) from None
         emit(self.outcome)
         return self.outcome
 
     def send_released(self, emit: Callable[[Message], None]) -> None:
         """The ``released`` messages not sent yet (the R15 plant sends them early, and only once)."""
+        unreleased = self.promise.unreleased
+        if not unreleased:
+            return
         for role, bid in (("ref", self.ref_id), ("dist", self.dist_id)):
-            if role in self.promise.unreleased:
-                self._keep(lambda breach: self.promise.release(role, breach))
+            if role in unreleased:
+                try:
+                    self.promise.release(role, LocalProtocolError)
+                except LocalProtocolError as e:
+                    raise LedgerError(e.message) from None
                 if isinstance(bid, int):  # an undecodable submit may not name its buffers
                     emit(Released(buffer=bid, session=self.session, index=self.index, role=role))
-
-    @staticmethod
-    def _keep(step: Callable[[type[ProtocolError]], None]) -> None:
-        try:
-            step(LocalProtocolError)
-        except LocalProtocolError as e:
-            raise LedgerError(e.message) from None
 
 
 def _frame_error(frame: FrameRecord, code: ErrorCode | str, field: str, message: str) -> FrameError:
@@ -398,7 +411,7 @@ class FrameLedger:
         self.host.outcome_sent(msg)
 
     def _flush(self) -> None:
-        while self._order and self._order[0].state in (_F.SCORED, _F.FAILED):
+        while self._order and self._order[0].state in _SENDABLE:
             self._send(self._order.popleft())
         if not self._order and not self._pending and self._final is not None and not self.closed:
             self.closed = True

@@ -54,7 +54,7 @@ __all__ = ["PendingRelease", "PendingReleases", "ReleaseReaper"]
 log = logging.getLogger("vmafxd.reaper")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class PendingRelease:
     """One frame's release: its event and what to do once the event completes."""
 
@@ -70,15 +70,27 @@ class PendingReleases:
     def __init__(self) -> None:
         self._entries: dict[int, PendingRelease] = {}
         self._wake: Callable[[], None] = lambda: None
+        #: entries whose events do not announce their completion (kept as a count: the
+        #: reaper asks after every pass, and a scan of the table each time costs O(frames))
+        self._polled = 0
 
     def bind(self, wake: Callable[[], None]) -> None:
-        """The reaper's wake-up (trio thread), called whenever an entry is added."""
+        """The reaper's wake-up (trio thread), called when an entry is added that it must see (see add)."""
         self._wake = wake
 
     def add(self, event: ReleaseEvent, on_complete: Callable[[], None], label: str = "") -> PendingRelease:
         entry = PendingRelease(event, on_complete, label)
         self._entries[id(entry)] = entry
-        self._wake()
+        if event.signals_completion:
+            self._wake()
+        else:
+            # A polled event: the reaper must start polling if it was not (it parks
+            # without a timeout while nothing is polled); if it already polls, it finds
+            # this one on its next pass (the lane's own wake_threadsafe, or the poll
+            # interval) -- a pass per added frame would scan the table once per frame.
+            self._polled += 1
+            if self._polled == 1:
+                self._wake()
         return entry
 
     def __len__(self) -> int:
@@ -86,7 +98,7 @@ class PendingReleases:
 
     def needs_polling(self) -> bool:
         """True when some pending event will not announce its completion."""
-        return any(not e.event.signals_completion for e in self._entries.values())
+        return self._polled > 0
 
     def take_completed(self) -> list[PendingRelease]:
         """Remove and return the entries whose events completed; each event is destroyed once."""
@@ -104,6 +116,8 @@ class PendingReleases:
                 continue
             if complete:
                 del self._entries[key]
+                if not ev.signals_completion:
+                    self._polled -= 1
                 try:
                     ev.destroy()
                 except Exception:
@@ -122,9 +136,10 @@ class ReleaseReaper:
     """The task that completes pending releases and frees imports (R4, R5).
 
     It parks while the table is empty and nothing is to be freed, wakes when
-    an entry is added or a host event completes, and polls every
-    ``poll_interval`` seconds while an event that does not announce its
-    completion (a device event) is pending.  After every pass it sets an
+    a host event's entry is added or completes, or the first device event's
+    entry is added, and polls every ``poll_interval`` seconds while an event
+    that does not announce its completion (a device event) is pending (the
+    lane's worker also wakes it when a batch's copy completes).  After every pass it sets an
     event (:meth:`next_pass`): whoever waits for the reaper -- a client's
     shutdown drain, the server's final :meth:`drain` -- wakes on that, not on
     a timer of its own.

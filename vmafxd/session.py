@@ -267,15 +267,19 @@ class Session:
                 ErrorCode.E_STATE, "index",
                 f"{frame.index} does not follow {self.last_index}: indices must strictly increase",
             )
-        for role in ("ref", "dist"):
-            bid = getattr(frame, f"{role}_id")
-            rec = buffers.get(bid)
-            if rec is None:
-                raise RemoteProtocolError(ErrorCode.E_NOENT, role, f"no buffer {bid} is registered")
+        frame.ref = self._buffer(buffers, "ref", frame.ref_id)
+        frame.dist = self._buffer(buffers, "dist", frame.dist_id)
+
+    def _buffer(self, buffers, role: str, bid) -> BufferRecord:
+        rec = buffers.get(bid)
+        if rec is None:
+            raise RemoteProtocolError(ErrorCode.E_NOENT, role, f"no buffer {bid} is registered")
+        # the same geometry object, or an equal one: nothing to list (the common case, per frame)
+        if rec.geometry is not self.geometry and rec.geometry != self.geometry:
             diff = rec.geometry.differences(self.geometry)
             if diff:
                 raise _inval(role, f"buffer {bid} does not match the session: {', '.join(diff)}")
-            setattr(frame, role, rec)
+        return rec
 
     def accept(self, frame: FrameRecord) -> None:
         try:

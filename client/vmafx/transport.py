@@ -1,7 +1,8 @@
 """Packets and file descriptors over ``AF_UNIX``/``SOCK_SEQPACKET``, for trio and for blocking code.
 
 This is the one place where ``OSError`` from the socket becomes a transport
-error (:func:`_socket_errors`): :class:`ConnectionReset` for ``ECONNRESET``,
+error (:func:`_translated`, written out inline on each send and receive: a
+context manager per packet costs a generator each time): :class:`ConnectionReset` for ``ECONNRESET``,
 :class:`TransportClosed` for every other error of the socket (the peer or
 the kernel ended the connection, or it cannot carry packets any more).  Two
 are not errors of the connection and pass unchanged: ``BlockingIOError`` (a
@@ -23,13 +24,11 @@ get and report the packet as truncated so the protocol layer refuses it.
 from __future__ import annotations
 
 import array
-import contextlib
 import os
 import select
 import socket
 import weakref
 from dataclasses import dataclass
-from typing import Iterator
 
 __all__ = [
     "HeldFd", "OwnedFd", "Packet", "TransportClosed", "ConnectionReset", "recv_packet_blocking", "send_packet_blocking",
@@ -53,17 +52,13 @@ class ConnectionReset(TransportClosed):
     """
 
 
-@contextlib.contextmanager
-def _socket_errors() -> Iterator[None]:
-    """Translate the socket's ``OSError`` into transport errors (see the module docstring)."""
-    try:
-        yield
-    except (BlockingIOError, TimeoutError):
-        raise
-    except ConnectionResetError as e:
-        raise ConnectionReset(str(e)) from None
-    except OSError as e:
-        raise TransportClosed(str(e)) from None
+def _translated(e: OSError) -> BaseException:
+    """The transport error for the socket's ``OSError`` ``e`` (see the module docstring)."""
+    if isinstance(e, (BlockingIOError, TimeoutError)):
+        return e
+    if isinstance(e, ConnectionResetError):
+        return ConnectionReset(str(e))
+    return TransportClosed(str(e))
 
 
 def _close_quietly(fd: int) -> None:
@@ -169,8 +164,13 @@ def _ancillary(fds) -> list:
 
 
 def recv_packet_blocking(sock: socket.socket, max_bytes: int, max_fds: int) -> Packet:
-    with _socket_errors():
+    try:
         data, anc, flags, _ = sock.recvmsg(max_bytes, ancillary_size(max_fds), socket.MSG_CMSG_CLOEXEC)
+    except OSError as e:
+        err = _translated(e)
+        if err is e:
+            raise
+        raise err from None
     return _received(data, anc, flags, sock.fileno())
 
 
@@ -208,8 +208,13 @@ def _received(data: bytes, anc, flags: int, fd: int | None = None) -> Packet:
 
 
 def send_packet_blocking(sock: socket.socket, data: bytes, fds=()) -> None:
-    with _socket_errors():
+    try:
         sock.sendmsg([data], _ancillary(fds))
+    except OSError as e:
+        err = _translated(e)
+        if err is e:
+            raise
+        raise err from None
 
 
 class BlockingPacketChannel:
@@ -275,15 +280,25 @@ class TrioPacketChannel:
         return cls(s, **kw)
 
     async def send(self, data: bytes, fds=()) -> None:
-        with _socket_errors():
+        try:
             await self.sock.sendmsg([data], _ancillary(fds))
+        except OSError as e:
+            err = _translated(e)
+            if err is e:
+                raise
+            raise err from None
 
     async def receive(self) -> Packet:
-        with _socket_errors():
+        try:
             data, anc, flags, _ = await self.sock.recvmsg(
                 self.max_bytes, ancillary_size(self.max_fds), socket.MSG_CMSG_CLOEXEC
             )
             fd = self.sock.fileno()
+        except OSError as e:
+            err = _translated(e)
+            if err is e:
+                raise
+            raise err from None
         return _received(data, anc, flags, fd)
 
     def close(self) -> None:

@@ -163,7 +163,7 @@ def check_send(sender: Role, state: State, msg: m.Message, error: type[ProtocolE
 # the per-frame promise
 
 
-@dataclass
+@dataclass(slots=True)
 class FramePromise:
     """One submitted frame's promise: exactly one outcome, exactly one ``released`` per role.
 
@@ -210,6 +210,9 @@ def check_packet(data_len: int, nfds: int, truncated: bool, ctrunc: bool, limits
         raise RemoteProtocolError(ErrorCode.E_PROTO, "message", "empty packet")
 
 
+_FINISHED = frozenset({State.CLOSED, State.ERROR})
+
+
 class _Connection:
     role: Role
     state: State
@@ -220,7 +223,7 @@ class _Connection:
     @property
     def finished(self) -> bool:
         """Closed or broken: only an error and goodbye may still go out."""
-        return self.state in (State.CLOSED, State.ERROR)
+        return self.state in _FINISHED
 
     def close(self) -> None:
         self._to(Event.CLOSE)
@@ -273,9 +276,12 @@ class ServerConnection(_Connection):
         return msg
 
     def send(self, msg: m.Message) -> tuple[bytes, tuple[int, ...]]:
-        if self.finished and type(msg) not in SERVER_SENDS[self.state]:
-            raise LocalProtocolError(ErrorCode.E_STATE, "message", "the connection is closed")
-        check_send(Role.SERVER, self.state, msg, LocalProtocolError)
+        # One table lookup on the way out (every outcome and release passes here); the
+        # checks below only name the refusal: "closed", or the table's own error.
+        if type(msg) not in SERVER_SENDS[self.state]:
+            if self.state in _FINISHED:
+                raise LocalProtocolError(ErrorCode.E_STATE, "message", "the connection is closed")
+            check_send(Role.SERVER, self.state, msg, LocalProtocolError)
         data = m.encode(msg, max_bytes=self.limits.max_message_bytes)
         if isinstance(msg, m.Goodbye):
             self._to(Event.GOODBYE)
@@ -295,24 +301,27 @@ class ClientFrameLedger:
             raise LocalProtocolError(ErrorCode.E_STATE, "index", f"frame {index} of session {session} was already submitted")
         self.frames[key] = FramePromise(f"frame {index} of session {session}")
 
-    def _promise(self, session: int, index: int) -> FramePromise:
-        promise = self.frames.get((session, index))
+    def _promise(self, key: tuple[int, int]) -> FramePromise:
+        promise = self.frames.get(key)
         if promise is None:
             raise RemoteProtocolError(ErrorCode.E_PROTO, "index",
-                                      f"an outcome or release for frame {index} of session {session}, "
+                                      f"an outcome or release for frame {key[1]} of session {key[0]}, "
                                       f"which is not outstanding")
         return promise
 
+    # outcome and released run for every message of every frame: written out, no closures
     def outcome(self, session: int, index: int) -> None:
-        self._settle((session, index), self._promise(session, index).answer, RemoteProtocolError)
+        key = (session, index)
+        promise = self._promise(key)
+        promise.answer(RemoteProtocolError)
+        if not promise.unreleased:  # kept: answered and fully released
+            del self.frames[key]
 
     def released(self, session: int, index: int, role: str) -> None:
-        promise = self._promise(session, index)
-        self._settle((session, index), lambda breach: promise.release(role, breach), RemoteProtocolError)
-
-    def _settle(self, key, step, breach) -> None:
-        step(breach)
-        if self.frames[key].kept:
+        key = (session, index)
+        promise = self._promise(key)
+        promise.release(role, RemoteProtocolError)
+        if promise.answered and not promise.unreleased:  # kept
             del self.frames[key]
 
     def unanswered(self, session: int | None = None) -> list[tuple[int, int]]:

@@ -111,24 +111,23 @@ class BatchReleaseHandle:
 
     signals_completion = False  # device events are polled by the reaper
 
+    __slots__ = ("_shared", "_host_done", "recorded", "_destroyed")
+
     def __init__(self):
         self._shared: _SharedEvent | None = None
         self._host_done = False
-        self._recorded = False
+        #: a plain attribute, not a property: the reaper reads it for every pending frame on every pass
+        self.recorded = False
         self._destroyed = False
-
-    @property
-    def recorded(self) -> bool:
-        return self._recorded
 
     def bind(self, shared: _SharedEvent) -> None:
         shared.add_share()
         self._shared = shared
-        self._recorded = True
+        self.recorded = True
 
     def complete_on_host(self) -> None:
         self._host_done = True
-        self._recorded = True
+        self.recorded = True
 
     def query(self) -> bool:
         if self._host_done:
