@@ -50,7 +50,7 @@ class GpuFloatAdm(GpuFloatFeature):
         self._total = ks.launcher("float_adm.cu", "vx_fadm_total", [U64, I64, I32, U64, I32, I32])
 
     def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
-        stg, st, dev = self.scorer.staging, self.scorer.stream, self.scorer.device
+        st, dev = self.scorer.stream, self.scorer.device
         w, h = self.width, self.height
         pic = Planes(w, h, 2)
         pic_buf = dev.alloc_async(pic.nbytes(n), st)

@@ -60,7 +60,7 @@ class GpuFloatVif(GpuFloatFeature):
         self._total = ks.launcher("float_vif.cu", "vx_fvif_total", [U64, I64, I32, U64, I32, I32])
 
     def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
-        stg, st, dev = self.scorer.staging, self.scorer.stream, self.scorer.device
+        st, dev = self.scorer.stream, self.scorer.device
         w0, h0 = self.sizes[0]
         big5 = Planes(w0, h0, 5)
         vbuf = dev.alloc_async(big5.nbytes(n), st)
