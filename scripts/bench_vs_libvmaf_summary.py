@@ -177,6 +177,9 @@ def summarize_files(logdir: Path) -> list[str]:
                     figures.append(f)
                 if s is not None:
                     scores.append(s)
+            if scores:  # compared below even when incomplete (then said to be not comparable)
+                first[tool] = scores[0]
+                identical[tool] = all(s.per_frame == scores[0].per_frame for s in scores)
             if not figures:
                 out.append(f"RESULT {size} {tool}: no complete run of {len(reps)} ({TOOLS[tool]}; rc "
                            f"{', '.join(str(r.rc) for r in reps)})")
@@ -190,8 +193,6 @@ def summarize_files(logdir: Path) -> list[str]:
             if cpu and tool != "pyread":
                 line += f"; CPU {_fmt(statistics.median(cpu), 2)} s per 1,000 frames"
             if scores:
-                first[tool] = scores[0]
-                identical[tool] = all(s.per_frame == scores[0].per_frame for s in scores)
                 line += f"; pooled VMAF {scores[0].pooled_mean:.6f}"
                 own = [s.own_fps for s in scores if s.own_fps is not None]
                 if own and tool in ("cpu", "cuda"):
