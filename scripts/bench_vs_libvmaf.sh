@@ -197,8 +197,9 @@ bench)
         say "bench_engine: SKIPPED (--engine-only times the CUDA engine; lane $VXLANE)"
     fi
     step bench_latency 90 "${BG[@]}" --sizes "$LATENCY_SIZE" --inflight 4 --frames $((BENCH_FRAMES / 3)) --repeats 3
-    step bench_producers 150 "${BG[@]}" --sizes "$PRODUCER_SIZE" --producers "$PRODUCERS" --inflight 16 \
-        --frames $((BENCH_FRAMES / 4)) --repeats 1
+    # N producers of 16 frames in flight each (16 x 16 = 256: the default per-uid frame limit, raised anyway)
+    step bench_producers 180 "${BG[@]}" --sizes "$PRODUCER_SIZE" --producers "$PRODUCERS" --inflight 16 \
+        --frames "$BENCH_FRAMES" --repeats 2
     "$PYTHON" scripts/bench_vs_libvmaf_summary.py bench "$L" > "$OUT/results.txt" 2>&1
     say "gpu after: $(gpu)"
     ;;
