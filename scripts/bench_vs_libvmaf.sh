@@ -25,8 +25,9 @@
 #   CLIPS        scratch folder for the clips (default /tmp/vxclips; each size's pair is removed after it)
 #   BUDGET_S     seconds after which no new step starts (default 540)
 #   build: LIBVMAF_SRC (`git archive f85a8536 libvmaf model` of Netflix/vmaf, unpacked), NVCODEC
-#          (nv-codec-headers, unpacked; without it only the CPU tool is built), LIBVMAF_BUILD (scratch,
-#          default /tmp/vxlibvmaf-build), CUDA_HOME (default /usr/local/cuda)
+#          (nv-codec-headers, unpacked; without it only the CPU tool is built), ONLY (cpu or cuda: one of
+#          the two; without nasm the CPU tool lacks SIMD, so build it where nasm is), LIBVMAF_BUILD
+#          (scratch, default /tmp/vxlibvmaf-build), CUDA_HOME (default /usr/local/cuda)
 #   bench: BENCH_SIZES (default 576x324,1920x1080,3840x2160), BENCH_FRAMES (default 960), PRODUCERS (default
 #          16), PRODUCER_SIZE (default 1920x1080), LATENCY_SIZE (default 1920x1080)
 set -u
@@ -88,7 +89,13 @@ build)
     else
         say "NVCODEC is not set: building the CPU tool only"
     fi
-    command -v nasm > /dev/null || say "WARNING: no nasm here: libvmaf's CPU tool is built without its SIMD (slower than a user's build); build where nasm is"
+    case "${ONLY:-}" in
+        "") ;;
+        cuda) [ -n "${NVCODEC:-}" ] || { say "ONLY=cuda needs NVCODEC"; exit 2; }; args+=(--no-cpu) ;;
+        cpu) args=() ;;
+        *) say "ONLY must be cpu or cuda, not '$ONLY'"; exit 2 ;;
+    esac
+    [ "${ONLY:-}" = cuda ] || command -v nasm > /dev/null || say "WARNING: no nasm here: libvmaf's CPU tool is built without its SIMD (slower than a user's build); build where nasm is"
     command -v xxd > /dev/null || say "WARNING: no xxd here: libvmaf is built without its built-in models and --model version=... will fail"
     # the build is the project's own script; this phase only puts its tools where the others look
     step build_libvmaf 590 bash scripts/build_libvmaf.sh "${args[@]}" "$LIBVMAF_SRC" "$LIBVMAF_BUILD" || exit 1
