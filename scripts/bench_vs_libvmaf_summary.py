@@ -26,7 +26,8 @@ for none); ``daemon_cpu_s`` is the CPU time of the already-running daemon during
 ``RESULT bench ...`` line, and each size's daemon figure (most frames in flight) over the
 engine-alone figure a ``RATIO bench <size> daemon/engine`` line.
 
-Missing or failed runs are said as such (``no complete run``), never skipped silently.
+Missing or failed runs are said as such (``no complete run``), never skipped silently; a libvmaf
+CUDA run whose log says it fell back to the CPU (no driver or device) counts as failed.
 """
 
 from __future__ import annotations
@@ -148,6 +149,20 @@ def run_fps(run: Run, logdir: Path) -> float | None:
     return run.frames / run.wall_s
 
 
+#: what libvmaf's tool prints when its CUDA state cannot start and it scores on the CPU instead
+CUDA_FALLBACK = "using CPU"
+
+
+def fell_back(run: Run, logdir: Path) -> bool:
+    """A libvmaf CUDA run that scored on the CPU (no driver, no device): not a CUDA figure."""
+    if run.tool != "cuda" or not run.log:
+        return False
+    try:
+        return CUDA_FALLBACK in (logdir / run.log).read_text(errors="replace")
+    except OSError:
+        return False
+
+
 def _fmt(x: float | None, digits: int = 1) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:,.{digits}f}"
 
@@ -163,26 +178,33 @@ def summarize_files(logdir: Path) -> list[str]:
         first: dict[str, Scores] = {}
         identical: dict[str, bool] = {}
         ran = {r.tool for r in mine}
+        cpu_instead: set[str] = set()
         for tool in TOOLS:
             reps = sorted((r for r in mine if r.tool == tool), key=lambda r: r.rep)
             if not reps:
                 continue
-            figures, complete, scores = [], 0, []
+            figures, complete, scores, fallbacks = [], 0, [], 0
             for r in reps:
                 f = run_fps(r, logdir)
                 s = load_scores(logdir / r.json) if r.json else None
                 ok = f is not None and (tool not in SCORERS or (s is not None and len(s.per_frame) == r.frames))
+                if fell_back(r, logdir):
+                    fallbacks += 1
+                    ok = False
                 if ok:
                     complete += 1
                     figures.append(f)
                 if s is not None:
                     scores.append(s)
+            if fallbacks:
+                cpu_instead.add(tool)
             if scores:  # compared below even when incomplete (then said to be not comparable)
                 first[tool] = scores[0]
                 identical[tool] = all(s.per_frame == scores[0].per_frame for s in scores)
             if not figures:
                 out.append(f"RESULT {size} {tool}: no complete run of {len(reps)} ({TOOLS[tool]}; rc "
-                           f"{', '.join(str(r.rc) for r in reps)})")
+                           f"{', '.join(str(r.rc) for r in reps)}"
+                           f"{f'; fell back to the CPU in {fallbacks}' if fallbacks else ''})")
                 continue
             med = statistics.median(figures)
             fps[tool] = med
@@ -197,6 +219,8 @@ def summarize_files(logdir: Path) -> list[str]:
                 own = [s.own_fps for s in scores if s.own_fps is not None]
                 if own and tool in ("cpu", "cuda"):
                     line += f"; libvmaf's own fps median {_fmt(statistics.median(own))}"
+            if fallbacks:
+                line += f"; FELL BACK TO THE CPU in {fallbacks} run(s), left out"
             out.append(f"{line} -- {TOOLS[tool]}")
         for a, b in RATIOS:
             if a in fps and b in fps:
@@ -214,7 +238,8 @@ def summarize_files(logdir: Path) -> list[str]:
             diffs = [abs(x - y) for x, y in zip(sa.per_frame, sb.per_frame)]
             out.append(f"ACCURACY {size} {a} vs {b}: max |per-frame VMAF diff| {max(diffs):.6f} over "
                        f"{len(diffs)} frames ({sum(d > 0 for d in diffs)} differ); |pooled mean diff| "
-                       f"{abs(sa.pooled_mean - sb.pooled_mean):.6f}")
+                       f"{abs(sa.pooled_mean - sb.pooled_mean):.6f}"
+                       + "".join(f" ({t} fell back to the CPU)" for t in (a, b) if t in cpu_instead))
         if identical:
             out.append(f"ACCURACY {size} repetitions identical: "
                        + ", ".join(f"{t} {'yes' if identical[t] else 'NO'}" for t in SCORERS if t in identical))

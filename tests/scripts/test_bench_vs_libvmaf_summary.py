@@ -114,6 +114,20 @@ def test_accuracy_between_every_two_scorers(logs: Path):
     assert "not comparable (2 vs 1 frames)" in _line(lines, "ACCURACY 32x32 cpu vs vx:")
 
 
+def test_libvmaf_cuda_falling_back_to_the_cpu_is_no_cuda_figure(logs: Path):
+    (logs / "cuda_64x64_r3.log").write_text("Cannot load libcuda.so.1\n"
+                                            "problem during vmaf_cuda_state_init, using CPU\n")
+    lines = summary.summarize_files(logs)
+    cuda = _line(lines, "RESULT 64x64 cuda:")
+    # 4 frames in 1 and 2 s -> 4 and 2 frames/s, median 3; the third run is out
+    assert "3.0 frames/s median of 2" in cuda and "2/3 complete" in cuda and "FELL BACK TO THE CPU in 1" in cuda
+    for rep in (1, 2):
+        (logs / f"cuda_64x64_r{rep}.log").write_text("problem during vmaf_cuda_state_init, using CPU\n")
+    cuda = _line(summary.summarize_files(logs), "RESULT 64x64 cuda:")
+    assert "no complete run of 3" in cuda and "fell back to the CPU in 3" in cuda
+    assert _line(summary.summarize_files(logs), "ACCURACY 64x64 cpu vs cuda:").endswith("(cuda fell back to the CPU)")
+
+
 def test_a_repetition_that_scored_differently_is_said(logs: Path):
     _log(logs / "cpu_64x64_r2.json", [80.0, 81.0, 82.0, 83.5])
     lines = summary.summarize_files(logs)
