@@ -23,7 +23,7 @@
 #   THREADS      libvmaf CPU's --threads (default: every core, nproc)
 #   SIZES        clips of the files phase, "WxH:FRAMES ..." (default 576x324:6000 1920x1080:1500 3840x2160:400)
 #   CLIPS        scratch folder for the clips (default /tmp/vxclips; each size's pair is removed after it)
-#   BUDGET_S     seconds after which no new step starts (default 540)
+#   BUDGET_S     seconds after which no new step starts (default 520; no step runs past BUDGET_S + 20)
 #   build: LIBVMAF_SRC (`git archive f85a8536 libvmaf model` of Netflix/vmaf, unpacked), NVCODEC
 #          (nv-codec-headers, unpacked; without it only the CPU tool is built), ONLY (cpu or cuda: one of
 #          the two; without nasm the CPU tool lacks SIMD, so build it where nasm is), LIBVMAF_BUILD
@@ -44,15 +44,18 @@ PYTHON="${PYTHON:-python3}"
 VXLANE="${VXLANE:-cuda}"
 REPS="${REPS:-3}"
 THREADS="${THREADS:-$(nproc)}"
-BUDGET_S="${BUDGET_S:-540}"
+BUDGET_S="${BUDGET_S:-520}"
 SITE=/tmp/site
 START=$SECONDS
 
 say() { echo "$*" | tee -a "$S"; }
 over_budget() { [ $((SECONDS - START)) -ge "$BUDGET_S" ]; }
+# bound SECONDS: the step's own bound, cut so that no step runs past BUDGET_S + 20 s (the call's limit
+# must leave time for the summary and the tarball)
+bound() { local left=$((BUDGET_S + 20 - (SECONDS - START))); [ "$1" -lt "$left" ] && echo "$1" || echo "$left"; }
 # step NAME SECONDS CMD... : a bounded, untimed step; its output into $L/NAME.log
 step() {
-    local name=$1 secs=$2; shift 2
+    local name=$1 secs; secs=$(bound "$2"); shift 2
     if over_budget; then say "$name: SKIPPED (the phase's budget of ${BUDGET_S}s is spent)"; return 125; fi
     local t0=$SECONDS rc
     timeout "$secs" "$@" > "$L/$name.log" 2>&1
@@ -122,7 +125,7 @@ files)
     ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }  # utime + stime of a process
     # timed SIZE FRAMES TOOL REP SECONDS CMD... : wall/user/sys of CMD (and what it waited for) into runs.tsv
     timed() {
-        local size=$1 frames=$2 tool=$3 rep=$4 secs=$5; shift 5
+        local size=$1 frames=$2 tool=$3 rep=$4 secs; secs=$(bound "$5"); shift 5
         local name="${tool}_${size}_r$rep" json="-" rc wall=- user=- sys=- dcpu=- d0=0
         case "$tool" in cpu|cuda|vx|vxs) json="$name.json" ;; esac
         if over_budget; then
@@ -215,5 +218,5 @@ if [ -f "$OUT/results.txt" ]; then
     say "--- results ($phase)"
     tee -a "$S" < "$OUT/results.txt"
 fi
-(cd "$OUT" && tar -cJf "logs_$phase.tar.xz" logs && rm -rf logs)
+(cd "$OUT" && XZ_OPT=-T0 tar -cJf "logs_$phase.tar.xz" logs && rm -rf logs)
 say "=== done in $((SECONDS - START))s; $OUT: $(cd "$OUT" && ls | tr '\n' ' ')"
