@@ -39,6 +39,7 @@ OUT="${OUT:-/tmp/vxbench-out}"
 L="$OUT/logs"
 S="$OUT/summary.txt"
 mkdir -p "$L"
+: > "$S"   # each run owns its OUT: a summary of this run only
 LIBVMAF_BIN=$(mkdir -p "${LIBVMAF_BIN:-$ROOT/.libvmaf}" && cd "${LIBVMAF_BIN:-$ROOT/.libvmaf}" && pwd)
 PYTHON="${PYTHON:-python3}"
 VXLANE="${VXLANE:-cuda}"
