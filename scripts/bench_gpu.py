@@ -3,15 +3,30 @@
 
     python3 scripts/bench_gpu.py [--sizes 576x324,1920x1080,3840x2160] [--frames N] [--repeats R]
                                  [--lane cuda] [--batch B] [--inflight K] [--engine-only]
-                                 [--models SPEC,...] [--features SPEC,...] [--memfd]
+                                 [--models SPEC,...] [--features SPEC,...] [--memfd] [--producers N]
 
 A daemon process runs the GPU lane; this process is the producer: it keeps a
 ring of VMM frame buffers in device memory (content: the bundled sample,
 scaled to the size, with noise as the distortion), registers them once as
 VMM fds and submits frames reusing each buffer only after its ``released``,
 with up to K frames in flight.  Frames/s is wall-clock from the first submit
-to the last result; latency is submit -> result per frame.  Medians over R
-runs (the min and max too: the machine is shared).
+to the last result; latency is submit -> result per frame (p50/p90/p95/p99 at
+the K in flight asked for).  Medians over R runs (the min and max too: the
+machine is shared).  The daemon's CPU time (user + sys of all its threads, from
+/proc/PID/stat) over the timed part is printed per 1,000 frames: what a frame
+costs the host, whatever the machine's load.
+
+``--producers N`` runs N producer processes at once (each its own connection
+and session, the same geometry, --frames and --inflight each), started together
+once all are set up, after one producer alone (the same way, for comparison):
+the aggregate frames/s (all frames over first submit to last close) against the
+lone producer's, each producer's own rate, and each one's share of the results
+that arrived while all of them were running, over the fair share 1/N (min and
+max: 1.00 is fair).  The daemon is started with per-uid limits that let N
+connections of one user hold their rings (all producers run as one uid).
+
+On the CPU or emulated lane (``--lane cpu --memfd``, tiny ``--sizes``) every
+mode but ``--engine-only`` runs without a GPU: a smoke test of the script.
 
 ``--engine-only`` times the engine alone in this process (no daemon, no
 protocol), frames already on the device: the kernels' own ceiling; with
@@ -31,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,11 +75,12 @@ def make_frames(w: int, h: int, count: int = 2):
     return out
 
 
-def start_daemon(lane: str, batch: int, sock: str) -> subprocess.Popen:
+def start_daemon(lane: str, batch: int, sock: str, limits: dict[str, int] | None = None) -> subprocess.Popen:
     r, wfd = os.pipe()
+    lim = {"max_frames_in_flight": 256, **(limits or {})}
     proc = subprocess.Popen([sys.executable] + (["-m", "cProfile", "-o", os.environ["VX_PROF"]] if os.environ.get("VX_PROF") else []) + ["-m", "vmafxd", "--socket", sock, "--lane", lane, "--gpu-batch",
-                             str(batch), "--ready-fd", str(wfd), "--log-level", "warning",
-                             "--limit", "max_frames_in_flight=256"],
+                             str(batch), "--ready-fd", str(wfd), "--log-level", "warning"]
+                            + [a for k, v in lim.items() for a in ("--limit", f"{k}={v}")],
                             pass_fds=(wfd,), cwd=str(ROOT))
     os.close(wfd)
     if os.read(r, 16) != b"READY\n":
@@ -73,92 +90,224 @@ def start_daemon(lane: str, batch: int, sock: str) -> subprocess.Popen:
     return proc
 
 
+def producer_limits(producers: int, inflight: int, ring: int) -> dict[str, int]:
+    """Per-uid and daemon-wide limits that let ``producers`` connections of one user each hold their ring
+    and ``inflight`` frames (every producer here runs as the same uid; the defaults are sized for one)."""
+    frames, buffers = producers * inflight, producers * 2 * ring + 16
+    return {"max_frames_in_flight_per_uid": max(256, frames), "max_frames_in_flight_total": max(1024, frames),
+            "max_buffers_per_uid": max(1024, buffers), "max_buffers_total": max(4096, buffers),
+            "max_clients_per_uid": max(32, producers + 4), "max_sessions_per_uid": max(64, producers + 4)}
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all its threads), from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()  # after "pid (comm)": comm may hold spaces
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class RunStats:
+    """One producer's timed run: monotonic clock (the same for every process of the machine)."""
+
+    frames: int
+    start: float
+    end: float
+    latencies: list[float]  # submit -> result, seconds, per frame
+    done_at: list[float]  # when each result arrived
+    packets: int
+    daemon_cpu: float | None = None  # seconds of the daemon's CPU during the run (one producer only)
+
+    @property
+    def fps(self) -> float:
+        return self.frames / (self.end - self.start)
+
+
+class Producer:
+    """A connection, a ring of registered frame buffers and one open session: one producer."""
+
+    def __init__(self, sock: str, w: int, h: int, ring: int, memfd: bool = False,
+                 models=("version=vmaf_v0.6.1",), features=(), name: str = "bench"):
+        from tests.daemon.rawclient import RawClient
+
+        content = make_frames(w, h)
+        self.c = c = RawClient(sock, name)
+        c.hello()
+        self.bufs = []
+        self.cuda = None
+        if memfd:
+            # host buffers (sealed memfds): for lanes without device imports (cpu, emu)
+            from tests.daemon.rawclient import frame_memfd
+            from vmafx.formats import Subsampling
+            from vmafxd.core.picture import Picture
+
+            for k in range(ring):
+                ref, dist = content[k % len(content)]
+                rb = frame_memfd(Picture(tuple(ref), 8, Subsampling.S420))
+                db = frame_memfd(Picture(tuple(dist), 8, Subsampling.S420))
+                self.bufs.append((rb, db, c.register_ok(rb), c.register_ok(db)))
+        else:
+            from tests.lanes.test_gpu_lane import _register_vmm
+            from vmafx.cuda_frames import CudaProducer, VmmFrameBuffer
+
+            self.cuda = CudaProducer(0)
+            for k in range(ring):
+                ref, dist = content[k % len(content)]
+                rb = VmmFrameBuffer(self.cuda, w, h, "yuv420p")
+                db = VmmFrameBuffer(self.cuda, w, h, "yuv420p")
+                rb.write(ref)
+                db.write(dist)
+                self.bufs.append((rb, db, _register_vmm(c, rb), _register_vmm(c, db)))
+            self.cuda.synchronize()
+        self.session = c.open_ok(models=list(models), features=list(features), width=w, height=h).session
+
+    def run(self, frames: int, inflight: int, daemon_pid: int | None = None) -> RunStats:
+        """Submit ``frames`` frames with up to ``inflight`` unanswered, close the session, time it."""
+        from vmafx.protocol import CloseSession, FrameError, Released, Result, SessionClosed
+
+        c, s = self.c, self.session
+        ring = len(self.bufs)
+        free = list(range(ring))
+        held: dict[int, int] = {}  # frame index -> ring slot
+        roles: dict[int, int] = {}
+        submitted: dict[int, float] = {}
+        latency: list[float] = []
+        done_at: list[float] = []
+        done = 0
+        nxt = 0
+        clock = time.monotonic
+
+        def handle(msg) -> None:
+            nonlocal done
+            if isinstance(msg, Released):
+                roles[msg.index] -= 1
+                if roles[msg.index] == 0:
+                    free.append(held.pop(msg.index))
+            elif isinstance(msg, Result):
+                now = clock()
+                latency.append(now - submitted.pop(msg.index))
+                done_at.append(now)
+                done += 1
+                c.outcomes.pop((msg.session, msg.index), None)
+            elif isinstance(msg, FrameError):
+                raise RuntimeError(f"frame {msg.index} failed: {msg}")
+
+        cpu0 = cpu_seconds(daemon_pid) if daemon_pid else None
+        packets0 = c.packets
+        t0 = clock()
+        # Motion's lag holds a session's last frames until it closes: submit them
+        # all, then close, and count the results that arrive before session_closed.
+        while nxt < frames:
+            while nxt < frames and free and nxt - done < inflight:
+                slot = free.pop()
+                held[nxt] = slot
+                roles[nxt] = 2
+                submitted[nxt] = clock()
+                c.submit(s, nxt, self.bufs[slot][2], self.bufs[slot][3])
+                nxt += 1
+            if nxt < frames:
+                handle(c.recv(timeout=60))
+        c.send(CloseSession(seq=c.conn.next_seq(), session=s))
+        while True:
+            msg = c.recv(timeout=120)
+            if isinstance(msg, SessionClosed):
+                break
+            handle(msg)
+        t1 = clock()
+        cpu = cpu_seconds(daemon_pid) - cpu0 if daemon_pid else None
+        assert done == frames, f"{done} of {frames} frames scored"
+        return RunStats(frames, t0, t1, latency, done_at, c.packets - packets0, cpu)
+
+    def close(self) -> None:
+        for rb, db, rid, did in self.bufs:
+            self.c.unregister(rid)
+            self.c.unregister(did)
+            rb.close()
+            db.close()
+        self.c.close()
+        if self.cuda is not None:
+            self.cuda.close()
+
+
 def bench_daemon(sock: str, w: int, h: int, frames: int, inflight: int, ring: int, memfd: bool = False,
-                 models=("version=vmaf_v0.6.1",), features=()):
-    from tests.daemon.rawclient import RawClient
-    from tests.lanes.test_gpu_lane import _register_vmm
-    from vmafx.cuda_frames import CudaProducer, VmmFrameBuffer
-    from vmafx.protocol import Released, Result
+                 models=("version=vmaf_v0.6.1",), features=(), daemon_pid: int | None = None) -> RunStats:
+    """One producer in this process: one timed run of ``frames`` frames."""
+    p = Producer(sock, w, h, ring, memfd, models, features)
+    try:
+        return p.run(frames, inflight, daemon_pid)
+    finally:
+        p.close()
 
-    content = make_frames(w, h)
-    c = RawClient(sock, "bench")
-    c.hello()
-    bufs = []
-    producer = None
-    if memfd:
-        # host buffers (sealed memfds): for lanes without device imports (cpu, emu)
-        from tests.daemon.rawclient import frame_memfd
-        from vmafx.formats import Subsampling
-        from vmafxd.core.picture import Picture
 
-        for k in range(ring):
-            ref, dist = content[k % len(content)]
-            rb = frame_memfd(Picture(tuple(ref), 8, Subsampling.S420))
-            db = frame_memfd(Picture(tuple(dist), 8, Subsampling.S420))
-            bufs.append((rb, db, c.register_ok(rb), c.register_ok(db)))
-    else:
-        producer = CudaProducer(0)
-        for k in range(ring):
-            ref, dist = content[k % len(content)]
-            rb = VmmFrameBuffer(producer, w, h, "yuv420p")
-            db = VmmFrameBuffer(producer, w, h, "yuv420p")
-            rb.write(ref)
-            db.write(dist)
-            bufs.append((rb, db, _register_vmm(c, rb), _register_vmm(c, db)))
-        producer.synchronize()
-    s = c.open_ok(models=list(models), features=list(features), width=w, height=h).session
-    free = list(range(ring))
-    held: dict[int, int] = {}  # frame index -> ring slot
-    roles: dict[int, int] = {}
-    submitted: dict[int, float] = {}
-    latency = []
-    done = 0
-    nxt = 0
+def _producer_process(k: int, sock: str, w: int, h: int, frames: int, inflight: int, ring: int, memfd: bool,
+                      models, features, barrier, results) -> None:
+    """A producer process of --producers: set up, wait for the others, run, report (or report the error)."""
+    p = None
+    try:
+        p = Producer(sock, w, h, ring, memfd, models, features, name=f"bench{k}")
+        barrier.wait(timeout=300)
+        results.put((k, p.run(frames, inflight)))
+    except BaseException as e:  # reported to the parent, which says which producer failed and how
+        barrier.abort()
+        results.put((k, f"{type(e).__name__}: {e}"))
+    finally:
+        if p is not None:
+            try:
+                p.close()
+            except Exception:
+                pass
 
-    def handle(msg) -> None:
-        nonlocal done
-        if isinstance(msg, Released):
-            roles[msg.index] -= 1
-            if roles[msg.index] == 0:
-                free.append(held.pop(msg.index))
-        elif isinstance(msg, Result):
-            latency.append(time.perf_counter() - submitted.pop(msg.index))
-            done += 1
-            c.outcomes.pop((msg.session, msg.index), None)
 
-    t0 = time.perf_counter()
-    # Motion's lag holds a session's last frames until it closes: submit them
-    # all, then close, and count the results that arrive before session_closed.
-    while nxt < frames:
-        while nxt < frames and free and nxt - done < inflight:
-            slot = free.pop()
-            held[nxt] = slot
-            roles[nxt] = 2
-            submitted[nxt] = time.perf_counter()
-            c.submit(s, nxt, bufs[slot][2], bufs[slot][3])
-            nxt += 1
-        if nxt < frames:
-            handle(c.recv(timeout=60))
-    from vmafx.protocol import CloseSession, SessionClosed
+def bench_producers(n: int, daemon_pid: int, sock: str, w: int, h: int, frames: int, inflight: int, ring: int,
+                    memfd: bool, models, features) -> tuple[list[RunStats], float]:
+    """``n`` producer processes at once, each its own connection and session; started together once all
+    are set up (buffers registered, session open). Returns their runs and the daemon's CPU seconds."""
+    import multiprocessing as mp
 
-    c.send(CloseSession(seq=c.conn.next_seq(), session=s))
-    while True:
-        msg = c.recv(timeout=120)
-        if isinstance(msg, SessionClosed):
-            break
-        handle(msg)
-    elapsed = time.perf_counter() - t0
-    assert done == frames, f"{done} of {frames} frames scored"
-    packets = c.packets
-    for rb, db, rid, did in bufs:
-        c.unregister(rid)
-        c.unregister(did)
-        rb.close()
-        db.close()
-    c.close()
-    if producer is not None:
-        producer.close()
-    return frames / elapsed, statistics.median(latency) * 1000, np.percentile(latency, 95) * 1000, frames / packets
+    ctx = mp.get_context("spawn")  # a fresh interpreter each: no CUDA state inherited through fork
+    barrier = ctx.Barrier(n + 1)
+    results = ctx.Queue()
+    procs = [ctx.Process(target=_producer_process, args=(k, sock, w, h, frames, inflight, ring, memfd,
+                                                         list(models), list(features), barrier, results))
+             for k in range(n)]
+    for pr in procs:
+        pr.start()
+    import threading
+
+    try:
+        barrier.wait(timeout=300)
+    except threading.BrokenBarrierError:
+        pass  # a producer failed to set up: its error is in the queue
+    cpu0 = cpu_seconds(daemon_pid)
+    got: dict[int, RunStats | str] = {}
+    while len(got) < n:
+        k, r = results.get(timeout=600)
+        got[k] = r
+    cpu = cpu_seconds(daemon_pid) - cpu0
+    for pr in procs:
+        pr.join(timeout=60)
+    errors = [f"producer {k}: {r}" for k, r in sorted(got.items()) if isinstance(r, str)]
+    if errors:
+        raise RuntimeError("; ".join(errors))
+    return [got[k] for k in range(n)], cpu
+
+
+def fairness(runs: list[RunStats]) -> tuple[float, float]:
+    """Each producer's share of the results in the window where all of them ran, over the fair share 1/n:
+    (min, max); 1.0 is perfectly fair. Whole-run rates would hide unfairness (a starved producer just
+    finishes last), so only the common window counts."""
+    lo, hi = max(r.start for r in runs), min(r.end for r in runs)
+    counts = [sum(lo <= t <= hi for t in r.done_at) for r in runs]
+    total = sum(counts)
+    if total == 0:
+        return float("nan"), float("nan")
+    rel = [c / total * len(runs) for c in counts]
+    return min(rel), max(rel)
+
+
+def latency_text(latencies: list[float]) -> str:
+    p50, p90, p99 = (np.percentile(latencies, q) * 1000 for q in (50, 90, 99))
+    return f"latency p50 {p50:.1f} ms, p90 {p90:.1f} ms, p99 {p99:.1f} ms, max {max(latencies) * 1000:.1f} ms"
 
 
 def bench_engine(w: int, h: int, frames: int, batch: int, models=("version=vmaf_v0.6.1",), features=()):
@@ -226,7 +375,12 @@ def main() -> int:
                          "measures the daemon's and protocol's own cost per frame)")
     ap.add_argument("--features", default="", help="comma-separated feature specs")
     ap.add_argument("--memfd", action="store_true", help="host (memfd) frame buffers instead of VMM (cpu/emu lanes)")
+    ap.add_argument("--producers", type=int, default=1,
+                    help="N producer processes at once, each its own connection and session (same geometry, "
+                         "--frames and --inflight each): aggregate frames/s against one producer, each one's share")
     args = ap.parse_args()
+    if args.producers < 1 or args.inflight < 1 or args.frames < 1:
+        ap.error("--producers, --inflight and --frames must be at least 1")
     sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes.split(",")]
     rows = []
     if args.engine_only:
@@ -239,27 +393,62 @@ def main() -> int:
             print(f"engine {what} {w}x{h}: {statistics.median(fps):.0f} fps (min {min(fps):.0f}, "
                   f"max {max(fps):.0f}; {1e6 / statistics.median(fps):.0f} us/frame)", flush=True)
         return 0
+    models = [m for m in args.models.split(",") if m]
+    features = [f for f in args.features.split(",") if f]
+    what = "+".join(x for x in (args.models, args.features) if x)
+    ring = max(2, min(args.inflight, 96) // 2 * 2)
     tmp = tempfile.mkdtemp(prefix="vxb", dir="/tmp")
     sock = os.path.join(tmp, "d.sock")
-    proc = start_daemon(args.lane, args.batch, sock)
+    proc = start_daemon(args.lane, args.batch, sock,
+                        producer_limits(args.producers, args.inflight, ring) if args.producers > 1 else None)
     try:
         for w, h in sizes:
             frames = args.frames if w * h <= 2_100_000 else max(64, args.frames // 3)
-            runs = [bench_daemon(sock, w, h, frames, args.inflight, ring=min(args.inflight, 96) // 2 * 2, memfd=args.memfd,
-                                 models=[m for m in args.models.split(",") if m],
-                                 features=[f for f in args.features.split(",") if f])
+            tail = f"({frames} frames, batch {args.batch}, {args.inflight} in flight)"
+            if args.producers > 1:
+                print(producers_line(args, proc.pid, sock, w, h, frames, ring, models, features, what), flush=True)
+                continue
+            runs = [bench_daemon(sock, w, h, frames, args.inflight, ring, args.memfd, models, features, proc.pid)
                     for _ in range(args.repeats)]
-            fps = [r[0] for r in runs]
-            what = "+".join(x for x in (args.models, args.features) if x)
+            fps = [r.fps for r in runs]
+            pct = {q: statistics.median(np.percentile(r.latencies, q) * 1000 for r in runs) for q in (50, 90, 95, 99)}
             print(f"daemon {args.lane} {what} {w}x{h}: {statistics.median(fps):.0f} fps (min {min(fps):.0f}, "
-                  f"max {max(fps):.0f}); latency median {statistics.median(r[1] for r in runs):.1f} ms, "
-                  f"p95 {statistics.median(r[2] for r in runs):.1f} ms, {statistics.median(r[3] for r in runs):.1f} frames "
-                  f"per packet read ({frames} frames, batch {args.batch}, "
-                  f"{args.inflight} in flight)", flush=True)
+                  f"max {max(fps):.0f}); latency p50 {pct[50]:.1f} ms, p90 {pct[90]:.1f} ms, p95 {pct[95]:.1f} ms, "
+                  f"p99 {pct[99]:.1f} ms; daemon CPU "
+                  f"{statistics.median(r.daemon_cpu / r.frames * 1000 for r in runs):.2f} s per 1,000 frames; "
+                  f"{statistics.median(r.frames / r.packets for r in runs):.1f} frames per packet read {tail}",
+                  flush=True)
     finally:
         proc.terminate()
         proc.wait(timeout=60)
     return 0
+
+
+def producers_line(args, daemon_pid: int, sock: str, w: int, h: int, frames: int, ring: int, models, features,
+                   what: str) -> str:
+    """--producers N: one producer alone, then N at once (same geometry, frames and depth each), R times."""
+    n = args.producers
+    alone, many = [], []
+    for _ in range(args.repeats):
+        runs, cpu = bench_producers(1, daemon_pid, sock, w, h, frames, args.inflight, ring, args.memfd, models, features)
+        alone.append((runs[0].fps, cpu / frames * 1000))
+        runs, cpu = bench_producers(n, daemon_pid, sock, w, h, frames, args.inflight, ring, args.memfd, models, features)
+        agg = sum(r.frames for r in runs) / (max(r.end for r in runs) - min(r.start for r in runs))
+        many.append((agg, cpu / (n * frames) * 1000, runs))
+    one = statistics.median(a[0] for a in alone)
+    aggs = [m[0] for m in many]
+    agg = statistics.median(aggs)
+    # the repetition whose aggregate is the median stands for the per-producer figures
+    mid = sorted(many, key=lambda m: m[0])[len(many) // 2][2]
+    each = [r.fps for r in mid]
+    share_lo, share_hi = fairness(mid)
+    return (f"producers {n} {args.lane} {what} {w}x{h}: aggregate {agg:.0f} fps (min {min(aggs):.0f}, max "
+            f"{max(aggs):.0f}) vs one producer {one:.0f} fps: {agg / one:.2f}x; each producer {min(each):.0f}.."
+            f"{max(each):.0f} fps; share of the common window over the fair 1/{n}: min {share_lo:.2f}, max "
+            f"{share_hi:.2f}; {latency_text([x for r in mid for x in r.latencies])}; daemon CPU "
+            f"{statistics.median(m[1] for m in many):.2f} s per 1,000 frames (one producer: "
+            f"{statistics.median(a[1] for a in alone):.2f}) ({frames} frames each, batch {args.batch}, "
+            f"{args.inflight} in flight each)")
 
 
 if __name__ == "__main__":
