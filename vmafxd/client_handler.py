@@ -578,11 +578,12 @@ class ClientHandler:
                                       f"{self.lane.name} lane")
         geo = check_geometry(msg.width, msg.height, msg.pixel_format, msg.bitdepth, self.limits)
         plan = build_plan(msg.models, msg.features, self.limits, self.server.config.model_dirs, msg.model_texts)
-        # What one frame costs (pictures + the lane's working set): a geometry no budget can hold is
-        # refused now, naming the limit, rather than frame by frame.
+        # What one frame costs while scored (pictures + the lane's working set): a geometry no budget
+        # can hold is refused now, naming the limit, rather than frame by frame.  Frames in flight are
+        # then counted at what each holds while it waits (the lane says; see core/working_set.py).
+        self.admission.check_frame_cost(self.lane.scoring_bytes(plan, geo),
+                                        f"{geo.width}x{geo.height} {geo.pixel_format.value} {geo.bitdepth}-bit")
         cost = self.lane.frame_bytes(plan, geo)
-        self.admission.check_frame_cost(cost, f"{geo.width}x{geo.height} {geo.pixel_format.value} "
-                                              f"{geo.bitdepth}-bit")
         sid = self.server.next_session_id()
         session = Session(sid, self, self.lane.name, None, geo, plan,  # type: ignore[arg-type]
                           name=msg.name, client_name=self.label)

@@ -16,7 +16,7 @@ from vmafx.protocol import Error, ErrorCode, FrameError, Limits, RegisterBuffer,
 from vmafxd.admission import FD_RESERVE, FDS_PER_BUFFER, FDS_PER_FRAME, Admission, fd_needs
 from vmafxd.core.layout import Geometry
 from vmafxd.core.picture import Picture
-from vmafxd.core.working_set import frame_bytes, picture_bytes
+from vmafxd.core.working_set import batched_frame_bytes, frame_bytes, picture_bytes
 from vmafxd.session import build_plan
 
 from ..daemon.conftest import ROOT, Daemon
@@ -42,6 +42,21 @@ def test_a_frame_costs_its_pictures_and_the_plans_working_set():
         adm.check_frame_cost(frame_bytes(plan, HUGE), "16384x16384")
     assert (ei.value.code, ei.value.field) == (ErrorCode.E_NOMEM, "width")
     assert "limits.max_frame_bytes (4.0 GiB)" in ei.value.message
+
+
+def test_a_batching_lane_counts_a_queued_frame_without_the_working_set():
+    """A GPU lane allocates its working set per batch: 128 frames of 1080p in flight (the
+    benchmark's load) must fit one client's default budget, which the per-frame working set
+    of the CPU lane's estimate (~100 MiB a frame) would exceed."""
+    plan = build_plan([], [], Limits())
+    hd = Geometry(1920, 1080, PixelFormat.YUV420P, 8)
+    assert batched_frame_bytes(hd) == 2 * 1920 * 1080 * 3 // 2 + (64 << 10)
+    assert 128 * frame_bytes(plan, hd) > Limits().max_bytes_in_flight_per_client
+    from vmafxd.lanes.gpu.lane import GpuLane  # the GPU lanes' cost is this one (trio imported lazily)
+    assert GpuLane.frame_bytes(None, plan, hd) == batched_frame_bytes(hd)
+    adm = Admission(Limits())
+    for held in range(128):  # frame by frame, as the client handler admits them
+        adm.check_frame(1000, held * batched_frame_bytes(hd), batched_frame_bytes(hd))
 
 
 def test_the_daemon_refuses_a_geometry_no_budget_holds_and_accepts_8k(tmp_path):
@@ -131,11 +146,13 @@ def test_the_emulated_gpu_lane_budgets_its_device_memory():
     adm = Admission(unbounded, lane.memory_budget())
     assert adm.bytes_total_limit == lane.memory_budget() < unbounded.max_bytes_in_flight_total
     plan = build_plan(["version=vmaf_v0.6.1"], ["psnr"], Limits())  # 56 bytes per pixel: 15 GB at 16384^2
-    assert lane.frame_bytes(plan, HUGE) > adm.bytes_total_limit
+    assert lane.scoring_bytes(plan, HUGE) > adm.bytes_total_limit
     with pytest.raises(Exception) as ei:
-        adm.check_frame_cost(lane.frame_bytes(plan, HUGE), "16384x16384")
+        adm.check_frame_cost(lane.scoring_bytes(plan, HUGE), "16384x16384")
     assert ei.value.code is ErrorCode.E_NOMEM and "the lane's memory budget" in ei.value.message
-    adm.check_frame_cost(lane.frame_bytes(plan, UHD8K_444_10), "8K")
+    adm.check_frame_cost(lane.scoring_bytes(plan, UHD8K_444_10), "8K")
+    # a frame waiting in the queue holds its pictures only (the working set is per batch)
+    assert lane.frame_bytes(plan, HUGE) == batched_frame_bytes(HUGE) < lane.scoring_bytes(plan, HUGE)
 
 
 def test_fd_needs_follow_the_limits_and_a_low_hard_limit_refuses_to_start():

@@ -35,7 +35,8 @@ from vmafx.formats import storage_planes
 
 from .layout import Geometry
 
-__all__ = ["BYTES_PER_PIXEL", "DEFAULT_BYTES_PER_PIXEL", "picture_bytes", "working_set_bytes", "frame_bytes"]
+__all__ = ["BYTES_PER_PIXEL", "DEFAULT_BYTES_PER_PIXEL", "picture_bytes", "working_set_bytes", "frame_bytes",
+           "batched_frame_bytes"]
 
 #: a feature's working memory for one frame, in bytes per luma pixel (see the table above)
 BYTES_PER_PIXEL: dict[str, int] = {
@@ -71,3 +72,14 @@ def working_set_bytes(plan, geometry: Geometry) -> int:
 def frame_bytes(plan, geometry: Geometry) -> int:
     """One frame in flight: its reference and distorted pictures plus the working set."""
     return 2 * picture_bytes(geometry) + working_set_bytes(plan, geometry)
+
+
+def batched_frame_bytes(geometry: Geometry) -> int:
+    """One frame in flight on a lane that scores in batches on a device (the GPU lanes).
+
+    Such a lane allocates its working set per batch while the batch runs (at most ``max_batch``
+    frames, a few batches per session), not per frame waiting in the queue: frames in flight
+    beyond a batch hold only their pictures as the batch stages them and their records.
+    Counting the whole working set per frame would refuse a normal load (128 frames of 1080p in
+    flight, each "costing" ~100 MiB of working memory that never exists at once)."""
+    return 2 * picture_bytes(geometry) + FIXED_BYTES

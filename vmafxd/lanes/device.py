@@ -325,10 +325,16 @@ class Lane(abc.ABC):
         """Names of the features this lane can score."""
         return []
 
-    def frame_bytes(self, plan: ScoringPlan, geometry: Geometry) -> int:
-        """What one frame in flight costs in the lane's memory: its pictures and the plan's
-        working set (the estimate lives in one place, :mod:`vmafxd.core.working_set`)."""
+    def scoring_bytes(self, plan: ScoringPlan, geometry: Geometry) -> int:
+        """What one frame costs in the lane's memory while it is scored: its pictures and the
+        plan's working set (the estimate lives in one place, :mod:`vmafxd.core.working_set`).
+        A geometry whose one frame cannot fit the budgets is refused when the session opens."""
         return working_set.frame_bytes(plan, geometry)
+
+    def frame_bytes(self, plan: ScoringPlan, geometry: Geometry) -> int:
+        """What one frame in flight holds, counted against the byte budgets at each submit; on a
+        lane that scores frame by frame in host memory, the same as :meth:`scoring_bytes`."""
+        return self.scoring_bytes(plan, geometry)
 
     def memory_budget(self) -> int | None:
         """Bytes of the lane's own memory that frames in flight may use, or None when the lane

@@ -47,6 +47,7 @@ import trio
 from vmafx.formats import PixelFormat
 from vmafx.transport import OwnedFd
 
+from ...core import working_set
 from ...core.layout import BufferLayout
 from ...core.scoring import PlanError
 from ..device import (
@@ -229,6 +230,11 @@ class GpuLane(Lane):
     #: the share of a device's free memory that frames in flight may take; the rest stays for
     #: modules, stream-ordered pools, the driver and other processes' growth
     DEVICE_BUDGET_FRACTION = 0.8
+
+    def frame_bytes(self, plan, geometry) -> int:
+        """A queued frame holds its staged pictures; the working set is per batch
+        (:func:`vmafxd.core.working_set.batched_frame_bytes`)."""
+        return working_set.batched_frame_bytes(geometry)
 
     def memory_budget(self) -> int | None:
         """Device memory frames in flight may use: a share of the least free memory among the
