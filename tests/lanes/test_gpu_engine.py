@@ -97,7 +97,8 @@ def _differences(cpu, gpu):
         for name, v in m.items():
             g = gpu.get(idx, {}).get(name)
             is_float = name.startswith(FLOAT_FEATURES)
-            ok = g is not None and (abs(g - v) <= 1e-5 if is_float else g == v)
+            same_nan = g is not None and g != g and v != v  # both NaN (ms_ssim of an inverted picture)
+            ok = same_nan or (g is not None and (abs(g - v) <= 1e-5 if is_float else g == v))
             if not ok:
                 diffs.append((idx, name, v, g))
     return diffs
@@ -122,3 +123,41 @@ def test_gpu_engine_equals_cpu_lane(gpu, pair):
         diffs = _differences(cpu, gpu_scores(rt, dev, plan, pair))
     assert not diffs, f"{len(diffs)} cells differ, e.g. {diffs[:5]}"
     assert set(got) == set(cpu)
+
+
+class _ExtremePair:
+    """8-bit pictures at the ends of the range: every 17x17 window of white reaches the
+    largest product sum scale 0's vertical pass can hold (2^16 * 255 * 255, kept in 32 bits
+    by the u8 kernel; see vif.cu), and a checkerboard of 0 and 255 the largest differences."""
+
+    id = "extreme-8bit-176x176"
+    width, height, bitdepth, pix_fmt = 176, 176, 8, "yuv420p"  # ms_ssim's 5 scales need 176
+
+    def pictures(self):
+        from vmafxd.core.picture import Picture
+        from vmafx.formats import Subsampling
+
+        rng = np.random.default_rng(7)
+        white = np.full((self.height, self.width), 255, np.uint8)
+        board = (np.indices((self.height, self.width)).sum(0) % 2 * 255).astype(np.uint8)
+        noisy = np.clip(white.astype(int) - rng.integers(0, 3, white.shape), 0, 255).astype(np.uint8)
+        c = np.full((self.height // 2, self.width // 2), 128, np.uint8)
+
+        def pic(y):
+            return Picture((y, c, c.copy()), 8, Subsampling.S420)
+
+        refs = [pic(white), pic(board), pic(white), pic(board)]
+        dists = [pic(white), pic(board), pic(noisy), pic(255 - board)]
+        return refs, dists
+
+
+@pytest.mark.gpu
+def test_gpu_engine_equals_cpu_lane_at_the_ends_of_the_8bit_range(gpu):
+    rt, dev = gpu
+    dev.make_current()
+    plan = _plan()
+    pair = _ExtremePair()
+    cpu = cpu_scores(plan, pair)
+    got = gpu_scores(rt, dev, plan, pair, batch=4)
+    assert not _differences(cpu, got)
+    assert cpu[0]["integer_vif_scale0"] == 1.0 and cpu[3]["integer_vif_scale0"] != 1.0

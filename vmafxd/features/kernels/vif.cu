@@ -45,6 +45,14 @@ VX_DEVICE i32 vif_log2_64(const u16* table, u64 v)
 #define VIF_TH 16
 #define VIF_THREADS 256
 
+// The vertical pass's product sums, sum f*x*y.  8-bit samples come only to scale 0's u8 kernel,
+// where s_sq = 2*(8-8) = 0 and the sums fit 32 bits: the 17 taps add up to 2^16, so a sum is at
+// most 2^16 * 255 * 255 = 4,261,478,400 < 2^32.  There they stay in 32-bit registers (one
+// multiply-add a tap instead of a widening one) and give the same integers; every other kernel
+// (10 bits and up, and the scales above 0, whose inputs are 16-bit) needs 64.
+template <typename T> struct VifSqSum { typedef u64 type; };
+template <> struct VifSqSum<u8> { typedef u32 type; };
+
 // One block: a VIF_TH x VIF_TW tile of output pixels of one frame.
 template <typename T, int FW>
 VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int w, int h, i64 pitch,
@@ -83,12 +91,13 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
     }
     __syncthreads();
 
+    typedef typename VifSqSum<T>::type SqSum;
     const u32 rnd_mu = s_mu ? (1u << (s_mu - 1)) : 0u;
     const u64 rnd_sq = s_sq ? ((u64)1 << (s_sq - 1)) : 0;
     for (int i = t; i < VIF_TH * IW; i += blockDim.x) {
         const int ty = i / IW, tx = i % IW;
         u32 m1 = 0, m2 = 0;
-        u64 rr = 0, dd = 0, rd = 0;
+        SqSum rr = 0, dd = 0, rd = 0;
 #pragma unroll
         for (int k = 0; k < FW; ++k) {
             const u32 f = vif_tap<FW>(k);
@@ -96,9 +105,9 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
             const u32 fa = f * a, fb = f * b;
             m1 += fa;
             m2 += fb;
-            rr += (u64)fa * a;
-            dd += (u64)fb * b;
-            rd += (u64)fa * b;
+            rr += (SqSum)fa * a;
+            dd += (SqSum)fb * b;
+            rd += (SqSum)fa * b;
         }
         v_mu1[ty][tx] = (m1 + rnd_mu) >> s_mu;
         v_mu2[ty][tx] = (m2 + rnd_mu) >> s_mu;
