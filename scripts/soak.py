@@ -98,8 +98,25 @@ def settled_health(d: Daemon, before, seconds: float = 12.0):
     return after
 
 
-def soak_fuzz(lane: str, minutes: float, fuzzers: int, seed: int = 0) -> dict:
-    d = daemon(lane, log_level="warning")
+def tracemalloc_diff(directory: str, top: int = 15) -> list[str]:
+    """The lines whose Python allocations grew most between the first and the last snapshot."""
+    import tracemalloc
+
+    snaps = sorted(Path(directory).glob("vmafxd-*.tracemalloc"), key=lambda p: int(p.stem.rsplit("-", 1)[1]))
+    if len(snaps) < 2:
+        return ["(fewer than two snapshots)"]
+    first, last = (tracemalloc.Snapshot.load(str(p)) for p in (snaps[0], snaps[-1]))
+    return [str(st) for st in last.compare_to(first, "lineno")[:top]]
+
+
+def soak_fuzz(lane: str, minutes: float, fuzzers: int, seed: int = 0, trace_frames: int = 0) -> dict:
+    env, trace_dir = {}, None
+    if trace_frames:
+        import tempfile
+
+        trace_dir = tempfile.mkdtemp(prefix="vxtm", dir="/tmp")
+        env = {"VMAFXD_TRACEMALLOC": str(trace_frames), "VMAFXD_TRACEMALLOC_DIR": trace_dir}
+    d = daemon(lane, log_level="warning", env=env)
     try:
         # Warm-up: a scored session (code, kernels, the lane's first scorer) and a short flood
         # (allocator arenas, trio's thread cache); the baseline is what a warm daemon holds.
@@ -108,6 +125,8 @@ def soak_fuzz(lane: str, minutes: float, fuzzers: int, seed: int = 0) -> dict:
         wait_clean(d)
         d.wait_settled()
         time.sleep(2.0)
+        if trace_dir:
+            memory_report(d)  # the first snapshot (gc and malloc_trim run before the baseline's RSS)
         before = settled_health(d, health(d.pid), 12.0)
         mem0, lane0 = device_memory_mib(lane), lane_memory(d)
         samples: list[tuple[float, int]] = []
@@ -126,7 +145,8 @@ def soak_fuzz(lane: str, minutes: float, fuzzers: int, seed: int = 0) -> dict:
         tracebacks = d.log().count("Traceback")
         rc = d.stop() if not crashed else d.proc.returncode
         half = [rss for t, rss in samples if t >= minutes * 30]
-        return dict(minutes=minutes, fuzzers=fuzzers, counts=counts, crashes=int(crashed), before=before,
+        grew = tracemalloc_diff(trace_dir) if trace_dir else []
+        return dict(grew=grew, minutes=minutes, fuzzers=fuzzers, counts=counts, crashes=int(crashed), before=before,
                     after=after, status=st, mem=(mem0, mem1), lane_mem=(lane0, lane1), tracebacks=tracebacks,
                     exit=rc, report=report, rss_mid=samples[len(samples) // 2][1] if samples else None,
                     rss_max_late=max(half) if half else None)
@@ -212,6 +232,8 @@ def main(argv=None) -> int:
     ap.add_argument("--churn", type=int, default=10000, help="clients; 0: no churn")
     ap.add_argument("--churn-parallel", type=int, default=min(24, max(4, 2 * (os.cpu_count() or 2))),
                     help="churned clients alive at a time (below max_clients_per_uid, 32)")
+    ap.add_argument("--tracemalloc", type=int, default=0, metavar="FRAMES",
+                    help="fuzz with the daemon tracing its Python allocations; print what grew most")
     ap.add_argument("--sigterm-trials", type=int, default=100)
     ap.add_argument("--eproto-trials", type=int, default=300)
     args = ap.parse_args(argv)
@@ -220,7 +242,10 @@ def main(argv=None) -> int:
     good = True
 
     if args.fuzz_minutes > 0:
-        f = soak_fuzz(args.lane, args.fuzz_minutes, args.fuzzers)
+        f = soak_fuzz(args.lane, args.fuzz_minutes, args.fuzzers, trace_frames=args.tracemalloc)
+        if f["grew"]:
+            print("Python allocations that grew most during the fuzz (tracemalloc):")
+            print("\n".join("  " + line for line in f["grew"]))
         b, a, n = f["before"], f["after"], f["counts"]
         fuzz_ok = (not f["crashes"] and a is not None and a.fds == b.fds and a.rss_kb <= b.rss_kb * 1.10
                    and f["tracebacks"] == 0 and f["exit"] == 0 and not n["errors"])
