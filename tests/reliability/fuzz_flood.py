@@ -13,7 +13,8 @@ the time spent connecting and waiting.  This floods instead (scripts/soak.py
   open state) into packets the daemon answers and goes on, and packets that
   end the connection (E_PROTO);
 * a connection is a hello (bundled replies, so the daemon sends fewer
-  packets), then a run of the first kind, written with non-blocking
+  packets) and its reply (a refused connection, E_LIMIT, is counted and
+  left), then a run of the first kind, written with non-blocking
   ``sendmsg`` and replies drained (discarded) whenever the socket is full or
   every few packets -- then, one time in ``fatal_every``, one of the second
   kind, and the close;
@@ -42,7 +43,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from vmafx.protocol import Limits, RemoteProtocolError, ServerConnection
+from vmafx.protocol import HelloReply, Limits, RemoteProtocolError, ServerConnection
+from vmafx.protocol.messages import decode_packet
 
 from .fuzz import FRAME, Step, _Picker, _step, _valid
 
@@ -131,11 +133,23 @@ def _write(s: socket.socket, pkt: Packet, buf: bytearray, counts: dict, end: flo
             raise
 
 
+def _admitted(s: socket.socket, buf: bytearray) -> bool:
+    """Read the daemon's answer to our hello: True for hello_reply; False for a refusal (E_LIMIT ...),
+    whose connection would swallow the packets written after it unread."""
+    if not select.select([s], [], [], 5.0)[0]:
+        return False
+    try:
+        n = s.recv_into(buf, 0, socket.MSG_DONTWAIT)
+        return n > 0 and isinstance(decode_packet(bytes(buf[:n]), bundles=True)[0], HelloReply)
+    except (OSError, RemoteProtocolError):
+        return False
+
+
 def flood(path: str, seconds: float, seed: int, *, pool_size: int = 4000, fatal_every: int = 4) -> dict:
     """One fuzzing process: connections of mutated packets for ``seconds``; returns its counts."""
     rng = random.Random(seed)
     fds = _shared_fds()
-    counts = {"sent": 0, "read": 0, "connections": 0, "fatal_endings": 0, "refused": 0}
+    counts = {"sent": 0, "read": 0, "connections": 0, "fatal_endings": 0, "refused": 0, "backlog_full": 0}
     try:
         live, fatal = make_pool(rng, fds, pool_size)
         counts["pool_live"], counts["pool_fatal"] = len(live), len(fatal)
@@ -149,13 +163,17 @@ def flood(path: str, seconds: float, seed: int, *, pool_size: int = 4000, fatal_
                     s.connect(path)
                 except OSError as e:
                     if e.errno in (errno.EAGAIN, errno.ECONNREFUSED):
-                        counts["refused"] += 1  # the listener's backlog is full: try again
+                        counts["backlog_full"] += 1  # the listener's backlog is full: try again
                         time.sleep(0.001)
                         continue
                     raise
-                counts["connections"] += 1
                 if not _write(s, hello, buf, counts, end):
                     continue
+                if not _admitted(s, buf):
+                    counts["refused"] += 1
+                    time.sleep(0.01)
+                    continue
+                counts["connections"] += 1
                 run = rng.randint(RUN_MIN, RUN_MAX)
                 start = rng.randrange(len(live))
                 ok = True
