@@ -250,9 +250,10 @@ def main(argv=None) -> int:
         fuzz_ok = (not f["crashes"] and a is not None and a.fds == b.fds and a.rss_kb <= b.rss_kb * 1.10
                    and f["tracebacks"] == 0 and f["exit"] == 0 and not n["errors"])
         rate = n.get("sent", 0) / max(n["seconds"], 1e-9)
-        rows.append((f"fuzzed packets written in {f['minutes']:g} min ({f['fuzzers']} fuzzers, "
-                     f"{n.get('connections', 0):,} connections), packets/s, crashes",
-                     f"{n.get('sent', 0):,}, {rate:,.0f}/s, {f['crashes']}"
+        rows.append((f"fuzzed packets written (of them answered) in {f['minutes']:g} min ({f['fuzzers']} fuzzers, "
+                     f"{n.get('connections', 0):,} connections, {n.get('refused', 0):,} refused at hello), "
+                     "packets/s, crashes",
+                     f"{n.get('sent', 0):,} ({n.get('handled', 0):,}), {rate:,.0f}/s, {f['crashes']}"
                      + (f" (fuzzer errors: {n['errors'][:2]})" if n["errors"] else "")))
         if a is not None:
             mid = f"{f['rss_mid'] // 1024}" if f["rss_mid"] else "?"

@@ -23,7 +23,10 @@ the time spent connecting and waiting.  This floods instead (scripts/soak.py
   gives the daemon its own copy of each every time.
 
 ``sent`` counts packets ``sendmsg`` accepted -- written into the daemon's
-socket.  After a fatal packet the daemon reads and drops what was queued
+socket.  A run ends with a ``status`` request whose reply the fuzzer waits
+for: the daemon answers in order, so ``handled`` counts the packets of the
+runs (and that request) the daemon is known to have read and answered -- a connection the daemon dropped, or one still unanswered after
+10 s, adds to ``sent`` only.  After a fatal packet the daemon reads and drops what was queued
 behind it (docs/reliability.md, "Errors before the close"); those are counted
 too (they were written, and the daemon read them) but the fuzzer stops
 writing there.
@@ -43,8 +46,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from vmafx.protocol import HelloReply, Limits, RemoteProtocolError, ServerConnection
-from vmafx.protocol.messages import decode_packet
+from vmafx.protocol import HelloReply, Limits, RemoteProtocolError, ServerConnection, Status, StatusReply
+from vmafx.protocol.messages import decode_packet, encode
 
 from .fuzz import FRAME, Step, _Picker, _step, _valid
 
@@ -145,11 +148,44 @@ def _admitted(s: socket.socket, buf: bytearray) -> bool:
         return False
 
 
+#: the seq of the status request that ends a run: its reply says the daemon has handled the run
+SYNC_SEQ = 0xFFFFFFF0
+
+
+def _synced(s: socket.socket, buf: bytearray, counts: dict, timeout: float = 10.0) -> bool:
+    """Ask for ``status`` and read until its reply: the daemon answers in order, so it has then
+    handled every packet written before it.  False when the connection ends first or on timeout."""
+    sync = Packet(encode(Status(seq=SYNC_SEQ))[0], [])
+    deadline = time.monotonic() + timeout
+    if not _write(s, sync, buf, counts, deadline):
+        return False
+    while time.monotonic() < deadline:
+        if not select.select([s], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            return False
+        try:
+            n = s.recv_into(buf, 0, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            continue
+        except OSError:
+            return False
+        if n == 0:
+            return False
+        counts["read"] += 1
+        try:
+            msgs = decode_packet(bytes(buf[:n]), bundles=True)
+        except RemoteProtocolError:
+            continue  # a reply cut at our buffer's size: not the one we wait for
+        if any(isinstance(m, StatusReply) and m.re == SYNC_SEQ for m in msgs):
+            return True
+    return False
+
+
 def flood(path: str, seconds: float, seed: int, *, pool_size: int = 4000, fatal_every: int = 4) -> dict:
     """One fuzzing process: connections of mutated packets for ``seconds``; returns its counts."""
     rng = random.Random(seed)
     fds = _shared_fds()
-    counts = {"sent": 0, "read": 0, "connections": 0, "fatal_endings": 0, "refused": 0, "backlog_full": 0}
+    counts = {"sent": 0, "handled": 0, "read": 0, "connections": 0, "fatal_endings": 0, "refused": 0,
+              "backlog_full": 0}
     try:
         live, fatal = make_pool(rng, fds, pool_size)
         counts["pool_live"], counts["pool_fatal"] = len(live), len(fatal)
@@ -174,6 +210,7 @@ def flood(path: str, seconds: float, seed: int, *, pool_size: int = 4000, fatal_
                     time.sleep(0.01)
                     continue
                 counts["connections"] += 1
+                written = counts["sent"]
                 run = rng.randint(RUN_MIN, RUN_MAX)
                 start = rng.randrange(len(live))
                 ok = True
@@ -187,6 +224,11 @@ def flood(path: str, seconds: float, seed: int, *, pool_size: int = 4000, fatal_
                             ok = False
                             break
                         counts["read"] += got
+                if ok:
+                    if _synced(s, buf, counts):
+                        counts["handled"] += counts["sent"] - written
+                    else:
+                        ok = False
                 if ok and fatal and rng.randrange(fatal_every) == 0:
                     if _write(s, rng.choice(fatal), buf, counts, end):
                         counts["fatal_endings"] += 1
