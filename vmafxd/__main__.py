@@ -30,7 +30,7 @@ from typing import Sequence
 
 import trio
 
-from . import __version__
+from . import __version__, memory_debug
 from .admission import FdLimitError, ensure_fd_limit
 from .config import LOG_LEVELS, Config, ConfigError, load_config
 from .lanes import LaneUnavailable, create_lane
@@ -253,6 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.warning("VMAFXD_TEST_EARLY_RELEASE=1: releasing frames BEFORE they are read (a test plant, R15)")
 
     log.info("file descriptors: the limits need %d, RLIMIT_NOFILE allows %d", need, soft)
+    memory_debug.install()  # SIGUSR2: gc, malloc_trim and RSS in the log (VMAFXD_TRACEMALLOC: snapshots)
     notifier = Notifier()
     pending = PendingReleases()
     reaper = ReleaseReaper(pending)

@@ -412,6 +412,11 @@ class RateLimitedLog:
         self.suppressed_total = 0
 
     def log(self, level: int, fmt: str, *args, exc_info=None) -> bool:
+        if not self.logger.isEnabledFor(level):
+            # A line the logger would drop is not counted either: otherwise a daemon at
+            # --log-level warning would log "N similar lines suppressed" for every
+            # client whose refusals are only logged at info or debug.
+            return False
         now = self._clock()
         if now - self._start >= self.window_s:
             self.flush()

@@ -262,7 +262,7 @@ class Server:
         admin = viewer is None or self.authorizer.is_admin(viewer)
         handlers = self._visible(viewer)
         sessions = [s for h in handlers for s in h.sessions.values()]
-        return {
+        out = {
             "version": __version__,
             "protocol": PROTOCOL_VERSION,
             "server": self.server_name,
@@ -280,6 +280,10 @@ class Server:
             "uptime_s": round(time.monotonic() - self.started, 3),
             "stopping": self.stopping,
         }
+        memory = self.lane.device_memory()  # GPU lanes: per device, bytes (and allocations) in use
+        if memory is not None:
+            out["device_memory"] = memory
+        return out
 
     def status_line(self) -> str:
         """For sd_notify STATUS=."""

@@ -190,3 +190,24 @@ def test_hip_dmabuf_refuses_a_larger_declared_size_naming_it_and_closes_its_dup(
         assert _open_fds() == before
     finally:
         os.close(fd)
+
+
+@pytest.mark.parametrize("runtime", ["cuda", "hip"])
+def test_trimming_the_pool_asks_for_the_default_pool_then_trims_it_to_nothing(runtime):
+    dev, fake = (_cuda_device if runtime == "cuda" else _hip_device)()
+    dev._dev = 0
+    trimmed = []
+    real = fake.__getattr__(f"{'cu' if runtime == 'cuda' else 'hip'}MemPoolTrimTo")
+
+    def trim(pool, keep):
+        trimmed.append((pool, keep))
+        return real(pool, keep)
+
+    setattr(fake, f"{'cu' if runtime == 'cuda' else 'hip'}MemPoolTrimTo", trim)
+    dev.trim_pool()
+    if runtime == "cuda":
+        assert fake.calls == ["cuDeviceGetDefaultMemPool", "cuCtxPushCurrent", "cuMemPoolTrimTo", "cuCtxPopCurrent"]
+    else:
+        assert fake.calls == ["hipDeviceGetDefaultMemPool", "hipGetDevice", "hipSetDevice", "hipMemPoolTrimTo",
+                              "hipSetDevice"]
+    assert trimmed == [(1001, 0)]  # the pool the first call returned, trimmed to 0 bytes kept

@@ -144,6 +144,12 @@ def test_log_lines_are_rate_limited_per_client_with_a_count():
     assert rl.log(logging.INFO, "after")
     assert records == ["line 0", "line 1", "line 2", "client #7: 7 similar log lines suppressed in 11 s", "after"]
     assert rl.suppressed_total == 7
+    # Lines below the logger's level are neither written nor counted (no "suppressed" line for them)
+    logger.setLevel(logging.WARNING)
+    records.clear()
+    assert [rl.log(logging.INFO, "quiet %d", i) for i in range(20)] == [False] * 20
+    now[0] = 30.0
+    assert rl.log(logging.WARNING, "loud") and records == ["loud"] and rl.suppressed_total == 7
 
 
 def test_a_client_repeating_errors_cannot_fill_the_log():

@@ -17,10 +17,11 @@ from vmafx.protocol import Hello, Status, StatusReply
 
 from ..daemon.conftest import Daemon
 from ..daemon.rawclient import RawClient
-from .conftest import scaled
+from .conftest import SCALE, scaled
 from .fuzz import health, play, sequences
 
 EXAMPLES = scaled(150)
+SCALE_SECONDS = SCALE
 
 
 @pytest.fixture(scope="module")
@@ -80,4 +81,28 @@ def test_fuzzed_conversations_leave_the_daemon_as_it_was(daemon):
     assert after.fds == base.fds, (base, after)
     assert after.threads <= base.threads, (base, after)
     assert after.rss_kb <= base.rss_kb * 1.10 + 16 * 1024, (base, after)
+    assert "Traceback" not in daemon.log()
+
+
+def test_a_flood_of_mutated_packets_leaves_the_daemon_as_it_was(daemon):
+    """scripts/soak.py's fuzzer (fuzz_flood.py), briefly: many packets per connection, written
+    without waiting, from two processes; the daemon survives, and its fds, threads and status
+    come back."""
+    from .fuzz_flood import run_fuzzers
+    from .trials import wait_clean
+
+    _status(daemon.socket)
+    base = _settled(daemon, lambda h: h.fds == daemon.baseline)
+    counts = run_fuzzers(daemon.socket, 2.0 * SCALE_SECONDS, 2, seed=5)
+    assert counts["errors"] == []
+    # both kinds of packet were made, and a connection carried many of them
+    assert counts["pool_live"] > 0 and counts["pool_fatal"] > 0
+    assert counts["sent"] > 3 * counts["connections"] > 0, counts
+    # most of them the daemon is known to have handled (each run ends with a status request answered)
+    assert counts["sent"] >= counts["handled"] > counts["sent"] // 2, counts
+    assert daemon.proc.poll() is None, daemon.log()[-3000:]
+    st = wait_clean(daemon)  # the last connections' teardowns may still be under way
+    assert st["clients"] == 1 and st["sessions"] == 0 and st["buffers"] == 0, st
+    after = _settled(daemon, lambda h: h.fds == base.fds and h.threads <= base.threads)
+    assert after.fds == base.fds and after.threads <= base.threads, (base, after)
     assert "Traceback" not in daemon.log()

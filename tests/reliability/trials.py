@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import select
 import signal
 import socket
 import time
@@ -138,12 +139,18 @@ def sigterm_trial(seed: int, *, sigterm_after: int | None = None, extra_after: i
 # --------------------------------------------------------------------------- churn
 
 
-def _churn_child(path: str, seed: int) -> None:
-    """In a forked child: a client that scores tiny frames until it is killed."""
+def _churn_child(path: str, seed: int, ready: int) -> None:
+    """In a forked child: a client that scores tiny frames until it is killed.
+
+    Writes one byte to ``ready`` once its session is open and its first frame
+    submitted, so the parent kills it mid-session, not while it connects.
+    """
     try:
         c = RawClient(path, f"churn{seed}")
         s, rid, did, _ = open_tiny(c)
-        i = 0
+        c.submit(s, 0, rid, did)
+        os.write(ready, b"r")
+        i = 1
         while True:
             if len(c.conn.ledger.unanswered()) < 8:
                 c.submit(s, i, rid, did)
@@ -156,31 +163,61 @@ def _churn_child(path: str, seed: int) -> None:
         os._exit(0)
 
 
-def churn(path: str, clients: int, *, seed: int = 0, parallel: int = 4, max_life_s: float = 0.05) -> int:
-    """Fork ``clients`` clients, ``parallel`` at a time, each SIGKILLed at a random moment of its session.
+@dataclass
+class _Churner:
+    pid: int
+    ready: int  # read end of the child's ready pipe
+    kill_at: float | None = None  # set once the child said it is mid-session
+    give_up_at: float = 0.0
 
-    Returns how many were killed while still running (the others had died on their own, which
-    counts as a failure of the trial: the caller compares the two).
+
+def churn(path: str, clients: int, *, seed: int = 0, parallel: int = 4, max_life_s: float = 0.05,
+          start_timeout_s: float = 20.0) -> int:
+    """Fork ``clients`` clients, ``parallel`` alive at a time, each SIGKILLed at a random moment of its session.
+
+    A child says when its session is open and its first frame is submitted; it is killed
+    0..``max_life_s`` later.  Returns how many were killed mid-session; a child that died
+    on its own or never got that far (refused, too slow: ``start_timeout_s``) is not
+    counted, which the callers see as a failed trial.  ``parallel`` stays below the
+    daemon's ``max_clients_per_uid`` (32): every child is the caller's uid.
     """
     rng = random.Random(seed)
-    killed = 0
-    live: list[tuple[int, float]] = []
-    started = 0
+    killed = started = 0
+    live: dict[int, _Churner] = {}
     while started < clients or live:
         while started < clients and len(live) < parallel:
+            r, w = os.pipe()
             pid = os.fork()
             if pid == 0:
-                _churn_child(path, started)
-            live.append((pid, time.monotonic() + rng.uniform(0.0, max_life_s) + 0.02))
+                os.close(r)
+                _churn_child(path, started, w)
+            os.close(w)
+            live[r] = _Churner(pid, r, give_up_at=time.monotonic() + start_timeout_s)
             started += 1
-        live.sort(key=lambda x: x[1])
-        pid, when = live.pop(0)
-        time.sleep(max(0.0, when - time.monotonic()))
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done == 0:
-            os.kill(pid, signal.SIGKILL)
-            killed += 1
-        os.waitpid(pid, 0) if done == 0 else None
+        now = time.monotonic()
+        waiting = [c.ready for c in live.values() if c.kill_at is None]
+        due = min([c.kill_at for c in live.values() if c.kill_at is not None] +
+                  [c.give_up_at for c in live.values() if c.kill_at is None])
+        readable, _, _ = select.select(waiting, [], [], max(0.0, due - now)) if waiting else ([], [], [])
+        if not waiting:
+            time.sleep(max(0.0, due - now))
+        now = time.monotonic()
+        for fd in readable:
+            c = live[fd]
+            if os.read(fd, 1):
+                c.kill_at = now + rng.uniform(0.0, max_life_s)
+            else:  # end-of-file without the byte: the child is gone before its session ran
+                c.give_up_at = -1.0
+        for fd, c in list(live.items()):
+            mid_session = c.kill_at is not None and now >= c.kill_at
+            if mid_session or (c.kill_at is None and now >= c.give_up_at):
+                done, _ = os.waitpid(c.pid, os.WNOHANG)
+                if done == 0:
+                    os.kill(c.pid, signal.SIGKILL)
+                    os.waitpid(c.pid, 0)
+                    killed += int(mid_session)
+                os.close(fd)
+                del live[fd]
     return killed
 
 

@@ -142,6 +142,16 @@ class CudaDevice(StatusDevice):
         return Event(self, h, owned=True, interprocess=True, recorded=True)
 
     # -- memory --------------------------------------------------------------
+    def trim_pool(self) -> None:
+        """Hand the stream-ordered pool's unused memory back to the driver (cuMemPoolTrimTo 0).
+
+        The pool keeps what it ever held (the release threshold above, R7); the lane
+        trims it once a worker has had no session for a while (gpu/lane.py), so an
+        idle daemon's device memory returns to its baseline."""
+        d, ck = self._d, self._ck
+        pool = ck("cuDeviceGetDefaultMemPool", d.cuDeviceGetDefaultMemPool(self._dev))
+        self.scoped(lambda _: ck("cuMemPoolTrimTo", d.cuMemPoolTrimTo(pool, 0)))(None)
+
     def free_memory(self) -> int:
         """Free device memory now (cuMemGetInfo, with this device's context pushed): the lane's budget."""
         out: list = []

@@ -341,6 +341,11 @@ class Lane(abc.ABC):
         scores in host memory (the daemon's configured byte budgets are the bound then)."""
         return None
 
+    def device_memory(self) -> list[dict[str, int]] | None:
+        """The device memory in use now, per device (``status``: a soak compares it before and
+        after churn), or None when the lane has no device memory of its own."""
+        return None
+
     @abc.abstractmethod
     def import_buffer(self, layout: BufferLayout, fds: Mapping[int, OwnedFd]) -> LaneImport: ...
 

@@ -137,6 +137,13 @@ class EmuDevice:
                                os.cpu_count() or 1, 1 << 34)
         self._buffers: dict[int, np.ndarray] = {}
         self.allocated_bytes = 0
+        #: the stream-ordered pool, as CUDA's with the lanes' release threshold (cuda.py): blocks
+        #: freed with free_async stay allocated, for reuse, until trim_pool
+        self._pool_sizes: dict[int, int] = {}  # every pool block: ptr -> size
+        self._pool_free: list[tuple[int, int]] = []  # (size, ptr) of the unused ones
+        self._pool_lock = threading.Lock()
+        #: pinned host blocks handed out and not freed (address -> array)
+        self._host: dict[int, np.ndarray] = {}
         self.driver = _DRIVER
 
     def scoped(self, fn):
@@ -176,21 +183,53 @@ class EmuDevice:
         return ptr
 
     def free(self, ptr: int) -> None:
+        with self._pool_lock:  # a pool block freed at once (cuMemFree takes those too)
+            if self._pool_sizes.pop(ptr, None) is not None:
+                self._pool_free = [b for b in self._pool_free if b[1] != ptr]
         raw = self._buffers.pop(ptr, None)
         if raw is not None:
             self.allocated_bytes -= raw.nbytes
 
     def alloc_async(self, nbytes: int, stream) -> int:
-        return self.alloc(nbytes)
+        """From the pool: the smallest unused block that fits, else a new one (kept by the pool)."""
+        need = max(1, nbytes)
+        with self._pool_lock:
+            fits = [i for i, (size, _) in enumerate(self._pool_free) if size >= need]
+            if fits:
+                return self._pool_free.pop(min(fits, key=lambda i: self._pool_free[i][0]))[1]
+        ptr = self.alloc(need)
+        with self._pool_lock:
+            self._pool_sizes[ptr] = need
+        return ptr
 
     def free_async(self, ptr: int, stream) -> None:
+        with self._pool_lock:
+            size = self._pool_sizes.get(ptr)
+            if size is not None:
+                self._pool_free.append((size, ptr))
+                return
         self.free(ptr)
 
+    def trim_pool(self) -> None:
+        """Free the pool's unused blocks (cuMemPoolTrimTo 0)."""
+        with self._pool_lock:
+            unused, self._pool_free = self._pool_free, []
+            for _, ptr in unused:
+                del self._pool_sizes[ptr]
+        for _, ptr in unused:
+            self.free(ptr)
+
+    def live_allocations(self) -> int:
+        """Device blocks (plain and pooled, used or not) and pinned host blocks not freed."""
+        return len(self._buffers) + len(self._host)
+
     def alloc_host(self, nbytes: int) -> np.ndarray:
-        return np.zeros(max(1, nbytes), dtype=np.uint8)
+        array = np.zeros(max(1, nbytes), dtype=np.uint8)
+        self._host[array.ctypes.data] = array
+        return array
 
     def free_host(self, array) -> None:
-        pass
+        self._host.pop(array.ctypes.data, None)
 
     def copy_htod_async(self, dst: int, src: np.ndarray, nbytes: int, stream) -> None:
         ctypes.memmove(dst, src.ctypes.data, nbytes)
@@ -261,6 +300,9 @@ class EmuDevice:
 
     def close(self) -> None:
         self._buffers.clear()
+        self._pool_sizes.clear()
+        self._pool_free = []
+        self._host.clear()
 
 
 def _compiler() -> str | None:

@@ -146,6 +146,12 @@ class HipDevice(StatusDevice):
                      recorded=True)
 
     # memory
+    def trim_pool(self) -> None:
+        """Hand the stream-ordered pool's unused memory back (hipMemPoolTrimTo 0), as on CUDA (cuda.py)."""
+        hip, ck = self._hip, self._ck
+        pool = ck("hipDeviceGetDefaultMemPool", hip.hipDeviceGetDefaultMemPool(self._ordinal))
+        self.scoped(lambda _: ck("hipMemPoolTrimTo", hip.hipMemPoolTrimTo(pool, 0)))(None)
+
     def free_memory(self) -> int:
         """Free device memory now (hipMemGetInfo, with this device current): the lane's budget."""
         out: list = []

@@ -39,6 +39,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -249,6 +250,23 @@ class GpuLane(Lane):
                 free.append(int(dev.info.total_memory))
         return int(min(free) * self.DEVICE_BUDGET_FRACTION)
 
+    def device_memory(self) -> list[dict[str, int]]:
+        """Per device: bytes in use (total less free: the driver's figure, as nvidia-smi's, every
+        process's; the emulator's own allocations) and, where the runtime counts them, its live
+        allocations (the emulator: device, pool and pinned host blocks)."""
+        rows = []
+        for w, dev in zip(self.workers, self.devices):
+            row = {"device": w.index}
+            try:
+                row["used_bytes"] = int(dev.info.total_memory) - int(dev.free_memory())
+            except Exception:  # a runtime that cannot say: the row has no figure
+                pass
+            count = getattr(dev, "live_allocations", None)
+            if count is not None:
+                row["allocations"] = int(count())
+            rows.append(row)
+        return rows
+
     @property
     def host_copies(self) -> int:
         return self._copies
@@ -378,6 +396,10 @@ class GpuWorker(DeviceWorker):
         #: frames taken from the queue and not yet launched, per session (in order)
         self._waiting: dict["GpuLaneSession", list["_FrameJob"]] = {}
         self._launching = False
+        #: sessions with a scorer on this device; when the last one closes, the stream-ordered
+        #: pool is trimmed after POOL_TRIM_IDLE_S without a new one (see _trim_pool_when_idle)
+        self.scorers = 0
+        self._trim_at: float | None = None
 
     def setup(self) -> None:
         self.device.make_current()
@@ -433,7 +455,45 @@ class GpuWorker(DeviceWorker):
     AHEAD = 2
 
     def poll_timeout(self) -> float | None:
-        return 0.0002 if (self.inflight or self._waiting or self._copying) else None
+        if self.inflight or self._waiting or self._copying:
+            return 0.0002
+        if self._trim_at is not None:
+            return max(0.0, self._trim_at - time.monotonic())
+        return None
+
+    #: how long a device stays without sessions before its pool is trimmed: a client that
+    #: closes a session and opens the next at once keeps the pool's memory
+    POOL_TRIM_IDLE_S = 0.5
+
+    def scorer_opened(self) -> None:
+        self.scorers += 1
+        self._trim_at = None
+
+    def scorer_closed(self) -> None:
+        self.scorers -= 1
+        if self.scorers == 0:
+            self._trim_at = time.monotonic() + self.POOL_TRIM_IDLE_S
+
+    def _trim_pool_when_idle(self) -> None:
+        """Give the stream-ordered pool's memory back once no session has used it for a while.
+
+        The pools keep freed memory (R7: the release threshold, cuda.py/hip.py), so
+        without this a daemon's device memory stays at the high-water mark of every
+        session it ever ran (measured: +32 MiB after 5,000 churned clients on an H200).
+        Only with no session left, after the stream has drained: nothing in flight
+        still uses pool memory."""
+        if (self._trim_at is None or self.scorers or self.inflight or self._waiting
+                or time.monotonic() < self._trim_at):
+            return
+        self._trim_at = None
+        trim = getattr(self.device, "trim_pool", None)
+        if trim is None:
+            return
+        try:
+            self.stream.synchronize()
+            trim()
+        except Exception as e:  # the memory stays pooled; nothing else is wrong
+            log.warning("%s: trimming the memory pool failed: %s", self.name, e)
 
     def busy(self) -> bool:
         return bool(self.inflight or self._waiting)
@@ -493,6 +553,8 @@ class GpuWorker(DeviceWorker):
             sess._complete(batch)
         if self._waiting:
             self._launch(everything=block and not self.inflight)
+        if self._trim_at is not None:
+            self._trim_pool_when_idle()
 
 
 # --------------------------------------------------------------------------- sessions
@@ -527,6 +589,7 @@ class GpuLaneSession(WorkerLaneSession):
         w = self.worker
         self.scorer = GpuScorer(w.device, w.kernels, w.stream, self.spec.plan, geo.width, geo.height,
                                 geo.bitdepth, geo.pixel_format.subsampling, max_batch=self.lane.batch)
+        w.scorer_opened()
 
     def _fail_frames(self, jobs, error: LaneError) -> None:
         for job in jobs:
@@ -681,6 +744,7 @@ class GpuLaneSession(WorkerLaneSession):
                 self.scorer.close()
             finally:
                 self.scorer = None
+                self.worker.scorer_closed()
 
 
 @dataclass(eq=False)
