@@ -41,9 +41,21 @@ VX_DEVICE i32 vif_log2_64(const u16* table, u64 v)
     return (i32)table[v >> k] + 2048 * k;
 }
 
-#define VIF_TW 32
-#define VIF_TH 16
+// Tiles of the statistics kernels: VIF_TH x VIF_TW output pixels of one frame per block.
+// Each thread keeps a strip of outputs in registers so that a shared-memory value it loads
+// serves every output of the strip (a column strip of VIF_RV rows in the vertical pass, a row
+// strip of VIF_RH columns in the horizontal one): about a third of the shared-memory loads
+// of one output a thread.  The sums are exact integers, so the order of the taps is free.
+#define VIF_TW 48
+#define VIF_TH 32
 #define VIF_THREADS 256
+#define VIF_RV 4
+#define VIF_RH 3
+#define VIF_IW (VIF_TW + 16)  // input columns, with the widest filter's halo
+// Row pitches of the vertical pass's results.  The horizontal pass gives a warp's 32 lanes
+// 32 different rows at one column: an odd pitch in 32-bit words spreads them over the banks.
+#define VIF_PITCH32 (VIF_IW + 1)
+#define VIF_PITCH16 (VIF_IW + 2)
 
 // The vertical pass's product sums, sum f*x*y.  8-bit samples come only to scale 0's u8 kernel,
 // where s_sq = 2*(8-8) = 0 and the sums fit 32 bits: the 17 taps add up to 2^16, so a sum is at
@@ -53,7 +65,40 @@ VX_DEVICE i32 vif_log2_64(const u16* table, u64 v)
 template <typename T> struct VifSqSum { typedef u64 type; };
 template <> struct VifSqSum<u8> { typedef u32 type; };
 
-// One block: a VIF_TH x VIF_TW tile of output pixels of one frame.
+// One pixel's contribution to the four sums, from its filtered moments (libvmaf's
+// vif_statistic, integer path).
+VX_DEVICE void vif_pixel(u32 mu1, u32 mu2, u64 xx, u64 yy, u64 xy, const u16* log2_table, double gain_limit,
+                         i64& num_log, i64& den_log, i64& num_non_log, i64& den_non_log)
+{
+    const i32 sigma_nsq = 65536 << 1;
+    const double eps = 65536 * 1.0e-10;
+    const u32 mu1_sq = (u32)(((u64)mu1 * mu1 + 2147483648ull) >> 32);
+    const u32 mu2_sq = (u32)(((u64)mu2 * mu2 + 2147483648ull) >> 32);
+    const u32 mu1_mu2 = (u32)(((u64)mu1 * mu2 + 2147483648ull) >> 32);
+    const u32 xx_f = (u32)((xx + 32768) >> 16);
+    const u32 yy_f = (u32)((yy + 32768) >> 16);
+    const u32 xy_f = (u32)((xy + 32768) >> 16);
+    const i32 sigma1_sq = (i32)(xx_f - mu1_sq);
+    i32 sigma2_sq = (i32)(yy_f - mu2_sq);
+    const i32 sigma12 = (i32)(xy_f - mu1_mu2);
+    sigma2_sq = sigma2_sq > 0 ? sigma2_sq : 0;
+    if (sigma1_sq >= sigma_nsq) {
+        den_log += vif_log2_32(log2_table, (u32)(sigma_nsq + sigma1_sq)) - 2048 * 17;
+        if (sigma12 > 0 && sigma2_sq > 0) {
+            double g = sigma12 / (sigma1_sq + eps);
+            i32 sv_sq = (i32)(sigma2_sq - g * sigma12);
+            sv_sq = sv_sq > 0 ? sv_sq : 0;
+            g = g < gain_limit ? g : gain_limit;
+            const u32 numer1 = (u32)(sv_sq + sigma_nsq);
+            const i64 numer1_tmp = (i64)(g * g * sigma1_sq) + numer1;
+            num_log += vif_log2_64(log2_table, (u64)numer1_tmp) - vif_log2_64(log2_table, (u64)numer1);
+        }
+    } else {
+        num_non_log += sigma2_sq;
+        den_non_log += 1;
+    }
+}
+
 template <typename T, int FW>
 VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int w, int h, i64 pitch,
                               int s_mu, int s_sq, const u16* log2_table, double gain_limit,
@@ -62,13 +107,14 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
     const int HALF = FW / 2;
     const int IW = VIF_TW + FW - 1;  // tile columns incl. halo
     const int IH = VIF_TH + FW - 1;
-    __shared__ u16 in_r[VIF_TH + 16][VIF_TW + 16];
-    __shared__ u16 in_d[VIF_TH + 16][VIF_TW + 16];
-    __shared__ u32 v_mu1[VIF_TH][VIF_TW + 16];
-    __shared__ u32 v_mu2[VIF_TH][VIF_TW + 16];
-    __shared__ u32 v_rr[VIF_TH][VIF_TW + 16];
-    __shared__ u32 v_dd[VIF_TH][VIF_TW + 16];
-    __shared__ u32 v_rd[VIF_TH][VIF_TW + 16];
+    __shared__ u16 in_r[VIF_TH + 16][VIF_IW];
+    __shared__ u16 in_d[VIF_TH + 16][VIF_IW];
+    // the means fit 16 bits: (2^16 (2^b - 1) + 2^(b-1)) >> b <= 65535 for inputs of b <= 16 bits
+    __shared__ u16 v_mu1[VIF_TH][VIF_PITCH16];
+    __shared__ u16 v_mu2[VIF_TH][VIF_PITCH16];
+    __shared__ u32 v_rr[VIF_TH][VIF_PITCH32];
+    __shared__ u32 v_dd[VIF_TH][VIF_PITCH32];
+    __shared__ u32 v_rd[VIF_TH][VIF_PITCH32];
     __shared__ i64 scratch[VIF_THREADS];
 
     const int frame = blockIdx.z;
@@ -91,73 +137,73 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
     }
     __syncthreads();
 
+    // vertical pass: a thread item is a column strip of VIF_RV rows
     typedef typename VifSqSum<T>::type SqSum;
     const u32 rnd_mu = s_mu ? (1u << (s_mu - 1)) : 0u;
     const u64 rnd_sq = s_sq ? ((u64)1 << (s_sq - 1)) : 0;
-    for (int i = t; i < VIF_TH * IW; i += blockDim.x) {
-        const int ty = i / IW, tx = i % IW;
-        u32 m1 = 0, m2 = 0;
-        SqSum rr = 0, dd = 0, rd = 0;
+    for (int i = t; i < (VIF_TH / VIF_RV) * VIF_IW; i += blockDim.x) {
+        const int tx = i % VIF_IW, y = (i / VIF_IW) * VIF_RV;
+        if (tx >= IW) continue;
+        u32 m1[VIF_RV], m2[VIF_RV];
+        SqSum rr[VIF_RV], dd[VIF_RV], rd[VIF_RV];
 #pragma unroll
-        for (int k = 0; k < FW; ++k) {
-            const u32 f = vif_tap<FW>(k);
-            const u32 a = in_r[ty + k][tx], b = in_d[ty + k][tx];
-            const u32 fa = f * a, fb = f * b;
-            m1 += fa;
-            m2 += fb;
-            rr += (SqSum)fa * a;
-            dd += (SqSum)fb * b;
-            rd += (SqSum)fa * b;
+        for (int j = 0; j < VIF_RV; ++j) m1[j] = m2[j] = 0, rr[j] = dd[j] = rd[j] = 0;
+#pragma unroll
+        for (int k = 0; k < VIF_RV + FW - 1; ++k) {
+            const u32 a = in_r[y + k][tx], b = in_d[y + k][tx];
+#pragma unroll
+            for (int j = 0; j < VIF_RV; ++j) {
+                if (k - j < 0 || k - j >= FW) continue;
+                const u32 f = vif_tap<FW>(k - j);
+                const u32 fa = f * a, fb = f * b;
+                m1[j] += fa;
+                m2[j] += fb;
+                rr[j] += (SqSum)fa * a;
+                dd[j] += (SqSum)fb * b;
+                rd[j] += (SqSum)fa * b;
+            }
         }
-        v_mu1[ty][tx] = (m1 + rnd_mu) >> s_mu;
-        v_mu2[ty][tx] = (m2 + rnd_mu) >> s_mu;
-        v_rr[ty][tx] = (u32)((rr + rnd_sq) >> s_sq);
-        v_dd[ty][tx] = (u32)((dd + rnd_sq) >> s_sq);
-        v_rd[ty][tx] = (u32)((rd + rnd_sq) >> s_sq);
+#pragma unroll
+        for (int j = 0; j < VIF_RV; ++j) {
+            v_mu1[y + j][tx] = (u16)((m1[j] + rnd_mu) >> s_mu);
+            v_mu2[y + j][tx] = (u16)((m2[j] + rnd_mu) >> s_mu);
+            v_rr[y + j][tx] = (u32)((rr[j] + rnd_sq) >> s_sq);
+            v_dd[y + j][tx] = (u32)((dd[j] + rnd_sq) >> s_sq);
+            v_rd[y + j][tx] = (u32)((rd[j] + rnd_sq) >> s_sq);
+        }
     }
     __syncthreads();
 
-    const i32 sigma_nsq = 65536 << 1;
-    const double eps = 65536 * 1.0e-10;
+    // horizontal pass and the per-pixel statistics: a thread item is a row strip of VIF_RH
+    // columns; consecutive lanes take consecutive rows (see VIF_PITCH32)
     i64 num_log = 0, den_log = 0, num_non_log = 0, den_non_log = 0;
-    for (int i = t; i < VIF_TH * VIF_TW; i += blockDim.x) {
-        const int ty = i / VIF_TW, tx = i % VIF_TW;
-        if (y0 + ty >= h || x0 + tx >= w) continue;
-        u32 mu1 = 0, mu2 = 0;
-        u64 xx = 0, yy = 0, xy = 0;
+    for (int i = t; i < VIF_TH * (VIF_TW / VIF_RH); i += blockDim.x) {
+        const int ty = i % VIF_TH, x = (i / VIF_TH) * VIF_RH;
+        if (y0 + ty >= h || x0 + x >= w) continue;
+        u32 mu1[VIF_RH], mu2[VIF_RH];
+        u64 xx[VIF_RH], yy[VIF_RH], xy[VIF_RH];
 #pragma unroll
-        for (int k = 0; k < FW; ++k) {
-            const u32 f = vif_tap<FW>(k);
-            mu1 += f * v_mu1[ty][tx + k];
-            mu2 += f * v_mu2[ty][tx + k];
-            xx += (u64)f * v_rr[ty][tx + k];
-            yy += (u64)f * v_dd[ty][tx + k];
-            xy += (u64)f * v_rd[ty][tx + k];
-        }
-        const u32 mu1_sq = (u32)(((u64)mu1 * mu1 + 2147483648ull) >> 32);
-        const u32 mu2_sq = (u32)(((u64)mu2 * mu2 + 2147483648ull) >> 32);
-        const u32 mu1_mu2 = (u32)(((u64)mu1 * mu2 + 2147483648ull) >> 32);
-        const u32 xx_f = (u32)((xx + 32768) >> 16);
-        const u32 yy_f = (u32)((yy + 32768) >> 16);
-        const u32 xy_f = (u32)((xy + 32768) >> 16);
-        const i32 sigma1_sq = (i32)(xx_f - mu1_sq);
-        i32 sigma2_sq = (i32)(yy_f - mu2_sq);
-        const i32 sigma12 = (i32)(xy_f - mu1_mu2);
-        sigma2_sq = sigma2_sq > 0 ? sigma2_sq : 0;
-        if (sigma1_sq >= sigma_nsq) {
-            den_log += vif_log2_32(log2_table, (u32)(sigma_nsq + sigma1_sq)) - 2048 * 17;
-            if (sigma12 > 0 && sigma2_sq > 0) {
-                double g = sigma12 / (sigma1_sq + eps);
-                i32 sv_sq = (i32)(sigma2_sq - g * sigma12);
-                sv_sq = sv_sq > 0 ? sv_sq : 0;
-                g = g < gain_limit ? g : gain_limit;
-                const u32 numer1 = (u32)(sv_sq + sigma_nsq);
-                const i64 numer1_tmp = (i64)(g * g * sigma1_sq) + numer1;
-                num_log += vif_log2_64(log2_table, (u64)numer1_tmp) - vif_log2_64(log2_table, (u64)numer1);
+        for (int j = 0; j < VIF_RH; ++j) mu1[j] = mu2[j] = 0, xx[j] = yy[j] = xy[j] = 0;
+#pragma unroll
+        for (int k = 0; k < VIF_RH + FW - 1; ++k) {
+            const u32 a = v_mu1[ty][x + k], b = v_mu2[ty][x + k];
+            const u32 p = v_rr[ty][x + k], q = v_dd[ty][x + k], c = v_rd[ty][x + k];
+#pragma unroll
+            for (int j = 0; j < VIF_RH; ++j) {
+                if (k - j < 0 || k - j >= FW) continue;
+                const u32 f = vif_tap<FW>(k - j);
+                mu1[j] += f * a;
+                mu2[j] += f * b;
+                xx[j] += (u64)f * p;
+                yy[j] += (u64)f * q;
+                xy[j] += (u64)f * c;
             }
-        } else {
-            num_non_log += sigma2_sq;
-            den_non_log += 1;
+        }
+#pragma unroll
+        for (int j = 0; j < VIF_RH; ++j) {
+            if (x0 + x + j >= w) break;
+            vif_pixel(mu1[j], mu2[j], xx[j], yy[j], xy[j], log2_table, gain_limit, num_log, den_log, num_non_log,
+                      den_non_log);
         }
     }
     i64* o = out + frame * out_stride + out_index;
@@ -232,8 +278,14 @@ VX_DEVICE void vif_down_impl(const T* ref, const T* dis, i64 frame_stride, int w
     }
 }
 
+#if defined(VX_EMU)
+#define __launch_bounds__(...)
+#endif
+// three blocks a multiprocessor (at most 85 registers a thread; shared memory allows four)
+#define VIF_STATS_MINB 3
+
 #define VIF_STATS(NAME, T, FW)                                                                              \
-    VX_KERNEL void NAME(const T* ref, const T* dis, i64 frame_stride, int w, int h, i64 pitch, int s_mu,      \
+    VX_KERNEL void __launch_bounds__(VIF_THREADS, VIF_STATS_MINB) NAME(const T* ref, const T* dis, i64 frame_stride, int w, int h, i64 pitch, int s_mu,      \
                         int s_sq, const u16* log2_table, double gain_limit, i64* out, int out_stride,          \
                         int out_index)                                                                       \
     {                                                                                                        \

@@ -18,6 +18,8 @@ __all__ = ["make"]
 
 _STATS = ("vx_vif_stats0", "vx_vif_stats1", "vx_vif_stats2", "vx_vif_stats3")
 _DOWN = ("vx_vif_down1", "vx_vif_down2", "vx_vif_down3")
+#: the statistics kernels' output tile (VIF_TW x VIF_TH in vif.cu)
+_TILE_W, _TILE_H = 48, 32
 
 
 class _Log2Table:
@@ -83,7 +85,7 @@ class GpuVif(GpuFeature):
             w, h = self.sizes[s]
             s_mu, s_sq = (bpc, 2 * (bpc - 8)) if s == 0 else (16, 16)
             if not (s == 0 and self.skip0):
-                self._stats[s](((w + 31) // 32, (h + 15) // 16, n), (256,), st,
+                self._stats[s](((w + _TILE_W - 1) // _TILE_W, (h + _TILE_H - 1) // _TILE_H, n), (256,), st,
                                src_r, src_d, fstride, w, h, pitch, s_mu, s_sq, self._log2, self.gain,
                                out, ostride, 4 * s)
             if s == 3:
