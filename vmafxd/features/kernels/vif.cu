@@ -222,9 +222,13 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
 }
 
 // Decimation to the next scale: filter with that scale's taps (FW), keep even
-// rows and columns.  Output (w/2) x (h/2) u16, pitch `out_pitch`.
+// rows and columns.  Output (w/2) x (h/2) u16, pitch `out_pitch`.  A block's
+// input rectangle is staged in shared memory once (mirrored as it is read), so
+// the vertical taps read neighbours there rather than the picture FW times.
 #define VD_TW 32
-#define VD_TH 8
+#define VD_TH 16
+#define VD_IW (2 * VD_TW + 16)
+#define VD_IH (2 * VD_TH + 16)
 
 template <typename T, int FW>
 VX_DEVICE void vif_down_impl(const T* ref, const T* dis, i64 frame_stride, int w, int h, i64 pitch, int s_mu,
@@ -232,29 +236,42 @@ VX_DEVICE void vif_down_impl(const T* ref, const T* dis, i64 frame_stride, int w
 {
     const int HALF = FW / 2;
     const int IW = 2 * VD_TW + FW - 1;  // input columns for VD_TW outputs
-    __shared__ u32 v_r[VD_TH][2 * VD_TW + 16];
-    __shared__ u32 v_d[VD_TH][2 * VD_TW + 16];
+    const int IH = 2 * VD_TH + FW - 2;  // input rows for VD_TH outputs (the even rows' windows)
+    __shared__ u16 in_r[VD_IH][VD_IW];
+    __shared__ u16 in_d[VD_IH][VD_IW];
+    __shared__ u32 v_r[VD_TH][VD_IW];
+    __shared__ u32 v_d[VD_TH][VD_IW];
     const int frame = blockIdx.z;
     const T* r = ref + frame * frame_stride;
     const T* d = dis + frame * frame_stride;
     const int w2 = w / 2, h2 = h / 2;
     const int ox0 = blockIdx.x * VD_TW, oy0 = blockIdx.y * VD_TH;
-    const int ix0 = 2 * ox0 - HALF;
+    const int ix0 = 2 * ox0 - HALF, iy0 = 2 * oy0 - HALF;
     const u32 rnd = s_mu ? (1u << (s_mu - 1)) : 0u;
     const int t = threadIdx.x;
+    // rows and columns past the mirror's reach feed only outputs past the picture: zeros
+    for (int i = t; i < IH * IW; i += blockDim.x) {
+        const int ty = i / IW, tx = i % IW;
+        const int gy = iy0 + ty, gx = ix0 + tx;
+        u16 a = 0, b = 0;
+        if (gy < h + HALF && gx < w + HALF) {
+            const i64 o = (i64)vx_mirror(gy, h) * pitch + vx_mirror(gx, w);
+            a = (u16)r[o];
+            b = (u16)d[o];
+        }
+        in_r[ty][tx] = a;
+        in_d[ty][tx] = b;
+    }
+    __syncthreads();
     for (int i = t; i < VD_TH * IW; i += blockDim.x) {
         const int ty = i / IW, tx = i % IW;
-        const int oy = oy0 + ty;
         u32 ar = 0, ad = 0;
-        const int gx = ix0 + tx;
-        if (oy < h2 && gx < w + HALF) {
-            const int cx = vx_mirror(gx, w);
+        if (oy0 + ty < h2) {
 #pragma unroll
             for (int k = 0; k < FW; ++k) {
                 const u32 f = vif_tap<FW>(k);
-                const i64 o = (i64)vx_mirror(2 * oy - HALF + k, h) * pitch + cx;
-                ar += f * (u32)r[o];
-                ad += f * (u32)d[o];
+                ar += f * (u32)in_r[2 * ty + k][tx];
+                ad += f * (u32)in_d[2 * ty + k][tx];
             }
         }
         v_r[ty][tx] = (ar + rnd) >> s_mu;

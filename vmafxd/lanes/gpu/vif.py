@@ -20,6 +20,8 @@ _STATS = ("vx_vif_stats0", "vx_vif_stats1", "vx_vif_stats2", "vx_vif_stats3")
 _DOWN = ("vx_vif_down1", "vx_vif_down2", "vx_vif_down3")
 #: the statistics kernels' output tile (VIF_TW x VIF_TH in vif.cu)
 _TILE_W, _TILE_H = 48, 32
+#: the decimation kernels' output tile (VD_TW x VD_TH)
+_DOWN_W, _DOWN_H = 32, 16
 
 
 class _Log2Table:
@@ -94,7 +96,7 @@ class GpuVif(GpuFeature):
             dst_r = scratch + self.offsets[s + 1]
             dst_d = scratch + n * self.frame_bytes + self.offsets[s + 1]
             dst_fstride = self.frame_bytes // 2
-            self._down[s](((w2 + 31) // 32, (h2 + 7) // 8, n), (256,), st,
+            self._down[s](((w2 + _DOWN_W - 1) // _DOWN_W, (h2 + _DOWN_H - 1) // _DOWN_H, n), (256,), st,
                           src_r, src_d, fstride, w, h, pitch, bpc if s == 0 else 16,
                           dst_r, dst_d, dst_fstride, self.pitches[s + 1])
             src_r, src_d, fstride, pitch = dst_r, dst_d, dst_fstride, self.pitches[s + 1]
