@@ -168,10 +168,10 @@ def _gain_narrow(o, t):
     """
     idx = o.astype(np.int32) + 32768
     t32 = t.astype(np.int32)
-    k = _SIGNED_RECIP_LO[idx] * t32
+    k = np.take(_SIGNED_RECIP_LO, idx) * t32
     k += 16384
     k >>= 15
-    k += _SIGNED_RECIP_HI[idx] * t32
+    k += np.take(_SIGNED_RECIP_HI, idx) * t32
     k = _pick(o == 0, np.int32(32768), k)
     return np.clip(k, 0, 32768, out=k)
 
@@ -193,11 +193,11 @@ def _gain_wide(o, t):
         msb = np.where(big, (ab + (np.int64(1) << np.maximum(shift - 1, 0))) >> shift, ab)
         rnd = np.int64(1) << (14 + shift)
         rnd[shift + 14 == 31] = -(2**31)
-        num = _RECIP[msb] * t64
+        num = np.take(_RECIP, msb) * t64
         num *= np.sign(o64)  # the o == 0 entries are replaced below
         k = (num + rnd) >> (15 + shift)
     else:
-        num = _RECIP[ab] * t64
+        num = np.take(_RECIP, ab) * t64
         num *= np.sign(o64)
         num += 16384
         k = num

@@ -122,7 +122,7 @@ def _level(planes: np.ndarray, passes, vertical, horizontal, out_dtype) -> dict:
     for r0 in range(0, half_h, step):
         r1 = min(half_h, r0 + step)
         # the input rows of output rows r0 .. r1 - 1, in tap order (edges mirrored)
-        rows = planes[:, tm[2 * r0:2 * r1 + 2], :]
+        rows = np.take(planes, tm[2 * r0:2 * r1 + 2], axis=1)
         for name_lo, name_hi, vcoeffs in passes:
             acc, hdtype = vertical(rows, vcoeffs)
             parts = _deinterleave(acc, hdtype)
