@@ -219,37 +219,40 @@ def decouple(o_bands, t_bands, wide: bool, egl: float, vec=None):
     flag = _angle_flag(o_bands[0], o_bands[1], t_bands[0], t_bands[1], wide, vec)
     # Scale 0 fits int32: k <= 2^15 and |o|, |t| <= 2^15, and r * egl <= 2^15 * 100.
     work, dtype = (np.int64, np.int32) if wide else (np.int32, np.int16)
-    r_out, a_out = [], []
-    for o, t in zip(o_bands, t_bands):
-        k = _gain_wide(o, t) if wide else _gain_narrow(o, t)
-        o_w = o.astype(work)
-        t_w = t.astype(work)
-        rst = k * o_w
-        rst += 16384
-        rst >>= 15
-        # The float test "rst_f > 0" is exactly k > 0 and o > 0 (no underflow possible).
-        sel = flag & (k > 0)
-        pos = sel & (o_w > 0)
-        neg = sel & (o_w < 0)
-        if float(egl).is_integer():
-            scaled = rst * work(int(egl))
-        else:
-            # For r >= 0 (pos) and r <= 0 (neg), trunc(MIN(x, t)) == MIN(trunc(x), t).
-            x = rst * float(egl)
-            scaled = _select(vec, np.rint(x), np.trunc(x)).astype(work)
-        # rst = MIN(scaled, t) where pos, MAX(scaled, t) where neg (disjoint), by arithmetic
-        lo = np.minimum(scaled, t_w)
-        lo -= rst
-        lo *= pos
-        np.maximum(scaled, t_w, out=scaled)
-        scaled -= rst
-        scaled *= neg
-        rst += lo
-        rst += scaled
-        r_out.append(rst.astype(dtype))
-        t_w -= rst
-        a_out.append(t_w.astype(dtype))
-    return r_out, a_out
+    # The three bands stacked: every step below is per pixel, so one numpy call
+    # serves all three (a third of the calls, which is most of the cost on small bands).
+    o = np.stack(o_bands)
+    t = np.stack(t_bands)
+    k = _gain_wide(o, t) if wide else _gain_narrow(o, t)
+    o_w = o.astype(work)
+    t_w = t.astype(work)
+    rst = k * o_w
+    rst += 16384
+    rst >>= 15
+    # The float test "rst_f > 0" is exactly k > 0 and o > 0 (no underflow possible).
+    sel = k > 0
+    sel &= flag
+    pos = sel & (o_w > 0)
+    neg = sel & (o_w < 0)
+    if float(egl).is_integer():
+        scaled = rst * work(int(egl))
+    else:
+        # For r >= 0 (pos) and r <= 0 (neg), trunc(MIN(x, t)) == MIN(trunc(x), t).
+        x = rst * float(egl)
+        scaled = _select(vec, np.rint(x), np.trunc(x)).astype(work)
+    # rst = MIN(scaled, t) where pos, MAX(scaled, t) where neg (disjoint), by arithmetic
+    lo = np.minimum(scaled, t_w)
+    lo -= rst
+    lo *= pos
+    np.maximum(scaled, t_w, out=scaled)
+    scaled -= rst
+    scaled *= neg
+    rst += lo
+    rst += scaled
+    restored = rst.astype(dtype)
+    t_w -= rst
+    additive = t_w.astype(dtype)
+    return list(restored), list(additive)
 
 
 # --- CSF -----------------------------------------------------------------------------
