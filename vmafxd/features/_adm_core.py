@@ -189,10 +189,15 @@ def _gain_wide(o, t):
     big = ab >= 32768
     if big.any():
         _, bits = np.frexp(ab.astype(np.float64))  # bit length, exact below 2^53
-        shift = np.where(big, bits - 15, 0).astype(np.int64)
-        msb = np.where(big, (ab + (np.int64(1) << np.maximum(shift - 1, 0))) >> shift, ab)
-        rnd = np.int64(1) << (14 + shift)
-        rnd[shift + 14 == 31] = -(2**31)
+        # ab >= 2^15 exactly when its bit length is 16 or more: shift = bits - 15
+        # there and 0 elsewhere, with no per-element branch (see _pick)
+        shift = np.maximum(bits - 15, 0).astype(np.int64)
+        one = np.int64(1) << shift
+        # (1 << shift) >> 1 is the rounding half, and 0 where shift == 0 (msb = ab)
+        msb = ab + (one >> 1)
+        msb >>= shift
+        rnd = one << 14
+        rnd -= (shift == 17) * np.int64(2**32)  # 2^31 stored in an int32: -2^31
         num = np.take(_RECIP, msb) * t64
         num *= np.sign(o64)  # the o == 0 entries are replaced below
         k = (num + rnd) >> (15 + shift)
