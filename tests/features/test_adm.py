@@ -312,3 +312,21 @@ def test_powf_array_is_c_powf_element_by_element():
         want = np.array([_POWF(float(v), float(y)) for v in x], np.float32)
         got = powf_array(x, y)
         assert got.dtype == np.float32 and (got.view(np.uint32) == want.view(np.uint32)).all()
+
+
+@pytest.mark.parametrize("w, h, bpc", [(160, 90, 8), (177, 95, 12)])
+@pytest.mark.parametrize("code_path", ["avx512", "c"])
+def test_strips_of_one_row_give_the_same_sums(monkeypatch, w, h, bpc, code_path):
+    """The DWT and the scoring stages run in strips of rows; strips of a single
+    row (every strip edge a band edge or a neighbour row) give the same integers
+    as one strip for the whole band."""
+    from vmafxd.features import _adm_dwt, adm
+
+    ref, dist = synthetic_pair(w, h, bpc)
+    opts = DECLARATION.resolve_options({})
+    whole = compute_stats(ref, dist, bpc, opts, code_path)
+    monkeypatch.setattr(adm, "_STRIP_SAMPLES", 1)
+    monkeypatch.setattr(_adm_dwt, "_STRIP_SAMPLES", 1)
+    rows = compute_stats(ref, dist, bpc, opts, code_path)
+    for k in ("num", "den", "aim"):
+        assert (getattr(rows, k) == getattr(whole, k)).all(), k

@@ -71,6 +71,26 @@ def test_dct_is_close_to_the_orthonormal_dct():
     assert not (fdct8x8(blocks.transpose(0, 2, 1)).transpose(0, 2, 1) == got).all()
 
 
+def test_dct_in_int32_equals_the_dct_in_int64_on_extreme_twelve_bit_blocks():
+    """The int32 transform (libvmaf's type) never wraps for 12-bit samples: on the
+    blocks that drive each coefficient hardest (0 or 4095 by the sign of each
+    basis function, both ways round) and on random 0/4095 blocks it gives what
+    the same steps give in int64."""
+    from vmafxd.features._psnr_hvs_dct import _fdct8
+
+    m = _orthonormal_dct8()
+    signs = np.array([np.outer(m[u], m[v]) > 0 for u in range(8) for v in range(8)])
+    rng = np.random.default_rng(5)
+    blocks = np.concatenate([signs, ~signs, rng.integers(0, 2, (500, 8, 8)) > 0]) * 4095
+    x = np.moveaxis(blocks.astype(np.int64), 0, -1)
+    first = np.stack(_fdct8([x[k] for k in range(8)]))
+    wide = np.moveaxis(np.stack(_fdct8([first[:, k] for k in range(8)]), axis=1), -1, 0)
+    got = fdct8x8(blocks)
+    assert got.dtype == np.int32
+    assert np.abs(wide).max() > 30000  # the extremes are reached
+    assert (got == wide).all()
+
+
 # --- blocks and accumulation ------------------------------------------------------
 
 

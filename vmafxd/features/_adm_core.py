@@ -79,12 +79,31 @@ def _select(mask, vec, c):
     return c if mask is None else np.where(mask, vec, c)
 
 
+# numpy's ``where`` (and masked ``copyto``/``out=..., where=``) branches per
+# element: on data-dependent masks it runs at a few ns a sample, several times
+# the cost of a plain arithmetic pass.  These two select by arithmetic instead.
+
+
+def _pick(cond, a, b):
+    """``np.where(cond, a, b)`` for integer arrays: ``b + (a - b) * cond``, exact
+    because integer arithmetic is modular (a wrapped ``a - b`` comes back)."""
+    x = np.subtract(a, b)
+    x *= cond
+    x += b
+    return x
+
+
+def _pick_bool(cond, a, b):
+    """``np.where(cond, a, b)`` for boolean arrays, as bit operations."""
+    return (a & cond) | (b & ~cond)
+
+
 # --- decouple ------------------------------------------------------------------------
 
 
-def _to_double_over_4096(x: np.ndarray) -> np.ndarray:
-    """``(float)x / 4096.0``: one rounding to float, then an exact scaling in double."""
-    return x.astype(np.float32).astype(np.float64) / 4096.0
+def _as_float_then_double(x: np.ndarray) -> np.ndarray:
+    """``(double)(float)x``: the one rounding C makes storing the sum in a float."""
+    return x.astype(np.float32).astype(np.float64)
 
 
 def _angle_flag(oh, ov, th, tv, wide: bool, vec):
@@ -95,6 +114,11 @@ def _angle_flag(oh, ov, th, tv, wide: bool, vec):
     compared in double: (u.v) >= 0 and (u.v)^2 >= cos^2(1deg) |u|^2 |v|^2,
     the right side multiplied left to right.
 
+    The divisions by 4096 are left out: scaling by a power of two is exact and
+    commutes with every rounding of the products (no value is near the double
+    range's ends: they are integers below 2^64 or zero), so each side of the
+    comparison is the C side times 2^24 exactly and the outcome is the same.
+
     Scale 0's int16 inputs are multiplied in int32 here: a sum can only
     overflow as -2^31 for +2^31 (all inputs -32768), which C's 64-bit sums
     do not do and is undone for C pixels.  AVX-512 (scale 0 only) does sum in
@@ -103,20 +127,31 @@ def _angle_flag(oh, ov, th, tv, wide: bool, vec):
     """
     dtype = np.int64 if wide else np.int32
     oh, ov, th, tv = (x.astype(dtype) for x in (oh, ov, th, tv))
-    sums = [oh * th + ov * tv, oh * oh + ov * ov, th * th + tv * tv]
-    ot, om, tm = (_to_double_over_4096(x) for x in sums)
+    sums = []
+    for a, b, c, d in ((oh, th, ov, tv), (oh, oh, ov, ov), (th, th, tv, tv)):
+        x = a * b
+        y = c * d
+        x += y
+        sums.append(x)
+    ot, om, tm = (_as_float_then_double(x) for x in sums)
     if not wide:
         for x, xf in zip(sums, (ot, om, tm)):
             wrapped = x == np.iinfo(np.int32).min
             if vec is not None:
                 wrapped &= ~vec
             if wrapped.any():
-                xf[wrapped] = 2.0**31 / 4096.0
+                xf[wrapped] = 2.0**31
     lhs = ot * ot
-    flag = lhs >= COS_1DEG_SQ * om * tm
     if vec is not None and not wide:
-        flag = np.where(vec, lhs >= om * tm * COS_1DEG_SQ, flag)
-    return flag & (ot >= 0.0)
+        rhs_vec = om * tm
+        rhs_vec *= COS_1DEG_SQ
+    om *= COS_1DEG_SQ
+    om *= tm
+    flag = lhs >= om
+    if vec is not None and not wide:
+        flag = _pick_bool(vec, lhs >= rhs_vec, flag)
+    flag &= ot >= 0.0
+    return flag
 
 
 # Q30 reciprocals split as hi * 2^15 + lo, so that products with int16 stay in int32.
@@ -133,11 +168,11 @@ def _gain_narrow(o, t):
     """
     idx = o.astype(np.int32) + 32768
     t32 = t.astype(np.int32)
-    k = _SIGNED_RECIP_LO[idx] * t32
+    k = np.take(_SIGNED_RECIP_LO, idx) * t32
     k += 16384
     k >>= 15
-    k += _SIGNED_RECIP_HI[idx] * t32
-    k[o == 0] = 32768
+    k += np.take(_SIGNED_RECIP_HI, idx) * t32
+    k = _pick(o == 0, np.int32(32768), k)
     return np.clip(k, 0, 32768, out=k)
 
 
@@ -154,17 +189,25 @@ def _gain_wide(o, t):
     big = ab >= 32768
     if big.any():
         _, bits = np.frexp(ab.astype(np.float64))  # bit length, exact below 2^53
-        shift = np.where(big, bits - 15, 0).astype(np.int64)
-        msb = np.where(big, (ab + (np.int64(1) << np.maximum(shift - 1, 0))) >> shift, ab)
-        rnd = np.int64(1) << (14 + shift)
-        rnd[shift + 14 == 31] = -(2**31)
-        num = _RECIP[msb] * t64 * np.where(o64 < 0, -1, 1)
+        # ab >= 2^15 exactly when its bit length is 16 or more: shift = bits - 15
+        # there and 0 elsewhere, with no per-element branch (see _pick)
+        shift = np.maximum(bits - 15, 0).astype(np.int64)
+        one = np.int64(1) << shift
+        # (1 << shift) >> 1 is the rounding half, and 0 where shift == 0 (msb = ab)
+        msb = ab + (one >> 1)
+        msb >>= shift
+        rnd = one << 14
+        rnd -= (shift == 17) * np.int64(2**32)  # 2^31 stored in an int32: -2^31
+        num = np.take(_RECIP, msb) * t64
+        num *= np.sign(o64)  # the o == 0 entries are replaced below
         k = (num + rnd) >> (15 + shift)
     else:
-        num = _RECIP[ab] * t64
-        num[o64 < 0] *= -1
-        k = (num + 16384) >> 15
-    k[o64 == 0] = 32768
+        num = np.take(_RECIP, ab) * t64
+        num *= np.sign(o64)
+        num += 16384
+        k = num
+        k >>= 15
+    k = _pick(o64 == 0, np.int64(32768), k)
     return np.clip(k, 0, 32768, out=k)
 
 
@@ -181,31 +224,40 @@ def decouple(o_bands, t_bands, wide: bool, egl: float, vec=None):
     flag = _angle_flag(o_bands[0], o_bands[1], t_bands[0], t_bands[1], wide, vec)
     # Scale 0 fits int32: k <= 2^15 and |o|, |t| <= 2^15, and r * egl <= 2^15 * 100.
     work, dtype = (np.int64, np.int32) if wide else (np.int32, np.int16)
-    r_out, a_out = [], []
-    for o, t in zip(o_bands, t_bands):
-        k = _gain_wide(o, t) if wide else _gain_narrow(o, t)
-        o_w = o.astype(work)
-        t_w = t.astype(work)
-        rst = k * o_w
-        rst += 16384
-        rst >>= 15
-        # The float test "rst_f > 0" is exactly k > 0 and o > 0 (no underflow possible).
-        sel = flag & (k > 0)
-        pos = sel & (o_w > 0)
-        neg = sel & (o_w < 0)
-        if float(egl).is_integer():
-            scaled = rst * work(int(egl))
-        else:
-            # For r >= 0 (pos) and r <= 0 (neg), trunc(MIN(x, t)) == MIN(trunc(x), t).
-            x = rst * float(egl)
-            scaled = _select(vec, np.rint(x), np.trunc(x)).astype(work)
-        np.minimum(scaled, t_w, out=scaled, where=pos)
-        np.maximum(scaled, t_w, out=scaled, where=neg)
-        np.copyto(rst, scaled, where=pos | neg)
-        r_out.append(rst.astype(dtype))
-        t_w -= rst
-        a_out.append(t_w.astype(dtype))
-    return r_out, a_out
+    # The three bands stacked: every step below is per pixel, so one numpy call
+    # serves all three (a third of the calls, which is most of the cost on small bands).
+    o = np.stack(o_bands)
+    t = np.stack(t_bands)
+    k = _gain_wide(o, t) if wide else _gain_narrow(o, t)
+    o_w = o.astype(work)
+    t_w = t.astype(work)
+    rst = k * o_w
+    rst += 16384
+    rst >>= 15
+    # The float test "rst_f > 0" is exactly k > 0 and o > 0 (no underflow possible).
+    sel = k > 0
+    sel &= flag
+    pos = sel & (o_w > 0)
+    neg = sel & (o_w < 0)
+    if float(egl).is_integer():
+        scaled = rst * work(int(egl))
+    else:
+        # For r >= 0 (pos) and r <= 0 (neg), trunc(MIN(x, t)) == MIN(trunc(x), t).
+        x = rst * float(egl)
+        scaled = _select(vec, np.rint(x), np.trunc(x)).astype(work)
+    # rst = MIN(scaled, t) where pos, MAX(scaled, t) where neg (disjoint), by arithmetic
+    lo = np.minimum(scaled, t_w)
+    lo -= rst
+    lo *= pos
+    np.maximum(scaled, t_w, out=scaled)
+    scaled -= rst
+    scaled *= neg
+    rst += lo
+    rst += scaled
+    restored = rst.astype(dtype)
+    t_w -= rst
+    additive = t_w.astype(dtype)
+    return list(restored), list(additive)
 
 
 # --- CSF -----------------------------------------------------------------------------
@@ -325,7 +377,7 @@ def masked_sum(src, csf_bands, flt_bands, reg: Region, wide: bool, p, vec=None) 
             if vec is not None:
                 # AVX-512 keeps x and the threshold in 64 bits (and multiplies by the weight as an int32).
                 xv = np.abs((s64 * _as_signed32(rf) + (1 << 27)) >> 28) - thr
-                x = np.where(vec, xv, x)
+                x = _pick(vec, xv, x)
             np.maximum(x, 0, out=x)
             x = _low32(x)
         else:

@@ -9,9 +9,10 @@ input samples ``2i-1 .. 2i+2``.  libvmaf's edge rules are asymmetric:
 * past the end, sample ``n`` is ``n-1`` and ``n+1`` is ``n-2`` (half-sample
   mirror), i.e. ``2n - e - 1``.
 
-The vertical pass gathers the rows in tap order (:func:`tap_map`) and sums
-the four taps of every output through a strided view with ``einsum`` (one
-pass over memory).  The horizontal pass splits the columns by parity so that
+Both passes run in strips of output rows (:func:`_level`), so that their
+temporaries stay in cache.  The vertical pass gathers a strip's rows in tap
+order (:func:`tap_map`) and sums the four taps of every output through a
+strided view with ``einsum`` (one pass over memory).  The horizontal pass splits the columns by parity so that
 its four taps become contiguous slices (``einsum`` is slow when the taps are
 the innermost stride).
 
@@ -51,15 +52,14 @@ def tap_map(n: int) -> np.ndarray:
     return e
 
 
-def _vertical(planes: np.ndarray, coeffs, dtype) -> np.ndarray:
-    """Sum of the four vertical taps of every output row: ``(n, h, w) -> (n, ceil(h/2), w)``.
+def _vertical(rows: np.ndarray, coeffs, dtype) -> np.ndarray:
+    """Sum of the four vertical taps of every output row: ``(n, 2 m + 2, w) -> (n, m, w)``,
+    from rows already gathered in tap order (output ``i`` reads rows ``2i .. 2i + 3``).
 
-    The rows are gathered once in tap order, then ``einsum`` reads the taps
-    ``2i-1+k`` as a strided view: one pass over memory instead of seven.
+    ``einsum`` reads the taps as a strided view: one pass over memory instead of seven.
     """
-    n, h, w = planes.shape
-    half = (h + 1) // 2
-    rows = planes[:, tap_map(h), :]
+    n, r, w = rows.shape
+    half = (r - 2) // 2
     si, sr, sc = rows.strides
     taps = as_strided(rows, shape=(4, n, half, w), strides=(sr, si, 2 * sr, sc), writeable=False)
     return np.einsum("k,knij->nij", np.asarray(coeffs, dtype=dtype), taps)
@@ -99,6 +99,42 @@ def _horizontal(parts: np.ndarray, coeffs, dtype) -> np.ndarray:
     return acc
 
 
+#: samples (per picture) of the input rows of one strip: a strip's temporaries
+#: stay in cache, where passes over the whole band would stream through memory
+_STRIP_SAMPLES = 1 << 16
+
+
+def _level(planes: np.ndarray, passes, vertical, horizontal, out_dtype) -> dict:
+    """One DWT level of stacked planes ``(n, h, w)``, in strips of output rows.
+
+    ``passes``: (low band name, high band name, vertical taps) for each vertical
+    filter, a name None to skip its band; ``vertical(acc)`` rounds a vertical
+    sum and returns the array the horizontal pass reads, ``horizontal(acc)``
+    rounds a horizontal sum in place.  The bands are stored in ``out_dtype``
+    (numpy's assignment casts like C's store: it wraps).
+    """
+    n, h, w = planes.shape
+    half_h, half_w = (h + 1) // 2, (w + 1) // 2
+    tm = tap_map(h)
+    bands = {name: np.empty((n, half_h, half_w), out_dtype)
+             for lo, hi, _ in passes for name in (lo, hi) if name is not None}
+    step = max(1, _STRIP_SAMPLES // (2 * w))
+    for r0 in range(0, half_h, step):
+        r1 = min(half_h, r0 + step)
+        # the input rows of output rows r0 .. r1 - 1, in tap order (edges mirrored)
+        rows = np.take(planes, tm[2 * r0:2 * r1 + 2], axis=1)
+        for name_lo, name_hi, vcoeffs in passes:
+            acc, hdtype = vertical(rows, vcoeffs)
+            parts = _deinterleave(acc, hdtype)
+            for name, hc in ((name_lo, LO), (name_hi, HI)):
+                if name is None:
+                    continue
+                b = _horizontal(parts, hc, hdtype)
+                horizontal(b)
+                bands[name][:, r0:r1] = b
+    return bands
+
+
 def dwt_scale0(planes: np.ndarray, bitdepth: int, lo_only: bool = False):
     """Scale-0 DWT of stacked planes ``(n, h, w)`` (uint8/uint16) -> dict of int16 bands.
 
@@ -107,25 +143,25 @@ def dwt_scale0(planes: np.ndarray, bitdepth: int, lo_only: bool = False):
     the horizontal pass divides by ``2^16``.  All sums are int32, as in C.
     """
     add = 1 << (bitdepth - 1)
-    passes = [("a", "v", _vertical(planes, LO, np.int32), add - LO_SUM * add)]
-    if not lo_only:
-        passes.append(("h", "d", _vertical(planes, HI, np.int32), add))
-    bands = {}
-    for name_lo, name_hi, acc, const in passes:
-        acc += np.int32(const)
+    consts = {LO: np.int32(add - LO_SUM * add), HI: np.int32(add)}
+
+    def vertical(rows, coeffs):
+        acc = _vertical(rows, coeffs, np.int32)
+        acc += consts[coeffs]
         acc >>= bitdepth
         # C stores this as int16, which changes nothing: both recentred sums
         # lie within +-27411 * 2^bpc (and at 16 bits any int32 >> 16 fits), so
         # the store is skipped.
-        parts = _deinterleave(acc, np.int32)
-        for name, coeffs in ((name_lo, LO), (name_hi, HI)):
-            if lo_only and name != "a":
-                continue
-            b = _horizontal(parts, coeffs, np.int32)
-            b += np.int32(32768)
-            b >>= 16
-            bands[name] = b.astype(np.int16)
-    return bands
+        return acc, np.int32
+
+    def horizontal(b):
+        b += np.int32(32768)
+        b >>= 16
+
+    passes = [("a", None if lo_only else "v", LO)]
+    if not lo_only:
+        passes.append(("h", "d", HI))
+    return _level(planes, passes, vertical, horizontal, np.int16)
 
 
 def dwt_s123(band_a: np.ndarray, scale: int):
@@ -135,16 +171,17 @@ def dwt_s123(band_a: np.ndarray, scale: int):
     """
     v_add, v_shift = _S123_VERTICAL[scale - 1]
     h_add, h_shift = _S123_HORIZONTAL[scale - 1]
-    bands = {}
-    for name_lo, name_hi, coeffs in (("a", "v", LO), ("h", "d", HI)):
-        acc = _vertical(band_a, coeffs, np.int64)
+
+    def vertical(rows, coeffs):
+        acc = _vertical(rows, coeffs, np.int64)
         if v_add:
             acc += v_add
         acc >>= v_shift
-        parts = _deinterleave(acc.astype(np.int32), np.int64)
-        for name, hc in ((name_lo, LO), (name_hi, HI)):
-            b = _horizontal(parts, hc, np.int64)
-            b += h_add
-            b >>= h_shift
-            bands[name] = b.astype(np.int32)
-    return bands
+        # stored as int32 (wrapping), then widened again for the horizontal sums
+        return acc.astype(np.int32), np.int64
+
+    def horizontal(b):
+        b += h_add
+        b >>= h_shift
+
+    return _level(band_a, (("a", "v", LO), ("h", "d", HI)), vertical, horizontal, np.int32)

@@ -4,8 +4,16 @@ The transform is Daala's lifting DCT (``od_bin_fdct8``/``od_bin_fdct8x8``,
 as libvmaf's ``third_party/xiph/psnr_hvs.c`` uses it): butterflies and
 multiply-shift lifting steps on 32-bit integers, so any implementation that
 keeps the same steps gives the same coefficients.  It is written here on
-numpy int64 arrays holding many blocks at once (no step overflows 32 bits
-for samples of up to 12 bits, so int64 changes nothing).
+numpy int32 arrays holding many blocks at once, position-major
+(:func:`fdct8x8_planar`: one contiguous array per sample position, so every
+step is one vector pass over all blocks).  int32 is libvmaf's own type
+(``od_coeff``, ``int`` temporaries), so numpy's int32 arithmetic is its
+arithmetic step for step; and nothing comes near 2^31 for samples of up to
+12 bits: each 1-D pass is orthonormal, so its outputs stay below
+sqrt(8) * 4095 < 11,600 after the first pass, and a lifting step's operand
+(a butterfly of at most four such values, halved) below 4 * 11,600 = 46,400,
+whose product with the largest multiplier (21895) is below 1.02e9 < 2^31 —
+the same bound libvmaf's C relies on.
 
 The CSF tables are Xiph's "normalized inverse quantization matrix for 8x8
 DCT at the point of transparency" (BSD licence, Xiph.Org), stored as C
@@ -17,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["fdct8x8", "CSF_Y", "CSF_CB", "CSF_CR", "MASK_Y", "MASK_CB", "MASK_CR"]
+__all__ = ["fdct8x8", "fdct8x8_planar", "CSF_Y", "CSF_CB", "CSF_CR", "MASK_Y", "MASK_CB", "MASK_CR"]
 
 
 def _half(a: np.ndarray) -> np.ndarray:
@@ -76,16 +84,27 @@ def _fdct8(x: list[np.ndarray]) -> list[np.ndarray]:
     return [t0, t1, t2, t3, t4, t5, t6, t7]
 
 
-def _columns_then_transpose(block: np.ndarray) -> np.ndarray:
-    """Transform every column of (..., 8, 8) and return the result transposed,
-    as ``od_bin_fdct8x8``'s passes store each column's output as a row."""
-    out = _fdct8([block[..., k, :] for k in range(8)])
-    return np.stack(out, axis=-1)
+def fdct8x8_planar(x: np.ndarray) -> np.ndarray:
+    """``od_bin_fdct8x8`` on blocks laid out position-major: ``x[i, j, b]`` is
+    row ``i``, column ``j`` of block ``b`` (int32, shape (8, 8, N)); returns
+    the coefficients the same way (``out[u, v, b]``).
+
+    libvmaf's first pass transforms each column and stores it as a row, the
+    second does the same again: with ``x[k]`` a whole row of every block, the
+    first pass's outputs ``t[k]`` are indexed by column, and the second pass
+    reads row ``k`` of the intermediate as ``stack(t)[:, k]`` (a strided view).
+    """
+    x = np.asarray(x, dtype=np.int32)
+    first = np.stack(_fdct8([x[k] for k in range(8)]))
+    return np.stack(_fdct8([first[:, k] for k in range(8)]), axis=1)
 
 
 def fdct8x8(blocks: np.ndarray) -> np.ndarray:
-    """``od_bin_fdct8x8`` on (..., 8, 8) int64 blocks (rows then columns)."""
-    return _columns_then_transpose(_columns_then_transpose(blocks))
+    """``od_bin_fdct8x8`` on (..., 8, 8) integer blocks (rows then columns), int32 out."""
+    blocks = np.asarray(blocks)
+    lead = blocks.shape[:-2]
+    planar = np.moveaxis(blocks.reshape(-1, 8, 8), 0, -1)
+    return np.moveaxis(fdct8x8_planar(planar), -1, 0).reshape(lead + (8, 8))
 
 
 _CSF_Y = (

@@ -46,6 +46,8 @@ definition.  Wider frames are unaffected.
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -145,22 +147,40 @@ class AdmStats:
     code_path: str = "avx512"
 
 
+#: samples of one strip of the scoring region: decouple, CSF and masking run
+#: strip by strip so that their few dozen temporaries stay in cache
+_STRIP_SAMPLES = 1 << 15
+
+
 def _score_scale(bands, p: ScaleParams, wide: bool, egl: float, skip_aim: bool, simd: bool):
-    rows, cols = p.region.ring
+    """One scale's (num, den, aim) sums per band, over the region in strips of rows.
+
+    Every stage is per pixel but masking, which reads the 3x3 neighbourhood: a
+    strip is the region's rows ``y0 .. y1 - 1`` as a region of its own (same
+    band, so the same edge mirroring), whose ring holds the neighbour rows above
+    and below.  The sums are per row before they are added, so strips add up.
+    """
+    reg = p.region
     vec_ring = p.vec_ring if simd else None
-    vec_region = p.vec_region if simd else None
-    ref = [bands[k][0] for k in "hvd"]
-    o = [b[rows, cols] for b in ref]
-    t = [bands[k][1][rows, cols] for k in "hvd"]
-    restored, additive = decouple(o, t, wide, egl, vec_ring)
-    den = den_sum(ref, p.region, wide, p)
-    csf_a, flt_a = csf(additive, p.irf, wide, vec_ring)
-    num = masked_sum(restored, csf_a, flt_a, p.region, wide, p, vec_region)
-    aim = [0, 0, 0]
-    if not skip_aim:
-        # AIM swaps the roles: masking by the restored part, summing the additive part.
-        csf_r, flt_r = csf(restored, p.irf, wide, vec_ring)
-        aim = masked_sum(additive, csf_r, flt_r, p.region, wide, p, vec_region)
+    num, den, aim = np.zeros(3, np.int64), np.zeros(3, np.int64), np.zeros(3, np.int64)
+    step = max(1, _STRIP_SAMPLES // max(1, reg.right - reg.left))
+    for y0 in range(reg.top, reg.bottom, step):
+        sub = dataclasses.replace(reg, top=y0, bottom=min(reg.bottom, y0 + step))
+        vec_region = p.vec_region if simd else None
+        if vec_region is not None and vec_region.ndim == 2:
+            vec_region = vec_region[y0 - reg.top:sub.bottom - reg.top]
+        rows, cols = sub.ring
+        ref = [bands[k][0] for k in "hvd"]
+        o = [b[rows, cols] for b in ref]
+        t = [bands[k][1][rows, cols] for k in "hvd"]
+        restored, additive = decouple(o, t, wide, egl, vec_ring)
+        den += den_sum(ref, sub, wide, p)
+        csf_a, flt_a = csf(additive, p.irf, wide, vec_ring)
+        num += masked_sum(restored, csf_a, flt_a, sub, wide, p, vec_region)
+        if not skip_aim:
+            # AIM swaps the roles: masking by the restored part, summing the additive part.
+            csf_r, flt_r = csf(restored, p.irf, wide, vec_ring)
+            aim += masked_sum(additive, csf_r, flt_r, sub, wide, p, vec_region)
     return num, den, aim
 
 

@@ -14,8 +14,11 @@ score; ``psnr_hvs_<plane> = -10 log10(score)`` and ``psnr_hvs`` combines the
 scores 0.8 / 0.1 / 0.1 before the log.  Chroma uses Xiph's 4:2:0 CSF tables
 whatever the subsampling, on libvmaf's floor-size chroma planes.
 
-Every float accumulation here runs in C's order (``np.cumsum`` adds left to
-right; ``np.sum`` would add pairwise), so the result is libvmaf's float.
+Every float accumulation here runs in C's order (explicit adds of whole
+position arrays, ``np.cumsum`` for the plane's one accumulator; ``np.sum``
+would add pairwise), so the result is libvmaf's float.  The blocks are held
+position-major ((64, blocks): one contiguous array per sample position), so
+each step of the DCT and of the masking is one vector pass over all blocks.
 
 Layers
 ------
@@ -31,7 +34,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ._psnr_hvs_dct import CSF_CB, CSF_CR, CSF_Y, MASK_CB, MASK_CR, MASK_Y, fdct8x8
+from ._psnr_hvs_dct import CSF_CB, CSF_CR, CSF_Y, MASK_CB, MASK_CR, MASK_Y, fdct8x8_planar
 from .declaration import FeatureDeclaration, FrameScores, PerFrameTwin, check_bitdepth, check_chroma
 
 __all__ = ["DECLARATION", "PsnrHvs", "plane_score", "score_from_sum", "metrics_from_stats", "block_grid"]
@@ -51,9 +54,13 @@ _QUADRANTS = [
 ]
 
 
-def _seq_sum(values: np.ndarray) -> np.ndarray:
-    """Float32 sum along the last axis, added left to right."""
-    return np.cumsum(values, axis=-1, dtype=F)[..., -1]
+def _seq_sum(rows: np.ndarray) -> np.ndarray:
+    """Float32 sum over the first axis, added in order (row 0 + row 1 + ...):
+    C's one accumulator per block, for every block at once."""
+    acc = rows[0].copy()
+    for r in rows[1:]:
+        acc += r
+    return acc
 
 
 def block_grid(height: int, width: int) -> tuple[int, int]:
@@ -63,52 +70,92 @@ def block_grid(height: int, width: int) -> tuple[int, int]:
     return ny, nx
 
 
-def _blocks(plane: np.ndarray) -> np.ndarray:
-    """(blocks, 64) int64 samples of the 8x8 blocks, in libvmaf's block order."""
+def _blocks(plane: np.ndarray, rows: slice, out: np.ndarray) -> None:
+    """Write the 8x8 blocks of the block rows ``rows`` into ``out`` (8, 8, blocks),
+    position-major, the blocks in libvmaf's order (so each sample position is
+    one contiguous array)."""
     ny, nx = block_grid(*plane.shape)
-    if ny == 0 or nx == 0:
-        return np.zeros((0, 64), np.int64)
-    win = np.lib.stride_tricks.sliding_window_view(plane, (8, 8))[::STEP, ::STEP][:ny, :nx]
-    return win.reshape(ny * nx, 64).astype(np.int64)
+    win = np.lib.stride_tricks.sliding_window_view(plane, (8, 8))[::STEP, ::STEP][:ny, :nx][rows]
+    out.reshape(8, 8, win.shape[0], nx)[...] = win.transpose(2, 3, 0, 1)
 
 
 def _masking(samples: np.ndarray, coeffs: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Each block's contrast-masking level (float32), as ``calc_psnrhvs`` derives it."""
+    """Each block's contrast-masking level (float32), as ``calc_psnrhvs`` derives it.
+
+    ``samples`` and ``coeffs`` are (64, blocks) int32, position-major.  The
+    means are sums of at most 64 samples below 2^12, so below 2^24: exact in
+    float32 in any order, hence taken as integer sums.  The variances and the
+    AC energy are float sums of inexact terms, so they are added in C's
+    order (raster order within the block or quadrant).
+    """
     x = samples.astype(F)
-    gmean = _seq_sum(x) / F(64.0)
-    gvar = _seq_sum((x - gmean[:, None]) * (x - gmean[:, None])) * _GVAR_SCALE
+    gmean = samples.sum(axis=0, dtype=np.int32).astype(F) / F(64.0)
+    d = x - gmean
+    d *= d
+    gvar = _seq_sum(d) * _GVAR_SCALE
     qvars = []
     for idx in _QUADRANTS:
-        q = x[:, idx]
-        qmean = _seq_sum(q) / F(16.0)
-        qvars.append(_seq_sum((q - qmean[:, None]) * (q - qmean[:, None])) * _QVAR_SCALE)
+        q = x[idx]
+        qmean = samples[idx].sum(axis=0, dtype=np.int32).astype(F) / F(16.0)
+        q -= qmean
+        q *= q
+        qvars.append(_seq_sum(q) * _QVAR_SCALE)
     ratio = ((qvars[0] + qvars[1]) + qvars[2]) + qvars[3]
     positive = gvar > 0
     gvar = np.where(positive, ratio / np.where(positive, gvar, F(1.0)), gvar)
-    # AC energy weighted by the mask: int square -> float, times the float mask
-    ac = coeffs[:, 1:]
-    energy = _seq_sum((ac * ac).astype(F) * mask.ravel()[1:])
+    # AC energy weighted by the mask: int square (below 32,760^2 < 2^31, see
+    # _psnr_hvs_dct) -> float, times the float mask
+    ac = coeffs[1:]
+    sq = (ac * ac).astype(F)
+    sq *= mask.ravel()[1:, None]
+    energy = _seq_sum(sq)
     return (np.sqrt((energy * gvar).astype(np.float64)) / 32.0).astype(F)
+
+
+#: blocks a pass handles at once (both pictures: twice this many): the
+#: DCT's and the masking's ~500 vector steps then work on arrays that stay in
+#: the core's cache instead of streaming each step through memory
+CHUNK_BLOCKS = 1024
 
 
 def plane_score(ref: np.ndarray, dist: np.ndarray, bitdepth: int, plane: int) -> float:
     """libvmaf's ``calc_psnrhvs`` for plane 0 (Y), 1 (Cb) or 2 (Cr): a float, as double."""
-    csf = (CSF_Y, CSF_CB, CSF_CR)[plane].ravel()
-    mask = (MASK_Y, MASK_CB, MASK_CR)[plane]
-    s = _blocks(ref)
-    d = _blocks(dist)
-    shape = s.shape[:1] + (8, 8)
-    cs = fdct8x8(s.reshape(shape)).reshape(s.shape)
-    cd = fdct8x8(d.reshape(shape)).reshape(d.shape)
-    level = np.maximum(_masking(s, cs, mask), _masking(d, cd, mask))
-    err = np.abs(cs - cd).astype(F)
-    thr = level[:, None] / mask.ravel()[None, 1:]
-    ac = err[:, 1:]
-    err[:, 1:] = np.where(ac < thr, F(0.0), ac - thr)
-    weighted = err * csf
-    terms = (weighted * weighted).ravel()
-    total = np.cumsum(terms, dtype=F)[-1] if terms.size else F(0.0)
-    return score_from_sum(float(total), terms.size, bitdepth)
+    csf = (CSF_Y, CSF_CB, CSF_CR)[plane].ravel()[:, None]
+    mask = (MASK_Y, MASK_CB, MASK_CR)[plane].ravel()
+    ny, nx = block_grid(*ref.shape)
+    if ny == 0 or nx == 0:
+        return score_from_sum(0.0, 0, bitdepth)
+    step = max(1, CHUNK_BLOCKS // nx)
+    mask_ac = mask[1:, None]
+    acc = F(0.0)
+    for y0 in range(0, ny, step):
+        rows = slice(y0, min(ny, y0 + step))
+        m = (rows.stop - y0) * nx
+        # reference blocks then distorted ones, side by side: one DCT, one masking
+        both = np.empty((8, 8, 2 * m), np.int32)
+        _blocks(ref, rows, both[..., :m])
+        _blocks(dist, rows, both[..., m:])
+        coeffs = fdct8x8_planar(both).reshape(64, 2 * m)
+        levels = _masking(both.reshape(64, 2 * m), coeffs, mask)
+        level = np.maximum(levels[:m], levels[m:])
+        diff = coeffs[:, :m] - coeffs[:, m:]
+        np.abs(diff, out=diff)
+        err = diff.astype(F)
+        thr = level[None, :] / mask_ac
+        ac = err[1:]
+        # err < thr ? 0 : err - thr, in place
+        below = ac < thr
+        ac -= thr
+        ac[below] = F(0.0)
+        err *= csf
+        err *= err
+        # one float accumulator for the plane, in block order (block-major):
+        # the running total goes first, so the accumulation carries on from it
+        terms = np.empty(64 * m + 1, F)
+        terms[0] = acc
+        terms[1:].reshape(m, 64)[...] = err.T
+        acc = np.add.accumulate(terms)[-1]
+    return score_from_sum(float(acc), 64 * ny * nx, bitdepth)
 
 
 def score_from_sum(total: float, coefficients: int, bitdepth: int) -> float:
