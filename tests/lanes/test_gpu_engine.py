@@ -128,7 +128,8 @@ def test_gpu_engine_equals_cpu_lane(gpu, pair):
 class _ExtremePair:
     """8-bit pictures at the ends of the range: every 17x17 window of white reaches the
     largest product sum scale 0's vertical pass can hold (2^16 * 255 * 255, kept in 32 bits
-    by the u8 kernel; see vif.cu), and a checkerboard of 0 and 255 the largest differences."""
+    by the u8 kernel; see vif.cu), black after white motion's largest sums (32-bit in the u8
+    kernel; see motion.cu), and a checkerboard of 0 and 255 the largest differences."""
 
     id = "extreme-8bit-176x176"
     width, height, bitdepth, pix_fmt = 176, 176, 8, "yuv420p"  # ms_ssim's 5 scales need 176
@@ -146,8 +147,9 @@ class _ExtremePair:
         def pic(y):
             return Picture((y, c, c.copy()), 8, Subsampling.S420)
 
-        refs = [pic(white), pic(board), pic(white), pic(board)]
-        dists = [pic(white), pic(board), pic(noisy), pic(255 - board)]
+        black = np.zeros_like(white)  # after white: motion's largest difference everywhere
+        refs = [pic(white), pic(black), pic(board), pic(white), pic(board)]
+        dists = [pic(white), pic(black), pic(board), pic(noisy), pic(255 - board)]
         return refs, dists
 
 
@@ -160,4 +162,5 @@ def test_gpu_engine_equals_cpu_lane_at_the_ends_of_the_8bit_range(gpu):
     cpu = cpu_scores(plan, pair)
     got = gpu_scores(rt, dev, plan, pair, batch=4)
     assert not _differences(cpu, got)
-    assert cpu[0]["integer_vif_scale0"] == 1.0 and cpu[3]["integer_vif_scale0"] != 1.0
+    assert cpu[0]["integer_vif_scale0"] == 1.0 and cpu[4]["integer_vif_scale0"] != 1.0
+    assert cpu[2]["integer_motion2"] > 0

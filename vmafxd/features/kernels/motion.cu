@@ -18,6 +18,14 @@
 #define MT_H 16          // output rows per block
 #define MT_THREADS 256
 
+// Products and sums of the two passes.  From 8-bit samples they fit 32 bits: a difference is
+// within +-255, so the vertical sum is within 2^16 * 255 = 16,711,680, its result within
+// (16,711,680 + 128) >> 8 = 65,281, and each of the horizontal pass's three products within
+// 16004 * 2 * 65,281 = 2,089,514,248 < 2^31 (3571 * 2 * 65,281 and 26386 * 65,281 are smaller);
+// only their sum needs 64 bits.  From 16-bit samples everything is 64-bit.
+template <typename T> struct MotionSum { typedef i64 type; };
+template <> struct MotionSum<u8> { typedef i32 type; };
+
 template <typename T>
 VX_DEVICE void motion_impl(const T* luma, const T* prev1, const T* prev2, int gap, int w, int h, i64 pitch,
                            i64 frame_stride, int bpc, int first_frame, i64* out, int out_stride, int out_index)
@@ -44,12 +52,13 @@ VX_DEVICE void motion_impl(const T* luma, const T* prev1, const T* prev2, int ga
     }
     __syncthreads();
 
-    const i64 round_y = (i64)1 << (bpc - 1);
+    typedef typename MotionSum<T>::type Sum;
+    const Sum round_y = (Sum)1 << (bpc - 1);
     for (int i = t; i < MT_H * (MT_W + 4); i += blockDim.x) {
         const int ty = i / (MT_W + 4), tx = i % (MT_W + 4);
-        // 64-bit: at 16 bits a sample the sum reaches 2^32
-        const i64 s = 3571 * ((i64)diff[ty][tx] + diff[ty + 4][tx]) + 16004 * ((i64)diff[ty + 1][tx] + diff[ty + 3][tx])
-                      + 26386 * (i64)diff[ty + 2][tx];
+        // 64-bit from 16-bit samples: there the sum reaches 2^32
+        const Sum s = 3571 * ((Sum)diff[ty][tx] + diff[ty + 4][tx]) + 16004 * ((Sum)diff[ty + 1][tx] + diff[ty + 3][tx])
+                      + 26386 * (Sum)diff[ty + 2][tx];
         vert[ty][tx] = (i32)((s + round_y) >> bpc);
     }
     __syncthreads();
@@ -58,8 +67,10 @@ VX_DEVICE void motion_impl(const T* luma, const T* prev1, const T* prev2, int ga
     for (int i = t; i < MT_H * MT_W; i += blockDim.x) {
         const int ty = i / MT_W, tx = i % MT_W;
         if (y0 + ty >= h || x0 + tx >= w) continue;
-        const i64 s = 3571 * ((i64)vert[ty][tx] + vert[ty][tx + 4]) + 16004 * ((i64)vert[ty][tx + 1] + vert[ty][tx + 3])
-                      + 26386 * (i64)vert[ty][tx + 2];
+        const Sum p0 = 3571 * ((Sum)vert[ty][tx] + vert[ty][tx + 4]);
+        const Sum p1 = 16004 * ((Sum)vert[ty][tx + 1] + vert[ty][tx + 3]);
+        const Sum p2 = 26386 * (Sum)vert[ty][tx + 2];
+        const i64 s = (i64)p0 + p1 + p2;
         i64 v = (s + 32768) >> 16;
         acc += v < 0 ? -v : v;
     }
