@@ -46,11 +46,13 @@ VX_DEVICE i32 vif_log2_64(const u16* table, u64 v)
 // serves every output of the strip (a column strip of VIF_RV rows in the vertical pass, a row
 // strip of VIF_RH columns in the horizontal one): about a third of the shared-memory loads
 // of one output a thread.  The sums are exact integers, so the order of the taps is free.
+#ifndef VIF_TW  // (overridable for timing variants: scripts/bench_vif_tiles.sh)
 #define VIF_TW 48
 #define VIF_TH 32
-#define VIF_THREADS 256
 #define VIF_RV 4
 #define VIF_RH 3
+#endif
+#define VIF_THREADS 256
 #define VIF_IW (VIF_TW + 16)  // input columns, with the widest filter's halo
 // Row pitches of the vertical pass's results.  The horizontal pass gives a warp's 32 lanes
 // 32 different rows at one column: an odd pitch in 32-bit words spreads them over the banks.
@@ -299,7 +301,9 @@ VX_DEVICE void vif_down_impl(const T* ref, const T* dis, i64 frame_stride, int w
 #define __launch_bounds__(...)
 #endif
 // three blocks a multiprocessor (at most 85 registers a thread; shared memory allows four)
+#ifndef VIF_STATS_MINB
 #define VIF_STATS_MINB 3
+#endif
 
 #define VIF_STATS(NAME, T, FW)                                                                              \
     VX_KERNEL void __launch_bounds__(VIF_THREADS, VIF_STATS_MINB) NAME(const T* ref, const T* dis, i64 frame_stride, int w, int h, i64 pitch, int s_mu,      \
