@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import pytest
 
+import numpy as np
+
+from vmafxd.features._ciede_color import ciede2000_scalar, lab_scalar
 from vmafxd.lanes.gpu import ciede as gpu_ciede
 from vmafxd.core.scoring import FeatureRequest, ScoringPlan
 
@@ -74,3 +77,33 @@ def test_slow_path_equals_the_cpu_twin(gpu, pair, monkeypatch):
     plan = ScoringPlan.build([], [FeatureRequest("ciede")])
     cut = _cut(pair, 2)
     assert gpu_scores(rt, dev, plan, cut, batch=2) == cpu_scores(plan, cut)
+
+
+def test_many_doubtful_pixels_redone_as_the_scalar_c_transcription(gpu, monkeypatch):
+    """The device's doubt window widened 100-fold (a -D build knob of ciede.cu):
+    hundreds of listed pixels per frame, every one redone in the batch equals
+    the scalar C-library transcription of its samples, and the scores equal
+    the CPU twin's."""
+    rt, dev = gpu
+    dev.make_current()
+    monkeypatch.setattr(rt, "compile_options", (*rt.compile_options, "-DCIEDE_DEVICE_DOUBT=1e-4"))
+    listed = []
+    original = gpu_ciede.GpuCiede._redo_listed
+
+    def keeping(self, recs, lists):
+        redone = original(self, recs, lists)
+        for rec, entries, de in zip(recs, lists, redone):
+            listed.append((int(rec[2]), entries[: int(rec[2])].copy(), de))
+        return redone
+
+    monkeypatch.setattr(gpu_ciede.GpuCiede, "_redo_listed", keeping)
+    pair = next(p for p in vendored_pairs() if p.id.startswith("p16"))
+    plan = ScoringPlan.build([], [FeatureRequest("ciede")])
+    cut = _cut(pair, 2)
+    assert gpu_scores(rt, dev, plan, cut, batch=2) == cpu_scores(plan, cut)
+    assert len(listed) == 2
+    for count, entries, de in listed:
+        assert 300 < count <= 1024 and de is not None and de.size == count
+        want = [ciede2000_scalar(lab_scalar(*e[1:4], pair.bitdepth), lab_scalar(*e[4:7], pair.bitdepth))
+                for e in entries.astype(np.float64).tolist()]
+        assert np.array_equal(de, np.array(want, np.float32))
