@@ -147,6 +147,8 @@ def test_batched_c_library_path_equals_the_scalar_one_bit_for_bit(bitdepth):
                      for r in s.tolist()], np.float32)
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
     assert (got[:100] == 0).all() and (got[100:] != 0).sum() > n - 150
+    few = ciede2000_libm(s[290:295], bitdepth)  # a handful: the scalar transcription's own results
+    assert np.array_equal(few.view(np.uint32), want[290:295].view(np.uint32))
 
 
 def test_powf_is_the_c_librarys():
@@ -211,3 +213,20 @@ def test_doubtful_pixels_are_redone_with_the_c_library(monkeypatch):
                  np.repeat(np.repeat(a.planes[2], 2, 0), 2, 1), 8, flagged)
     assert flagged.all()
     assert score(a, b) == default
+
+
+@pytest.mark.parametrize("bitdepth", [8, 12])
+def test_batched_c_library_path_computes_repeated_pixels_once_and_equally(bitdepth, monkeypatch):
+    """Repeated rows (doubtful pixels come in runs): each distinct one computed once, every
+    row given its own row's result (8-bit packs the samples into a key, 12-bit does not)."""
+    from vmafxd.features import _ciede_color
+
+    rng = np.random.default_rng(bitdepth)
+    distinct = rng.integers(0, 1 << bitdepth, (40, 6)).astype(np.float64)
+    rows = distinct[rng.integers(0, 40, 600)]
+    seen = []
+    inner = _ciede_color._ciede2000_libm_rows
+    monkeypatch.setattr(_ciede_color, "_ciede2000_libm_rows", lambda s, bd: seen.append(len(s)) or inner(s, bd))
+    got = ciede2000_libm(rows, bitdepth)
+    assert seen == [len(np.unique(rows, axis=0))]
+    assert np.array_equal(got, inner(rows, bitdepth))

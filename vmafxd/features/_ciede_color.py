@@ -410,8 +410,38 @@ def ciede2000_libm(samples: np.ndarray, bitdepth: int) -> np.ndarray:
     result, with no rounding left in doubt, at a fraction of its cost (the
     scalar spends most of its time interpreting the arithmetic).  For the
     doubtful pixels of many frames at once (the GPU twin's host step).
+
+    Each distinct row is computed once: doubtful pixels come in runs of the
+    same colours (flat areas; a colour whose conversion lies near a rounding
+    midpoint is doubtful wherever it occurs), five or more rows per distinct
+    one on real frames.  A handful of distinct rows goes through the scalar
+    transcription itself (cheaper than numpy's fixed cost at that size).
     """
     s = np.asarray(samples, D).reshape(-1, 6)
+    distinct, inverse = s, None
+    if s.shape[0] > 1:
+        if bitdepth * 6 <= 63:  # the six samples packed into one integer key
+            key = np.zeros(s.shape[0], np.int64)
+            for k in range(6):
+                key |= s[:, k].astype(np.int64) << (bitdepth * k)
+            _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+            distinct = s[first]
+        else:
+            distinct, inverse = np.unique(s, axis=0, return_inverse=True)
+    if distinct.shape[0] < _ROWS_FOR_NUMPY:
+        out = np.array([ciede2000_scalar(lab_scalar(*r[:3], bitdepth), lab_scalar(*r[3:], bitdepth))
+                        for r in distinct.tolist()], F).reshape(-1)
+    else:
+        out = _ciede2000_libm_rows(distinct, bitdepth)
+    return out if inverse is None else out[inverse.ravel()]
+
+
+#: below this many distinct rows the scalar transcription is faster (numpy's
+#: fixed cost, about 250 array operations, is some 14 scalar pixels' worth)
+_ROWS_FOR_NUMPY = 12
+
+
+def _ciede2000_libm_rows(s: np.ndarray, bitdepth: int) -> np.ndarray:
     l1, a1, b1 = _lab_libm(s[:, 0], s[:, 1], s[:, 2], bitdepth)
     l2, a2, b2 = _lab_libm(s[:, 3], s[:, 4], s[:, 5], bitdepth)
     dl = _fa(l2 - l1)

@@ -111,37 +111,44 @@ class GpuCiede(GpuFeature):
             dev.free_async(kept, st)
             self._free.append(host)
 
-    def _redo_listed(self, recs: np.ndarray, lists: np.ndarray) -> list[np.ndarray | None]:
-        """Per frame, the float differences of its listed pixels, redone with the C library
-        in one call for the whole batch; None for a frame that cannot take the fast path
-        (differences below 2^-32 or a list that overflowed)."""
+    def _redo_listed(self, recs: np.ndarray, lists: np.ndarray) -> list[tuple[int, int] | None]:
+        """The listed pixels of every frame of the batch, redone with the C library in one call.
+
+        Per frame: the sum of their differences in units of 2^-32 (exact) and the
+        lowest set bit among them (as a power of two; 64 when none), or None for a
+        frame that cannot take the fast path (a device difference below 2^-32, a
+        list that overflowed, or a redone difference off the 2^-32 grid or >= 2^8).
+        """
         doubtful = recs[:, _REC_DOUBT]
         fast = (recs[:, _REC_FINE] == 0) & (doubtful <= self.capacity)
         counts = np.where(fast, doubtful, 0)
-        total = int(counts.sum())
-        if total == 0:
-            return [np.zeros(0, np.float32) if ok else None for ok in fast.tolist()]
+        if not counts.any():
+            return [(0, 64) if ok else None for ok in fast.tolist()]
         taken = np.arange(lists.shape[1])[None, :] < counts[:, None]  # frame by frame, in list order
-        samples = lists[:, :, 1:7][taken]
-        de = ciede2000_libm(samples, self.scorer.staging.bitdepth)
+        de = ciede2000_libm(lists[:, :, 1:7][taken], self.scorer.staging.bitdepth).astype(np.float64)
+        units = de * 2.0**_UNIT  # exact: a power-of-two scaling
+        off_grid = (units != np.floor(units)) | ~(units < 2.0**40)  # (NaN too)
+        v = np.where(off_grid, 0.0, units).astype(np.int64)
+        # each one's lowest set bit: v & -v is a power of two 2^k, frexp gives k + 1
+        bits = np.where(v > 0, np.frexp((v & -v).astype(np.float64))[1] - 1, 64 + _UNIT)
+        n = counts.size
+        frame_of = np.repeat(np.arange(n), counts)
         ends = np.cumsum(counts)
-        return [de[e - c:e] if ok else None for ok, c, e in zip(fast.tolist(), counts.tolist(), ends.tolist())]
+        partial = np.concatenate(([0], np.cumsum(v)))  # below 2^40 each, 2^15 a frame: exact in int64
+        sums = partial[ends] - partial[ends - counts]
+        lowest = np.full(n, 64 + _UNIT)
+        np.minimum.at(lowest, frame_of, bits)
+        bad = np.bincount(frame_of, weights=off_grid, minlength=n) > 0
+        return [(s, b - _UNIT) if ok and not x else None
+                for ok, x, s, b in zip(fast.tolist(), bad.tolist(), sums.tolist(), lowest.tolist())]
 
-    def _exact_total(self, rec: np.ndarray, redone: np.ndarray) -> float | None:
-        """libvmaf's double sum from the exact one and the redone listed pixels' floats,
+    def _exact_total(self, rec: np.ndarray, listed: tuple[int, int]) -> float | None:
+        """libvmaf's double sum from the exact one and the listed pixels' (``_redo_listed``),
         or None when they may differ."""
-        total = int(rec[_REC_SUM])
-        lows = np.nonzero(rec[_REC_LOW:_REC_LOW + 13])[0]
-        low = int(lows[0]) - _UNIT if lows.size else 64  # 12 stands for "2^-20 or above"
-        de = redone[redone != 0.0].astype(np.float64)
-        if de.size:
-            units = de * 2.0**_UNIT  # exact: a power-of-two scaling
-            if np.any(units != np.floor(units)) or np.any(units >= 2.0**40):
-                return None
-            v = units.astype(np.int64)
-            total += int(v.sum())  # below 2^40 each, a few thousand at most: exact in int64
-            # the lowest set bit of each: v & -v is a power of two, frexp gives 2^(k + 1)
-            low = min(low, int(np.frexp((v & -v).astype(np.float64))[1].min()) - 1 - _UNIT)
+        hist = rec[_REC_LOW:_REC_LOW + 13].tolist()
+        low = next((k - _UNIT for k, c in enumerate(hist) if c), 64)  # 12 stands for "2^-20 or above"
+        total = int(rec[_REC_SUM]) + listed[0]
+        low = min(low, listed[1])
         if total == 0:
             return 0.0
         top = total.bit_length() - 1 - _UNIT  # the sum is in [2^top, 2^(top + 1))
