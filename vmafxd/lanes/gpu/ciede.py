@@ -124,8 +124,8 @@ class GpuCiede(GpuFeature):
         counts = np.where(fast, doubtful, 0)
         if not counts.any():
             return [(0, 64) if ok else None for ok in fast.tolist()]
-        taken = np.arange(lists.shape[1])[None, :] < counts[:, None]  # frame by frame, in list order
-        de = ciede2000_libm(lists[:, :, 1:7][taken], self.scorer.staging.bitdepth).astype(np.float64)
+        listed = [lists[i, :c, 1:7] for i, c in enumerate(counts.tolist()) if c]  # frame by frame, in list order
+        de = ciede2000_libm(np.concatenate(listed), self.scorer.staging.bitdepth).astype(np.float64)
         units = de * 2.0**_UNIT  # exact: a power-of-two scaling
         off_grid = (units != np.floor(units)) | ~(units < 2.0**40)  # (NaN too)
         v = np.where(off_grid, 0.0, units).astype(np.int64)
