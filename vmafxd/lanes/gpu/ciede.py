@@ -134,7 +134,9 @@ class GpuCiede(GpuFeature):
         n = counts.size
         frame_of = np.repeat(np.arange(n), counts)
         ends = np.cumsum(counts)
-        partial = np.concatenate(([0], np.cumsum(v)))  # below 2^40 each, 2^15 a frame: exact in int64
+        # a frame's sum is below 2^55 (2^40 each, at most 2^15 a frame); the running sum may wrap
+        # past 2^63 over a long batch, but differences of wrapped int64 sums are exact
+        partial = np.concatenate(([0], np.cumsum(v)))
         sums = partial[ends] - partial[ends - counts]
         lowest = np.full(n, 64 + _UNIT)
         np.minimum.at(lowest, frame_of, bits)
