@@ -14,7 +14,7 @@ from vmafxd.features._ciede_color import ciede2000_scalar, lab_scalar
 from vmafxd.lanes.gpu import ciede as gpu_ciede
 from vmafxd.core.scoring import FeatureRequest, ScoringPlan
 
-from ..reference import vendored_pairs
+from ..reference import full_pairs, vendored_pairs
 from .test_gpu_engine import cpu_scores, gpu_scores
 
 pytestmark = pytest.mark.gpu
@@ -112,6 +112,20 @@ def test_many_doubtful_pixels_redone_as_the_scalar_c_transcription(gpu, monkeypa
     want = [ciede2000_scalar(lab_scalar(*r[:3], pair.bitdepth), lab_scalar(*r[3:], pair.bitdepth))
             for r in samples.tolist()]
     assert np.array_equal(de, np.array(want, np.float32))
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("pair", full_pairs(), ids=lambda p: p.id)
+def test_every_frame_of_the_reference_pairs_equals_the_cpu_twin(gpu, pair):
+    """On a device (not the emulator, whose libm is glibc itself): every frame of
+    every reference pair, so the device's doubt window (ciede.cu's CIEDE_DOUBT,
+    sized to the CUDA/HIP libm's documented errors) is checked on real content."""
+    rt, dev = gpu
+    if rt.name == "emu":
+        pytest.skip("the emulator's libm is glibc: nothing to check beyond the vendored pairs")
+    dev.make_current()
+    plan = ScoringPlan.build([], [FeatureRequest("ciede")])
+    assert gpu_scores(rt, dev, plan, pair, batch=8) == cpu_scores(plan, pair)
 
 
 def _fabricated_twin(capacity):
