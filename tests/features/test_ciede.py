@@ -14,6 +14,7 @@ from vmafxd import features
 from vmafxd.features._ciede_color import (
     chroma_to_444_indices,
     ciede2000,
+    ciede2000_libm,
     ciede2000_scalar,
     lab_from_yuv,
     lab_scalar,
@@ -124,6 +125,32 @@ def test_vectorised_pixels_equal_the_scalar_c_transcription(bitdepth):
     assert (got[:50] == 0).all()
 
 
+@pytest.mark.parametrize("bitdepth", [8, 10, 16])
+def test_batched_c_library_path_equals_the_scalar_one_bit_for_bit(bitdepth):
+    """ciede2000_libm (the batch redo of doubtful pixels) against the scalar
+    transcription, element by element: random pixels (every hue wrap and
+    branch), identical pairs, grey pixels (zero chroma), the range's ends."""
+    rng = np.random.default_rng(100 + bitdepth)
+    top = 1 << bitdepth
+    n = 1500
+    s = rng.integers(0, top, (n, 6)).astype(np.float64)
+    s[:100, 3:] = s[:100, :3]  # identical
+    s[100:200, 3] = np.minimum(s[100:200, 0] + 1, top - 1)
+    s[100:200, 4:] = s[100:200, 1:3]
+    mid = float(128 << (bitdepth - 8))
+    s[200:300, [1, 2]] = mid  # grey reference
+    s[250:300, [4, 5]] = mid  # both grey
+    s[300:340] = rng.choice([0.0, float(top - 1), mid], (40, 6))
+    got = ciede2000_libm(s, bitdepth)
+    assert got.dtype == np.float32 and got.shape == (n,)
+    want = np.array([ciede2000_scalar(lab_scalar(*r[:3], bitdepth), lab_scalar(*r[3:], bitdepth))
+                     for r in s.tolist()], np.float32)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert (got[:100] == 0).all() and (got[100:] != 0).sum() > n - 150
+    few = ciede2000_libm(s[290:295], bitdepth)  # a handful: the scalar transcription's own results
+    assert np.array_equal(few.view(np.uint32), want[290:295].view(np.uint32))
+
+
 def test_powf_is_the_c_librarys():
     lib = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
     lib.powf.restype = ctypes.c_float
@@ -186,3 +213,20 @@ def test_doubtful_pixels_are_redone_with_the_c_library(monkeypatch):
                  np.repeat(np.repeat(a.planes[2], 2, 0), 2, 1), 8, flagged)
     assert flagged.all()
     assert score(a, b) == default
+
+
+@pytest.mark.parametrize("bitdepth", [8, 12])
+def test_batched_c_library_path_computes_repeated_pixels_once_and_equally(bitdepth, monkeypatch):
+    """Repeated rows (doubtful pixels come in runs): each distinct one computed once, every
+    row given its own row's result (8-bit packs the samples into a key, 12-bit does not)."""
+    from vmafxd.features import _ciede_color
+
+    rng = np.random.default_rng(bitdepth)
+    distinct = rng.integers(0, 1 << bitdepth, (40, 6)).astype(np.float64)
+    rows = distinct[rng.integers(0, 40, 600)]
+    seen = []
+    inner = _ciede_color._ciede2000_libm_rows
+    monkeypatch.setattr(_ciede_color, "_ciede2000_libm_rows", lambda s, bd: seen.append(len(s)) or inner(s, bd))
+    got = ciede2000_libm(rows, bitdepth)
+    assert seen == [len(np.unique(rows, axis=0))]
+    assert np.array_equal(got, inner(rows, bitdepth))

@@ -10,7 +10,15 @@ from vmafxd.features import _float_adm_core as core
 from vmafxd.features._float_common import to_float_plane
 from vmafxd.features._rcp import RCP_MANTISSA, divs, rcp_estimate
 from vmafxd.features.declaration import OptionError
-from vmafxd.features.float_adm import DECLARATION, FloatAdm, compute_stats, metrics_from_stats, scale_sums
+from vmafxd.features.float_adm import (
+    DECLARATION,
+    FloatAdm,
+    compute_stats,
+    metrics_from_scale_sums,
+    metrics_from_stats,
+    scale_sums,
+    scale_sums_batch,
+)
 
 from ..reference import pair_params
 from .harness import compare, compare_pooled, run_feature
@@ -175,3 +183,25 @@ def test_names_and_registration():
 def test_tiny_frames_are_refused():
     with pytest.raises(ValueError, match="at least"):
         FloatAdm(DECLARATION.resolve_options(), 16, 40, 8)
+
+
+@pytest.mark.parametrize("overrides", [{}, {"adm_skip_scale0": True, "adm_noise_weight": 0.1}])
+def test_scale_sums_of_a_batch_equal_each_frames_finish(overrides):
+    """scale_sums_batch (the GPU twin's host step for a whole batch) against
+    core.finish frame by frame: accumulators over ten decades and zeros, bit for bit."""
+    opts = DECLARATION.with_defaults(overrides)
+    rng = np.random.default_rng(9)
+    accs = (np.abs(rng.normal(size=(12, 4, 9))) * 10.0 ** rng.uniform(-4, 6, (12, 4, 9))).astype(np.float32)
+    accs[3] = 0.0
+    got = scale_sums_batch(accs, 200, 120, opts)
+    nw, p = float(opts["adm_noise_weight"]), float(opts["adm_p_norm"])
+    for i in range(12):
+        for s, (w, h) in enumerate(core.band_sizes(200, 120)):
+            if s == 0 and overrides:
+                want = (0.0, float(np.float32(1e-10)), 0.0)
+            else:
+                a = accs[i, s]
+                want = (float(core.finish(a[0:3], w, h, nw, p)), float(core.finish(a[3:6], w, h, nw, p)),
+                        float(core.finish(a[6:9], w, h, 0.0, p)))
+            assert tuple(got[i, s]) == want, (i, s)
+        assert metrics_from_stats(accs[i], 200, 120, opts) == metrics_from_scale_sums(got[i], 200, 120, opts)

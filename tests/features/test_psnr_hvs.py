@@ -180,3 +180,20 @@ def test_400_and_bad_bitdepth_are_refused():
         scores(pic, pic)
     with pytest.raises(ValueError, match="bit depth"):
         DECLARATION.cpu({}, 8, 8, 16)
+
+
+@pytest.mark.parametrize("bitdepth", [8, 10, 12])
+def test_scores_of_a_batch_equal_each_planes_score(bitdepth):
+    """scores_from_sums (the GPU twin's batch step) against score_from_sum per plane, bit for bit,
+    zero and huge sums included."""
+    from vmafxd.features.psnr_hvs import score_from_sum, scores_from_sums
+
+    rng = np.random.default_rng(bitdepth)
+    totals = rng.uniform(0.0, 1e7, (9, 3)) * 10.0 ** rng.integers(-6, 3, (9, 3))
+    totals[0, 0] = 0.0
+    coefficients = [64 * 30 * 20, 64 * 15 * 10, 64 * 15 * 10 + 64]
+    got = scores_from_sums(totals, coefficients, bitdepth)
+    assert got.dtype == np.float32
+    for i in range(9):
+        for p in range(3):
+            assert float(got[i, p]) == score_from_sum(float(totals[i, p]), coefficients[p], bitdepth), (i, p)

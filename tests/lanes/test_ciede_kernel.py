@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import pytest
 
+import numpy as np
+
+from vmafxd.features._ciede_color import ciede2000_scalar, lab_scalar
 from vmafxd.lanes.gpu import ciede as gpu_ciede
 from vmafxd.core.scoring import FeatureRequest, ScoringPlan
 
-from ..reference import vendored_pairs
+from ..reference import full_pairs, vendored_pairs
 from .test_gpu_engine import cpu_scores, gpu_scores
 
 pytestmark = pytest.mark.gpu
@@ -74,3 +77,118 @@ def test_slow_path_equals_the_cpu_twin(gpu, pair, monkeypatch):
     plan = ScoringPlan.build([], [FeatureRequest("ciede")])
     cut = _cut(pair, 2)
     assert gpu_scores(rt, dev, plan, cut, batch=2) == cpu_scores(plan, cut)
+
+
+def test_many_doubtful_pixels_redone_as_the_scalar_c_transcription(gpu, monkeypatch):
+    """The device's doubt window widened 100-fold (a -D build knob of ciede.cu):
+    hundreds of listed pixels per frame, redone in one call for the batch, each
+    equal to the scalar C-library transcription of its samples; the scores
+    equal the CPU twin's."""
+    rt, dev = gpu
+    dev.make_current()
+    monkeypatch.setattr(rt, "compile_options", (*rt.compile_options, "-DCIEDE_DEVICE_DOUBT=1e-4"))
+    listed, redone = [], []
+    original_listed, original_libm = gpu_ciede.GpuCiede._redo_listed, gpu_ciede.ciede2000_libm
+
+    def listing(self, recs, lists):
+        listed.extend(int(r[2]) for r in recs)
+        return original_listed(self, recs, lists)
+
+    def redoing(samples, bitdepth):
+        got = original_libm(samples, bitdepth)
+        redone.append((np.array(samples, np.float64), got.copy()))
+        return got
+
+    monkeypatch.setattr(gpu_ciede.GpuCiede, "_redo_listed", listing)
+    monkeypatch.setattr(gpu_ciede, "ciede2000_libm", redoing)
+    pair = next(p for p in vendored_pairs() if p.id.startswith("p16"))
+    plan = ScoringPlan.build([], [FeatureRequest("ciede")])
+    cut = _cut(pair, 2)
+    assert gpu_scores(rt, dev, plan, cut, batch=2) == cpu_scores(plan, cut)
+    assert len(listed) == 2 and all(300 < c <= 1024 for c in listed)
+    assert len(redone) == 1  # one call for the batch
+    samples, de = redone[0]
+    assert samples.shape == (sum(listed), 6)
+    want = [ciede2000_scalar(lab_scalar(*r[:3], pair.bitdepth), lab_scalar(*r[3:], pair.bitdepth))
+            for r in samples.tolist()]
+    assert np.array_equal(de, np.array(want, np.float32))
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("pair", full_pairs(), ids=lambda p: p.id)
+def test_every_frame_of_the_reference_pairs_equals_the_cpu_twin(gpu, pair):
+    """On a device (not the emulator, whose libm is glibc itself): every frame of
+    every reference pair, so the device's doubt window (ciede.cu's CIEDE_DOUBT,
+    sized to the CUDA/HIP libm's documented errors) is checked on real content."""
+    rt, dev = gpu
+    if rt.name == "emu":
+        pytest.skip("the emulator's libm is glibc: nothing to check beyond the vendored pairs")
+    dev.make_current()
+    plan = ScoringPlan.build([], [FeatureRequest("ciede")])
+    assert gpu_scores(rt, dev, plan, pair, batch=8) == cpu_scores(plan, pair)
+
+
+def _fabricated_twin(capacity):
+    """A GpuCiede with just what its host step reads (no device)."""
+    from types import SimpleNamespace
+
+    twin = object.__new__(gpu_ciede.GpuCiede)
+    twin.capacity = capacity
+    twin.scorer = SimpleNamespace(staging=SimpleNamespace(bitdepth=8))
+    return twin
+
+
+def _scalar_total(rec, entries, capacity):
+    """The host step one pixel at a time, with the scalar C transcription (the reference)."""
+    if rec[1] or rec[2] > capacity:
+        return None
+    total = int(rec[0])
+    lows = [k for k in range(13) if rec[3 + k]]
+    low = lows[0] - 32 if lows else 64
+    for e in entries[: int(rec[2])].tolist():
+        de = ciede2000_scalar(lab_scalar(*map(float, e[1:4]), 8), lab_scalar(*map(float, e[4:7]), 8))
+        if de == 0.0:
+            continue
+        units = de * 2.0**32
+        if units != int(units) or units >= 2.0**40:
+            return None
+        total += int(units)
+        low = min(low, (int(units) & -int(units)).bit_length() - 1 - 32)
+    if total == 0:
+        return 0.0
+    return None if low < total.bit_length() - 1 - 32 - 52 else total / 2**32
+
+
+def test_batched_host_step_equals_the_scalar_one_on_fabricated_records():
+    """Fabricated records and lists (frames with many, few and no listed pixels,
+    identical pixels, an overflowed list, a frame with bits below 2^-32, device
+    sums that leave the listed pixels' low bits decisive either way): the
+    batched redo and sum equal the one-pixel-at-a-time reference per frame."""
+    rng = np.random.default_rng(5)
+    capacity = 400
+    counts = [400, 0, 37, 1, 250, 401, 120, 40]
+    n = len(counts)
+    recs = np.zeros((n, 16), np.int64)
+    lists = np.zeros((n, capacity, 8), np.int32)
+    for i, c in enumerate(counts):
+        k = min(c, capacity)
+        lists[i, :k, 1:7] = rng.integers(0, 256, (k, 6))
+        lists[i, : k // 4, 4:7] = lists[i, : k // 4, 1:4]  # identical pixels: difference 0
+        recs[i, 2] = c
+        recs[i, 0] = int(rng.integers(1, 1 << 40)) << int(rng.integers(0, 20))
+        recs[i, 3 + int(rng.integers(0, 13))] = 1
+    recs[6, 1] = 3  # differences below 2^-32 on the device: no fast path
+    # near-identical pixels (differences below 1, bits down to 2^-25) under a total of 2^29:
+    # a partial sum would round off their low bits, so the slow path
+    lists[7, :40, 4:7] = lists[7, :40, 1:4]
+    lists[7, :40, 4] = np.minimum(lists[7, :40, 1] + 1, 255)
+    recs[7, 0] = 1 << 61
+    recs[7, 3:16] = 0
+    recs[7, 3 + 12] = 1
+    twin = _fabricated_twin(capacity)
+    listed = twin._redo_listed(recs, lists)
+    got = [None if x is None else twin._exact_total(r, x) for r, x in zip(recs, listed)]
+    want = [_scalar_total(r, e, capacity) for r, e in zip(recs, lists)]
+    assert got == want
+    assert got[1] is not None and got[5] is None and got[6] is None and got[7] is None
+    assert sum(g is not None for g in got) == 5

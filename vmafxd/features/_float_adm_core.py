@@ -12,6 +12,7 @@ the products with them are done in float64 and rounded once, as C does.
 
 from __future__ import annotations
 
+import functools
 import math
 import numpy as np
 
@@ -188,8 +189,9 @@ def _pnorm_sum(x: np.ndarray, p: float) -> np.float32:
     return row_major_sum(cubes)
 
 
-def _noise(w: int, h: int, weight: float, p: float) -> np.float32:
-    """``get_noise_constant``: ``powf(w * h * weight, 1.0f / p)``."""
+@functools.lru_cache(maxsize=64)
+def noise_constant(w: int, h: int, weight: float, p: float) -> np.float32:
+    """``get_noise_constant``: ``powf(w * h * weight, 1.0f / p)`` (a few per geometry: kept)."""
     return powf(w * h * weight, 1.0 / p)
 
 
@@ -219,7 +221,7 @@ def den_accumulators(ref_bands, rf, p: float) -> list[np.float32]:
 def finish(accs, w: int, h: int, noise_weight: float, p: float) -> np.float32:
     """The three angles' ``powf(accum, 1/p) + noise``, added in float (a band of ``w x h``)."""
     top, bottom, left, right = region(w, h)
-    noise = _noise(right - left, bottom - top, noise_weight, p)
+    noise = noise_constant(right - left, bottom - top, noise_weight, p)
     one_by_p = 1.0 / p
     total = None
     for acc in accs:

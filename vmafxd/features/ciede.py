@@ -27,7 +27,7 @@ import numpy as np
 
 from vmafx.formats import Subsampling
 
-from ._ciede_color import chroma_to_444_indices, ciede2000, ciede2000_scalar, lab_from_yuv, lab_scalar
+from ._ciede_color import chroma_to_444_indices, ciede2000, ciede2000_libm, lab_from_yuv
 from .declaration import FeatureDeclaration, FrameScores, PerFrameTwin, check_bitdepth, check_chroma
 
 __all__ = ["DECLARATION", "Ciede", "ChromaUpsampler", "compute_stats", "metrics_from_stats", "pixel_differences"]
@@ -64,8 +64,8 @@ def pixel_differences(ref: Any, dist: Any, bitdepth: int, upsample: ChromaUpsamp
     """The float32 CIEDE2000 difference of every pixel (luma size).
 
     Whole planes in numpy; the few pixels where numpy's transcendental
-    functions might round differently from the C library's are redone one
-    by one with the C library (see :mod:`._ciede_color`).
+    functions might round differently from the C library's are redone,
+    together, with the C library (see :mod:`._ciede_color`).
     """
     ru, rv = upsample(ref)
     du, dv = upsample(dist)
@@ -74,10 +74,10 @@ def pixel_differences(ref: Any, dist: Any, bitdepth: int, upsample: ChromaUpsamp
     lab1 = lab_from_yuv(ry, ru, rv, bitdepth, doubt)
     lab2 = lab_from_yuv(dy, du, dv, bitdepth, doubt)
     out = ciede2000(*lab1, *lab2, doubt)
-    for i, j in zip(*np.nonzero(doubt)):
-        c1 = lab_scalar(float(ry[i, j]), float(ru[i, j]), float(rv[i, j]), bitdepth)
-        c2 = lab_scalar(float(dy[i, j]), float(du[i, j]), float(dv[i, j]), bitdepth)
-        out[i, j] = ciede2000_scalar(c1, c2)
+    where = np.nonzero(doubt)
+    if where[0].size:
+        samples = np.stack([a[where] for a in (ry, ru, rv, dy, du, dv)], axis=1)
+        out[where] = ciede2000_libm(samples, bitdepth)
     return out
 
 

@@ -63,16 +63,30 @@ def compute_stats(ref: np.ndarray, dist: np.ndarray, options: Mapping[str, Any])
 
 def scale_sums(acc: np.ndarray, width: int, height: int, options: Mapping[str, Any]) -> np.ndarray:
     """``float64[4, 3]``: each scale's float (num, den, aim_num) from its accumulators."""
+    return scale_sums_batch(np.asarray(acc)[None], width, height, options)[0]
+
+
+def scale_sums_batch(accs: np.ndarray, width: int, height: int, options: Mapping[str, Any]) -> np.ndarray:
+    """:func:`scale_sums` of many frames' records (``float32[n, 4, 9]``) at once: ``float64[n, 4, 3]``.
+
+    ``core.finish`` per frame and sum, in arrays: every ``powf(acc, 1/p)`` in
+    one element-wise pass, then ``(root + noise)`` of h, v, d added in float in
+    that order, as finish adds them.
+    """
     nw = float(options["adm_noise_weight"])
     p = float(options["adm_p_norm"])
-    out = np.zeros((4, 3))
+    accs = np.asarray(accs, np.float32).reshape(-1, 4, 9)
+    n = accs.shape[0]
+    roots = core.powf_array(accs.ravel(), 1.0 / p).reshape(n, 4, 3, 3)  # [frame, scale, sum, angle]
+    out = np.zeros((n, 4, 3))
     for scale, (w, h) in enumerate(core.band_sizes(width, height)):
         if scale == 0 and options["adm_skip_scale0"]:
-            out[0] = (0.0, float(np.float32(1e-10)), 0.0)  # libvmaf's den_scale = 1e-10 (a float)
+            out[:, 0] = (0.0, float(np.float32(1e-10)), 0.0)  # libvmaf's den_scale = 1e-10 (a float)
             continue
-        a = acc[scale]
-        out[scale] = (float(core.finish(a[0:3], w, h, nw, p)), float(core.finish(a[3:6], w, h, nw, p)),
-                      float(core.finish(a[6:9], w, h, 0.0, p)))
+        top, bottom, left, right = core.region(w, h)
+        for k, weight in enumerate((nw, nw, 0.0)):  # num, den, aim_num (no noise)
+            parts = roots[:, scale, k] + core.noise_constant(right - left, bottom - top, weight, p)
+            out[:, scale, k] = (parts[:, 0] + parts[:, 1]) + parts[:, 2]
     return out
 
 
@@ -86,12 +100,18 @@ def _c_max(x: float, y: float) -> float:
 
 def metrics_from_stats(acc: np.ndarray, width: int, height: int, options: Mapping[str, Any]) -> dict[str, float]:
     """``compute_adm``'s totals and ``float_adm.c``'s outputs from :func:`compute_stats`'s record."""
-    stats = scale_sums(acc, width, height, options)
+    return metrics_from_scale_sums(scale_sums(acc, width, height, options), width, height, options)
+
+
+def metrics_from_scale_sums(stats: np.ndarray, width: int, height: int,
+                            options: Mapping[str, Any]) -> dict[str, float]:
+    """The outputs from :func:`scale_sums`'s ``float64[4, 3]`` (double arithmetic, as libvmaf)."""
+    stats = stats.tolist()
     limit = 1e-10 * (width * height) / (1920.0 * 1080.0)
     skip_aim = int(options["adm_skip_aim_scale"])
     num = den = aim_num = aim_den = 0.0
     for s in range(4):
-        n, d, a = (float(v) for v in stats[s])
+        n, d, a = stats[s]
         num += n
         den += d
         if skip_aim != s:
@@ -113,13 +133,13 @@ def metrics_from_stats(acc: np.ndarray, width: int, height: int, options: Mappin
         adm3 = _c_max(score * w + (1 - aim) * (1 - w), min_val)
     out = {"adm2": score, "aim": aim, "adm3": adm3}
     for s in range(4):
-        out[f"adm_scale{s}"] = float(stats[s, 0]) / float(stats[s, 1])
+        out[f"adm_scale{s}"] = stats[s][0] / stats[s][1]
     out["adm"] = score
     out["adm_num"] = num
     out["adm_den"] = den
     for s in range(4):
-        out[f"adm_num_scale{s}"] = float(stats[s, 0])
-        out[f"adm_den_scale{s}"] = float(stats[s, 1])
+        out[f"adm_num_scale{s}"] = stats[s][0]
+        out[f"adm_den_scale{s}"] = stats[s][1]
     return out
 
 

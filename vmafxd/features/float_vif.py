@@ -75,8 +75,8 @@ def _c_max(x: float, y: float) -> float:
 def metrics_from_stats(stats: np.ndarray, options: Mapping[str, Any]) -> dict[str, float]:
     """``float_vif.c``'s outputs from the per-scale sums (double arithmetic, as libvmaf)."""
     skip0 = bool(options["vif_skip_scale0"])
-    num = [float(v) for v in stats[:, 0]]
-    den = [float(v) for v in stats[:, 1]]
+    num = np.asarray(stats, np.float64)[:, 0].tolist()
+    den = np.asarray(stats, np.float64)[:, 1].tolist()
     start = 1 if skip0 else 0
     score_num = 0.0
     score_den = 0.0

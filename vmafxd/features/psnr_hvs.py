@@ -168,6 +168,15 @@ def score_from_sum(total: float, coefficients: int, bitdepth: int) -> float:
     return float(ret)
 
 
+def scores_from_sums(totals: np.ndarray, coefficients: Sequence[int], bitdepth: int) -> np.ndarray:
+    """:func:`score_from_sum` of many frames' planes at once: ``totals`` (n, 3) -> float32 (n, 3),
+    the same float divisions element by element."""
+    peak = (1 << bitdepth) - 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ret = np.asarray(totals).astype(F) / np.asarray(coefficients, np.float64).astype(F)
+        return ret / F(peak * peak)
+
+
 def _db(score: float) -> float:
     """``10 * (-1 * log10(score))`` with C's log10 (-inf at 0, NaN below)."""
     if score > 0.0:

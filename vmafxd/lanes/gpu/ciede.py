@@ -6,8 +6,10 @@ per frame, the sum of the pixels' float differences in units of 2^-32 (exact
 integers), a histogram of the lowest set bit, and a list of the few pixels it
 could not trust (a transcendental function's double too close to a float
 rounding midpoint for the device's libm; see the kernel's header) with the
-samples they used.  The host redoes those with the CPU twin's C-library
-transcription and adds them exactly.
+samples they used.  The host redoes the listed pixels of every frame of the
+batch at once with the C library's functions
+(:func:`~vmafxd.features._ciede_color.ciede2000_libm`, equal element for
+element to the CPU twin's scalar transcription) and adds them exactly.
 
 libvmaf adds the floats into a double one by one in raster order.  That
 sequential sum equals the exact sum whenever every partial sum is a double:
@@ -26,7 +28,7 @@ import numpy as np
 from vmafx.formats import Subsampling
 
 from ...features import ciede as cpu
-from ...features._ciede_color import ciede2000_scalar, lab_scalar
+from ...features._ciede_color import ciede2000_libm
 from ...core.picture import Picture
 from ...features.declaration import check_bitdepth, check_chroma
 from .engine import GpuFeature
@@ -95,9 +97,10 @@ class GpuCiede(GpuFeature):
             recs = host[: n * _REC_WORDS * 8].view(np.int64).reshape(n, _REC_WORDS)
             lists = host[n * _REC_WORDS * 8: n * (_REC_WORDS * 8 + self.capacity * _LIST_WORDS * 4)]
             lists = lists.view(np.int32).reshape(n, self.capacity, _LIST_WORDS)
+            redone = self._redo_listed(recs[:count], lists[:count]) if self.exact_sum else [None] * count
             out = []
             for i in range(count):
-                total = self._exact_total(recs[i], lists[i]) if self.exact_sum else None
+                total = None if redone[i] is None else self._exact_total(recs[i], redone[i])
                 if total is None:
                     self.slow_frames += 1
                     total = self._slow_total(diffs, kept, i)
@@ -108,26 +111,46 @@ class GpuCiede(GpuFeature):
             dev.free_async(kept, st)
             self._free.append(host)
 
-    def _exact_total(self, rec: np.ndarray, entries: np.ndarray) -> float | None:
-        """libvmaf's double sum from the exact one, or None when they may differ."""
-        doubtful = int(rec[_REC_DOUBT])
-        if rec[_REC_FINE] or doubtful > self.capacity:
-            return None
-        total = int(rec[_REC_SUM])
-        lows = np.nonzero(rec[_REC_LOW:_REC_LOW + 13])[0]
-        low = int(lows[0]) - _UNIT if lows.size else 64  # 12 stands for "2^-20 or above"
-        bd = self.scorer.staging.bitdepth
-        for e in entries[:doubtful]:
-            de = ciede2000_scalar(lab_scalar(float(e[1]), float(e[2]), float(e[3]), bd),
-                                  lab_scalar(float(e[4]), float(e[5]), float(e[6]), bd))
-            if de == 0.0:
-                continue
-            units = de * 2.0**_UNIT
-            if units != int(units) or units >= 2.0**40:
-                return None
-            v = int(units)
-            total += v
-            low = min(low, (v & -v).bit_length() - 1 - _UNIT)
+    def _redo_listed(self, recs: np.ndarray, lists: np.ndarray) -> list[tuple[int, int] | None]:
+        """The listed pixels of every frame of the batch, redone with the C library in one call.
+
+        Per frame: the sum of their differences in units of 2^-32 (exact) and the
+        lowest set bit among them (as a power of two; 64 when none), or None for a
+        frame that cannot take the fast path (a device difference below 2^-32, a
+        list that overflowed, or a redone difference off the 2^-32 grid or >= 2^8).
+        """
+        doubtful = recs[:, _REC_DOUBT]
+        fast = (recs[:, _REC_FINE] == 0) & (doubtful <= self.capacity)
+        counts = np.where(fast, doubtful, 0)
+        if not counts.any():
+            return [(0, 64) if ok else None for ok in fast.tolist()]
+        listed = [lists[i, :c, 1:7] for i, c in enumerate(counts.tolist()) if c]  # frame by frame, in list order
+        de = ciede2000_libm(np.concatenate(listed), self.scorer.staging.bitdepth).astype(np.float64)
+        units = de * 2.0**_UNIT  # exact: a power-of-two scaling
+        off_grid = (units != np.floor(units)) | ~(units < 2.0**40)  # (NaN too)
+        v = np.where(off_grid, 0.0, units).astype(np.int64)
+        # each one's lowest set bit: v & -v is a power of two 2^k, frexp gives k + 1
+        bits = np.where(v > 0, np.frexp((v & -v).astype(np.float64))[1] - 1, 64 + _UNIT)
+        n = counts.size
+        frame_of = np.repeat(np.arange(n), counts)
+        ends = np.cumsum(counts)
+        # a frame's sum is below 2^55 (2^40 each, at most 2^15 a frame); the running sum may wrap
+        # past 2^63 over a long batch, but differences of wrapped int64 sums are exact
+        partial = np.concatenate(([0], np.cumsum(v)))
+        sums = partial[ends] - partial[ends - counts]
+        lowest = np.full(n, 64 + _UNIT)
+        np.minimum.at(lowest, frame_of, bits)
+        bad = np.bincount(frame_of, weights=off_grid, minlength=n) > 0
+        return [(s, b - _UNIT) if ok and not x else None
+                for ok, x, s, b in zip(fast.tolist(), bad.tolist(), sums.tolist(), lowest.tolist())]
+
+    def _exact_total(self, rec: np.ndarray, listed: tuple[int, int]) -> float | None:
+        """libvmaf's double sum from the exact one and the listed pixels' (``_redo_listed``),
+        or None when they may differ."""
+        hist = rec[_REC_LOW:_REC_LOW + 13].tolist()
+        low = next((k - _UNIT for k, c in enumerate(hist) if c), 64)  # 12 stands for "2^-20 or above"
+        total = int(rec[_REC_SUM]) + listed[0]
+        low = min(low, listed[1])
         if total == 0:
             return 0.0
         top = total.bit_length() - 1 - _UNIT  # the sum is in [2^top, 2^(top + 1))
@@ -171,10 +194,8 @@ class GpuCiede(GpuFeature):
         ru, rv = self.upsample(ref)
         du, dv = self.upsample(dist)
         ry, dy = ref.planes[0], dist.planes[0]
-        for i, j in zip(*where):
-            c1 = lab_scalar(float(ry[i, j]), float(ru[i, j]), float(rv[i, j]), bd)
-            c2 = lab_scalar(float(dy[i, j]), float(du[i, j]), float(dv[i, j]), bd)
-            de[i, j] = ciede2000_scalar(c1, c2)
+        samples = np.stack([a[where] for a in (ry, ru, rv, dy, du, dv)], axis=1)
+        de[where] = ciede2000_libm(samples, bd)
 
     def close(self) -> None:
         super().close()

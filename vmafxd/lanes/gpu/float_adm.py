@@ -3,8 +3,9 @@
 Statistics per frame: ``float32[4, 9]``, the record the CPU twin's
 ``float_adm.compute_stats`` returns (per scale the DLM numerator, denominator
 and AIM numerator sums, each for h, v, d), summed in libvmaf's order; the
-host finishes them with the CPU twin's ``metrics_from_stats`` (the p-th roots
-by glibc's ``powf``, as on the CPU lane).  Every band and map lives in memory
+host finishes them with the CPU twin's arithmetic, the batch at once
+(``scale_sums_batch``: the p-th roots by glibc's ``powf``, as on the CPU lane;
+then ``metrics_from_scale_sums`` per frame).  Every band and map lives in memory
 taken from the stream's pool per batch.
 """
 
@@ -89,7 +90,9 @@ class GpuFloatAdm(GpuFloatFeature):
 
     def metrics(self, stats: np.ndarray, first_seq: int, count: int):
         sums = stats[:count, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.float32)
-        return [(first_seq + i, cpu.metrics_from_stats(sums[i].reshape(4, 9), self.width, self.height, self.values))
+        # the p-th roots of the whole batch in one pass (they were most of the host's time a frame)
+        scales = cpu.scale_sums_batch(sums.reshape(count, 4, 9), self.width, self.height, self.values)
+        return [(first_seq + i, cpu.metrics_from_scale_sums(scales[i], self.width, self.height, self.values))
                 for i in range(count)]
 
 

@@ -101,11 +101,8 @@ class GpuFloatVif(GpuFloatFeature):
 
     def metrics(self, stats: np.ndarray, first_seq: int, count: int):
         sums = stats[:count, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.float32)
-        out = []
-        for i in range(count):
-            record = sums[i].astype(np.float64).reshape(4, 2)
-            out.append((first_seq + i, cpu.metrics_from_stats(record, self.values)))
-        return out
+        records = sums.astype(np.float64).reshape(count, 4, 2)  # the batch converted at once
+        return [(first_seq + i, cpu.metrics_from_stats(records[i], self.values)) for i in range(count)]
 
 
 def make(instance, scorer) -> GpuFloatVif:

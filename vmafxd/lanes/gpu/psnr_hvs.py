@@ -3,8 +3,8 @@
 One launch per batch (grid: 3 planes x frames).  Record per frame: three
 doubles, each the plane's float error sum as libvmaf adds it (one float,
 error after error; the kernel reproduces that sequential sum to the bit, see
-its header).  ``psnr_hvs.score_from_sum`` and ``metrics_from_stats`` turn
-them into the CPU lane's doubles.
+its header).  ``psnr_hvs.scores_from_sums`` (the batch at once) and
+``metrics_from_stats`` turn them into the CPU lane's doubles.
 """
 
 from __future__ import annotations
@@ -44,12 +44,9 @@ class GpuPsnrHvs(GpuFeature):
                      stg.frame_stride_elems, stats + self.stats_offset, record_bytes // 8, 0)
 
     def metrics(self, stats: np.ndarray, first_seq: int, count: int):
-        sums = stats[:, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.float64)
-        out = []
-        for i in range(count):
-            scores = [cpu.score_from_sum(float(sums[i, p]), self.coefficients[p], self.bitdepth) for p in range(3)]
-            out.append((first_seq + i, cpu.metrics_from_stats(scores)))
-        return out
+        sums = stats[:count, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.float64)
+        scores = cpu.scores_from_sums(sums, self.coefficients, self.bitdepth).tolist()  # the batch at once
+        return [(first_seq + i, cpu.metrics_from_stats(s)) for i, s in enumerate(scores)]
 
 
 def make(instance, scorer) -> GpuPsnrHvs:
