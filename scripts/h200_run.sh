@@ -2,6 +2,7 @@
 # A run on the NVIDIA H200 device machine, in phases (each call of the device tool is bounded):
 #   scripts/h200_run.sh tests    GPU lane tests (cuda), GL tests
 #   scripts/h200_run.sh bench    benchmarks (daemon and engine), GL scoring script
+#   scripts/h200_run.sh engine   the engine alone per feature at 1080p, each kernel's time (ncu), VIF tile shapes
 # Expects carried: .whl (trio, pytest-trio, PyOpenGL wheels), .gl (GL loader debs), and
 # optionally .h200ref (a copy of reference pairs in ../shared/reference's layout).
 # Logs go to $OUT; each step is bounded so one slow step cannot eat the run.
@@ -40,6 +41,21 @@ case "$phase" in
         step bench_protocol ${PROTO_S:-60} python3 scripts/bench_gpu.py --sizes 64x64 --models "" --features psnr --frames 3000 --repeats 3
         [ -z "${DAEMON_ONLY:-}" ] && step bench_engine ${ENGINE_S:-80} python3 scripts/bench_gpu.py --engine-only --frames 1024 --repeats 3
         [ -z "${DAEMON_ONLY:-}" ] && step gl_score ${GLS_S:-60} python3 scripts/gl_score.py --lane cuda --twin
+        ;;
+    engine)
+        # the engine alone at 1080p: the model, then every feature by itself; each kernel's share (ncu);
+        # the VIF statistics kernel's tile shapes (built here beforehand: scripts/bench_vif_tiles.sh build)
+        for f in ${ENGINE_FEATURES:-vif adm motion float_vif float_adm float_motion cambi psnr_hvs ciede float_ssim float_ms_ssim psnr}; do
+            TAIL=3 step "engine_$f" ${FEATURE_S:-60} python3 scripts/bench_gpu.py --engine-only --sizes 1920x1080 --models '' \
+                --features "$f" --frames 256 --repeats 3
+        done
+        TAIL=3 step engine_vmaf ${FEATURE_S:-60} python3 scripts/bench_gpu.py --engine-only --sizes 1920x1080,576x324,3840x2160 \
+            --frames 512 --repeats 3
+        if command -v ncu > /dev/null; then
+            TAIL=80 step ncu ${NCU_S:-90} ncu --clock-control none --print-summary per-kernel --launch-skip 120 --launch-count 80 \
+                python3 scripts/bench_gpu.py --engine-only --sizes 1920x1080 --frames 256 --repeats 1
+        fi
+        [ -d .vifbench ] && TAIL=20 step vif_tiles 60 bash scripts/bench_vif_tiles.sh run
         ;;
 esac
 cat "$OUT/summary.txt"
