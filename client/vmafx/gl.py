@@ -1687,15 +1687,19 @@ class GlFrameExporter:
             if lp.bo:
                 _gbm().gbm_bo_destroy(lp.bo)
         self._linear.clear()
-        if self._linear_buffer is not None:
-            self._linear_buffer.close()
-            self._linear_buffer = None
+        self._close_held("_linear_buffer")
         if self._gbm_device:
             _gbm().gbm_device_destroy(self._gbm_device)
             self._gbm_device = None
-        if self._node_fd is not None:
-            self._node_fd.close()
-            self._node_fd = None
+        self._close_held("_node_fd")
+
+    def _close_held(self, *names: str) -> None:
+        """Close and forget what each of these attributes holds (None: nothing)."""
+        for name in names:
+            held = getattr(self, name)
+            if held is not None:
+                held.close()
+                setattr(self, name, None)
 
     def _release(self, *, gl_current: bool) -> None:
         """Everything the exporter made; GL objects only when its context is current."""
@@ -1716,16 +1720,9 @@ class GlFrameExporter:
                 e.fd.close()
         self._in_place.clear()
         self._blit_textures.clear()
-        if self._vmm_buffer is not None:
-            self._vmm_buffer.close()
-            self._vmm_buffer = None
+        self._close_held("_vmm_buffer")
         self._memory = None
-        if self._own_memory is not None:
-            self._own_memory.close()
-            self._own_memory = None
-        if self._own_producer is not None:
-            self._own_producer.close()
-            self._own_producer = None
+        self._close_held("_own_memory", "_own_producer")
         self._ready = False
 
     def close(self) -> None:
