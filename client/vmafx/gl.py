@@ -84,7 +84,7 @@ from .formats import PixelFormat, PlaneShape, parse_pixel_format, storage_planes
 from .frames import ALLOW_COPY, BorrowedFd, FrameBuffer, wrap_dmabuf
 from .protocol.errors import ErrorCode
 from .protocol.messages import Plane
-from .transport import OwnedFd
+from .transport import ClosedOnExit, OwnedFd
 
 __all__ = [
     "GlExportError", "GlNotSupported", "GlBusy", "GlTimeout", "GlWrongState", "GlInvalid",
@@ -789,7 +789,7 @@ def require_same_device(node_pci: str, device: DaemonDevice, what: str = "the EG
 
 # ------------------------------------------------------------------------------------------------ syncs
 
-class EglSync:
+class EglSync(ClosedOnExit):
     """An EGL sync object (``EGL_KHR_reusable_sync`` or ``EGL_KHR_fence_sync``), owned: ``close()`` destroys it."""
 
     def __init__(self, display: int, handle: int, kind: str):
@@ -835,12 +835,6 @@ class EglSync:
         h, self.handle = self.handle, None
         if h is not None:
             _egl().eglDestroySyncKHR(self.display, h)
-
-    def __enter__(self) -> "EglSync":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def _sync_address(sync: Any) -> int:
@@ -1069,7 +1063,7 @@ class _LinearPlane:
         self.framebuffer = 0
 
 
-class GlFrameExporter:
+class GlFrameExporter(ClosedOnExit):
     """Exports the plane textures of the current EGL context, frame after frame (see the module doc).
 
     ``device`` is the daemon device that will read the frames
@@ -1743,12 +1737,6 @@ class GlFrameExporter:
         else:
             self._release(gl_current=False)
 
-    def __enter__(self) -> "GlFrameExporter":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
 
 def export_texture_planes(textures: Sequence[int], width: int, height: int,
                           pixel_format: PixelFormat | str = PixelFormat.YUV420P, bitdepth: int | None = None, *,
@@ -1774,7 +1762,7 @@ def export_texture_planes(textures: Sequence[int], width: int, height: int,
 
 # ------------------------------------------------------------------------------ an offscreen context
 
-class EglOffscreenContext:
+class EglOffscreenContext(ClosedOnExit):
     """An EGL desktop-GL context without a surface, for headless producers, tests and scripts.
 
     ``platform``: ``"device"`` (EGL_EXT_platform_device: ``eglQueryDevicesEXT``,
@@ -1897,9 +1885,3 @@ class EglOffscreenContext:
             if lib.eglGetCurrentContext() == ctx:
                 lib.eglMakeCurrent(self.display, None, None, None)
             lib.eglDestroyContext(self.display, ctx)
-
-    def __enter__(self) -> "EglOffscreenContext":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
