@@ -24,7 +24,7 @@ import msgpack
 from .errors import ErrorCode, LocalProtocolError, RemoteProtocolError
 
 __all__ = [
-    "Message", "encode", "decode", "decode_packet", "bundle", "peek", "MESSAGE_TYPES",
+    "Message", "Request", "Reply", "encode", "decode", "decode_packet", "bundle", "peek", "MESSAGE_TYPES",
     "Hello", "HelloReply", "OpenSession", "SessionOpened", "CloseSession", "SessionClosed",
     "RegisterBuffer", "BufferRegistered", "UnregisterBuffer", "BufferUnregistered",
     "Submit", "Result", "FrameError", "Released", "Status", "StatusReply",
@@ -223,16 +223,6 @@ def _message(type_name: str, *, takes_fds: bool = False):
     return declare
 
 
-def _seq() -> Any:
-    """A request's ``seq``: the number its reply (or error) answers in ``re``."""
-    return _wire(_uint(), 0, required=True)
-
-
-def _re() -> Any:
-    """A reply's ``re``: the ``seq`` of the request it answers."""
-    return _wire(_uint(), 0, required=True)
-
-
 @dataclass(frozen=True)
 class Message:
     TYPE: ClassVar[str] = ""
@@ -293,9 +283,32 @@ class Message:
                 raise _Bad(f"fds[{i}]", "attached fd is not referenced by any field", ErrorCode.E_PROTO)
 
 
+@dataclass(frozen=True)
+class Request(Message):
+    """A message the client sends and the daemon answers: its ``seq`` comes back as the reply's
+    (or the error's) ``re``."""
+
+    seq: int = _wire(_uint(), 0, required=True)
+
+
+@dataclass(frozen=True)
+class Reply(Message):
+    """The daemon's answer to a request: ``re`` is the request's ``seq``."""
+
+    re: int = _wire(_uint(), 0, required=True)
+
+
+@dataclass(frozen=True)
+class _Failure(Message):
+    """What an ``error`` and a ``frame_error`` both say: the code, the field it names, why."""
+
+    code: str = _wire(_choice([c.value for c in ErrorCode]), "E_INTERNAL", required=True)
+    field: str = _wire(_text(256), "")
+    message: str = _wire(_text(1024), "")
+
+
 @_message("hello")
-class Hello(Message):
-    seq: int = _seq()
+class Hello(Request):
     version: int = _wire(_uint(), 0, required=True)
     client: str | None = _wire(_optional(_text(128)), None)
     #: the client reads bundles: packets holding several of the daemon's messages
@@ -303,8 +316,7 @@ class Hello(Message):
 
 
 @_message("hello_reply")
-class HelloReply(Message):
-    re: int = _re()
+class HelloReply(Reply):
     version: int = _wire(_uint(), 0, required=True)
     server: str = _wire(_text(128), "", required=True)
     limits: dict = _wire(_anymap, {}, required=True)
@@ -321,8 +333,7 @@ MODEL_TEXT_MAX = 60000
 
 
 @_message("open_session")
-class OpenSession(Message):
-    seq: int = _seq()
+class OpenSession(Request):
     models: tuple = _wire(_list_of(_text(4096), 16), ())
     features: tuple = _wire(_list_of(_text(1024), 64), ())
     width: int = _wire(_uint(), 0, required=True)
@@ -338,8 +349,7 @@ class OpenSession(Message):
 
 
 @_message("session_opened")
-class SessionOpened(Message):
-    re: int = _re()
+class SessionOpened(Reply):
     session: int = _wire(_uint(), 0, required=True)
     lane: str = _wire(_text(16), "", required=True)
     device: int | None = _wire(_optional(_uint(255)), None)
@@ -348,8 +358,7 @@ class SessionOpened(Message):
 
 
 @_message("close_session")
-class CloseSession(Message):
-    seq: int = _seq()
+class CloseSession(Request):
     session: int = _wire(_uint(), 0, required=True)
 
 
@@ -366,8 +375,7 @@ class SessionClosed(Message):
 
 
 @_message("register_buffer", takes_fds=True)
-class RegisterBuffer(Message):
-    seq: int = _seq()
+class RegisterBuffer(Request):
     kind: str = _wire(_choice(BUFFER_KINDS), "memfd", required=True)
     width: int = _wire(_uint(), 0, required=True)
     height: int = _wire(_uint(), 0, required=True)
@@ -399,23 +407,20 @@ class RegisterBuffer(Message):
 
 
 @_message("buffer_registered")
-class BufferRegistered(Message):
-    re: int = _re()
+class BufferRegistered(Reply):
     buffer: int = _wire(_uint(), 0, required=True)
     zero_copy: bool = _wire(_boolean, True)
 
 
 @_message("unregister_buffer")
-class UnregisterBuffer(Message):
-    seq: int = _seq()
+class UnregisterBuffer(Request):
     buffer: int = _wire(_uint(), 0, required=True)
 
 
 @_message("buffer_unregistered")
-class BufferUnregistered(Message):
+class BufferUnregistered(Reply):
     """Sent once no frame in flight references the buffer and the daemon has let go of it."""
 
-    re: int = _re()
     buffer: int = _wire(_uint(), 0, required=True)
 
 
@@ -453,12 +458,9 @@ class Result(Message):
 
 
 @_message("frame_error")
-class FrameError(Message):
+class FrameError(_Failure):
     session: int = _wire(_uint(), 0, required=True)
     index: int = _wire(_uint(), 0, required=True)
-    code: str = _wire(_choice([c.value for c in ErrorCode]), "E_INTERNAL", required=True)
-    field: str = _wire(_text(256), "")
-    message: str = _wire(_text(1024), "")
 
 
 @_message("released")
@@ -472,35 +474,30 @@ class Released(Message):
 
 
 @_message("status")
-class Status(Message):
-    seq: int = _seq()
+class Status(Request):
+    """Asks for the daemon's status (a ``status_reply`` answers)."""
 
 
 @_message("status_reply")
-class StatusReply(Message):
-    re: int = _re()
+class StatusReply(Reply):
     status: dict = _wire(_anymap, {}, required=True)
 
 
 @_message("list_sessions")
-class ListSessions(Message):
-    seq: int = _seq()
+class ListSessions(Request):
+    """Asks for the daemon's sessions (a ``sessions_reply`` answers)."""
 
 
 @_message("sessions_reply")
-class SessionsReply(Message):
-    re: int = _re()
+class SessionsReply(Reply):
     sessions: tuple = _wire(_list_of(_anymap, 65536), (), required=True)
 
 
 @_message("error")
-class Error(Message):
+class Error(_Failure):
     """A request failed.  ``re`` is the request's ``seq`` (nil when the packet had none)."""
 
     re: int | None = _wire(_optional(_uint()), None)
-    code: str = _wire(_choice([c.value for c in ErrorCode]), "E_INTERNAL", required=True)
-    field: str = _wire(_text(256), "")
-    message: str = _wire(_text(1024), "")
 
 
 @_message("goodbye")
