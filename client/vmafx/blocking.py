@@ -41,7 +41,7 @@ from .frames import FrameBuffer
 from .protocol import messages as m
 from .protocol.errors import RemoteProtocolError
 from .tracking import BufferView, ClientTracker, ClientView, FrameResult, SessionView, Summary
-from .transport import BlockingPacketChannel, ConnectionReset, TransportClosed
+from .transport import BlockingPacketChannel, ClosedOnExit, ConnectionReset, TransportClosed
 
 __all__ = ["BlockingClient", "BlockingSession", "BlockingBufferHandle"]
 
@@ -101,7 +101,7 @@ class BlockingSession(SessionView):
         return st.summary  # type: ignore[return-value]
 
 
-class BlockingClient(ClientView):
+class BlockingClient(ClosedOnExit, ClientView):
     """A connection to vmafxd for blocking code.  Use as ``with BlockingClient.connect(path) as client``."""
 
     def __init__(self, channel: BlockingPacketChannel, tracker: ClientTracker):
@@ -130,12 +130,6 @@ class BlockingClient(ClientView):
     def close(self) -> None:
         """Close the connection (the daemon then closes this client's sessions and buffers).  Safe twice."""
         self._close_channel()
-
-    def __enter__(self) -> "BlockingClient":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     # -- requests ----------------------------------------------------------------------
 

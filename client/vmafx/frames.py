@@ -41,14 +41,14 @@ import mmap
 import os
 import select
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from .exceptions import LayoutError
 from .formats import PixelFormat, PlaneShape, parse_pixel_format, storage_planes
 from .protocol.messages import BUFFER_KINDS, FLAG_ALLOW_COPY, Plane, RegisterBuffer
-from .transport import HeldFd, OwnedFd
+from .transport import ClosedOnExit, HeldFd, OwnedFd
 
 __all__ = [
     "BufferFlags", "ALLOW_COPY", "FrameBuffer", "BufferLayout", "plane_layout",
@@ -196,7 +196,7 @@ def plane_layout(
     return BufferLayout(tuple(planes), total)
 
 
-class FrameBuffer:
+class FrameBuffer(ClosedOnExit):
     """One frame's memory as the daemon will import it: kind, geometry, layout, fds, flags.
 
     The buffer owns the fds in ``fds`` unless they are :class:`BorrowedFd`;
@@ -324,12 +324,6 @@ class FrameBuffer:
         for fd in self.fds:
             fd.close()
 
-    def __enter__(self) -> "FrameBuffer":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         return (f"FrameBuffer({self.kind} {self.width}x{self.height} {self.pixel_format.value} "
                 f"{self.bitdepth}-bit, {self.size} bytes, planes={[(p.fd, p.offset, p.pitch) for p in self.planes]})")
@@ -359,17 +353,15 @@ def memfd_buffer(
     pixel_format: PixelFormat | str = PixelFormat.YUV420P,
     bitdepth: int | None = None,
     *,
-    pitch_align: int = 1,
-    plane_align: int | None = None,
-    pitches: Sequence[int] | None = None,
-    offsets: Sequence[int] | None = None,
-    size: int | None = None,
     flags: int = 0,
     name: str = "vmafx-frame",
+    **layout_options: Any,
 ) -> FrameBuffer:
-    """A reusable, sealed memfd buffer for one frame, zero-filled and mapped for :meth:`~FrameBuffer.write_frame`."""
-    layout = plane_layout(pixel_format, width, height, bitdepth, pitch_align=pitch_align,
-                          plane_align=plane_align, pitches=pitches, offsets=offsets, size=size)
+    """A reusable, sealed memfd buffer for one frame, zero-filled and mapped for :meth:`~FrameBuffer.write_frame`.
+
+    ``layout_options`` are :func:`plane_layout`'s (``pitch_align``, ``plane_align``, ``pitches``,
+    ``offsets``, ``size``); by default the planes are packed as in a y4m frame."""
+    layout = plane_layout(pixel_format, width, height, bitdepth, **layout_options)
     owned = OwnedFd(_memfd_create(name))
     mapping = None
     try:
@@ -548,7 +540,7 @@ def wrap_dmabuf(
 
 # -- fences ----------------------------------------------------------------------
 
-class Fence:
+class Fence(ClosedOnExit):
     """An acquire fence sent with a ``submit``: the daemon waits for it (bounded) before reading.
 
     ``kind`` is the wire kind; fd fences have :meth:`fileno`, GPU IPC event
@@ -577,12 +569,6 @@ class Fence:
 
     def close(self) -> None:
         self._fd.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 class EventFdFence(Fence):

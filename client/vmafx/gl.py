@@ -84,7 +84,7 @@ from .formats import PixelFormat, PlaneShape, parse_pixel_format, storage_planes
 from .frames import ALLOW_COPY, BorrowedFd, FrameBuffer, wrap_dmabuf
 from .protocol.errors import ErrorCode
 from .protocol.messages import Plane
-from .transport import OwnedFd
+from .transport import ClosedOnExit, OwnedFd
 
 __all__ = [
     "GlExportError", "GlNotSupported", "GlBusy", "GlTimeout", "GlWrongState", "GlInvalid",
@@ -789,7 +789,7 @@ def require_same_device(node_pci: str, device: DaemonDevice, what: str = "the EG
 
 # ------------------------------------------------------------------------------------------------ syncs
 
-class EglSync:
+class EglSync(ClosedOnExit):
     """An EGL sync object (``EGL_KHR_reusable_sync`` or ``EGL_KHR_fence_sync``), owned: ``close()`` destroys it."""
 
     def __init__(self, display: int, handle: int, kind: str):
@@ -835,12 +835,6 @@ class EglSync:
         h, self.handle = self.handle, None
         if h is not None:
             _egl().eglDestroySyncKHR(self.display, h)
-
-    def __enter__(self) -> "EglSync":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def _sync_address(sync: Any) -> int:
@@ -1069,7 +1063,7 @@ class _LinearPlane:
         self.framebuffer = 0
 
 
-class GlFrameExporter:
+class GlFrameExporter(ClosedOnExit):
     """Exports the plane textures of the current EGL context, frame after frame (see the module doc).
 
     ``device`` is the daemon device that will read the frames
@@ -1687,15 +1681,19 @@ class GlFrameExporter:
             if lp.bo:
                 _gbm().gbm_bo_destroy(lp.bo)
         self._linear.clear()
-        if self._linear_buffer is not None:
-            self._linear_buffer.close()
-            self._linear_buffer = None
+        self._close_held("_linear_buffer")
         if self._gbm_device:
             _gbm().gbm_device_destroy(self._gbm_device)
             self._gbm_device = None
-        if self._node_fd is not None:
-            self._node_fd.close()
-            self._node_fd = None
+        self._close_held("_node_fd")
+
+    def _close_held(self, *names: str) -> None:
+        """Close and forget what each of these attributes holds (None: nothing)."""
+        for name in names:
+            held = getattr(self, name)
+            if held is not None:
+                held.close()
+                setattr(self, name, None)
 
     def _release(self, *, gl_current: bool) -> None:
         """Everything the exporter made; GL objects only when its context is current."""
@@ -1716,16 +1714,9 @@ class GlFrameExporter:
                 e.fd.close()
         self._in_place.clear()
         self._blit_textures.clear()
-        if self._vmm_buffer is not None:
-            self._vmm_buffer.close()
-            self._vmm_buffer = None
+        self._close_held("_vmm_buffer")
         self._memory = None
-        if self._own_memory is not None:
-            self._own_memory.close()
-            self._own_memory = None
-        if self._own_producer is not None:
-            self._own_producer.close()
-            self._own_producer = None
+        self._close_held("_own_memory", "_own_producer")
         self._ready = False
 
     def close(self) -> None:
@@ -1745,12 +1736,6 @@ class GlFrameExporter:
                 self._release(gl_current=True)
         else:
             self._release(gl_current=False)
-
-    def __enter__(self) -> "GlFrameExporter":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def export_texture_planes(textures: Sequence[int], width: int, height: int,
@@ -1777,7 +1762,7 @@ def export_texture_planes(textures: Sequence[int], width: int, height: int,
 
 # ------------------------------------------------------------------------------ an offscreen context
 
-class EglOffscreenContext:
+class EglOffscreenContext(ClosedOnExit):
     """An EGL desktop-GL context without a surface, for headless producers, tests and scripts.
 
     ``platform``: ``"device"`` (EGL_EXT_platform_device: ``eglQueryDevicesEXT``,
@@ -1900,9 +1885,3 @@ class EglOffscreenContext:
             if lib.eglGetCurrentContext() == ctx:
                 lib.eglMakeCurrent(self.display, None, None, None)
             lib.eglDestroyContext(self.display, ctx)
-
-    def __enter__(self) -> "EglOffscreenContext":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()

@@ -21,6 +21,7 @@ the connection and every waiter sees :class:`~vmafx.exceptions.ProtocolViolation
 from __future__ import annotations
 
 from collections import Counter, deque
+from operator import attrgetter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
@@ -432,6 +433,11 @@ class ClientView:
         return True
 
 
+def _state_field(name: str, doc: str | None = None) -> Any:
+    """A read-only attribute of a view that is its state's own (the state changes as messages arrive)."""
+    return property(attrgetter(f"_state.{name}"), doc=doc)
+
+
 class BufferView:
     """What both clients' buffer handles show: id, zero-copy, outstanding references."""
 
@@ -441,28 +447,15 @@ class BufferView:
         #: the :class:`~vmafx.frames.FrameBuffer` registered (still the caller's to close)
         self.buffer = buffer
 
-    @property
-    def id(self) -> int:
-        return self._state.id
-
-    @property
-    def zero_copy(self) -> bool:
-        """False when the daemon's lane copies this buffer through the host."""
-        return self._state.zero_copy
-
-    @property
-    def busy(self) -> bool:
-        """Some submitted frame still references the buffer: do not write it."""
-        return self._state.busy
+    id: int = _state_field("id")
+    zero_copy: bool = _state_field("zero_copy", "False when the daemon's lane copies this buffer through the host.")
+    busy: bool = _state_field("busy", "Some submitted frame still references the buffer: do not write it.")
+    unregistered: bool = _state_field("unregistered")
 
     @property
     def outstanding(self) -> int:
         """References (frame, role) not yet released."""
         return sum(self._state.references.values())
-
-    @property
-    def unregistered(self) -> bool:
-        return self._state.unregistered
 
     def on_released(self, callback: Callable[[Any], None]) -> None:
         """Call ``callback(handle)`` each time the buffer's last outstanding reference is released.
@@ -484,30 +477,12 @@ class SessionView:
         self._client = client
         self._state = state
 
-    @property
-    def id(self) -> int:
-        return self._state.id
-
-    @property
-    def lane(self) -> str:
-        return self._state.lane
-
-    @property
-    def device(self) -> int | None:
-        return self._state.device
-
-    @property
-    def metrics(self) -> tuple[str, ...]:
-        return self._state.metrics
-
-    @property
-    def models(self) -> tuple[str, ...]:
-        return self._state.models
-
-    @property
-    def summary(self) -> Summary | None:
-        """The pooled summary once the session closed."""
-        return self._state.summary
+    id: int = _state_field("id")
+    lane: str = _state_field("lane")
+    device: int | None = _state_field("device")
+    metrics: tuple[str, ...] = _state_field("metrics")
+    models: tuple[str, ...] = _state_field("models")
+    summary: Summary | None = _state_field("summary", "The pooled summary once the session closed.")
 
     def _arrived(self) -> Iterator[FrameResult]:
         """The outcomes that have arrived and were not yet taken, in index order (consumed)."""

@@ -29,9 +29,10 @@ import select
 import socket
 import weakref
 from dataclasses import dataclass
+from typing import Self
 
 __all__ = [
-    "HeldFd", "OwnedFd", "Packet", "TransportClosed", "ConnectionReset", "recv_packet_blocking", "send_packet_blocking",
+    "ClosedOnExit", "HeldFd", "OwnedFd", "Packet", "TransportClosed", "ConnectionReset", "recv_packet_blocking", "send_packet_blocking",
     "TrioPacketChannel", "BlockingPacketChannel", "ancillary_size", "open_fd_count",
 ]
 
@@ -68,6 +69,19 @@ def _close_quietly(fd: int) -> None:
         pass
 
 
+class ClosedOnExit:
+    """What owns something and closes it with an idempotent ``close()``: ``with obj:`` gives
+    ``obj`` and closes it at the end of the block, however the block ends."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()  # type: ignore[attr-defined]
+
+
 class HeldFd:
     """An fd number held until let go; what owned and borrowed fds share.
 
@@ -87,7 +101,7 @@ class HeldFd:
         return self._fd
 
 
-class OwnedFd(HeldFd):
+class OwnedFd(ClosedOnExit, HeldFd):
     """An fd with exactly one owner."""
 
     __slots__ = ("_finalizer", "__weakref__")
@@ -113,12 +127,6 @@ class OwnedFd(HeldFd):
         if fd is not None:
             self._finalizer.detach()
             _close_quietly(fd)
-
-    def __enter__(self) -> "OwnedFd":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"OwnedFd({self._fd if self._fd is not None else 'closed'})"

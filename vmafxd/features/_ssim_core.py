@@ -56,6 +56,7 @@ import numpy as np
 from .declaration import FrameScores, Option, PerFrameTwin, check_bitdepth
 
 __all__ = [
+    "frame_metrics",
     "EXACT_FILTER_OPTION",
     "C1",
     "C2",
@@ -493,6 +494,13 @@ def to_db(score: float, cap: float) -> float:
     return db if db < cap else cap
 
 
+def frame_metrics(name: str, score: float, terms: Mapping[str, float], *, enable_db: bool,
+                  db_max: float) -> dict[str, float]:
+    """One frame's metrics: ``name``'s score (in dB, capped, with ``enable_db``), then the mean
+    l, c, s ``terms`` (empty without ``enable_lcs``)."""
+    return {name: to_db(score, db_max) if enable_db else score, **terms}
+
+
 def c_pow(base: float, exponent: float) -> float:
     """C's ``pow`` for the cases MS-SSIM meets (math.pow raises where C returns NaN)."""
     try:
@@ -521,12 +529,16 @@ class SsimTwin(PerFrameTwin):
 
     metrics_from_stats: Any = None
 
-    def _setup(self, name: str, options: Mapping[str, Any], width: int, height: int, bitdepth: int) -> None:
-        check_bitdepth(name, bitdepth, SUPPORTED_BITDEPTHS)
+    def _setup(self, declaration: Any, options: Mapping[str, Any], width: int, height: int,
+               bitdepth: int) -> Mapping[str, Any]:
+        """The options with ``declaration``'s defaults; checks the bit depth and keeps the output options."""
+        options = declaration.with_defaults(options)
+        check_bitdepth(declaration.name, bitdepth, SUPPORTED_BITDEPTHS)
         self.width, self.height, self.bitdepth = width, height, bitdepth
         self.enable_lcs = bool(options["enable_lcs"])
         self.enable_db = bool(options["enable_db"])
         self.db_max = db_cap(bool(options["clip_db"]), width, height, bitdepth)
+        return options
 
     def _stats(self, ref: np.ndarray, dist: np.ndarray):
         raise NotImplementedError

@@ -29,8 +29,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ._ssim_core import (WINDOW, ScaleSums, SsimTwin, SsimWorkspace, c_pow, mirror_borders, ssim_options,
-                         staggered_empty, to_db, to_float)
+from ._ssim_core import (WINDOW, ScaleSums, SsimTwin, SsimWorkspace, c_pow, frame_metrics, mirror_borders,
+                         ssim_options, staggered_empty, to_float)
 from .declaration import FeatureDeclaration
 
 __all__ = [
@@ -228,14 +228,9 @@ def metrics_from_stats(
         l, c, s = (float(np.float32(total / n)) for total in (sums.l, sums.c, sums.s))
         means.append((l, c, s))
         score *= c_pow(l, ALPHAS[i]) * c_pow(c, BETAS[i]) * c_pow(s, GAMMAS[i])
-    if enable_db:
-        score = to_db(score, db_max)
-    out = {"float_ms_ssim": score}
-    if enable_lcs:
-        for t, term in enumerate("lcs"):
-            for i, m in enumerate(means):
-                out[f"float_ms_ssim_{term}_scale{i}"] = m[t]
-    return out
+    terms = {f"float_ms_ssim_{term}_scale{i}": m[t]
+             for t, term in enumerate("lcs") for i, m in enumerate(means)} if enable_lcs else {}
+    return frame_metrics("float_ms_ssim", score, terms, enable_db=enable_db, db_max=db_max)
 
 
 class FloatMsSsim(SsimTwin):
@@ -244,8 +239,7 @@ class FloatMsSsim(SsimTwin):
     metrics_from_stats = staticmethod(metrics_from_stats)
 
     def __init__(self, options: Mapping[str, Any], width: int, height: int, bitdepth: int):
-        options = DECLARATION.with_defaults(options)
-        self._setup("float_ms_ssim", options, width, height, bitdepth)
+        options = self._setup(DECLARATION, options, width, height, bitdepth)
         check_size(width, height)
         self.workspace = MsSsimWorkspace(width, height, bool(options["exact_filter"]))
 

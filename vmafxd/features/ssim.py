@@ -22,8 +22,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ._ssim_core import (WINDOW, ScaleSums, SsimTwin, SsimWorkspace, db_cap, mirror_borders, ssim_options,
-                         staggered_empty, to_db, to_float, to_float_divisor)
+from ._ssim_core import (WINDOW, ScaleSums, SsimTwin, SsimWorkspace, db_cap, frame_metrics, mirror_borders,
+                         ssim_options, staggered_empty, to_float, to_float_divisor)
 from .declaration import FeatureDeclaration, Option
 
 __all__ = [
@@ -168,14 +168,9 @@ def metrics_from_stats(
     them from a float function; dB conversion then happens in double.
     """
     n = float(stats.pixels)
-    score = float(np.float32(stats.lcs / n))
-    if enable_db:
-        score = to_db(score, db_max)
-    out = {"float_ssim": score}
-    if enable_lcs:
-        for name, total in zip(LCS_NAMES, (stats.l, stats.c, stats.s)):
-            out[name] = float(np.float32(total / n))
-    return out
+    terms = {name: float(np.float32(total / n))
+             for name, total in zip(LCS_NAMES, (stats.l, stats.c, stats.s))} if enable_lcs else {}
+    return frame_metrics("float_ssim", float(np.float32(stats.lcs / n)), terms, enable_db=enable_db, db_max=db_max)
 
 
 class FloatSsim(SsimTwin):
@@ -184,8 +179,7 @@ class FloatSsim(SsimTwin):
     metrics_from_stats = staticmethod(metrics_from_stats)
 
     def __init__(self, options: Mapping[str, Any], width: int, height: int, bitdepth: int):
-        options = DECLARATION.with_defaults(options)
-        self._setup("float_ssim", options, width, height, bitdepth)
+        options = self._setup(DECLARATION, options, width, height, bitdepth)
         self.factor = resolve_scale(int(options["scale"]), width, height)
         w, h = decimated_size(width, height, self.factor)
         if w < WINDOW or h < WINDOW:

@@ -61,6 +61,7 @@ __all__ = [
     "ScaleAccumulators",
     "VifExtractor",
     "VifStats",
+    "check_size",
     "build_log2_table",
     "compute_stats",
     "metrics_from_stats",
@@ -597,16 +598,21 @@ def metrics_from_stats(stats: VifStats, options: Mapping[str, Any]) -> dict[str,
 # the CPU twin
 
 
+def check_size(width: int, height: int) -> None:
+    """The smallest picture VIF scores (both lanes refuse a smaller one alike)."""
+    # every scale must be wider and taller than its filter's half-width
+    # (scale 3, an eighth of the picture, needs 2 samples)
+    if width < 16 or height < 16:
+        raise ValueError(f"vif: a {width}x{height} picture is too small (16x16 at least)")
+
+
 class VifExtractor:
     """Integer VIF on the luma plane, one frame at a time (not temporal)."""
 
     def __init__(self, options: Mapping[str, Any], width: int, height: int, bitdepth: int):
         if not 8 <= bitdepth <= 16:
             raise ValueError(f"vif: unsupported bit depth {bitdepth}")
-        # every scale must be wider and taller than its filter's half-width
-        # (scale 3, an eighth of the picture, needs 2 samples)
-        if width < 16 or height < 16:
-            raise ValueError(f"vif: a {width}x{height} picture is too small (16x16 at least)")
+        check_size(width, height)
         self.options = dict(options)
         self.width = width
         self.height = height

@@ -81,32 +81,18 @@ class _EmuDriver:
 
     name = "emu"
 
-    def event_record(self, event, stream) -> None:
+    def _nothing_to_do(self, *handles) -> None:
         pass
 
-    def event_query(self, event) -> bool:
+    def _done(self, handle) -> bool:
         return True
 
-    def event_synchronize(self, event) -> None:
-        pass
+    event_record = event_synchronize = event_destroy = _nothing_to_do
+    stream_wait = stream_synchronize = stream_destroy = _nothing_to_do
+    event_query = stream_query = _done
 
     def event_ipc_handle(self, event) -> bytes:
         raise RuntimeUnavailable("emu", "the emulator has no interprocess events")
-
-    def event_destroy(self, event) -> None:
-        pass
-
-    def stream_wait(self, stream, event) -> None:
-        pass
-
-    def stream_query(self, stream) -> bool:
-        return True
-
-    def stream_synchronize(self, stream) -> None:
-        pass
-
-    def stream_destroy(self, stream) -> None:
-        pass
 
     def module_function(self, module, name: str) -> "EmuFunction":
         return EmuFunction(module, name)

@@ -41,18 +41,16 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from ..field_error import FieldError
+
 __all__ = ["Job", "JobListError", "load_jobs", "parse_jobs", "job_id"]
 
 _ID_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-+=@,")
 _RESERVED = {"id", "reference", "distorted", "model", "models", "feature", "features", "options"}
 
 
-class JobListError(ValueError):
-    """A job list row is malformed; ``where`` is ``FILE:LINE: field``."""
-
-    def __init__(self, where: str, message: str):
-        super().__init__(f"{where}: {message}")
-        self.where = where
+class JobListError(FieldError):
+    """A job list row is malformed; ``field`` is ``FILE:LINE: field``."""
 
 
 @dataclass(frozen=True)

@@ -116,10 +116,8 @@ class RayBackend:
                  timeout: float | None = None, no_worker_wait: float = 60.0, refresh_s: float = 2.0,
                  init_kwargs: dict | None = None):
         ray = self.ray = _ray()
-        self.lane = lane
-        self.logs_dir = logs_dir
-        self.concurrency = concurrency
-        self.timeout = timeout
+        #: what every node's actor is made with (BatchActor's lane, logs_dir, concurrency, timeout)
+        self._actor_args = (lane, logs_dir, concurrency, timeout)
         self.no_worker_wait = no_worker_wait
         self.refresh_s = refresh_s
         self._owns_ray = False
@@ -162,7 +160,7 @@ class RayBackend:
             cpus = int(node.get("Resources", {}).get("CPU", 0)) or None
             handle = self._actor_cls.options(
                 scheduling_strategy=NodeAffinitySchedulingStrategy(nid, soft=False),
-                name=None).remote(self.lane, self.logs_dir, self.concurrency, self.timeout, cpus, self._actor_env)
+                name=None).remote(*self._actor_args, cpus, self._actor_env)
             w = _Worker(nid, handle)
             w.info_ref = handle.info.remote()
             self.workers[nid] = w

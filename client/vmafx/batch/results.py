@@ -27,6 +27,8 @@ import json
 import os
 from typing import Iterable, Iterator
 
+from ..transport import ClosedOnExit
+
 __all__ = ["ResultsFile", "ResultsError", "read_records", "results_format"]
 
 
@@ -109,7 +111,7 @@ def read_records(path: str, fmt: str | None = None) -> list[dict]:
     return out
 
 
-class ResultsFile:
+class ResultsFile(ClosedOnExit):
     """Appends records to the journal; ``done`` holds the job ids that have a record."""
 
     def __init__(self, path: str, fmt: str | None = None, *, resume: bool = False, overwrite: bool = False,
@@ -205,12 +207,6 @@ class ResultsFile:
             pq.write_table(pa.Table.from_pylist(rows), tmp)
             os.replace(tmp, self.path)
             os.unlink(self.journal)
-
-    def __enter__(self) -> "ResultsFile":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def __iter__(self) -> Iterator[dict]:
         return iter(self.records.values())

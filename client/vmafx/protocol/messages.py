@@ -24,7 +24,7 @@ import msgpack
 from .errors import ErrorCode, LocalProtocolError, RemoteProtocolError
 
 __all__ = [
-    "Message", "encode", "decode", "decode_packet", "bundle", "peek", "MESSAGE_TYPES",
+    "Message", "Request", "Reply", "encode", "decode", "decode_packet", "bundle", "peek", "MESSAGE_TYPES",
     "Hello", "HelloReply", "OpenSession", "SessionOpened", "CloseSession", "SessionClosed",
     "RegisterBuffer", "BufferRegistered", "UnregisterBuffer", "BufferUnregistered",
     "Submit", "Result", "FrameError", "Released", "Status", "StatusReply",
@@ -197,6 +197,32 @@ class Fence:
 MESSAGE_TYPES: dict[str, type["Message"]] = {}
 
 
+def _wire(check: Callable[[Any, str], Any], default: Any, *, required: bool = False) -> Any:
+    """A message field, declared once: the check of its wire value, its default (what a map
+    without it means; a ``{}`` default is a fresh dict per message) and whether the sender
+    must put it in the map."""
+    meta = {"check": check, "required": required}
+    if isinstance(default, dict):
+        return field(default_factory=dict, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def _message(type_name: str, *, takes_fds: bool = False):
+    """Declares a message class: a frozen dataclass whose ``_wire`` fields make its SCHEMA and
+    REQUIRED, registered under its wire type ``t``."""
+
+    def declare(cls: type["Message"]) -> type["Message"]:
+        cls = dataclass(frozen=True)(cls)
+        wired = [f for f in fields(cls) if "check" in f.metadata]
+        cls.TYPE, cls.TAKES_FDS = type_name, takes_fds
+        cls.SCHEMA = {f.name: f.metadata["check"] for f in wired}
+        cls.REQUIRED = tuple(f.name for f in wired if f.metadata["required"])
+        MESSAGE_TYPES[type_name] = cls
+        return cls
+
+    return declare
+
+
 @dataclass(frozen=True)
 class Message:
     TYPE: ClassVar[str] = ""
@@ -204,11 +230,6 @@ class Message:
     SCHEMA: ClassVar[dict[str, Callable]] = {}
     REQUIRED: ClassVar[tuple[str, ...]] = ()
     TAKES_FDS: ClassVar[bool] = False
-
-    def __init_subclass__(cls, **kw):
-        super().__init_subclass__(**kw)
-        if cls.TYPE:
-            MESSAGE_TYPES[cls.TYPE] = cls
 
     def fd_refs(self) -> list[tuple[str, int]]:
         """(field path, fd index) for every fd this message references."""
@@ -263,36 +284,47 @@ class Message:
 
 
 @dataclass(frozen=True)
-class Hello(Message):
-    TYPE: ClassVar[str] = "hello"
-    SCHEMA: ClassVar = {"seq": _uint(), "version": _uint(), "client": _optional(_text(128)),
-                        "bundles": _optional(_boolean)}
-    REQUIRED: ClassVar = ("seq", "version")
-    seq: int = 0
-    version: int = 0
-    client: str | None = None
-    #: the client reads bundles: packets holding several of the daemon's messages
-    bundles: bool | None = None
+class Request(Message):
+    """A message the client sends and the daemon answers: its ``seq`` comes back as the reply's
+    (or the error's) ``re``."""
+
+    seq: int = _wire(_uint(), 0, required=True)
 
 
 @dataclass(frozen=True)
-class HelloReply(Message):
-    TYPE: ClassVar[str] = "hello_reply"
-    SCHEMA: ClassVar = {
-        "re": _uint(), "version": _uint(), "server": _text(128), "limits": _anymap,
-        "lanes": _list_of(_anymap, 16), "features": _list_of(_text(64), 256), "models": _list_of(_text(64), 64),
-        "bundles": _optional(_boolean),
-    }
-    REQUIRED: ClassVar = ("re", "version", "server", "limits")
-    re: int = 0
-    version: int = 0
-    server: str = ""
-    limits: dict = field(default_factory=dict)
-    lanes: tuple = ()
-    features: tuple = ()
-    models: tuple = ()
+class Reply(Message):
+    """The daemon's answer to a request: ``re`` is the request's ``seq``."""
+
+    re: int = _wire(_uint(), 0, required=True)
+
+
+@dataclass(frozen=True)
+class _Failure(Message):
+    """What an ``error`` and a ``frame_error`` both say: the code, the field it names, why."""
+
+    code: str = _wire(_choice([c.value for c in ErrorCode]), "E_INTERNAL", required=True)
+    field: str = _wire(_text(256), "")
+    message: str = _wire(_text(1024), "")
+
+
+@_message("hello")
+class Hello(Request):
+    version: int = _wire(_uint(), 0, required=True)
+    client: str | None = _wire(_optional(_text(128)), None)
+    #: the client reads bundles: packets holding several of the daemon's messages
+    bundles: bool | None = _wire(_optional(_boolean), None)
+
+
+@_message("hello_reply")
+class HelloReply(Reply):
+    version: int = _wire(_uint(), 0, required=True)
+    server: str = _wire(_text(128), "", required=True)
+    limits: dict = _wire(_anymap, {}, required=True)
+    lanes: tuple = _wire(_list_of(_anymap, 16), ())
+    features: tuple = _wire(_list_of(_text(64), 256), ())
+    models: tuple = _wire(_list_of(_text(64), 64), ())
     #: the daemon will bundle (only ever when the hello asked for it)
-    bundles: bool | None = None
+    bundles: bool | None = _wire(_optional(_boolean), None)
 
 
 #: the most characters of model JSON one open_session carries (all models together must also
@@ -300,102 +332,64 @@ class HelloReply(Message):
 MODEL_TEXT_MAX = 60000
 
 
-@dataclass(frozen=True)
-class OpenSession(Message):
-    TYPE: ClassVar[str] = "open_session"
-    SCHEMA: ClassVar = {
-        "seq": _uint(),
-        "models": _list_of(_text(4096), 16),
-        "features": _list_of(_text(1024), 64),
-        "width": _uint(), "height": _uint(),
-        "pixel_format": _text(32), "bitdepth": _uint(16),
-        "lane": _choice(("auto", "cpu", "cuda", "hip")),
-        "device": _optional(_uint(255)),
-        "name": _optional(_text(128)),
-        # models[i]'s JSON text when the client read it (a path= model): the daemon never opens
-        # a client's path; bounded so the whole message stays under max_message_bytes
-        "model_texts": _list_of(_optional(_text(MODEL_TEXT_MAX)), 16),
-    }
-    REQUIRED: ClassVar = ("seq", "width", "height", "pixel_format")
-    seq: int = 0
-    models: tuple = ()
-    features: tuple = ()
-    width: int = 0
-    height: int = 0
-    pixel_format: str = ""
-    bitdepth: int = 8
-    lane: str = "auto"
-    device: int | None = None
-    name: str | None = None
-    model_texts: tuple = ()
+@_message("open_session")
+class OpenSession(Request):
+    models: tuple = _wire(_list_of(_text(4096), 16), ())
+    features: tuple = _wire(_list_of(_text(1024), 64), ())
+    width: int = _wire(_uint(), 0, required=True)
+    height: int = _wire(_uint(), 0, required=True)
+    pixel_format: str = _wire(_text(32), "", required=True)
+    bitdepth: int = _wire(_uint(16), 8)
+    lane: str = _wire(_choice(("auto", "cpu", "cuda", "hip")), "auto")
+    device: int | None = _wire(_optional(_uint(255)), None)
+    name: str | None = _wire(_optional(_text(128)), None)
+    # models[i]'s JSON text when the client read it (a path= model): the daemon never opens
+    # a client's path; bounded so the whole message stays under max_message_bytes
+    model_texts: tuple = _wire(_list_of(_optional(_text(MODEL_TEXT_MAX)), 16), ())
 
 
-@dataclass(frozen=True)
-class SessionOpened(Message):
-    TYPE: ClassVar[str] = "session_opened"
-    SCHEMA: ClassVar = {"re": _uint(), "session": _uint(), "lane": _text(16), "device": _optional(_uint(255)),
-                        "metrics": _list_of(_text(128), 4096), "models": _list_of(_text(128), 64)}
-    REQUIRED: ClassVar = ("re", "session", "lane")
-    re: int = 0
-    session: int = 0
-    lane: str = ""
-    device: int | None = None
-    metrics: tuple = ()
-    models: tuple = ()
+@_message("session_opened")
+class SessionOpened(Reply):
+    session: int = _wire(_uint(), 0, required=True)
+    lane: str = _wire(_text(16), "", required=True)
+    device: int | None = _wire(_optional(_uint(255)), None)
+    metrics: tuple = _wire(_list_of(_text(128), 4096), ())
+    models: tuple = _wire(_list_of(_text(128), 64), ())
 
 
-@dataclass(frozen=True)
-class CloseSession(Message):
-    TYPE: ClassVar[str] = "close_session"
-    SCHEMA: ClassVar = {"seq": _uint(), "session": _uint()}
-    REQUIRED: ClassVar = ("seq", "session")
-    seq: int = 0
-    session: int = 0
+@_message("close_session")
+class CloseSession(Request):
+    session: int = _wire(_uint(), 0, required=True)
 
 
-@dataclass(frozen=True)
+@_message("session_closed")
 class SessionClosed(Message):
     """Sent after the last ``result``/``frame_error`` of the session: the pooled summary."""
 
-    TYPE: ClassVar[str] = "session_closed"
-    SCHEMA: ClassVar = {"re": _optional(_uint()), "session": _uint(), "frames": _uint(), "failed": _uint(),
-                        "pooled": _anymap, "aggregate": _anymap}
-    REQUIRED: ClassVar = ("session", "frames")
-    re: int | None = None
-    session: int = 0
-    frames: int = 0
-    failed: int = 0
-    pooled: dict = field(default_factory=dict)
-    aggregate: dict = field(default_factory=dict)
+    re: int | None = _wire(_optional(_uint()), None)
+    session: int = _wire(_uint(), 0, required=True)
+    frames: int = _wire(_uint(), 0, required=True)
+    failed: int = _wire(_uint(), 0)
+    pooled: dict = _wire(_anymap, {})
+    aggregate: dict = _wire(_anymap, {})
 
 
-@dataclass(frozen=True)
-class RegisterBuffer(Message):
-    TYPE: ClassVar[str] = "register_buffer"
-    TAKES_FDS: ClassVar = True
-    SCHEMA: ClassVar = {
-        "seq": _uint(), "kind": _choice(BUFFER_KINDS),
-        "width": _uint(), "height": _uint(), "pixel_format": _text(32), "bitdepth": _uint(16),
-        "size": _uint(_I64 - 1), "modifier": _uint((1 << 64) - 1),
-        "planes": _list_of(Plane.check, 4), "flags": _uint(),
-        "device": _optional(_uint(255)), "handle": _optional(_binary(64)),
-    }
-    REQUIRED: ClassVar = ("seq", "kind", "width", "height", "pixel_format", "size", "planes")
-    seq: int = 0
-    kind: str = "memfd"
-    width: int = 0
-    height: int = 0
-    pixel_format: str = ""
-    bitdepth: int = 8
-    size: int = 0
+@_message("register_buffer", takes_fds=True)
+class RegisterBuffer(Request):
+    kind: str = _wire(_choice(BUFFER_KINDS), "memfd", required=True)
+    width: int = _wire(_uint(), 0, required=True)
+    height: int = _wire(_uint(), 0, required=True)
+    pixel_format: str = _wire(_text(32), "", required=True)
+    bitdepth: int = _wire(_uint(16), 8)
+    size: int = _wire(_uint(_I64 - 1), 0, required=True)
     #: DRM format modifier (0: DRM_FORMAT_MOD_LINEAR)
-    modifier: int = 0
-    planes: tuple[Plane, ...] = ()
-    flags: int = 0
+    modifier: int = _wire(_uint((1 << 64) - 1), 0)
+    planes: tuple[Plane, ...] = _wire(_list_of(Plane.check, 4), (), required=True)
+    flags: int = _wire(_uint(), 0)
     #: the GPU the memory lives on (GPU kinds)
-    device: int | None = None
+    device: int | None = _wire(_optional(_uint(255)), None)
     #: a CUDA/HIP IPC memory handle (kind cuda_ipc/hip_ipc: no fd)
-    handle: bytes | None = None
+    handle: bytes | None = _wire(_optional(_binary(64)), None)
     fds: tuple[int, ...] = ()
 
     def fd_refs(self):
@@ -412,53 +406,34 @@ class RegisterBuffer(Message):
         super().validate()
 
 
-@dataclass(frozen=True)
-class BufferRegistered(Message):
-    TYPE: ClassVar[str] = "buffer_registered"
-    SCHEMA: ClassVar = {"re": _uint(), "buffer": _uint(), "zero_copy": _boolean}
-    REQUIRED: ClassVar = ("re", "buffer")
-    re: int = 0
-    buffer: int = 0
-    zero_copy: bool = True
+@_message("buffer_registered")
+class BufferRegistered(Reply):
+    buffer: int = _wire(_uint(), 0, required=True)
+    zero_copy: bool = _wire(_boolean, True)
 
 
-@dataclass(frozen=True)
-class UnregisterBuffer(Message):
-    TYPE: ClassVar[str] = "unregister_buffer"
-    SCHEMA: ClassVar = {"seq": _uint(), "buffer": _uint()}
-    REQUIRED: ClassVar = ("seq", "buffer")
-    seq: int = 0
-    buffer: int = 0
+@_message("unregister_buffer")
+class UnregisterBuffer(Request):
+    buffer: int = _wire(_uint(), 0, required=True)
 
 
-@dataclass(frozen=True)
-class BufferUnregistered(Message):
+@_message("buffer_unregistered")
+class BufferUnregistered(Reply):
     """Sent once no frame in flight references the buffer and the daemon has let go of it."""
 
-    TYPE: ClassVar[str] = "buffer_unregistered"
-    SCHEMA: ClassVar = {"re": _uint(), "buffer": _uint()}
-    REQUIRED: ClassVar = ("re", "buffer")
-    re: int = 0
-    buffer: int = 0
+    buffer: int = _wire(_uint(), 0, required=True)
 
 
-@dataclass(frozen=True)
+@_message("submit", takes_fds=True)
 class Submit(Message):
     """One frame: indices strictly increase within a session; no reply but its outcome."""
 
-    TYPE: ClassVar[str] = "submit"
-    TAKES_FDS: ClassVar = True
-    SCHEMA: ClassVar = {
-        "session": _uint(), "index": _uint(), "ref": _uint(), "dist": _uint(),
-        "ref_fence": _optional(Fence.check), "dist_fence": _optional(Fence.check),
-    }
-    REQUIRED: ClassVar = ("session", "index", "ref", "dist")
-    session: int = 0
-    index: int = 0
-    ref: int = 0
-    dist: int = 0
-    ref_fence: Fence | None = None
-    dist_fence: Fence | None = None
+    session: int = _wire(_uint(), 0, required=True)
+    index: int = _wire(_uint(), 0, required=True)
+    ref: int = _wire(_uint(), 0, required=True)
+    dist: int = _wire(_uint(), 0, required=True)
+    ref_fence: Fence | None = _wire(_optional(Fence.check), None)
+    dist_fence: Fence | None = _wire(_optional(Fence.check), None)
     fds: tuple[int, ...] = ()
 
     def fd_refs(self):
@@ -475,97 +450,61 @@ class Submit(Message):
             raise _Bad("dist_fence.fd", "the same fd cannot be both fences (each fence fd is consumed)")
 
 
-@dataclass(frozen=True)
+@_message("result")
 class Result(Message):
-    TYPE: ClassVar[str] = "result"
-    SCHEMA: ClassVar = {"session": _uint(), "index": _uint(), "metrics": _metrics}
-    REQUIRED: ClassVar = ("session", "index", "metrics")
-    session: int = 0
-    index: int = 0
-    metrics: dict = field(default_factory=dict)
+    session: int = _wire(_uint(), 0, required=True)
+    index: int = _wire(_uint(), 0, required=True)
+    metrics: dict = _wire(_metrics, {}, required=True)
 
 
-@dataclass(frozen=True)
-class FrameError(Message):
-    TYPE: ClassVar[str] = "frame_error"
-    SCHEMA: ClassVar = {"session": _uint(), "index": _uint(), "code": _choice([c.value for c in ErrorCode]),
-                        "field": _text(256), "message": _text(1024)}
-    REQUIRED: ClassVar = ("session", "index", "code")
-    session: int = 0
-    index: int = 0
-    code: str = "E_INTERNAL"
-    field: str = ""
-    message: str = ""
+@_message("frame_error")
+class FrameError(_Failure):
+    session: int = _wire(_uint(), 0, required=True)
+    index: int = _wire(_uint(), 0, required=True)
 
 
-@dataclass(frozen=True)
+@_message("released")
 class Released(Message):
     """The producer may reuse ``buffer`` as far as frame ``index`` of ``session`` (``role``) is concerned."""
 
-    TYPE: ClassVar[str] = "released"
-    SCHEMA: ClassVar = {"buffer": _uint(), "session": _uint(), "index": _uint(), "role": _choice(("ref", "dist"))}
-    REQUIRED: ClassVar = ("buffer", "session", "index", "role")
-    buffer: int = 0
-    session: int = 0
-    index: int = 0
-    role: str = "ref"
+    buffer: int = _wire(_uint(), 0, required=True)
+    session: int = _wire(_uint(), 0, required=True)
+    index: int = _wire(_uint(), 0, required=True)
+    role: str = _wire(_choice(("ref", "dist")), "ref", required=True)
 
 
-@dataclass(frozen=True)
-class Status(Message):
-    TYPE: ClassVar[str] = "status"
-    SCHEMA: ClassVar = {"seq": _uint()}
-    REQUIRED: ClassVar = ("seq",)
-    seq: int = 0
+@_message("status")
+class Status(Request):
+    """Asks for the daemon's status (a ``status_reply`` answers)."""
 
 
-@dataclass(frozen=True)
-class StatusReply(Message):
-    TYPE: ClassVar[str] = "status_reply"
-    SCHEMA: ClassVar = {"re": _uint(), "status": _anymap}
-    REQUIRED: ClassVar = ("re", "status")
-    re: int = 0
-    status: dict = field(default_factory=dict)
+@_message("status_reply")
+class StatusReply(Reply):
+    status: dict = _wire(_anymap, {}, required=True)
 
 
-@dataclass(frozen=True)
-class ListSessions(Message):
-    TYPE: ClassVar[str] = "list_sessions"
-    SCHEMA: ClassVar = {"seq": _uint()}
-    REQUIRED: ClassVar = ("seq",)
-    seq: int = 0
+@_message("list_sessions")
+class ListSessions(Request):
+    """Asks for the daemon's sessions (a ``sessions_reply`` answers)."""
 
 
-@dataclass(frozen=True)
-class SessionsReply(Message):
-    TYPE: ClassVar[str] = "sessions_reply"
-    SCHEMA: ClassVar = {"re": _uint(), "sessions": _list_of(_anymap, 65536)}
-    REQUIRED: ClassVar = ("re", "sessions")
-    re: int = 0
-    sessions: tuple = ()
+@_message("sessions_reply")
+class SessionsReply(Reply):
+    sessions: tuple = _wire(_list_of(_anymap, 65536), (), required=True)
 
 
-@dataclass(frozen=True)
-class Error(Message):
+@_message("error")
+class Error(_Failure):
     """A request failed.  ``re`` is the request's ``seq`` (nil when the packet had none)."""
 
-    TYPE: ClassVar[str] = "error"
-    SCHEMA: ClassVar = {"re": _optional(_uint()), "code": _choice([c.value for c in ErrorCode]),
-                        "field": _text(256), "message": _text(1024)}
-    REQUIRED: ClassVar = ("code",)
-    re: int | None = None
-    code: str = "E_INTERNAL"
-    field: str = ""
-    message: str = ""
+    re: int | None = _wire(_optional(_uint()), None)
 
 
-@dataclass(frozen=True)
+@_message("goodbye")
 class Goodbye(Message):
     """The daemon is closing this connection (shutdown, or after a fatal error)."""
 
-    TYPE: ClassVar[str] = "goodbye"
-    SCHEMA: ClassVar = {"reason": _text(1024)}
-    reason: str = ""
+    reason: str = _wire(_text(1024), "")
 
 
 def encode(msg: Message, *, max_bytes: int | None = None) -> tuple[bytes, tuple[int, ...]]:

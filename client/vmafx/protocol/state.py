@@ -72,39 +72,33 @@ class Event(IdentityEnum):
 
 _S, _E = State, Event
 
+
+def _by_event(rows: dict[Event, dict[State, State]]) -> dict[tuple[State, Event], State]:
+    """The (state, event) -> next state table of rows written per event: {event: {state: next}}."""
+    return {(state, event): nxt for event, moves in rows.items() for state, nxt in moves.items()}
+
+
+#: Ending the connection (goodbye, the transport's end) closes it from any state but ERROR,
+#: which is sticky; a breach found while receiving makes it ERROR.
+_CLOSES = {_S.AWAIT_HELLO: _S.CLOSED, _S.OPEN: _S.CLOSED, _S.CLOSED: _S.CLOSED}
+_ENDS = {**_CLOSES, _S.ERROR: _S.ERROR}
+_BREACH = {_S.AWAIT_HELLO: _S.ERROR, _S.OPEN: _S.ERROR, _S.ERROR: _S.ERROR}
+
 #: (state, event) -> next state, per role.  A pair that is not here is a bug in the caller.
 TRANSITIONS: dict[Role, dict[tuple[State, Event], State]] = {
-    Role.SERVER: {
-        (_S.AWAIT_HELLO, _E.HELLO): _S.OPEN,
-        (_S.AWAIT_HELLO, _E.GOODBYE): _S.CLOSED,
-        (_S.OPEN, _E.GOODBYE): _S.CLOSED,
-        (_S.CLOSED, _E.GOODBYE): _S.CLOSED,
-        (_S.ERROR, _E.GOODBYE): _S.ERROR,
-        (_S.AWAIT_HELLO, _E.PROTOCOL_ERROR): _S.ERROR,
-        (_S.OPEN, _E.PROTOCOL_ERROR): _S.ERROR,
-        (_S.ERROR, _E.PROTOCOL_ERROR): _S.ERROR,
-        (_S.AWAIT_HELLO, _E.CLOSE): _S.CLOSED,
-        (_S.OPEN, _E.CLOSE): _S.CLOSED,
-        (_S.CLOSED, _E.CLOSE): _S.CLOSED,
-        (_S.ERROR, _E.CLOSE): _S.ERROR,
-    },
-    Role.CLIENT: {
-        (_S.AWAIT_HELLO, _E.HELLO): _S.OPEN,
-        (_S.AWAIT_HELLO, _E.GOODBYE): _S.CLOSED,
-        (_S.OPEN, _E.GOODBYE): _S.CLOSED,
-        (_S.CLOSED, _E.GOODBYE): _S.CLOSED,
-        (_S.AWAIT_HELLO, _E.CLOSING_ERROR): _S.CLOSED,
-        (_S.OPEN, _E.CLOSING_ERROR): _S.CLOSED,
-        (_S.CLOSED, _E.CLOSING_ERROR): _S.CLOSED,
-        (_S.AWAIT_HELLO, _E.PROTOCOL_ERROR): _S.ERROR,
-        (_S.OPEN, _E.PROTOCOL_ERROR): _S.ERROR,
-        (_S.CLOSED, _E.PROTOCOL_ERROR): _S.ERROR,
-        (_S.ERROR, _E.PROTOCOL_ERROR): _S.ERROR,
-        (_S.AWAIT_HELLO, _E.CLOSE): _S.CLOSED,
-        (_S.OPEN, _E.CLOSE): _S.CLOSED,
-        (_S.CLOSED, _E.CLOSE): _S.CLOSED,
-        (_S.ERROR, _E.CLOSE): _S.ERROR,
-    },
+    Role.SERVER: _by_event({
+        _E.HELLO: {_S.AWAIT_HELLO: _S.OPEN},
+        _E.GOODBYE: _ENDS,
+        _E.PROTOCOL_ERROR: _BREACH,
+        _E.CLOSE: _ENDS,
+    }),
+    Role.CLIENT: _by_event({
+        _E.HELLO: {_S.AWAIT_HELLO: _S.OPEN},
+        _E.GOODBYE: _CLOSES,
+        _E.CLOSING_ERROR: _CLOSES,
+        _E.PROTOCOL_ERROR: {**_BREACH, _S.CLOSED: _S.ERROR},
+        _E.CLOSE: _ENDS,
+    }),
 }
 
 #: What a client may send in each state (the server checks incoming messages against it).

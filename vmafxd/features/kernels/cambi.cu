@@ -159,6 +159,62 @@ VX_KERNEL void vx_cambi_filter(const u16* srcs, int src_w, int src_h, int step, 
     }
 }
 
+#if defined(VX_EMU)
+static inline unsigned atomicOr(unsigned* p, unsigned v)
+{
+    unsigned old = *p;
+    *p = old | v;
+    return old;
+}
+static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline int __ffs(int x) { return __builtin_ffs(x); }
+#endif
+
+// The tile of a c-value block: the samples of rows y0 - pad .. and columns x0 - pad .. (span x span)
+// of frame blockIdx.z, each CB_NONE unless it is inside the picture, counted by the mask and in the
+// band.  With `have`, the values present are marked in that bitmap.
+VX_DEVICE void cb_load_tile(u16* tile, const u16* imgs, const u8* masks, int w, int h, int mask_w, int mask_h,
+                            int mask_step, int band_base, int band_size, int x0, int y0, int pad, int span,
+                            u32* have)
+{
+    const int frame = blockIdx.z;
+    const u16* img = imgs + (i64)frame * w * h;
+    const u8* mask = masks + (i64)frame * mask_w * mask_h;
+    for (int t = threadIdx.x; t < span * span; t += blockDim.x) {
+        const int r = y0 - pad + t / span, c = x0 - pad + t % span;
+        u16 v = CB_NONE;
+        if (r >= 0 && r < h && c >= 0 && c < w) {
+            const u16 s = img[(i64)r * w + c];
+            const int counted = mask[(i64)r * mask_step * mask_w + (i64)c * mask_step]
+                                && s >= band_base && s < band_base + band_size;
+            if (counted) {
+                v = s;
+                if (have) atomicOr(&have[s >> 5], 1u << (s & 31));
+            }
+        }
+        tile[t] = v;
+    }
+}
+
+VX_DEVICE int cb_evaluated(int v, int nd, const i32* tvi, int vlt)
+{
+    int e = 0;
+    if (v != (int)CB_NONE)
+        for (int d = 0; d < nd; d++) e |= (v + nd <= tvi[d]) && (v + nd + d + 1 > vlt);
+    return e;
+}
+
+// The sample under output pixel o (row o / CB_TILE, column o % CB_TILE) of the block's tile when a
+// c-value is computed there, else -1 (outside the picture, or no contrast step evaluated).
+VX_DEVICE int cb_evaluated_sample(const u16* tile, int o, int x0, int y0, int w, int h, int pad, int span, int nd,
+                                  const i32* tvi, int vlt)
+{
+    const int ty = o / CB_TILE, tx = o % CB_TILE;
+    if (y0 + ty >= h || x0 + tx >= w) return -1;
+    const int v = tile[(ty + pad) * span + tx + pad];
+    return cb_evaluated(v, nd, tvi, vlt) ? v : -1;
+}
+
 // c-values of one scale for 8 to 32 contrast steps (max_log_contrast 3..5),
 // by a scan of every pixel's window in a shared-memory tile.  The counts of
 // the 2 nd + 1 values around a pixel's own are packed 4 to a 64-bit word, 16
@@ -171,22 +227,10 @@ VX_DEVICE void cvalues_impl(const u16* imgs, int w, int h, const u8* masks, int 
 {
     __shared__ u16 tile[CB_SPAN * CB_SPAN];
     const int frame = blockIdx.z;
-    const u16* img = imgs + (i64)frame * w * h;
-    const u8* mask = masks + (i64)frame * mask_w * mask_h;
     float* cv = cvals + (i64)frame * w * h;
     const int x0 = blockIdx.x * CB_TILE, y0 = blockIdx.y * CB_TILE;
     const int span = CB_TILE + 2 * pad;
-    for (int t = threadIdx.x; t < span * span; t += blockDim.x) {
-        const int r = y0 - pad + t / span, c = x0 - pad + t % span;
-        u16 v = CB_NONE;
-        if (r >= 0 && r < h && c >= 0 && c < w) {
-            const u16 s = img[(i64)r * w + c];
-            const int counted = mask[(i64)r * mask_step * mask_w + (i64)c * mask_step]
-                                && s >= band_base && s < band_base + band_size;
-            if (counted) v = s;
-        }
-        tile[t] = v;
-    }
+    cb_load_tile(tile, imgs, masks, w, h, mask_w, mask_h, mask_step, band_base, band_size, x0, y0, pad, span, nullptr);
     __syncthreads();
     for (int o = threadIdx.x; o < CB_TILE * CB_TILE; o += blockDim.x) {
         const int ty = o / CB_TILE, tx = o % CB_TILE;
@@ -257,25 +301,6 @@ CB_CVALUES(17)
 #define CB_SAT_CELLS (13 * 1024)          // u16 summed-area cells in shared memory (all shared data < 48 KB)
 #define CB_MAX_COUNTS 9                   // 2 nd + 1 for nd <= 4
 
-#if defined(VX_EMU)
-static inline unsigned atomicOr(unsigned* p, unsigned v)
-{
-    unsigned old = *p;
-    *p = old | v;
-    return old;
-}
-static inline int __popc(unsigned x) { return __builtin_popcount(x); }
-static inline int __ffs(int x) { return __builtin_ffs(x); }
-#endif
-
-VX_DEVICE int cb_evaluated(int v, int nd, const i32* tvi, int vlt)
-{
-    int e = 0;
-    if (v != (int)CB_NONE)
-        for (int d = 0; d < nd; d++) e |= (v + nd <= tvi[d]) && (v + nd + d + 1 > vlt);
-    return e;
-}
-
 VX_DEVICE float cb_cvalue(const u16* counts, int v, int nd, const i32* tvi, const i32* weights, int vlt,
                           const float* lut)
 {
@@ -306,8 +331,6 @@ VX_KERNEL void vx_cambi_cvalues_sat(const u16* imgs, int w, int h, const u8* mas
     __shared__ u16 slot_value[CB_VALUE_WORDS * 32];
     __shared__ int nslots;
     const int frame = blockIdx.z;
-    const u16* img = imgs + (i64)frame * w * h;
-    const u8* mask = masks + (i64)frame * mask_w * mask_h;
     float* cv = cvals + (i64)frame * w * h;
     const int x0 = blockIdx.x * CB_TILE, y0 = blockIdx.y * CB_TILE;
     const int span = CB_TILE + 2 * pad;
@@ -315,30 +338,13 @@ VX_KERNEL void vx_cambi_cvalues_sat(const u16* imgs, int w, int h, const u8* mas
     for (int t = threadIdx.x; t < CB_VALUE_WORDS; t += blockDim.x) need[t] = have[t] = 0;
     for (int t = threadIdx.x; t < CB_TILE * CB_TILE * ncounts; t += blockDim.x) counts[t] = 0;
     __syncthreads();
-    for (int t = threadIdx.x; t < span * span; t += blockDim.x) {
-        const int r = y0 - pad + t / span, c = x0 - pad + t % span;
-        u16 v = CB_NONE;
-        if (r >= 0 && r < h && c >= 0 && c < w) {
-            const u16 s = img[(i64)r * w + c];
-            const int counted = mask[(i64)r * mask_step * mask_w + (i64)c * mask_step]
-                                && s >= band_base && s < band_base + band_size;
-            if (counted) {
-                v = s;
-                atomicOr(&have[s >> 5], 1u << (s & 31));
-            }
-        }
-        tile[t] = v;
-    }
+    cb_load_tile(tile, imgs, masks, w, h, mask_w, mask_h, mask_step, band_base, band_size, x0, y0, pad, span, have);
     __syncthreads();
+    // the values needed: v - nd .. v + nd (those >= 0) around every evaluated pixel
     for (int o = threadIdx.x; o < CB_TILE * CB_TILE; o += blockDim.x) {
-        const int ty = o / CB_TILE, tx = o % CB_TILE;
-        if (y0 + ty >= h || x0 + tx >= w) continue;
-        const int v = tile[(ty + pad) * span + tx + pad];
-        if (!cb_evaluated(v, nd, tvi, vlt)) continue;
-        for (int k = 0; k < ncounts; k++) {
-            const int u = v - nd + k;
-            if (u >= 0) atomicOr(&need[u >> 5], 1u << (u & 31));
-        }
+        const int v = cb_evaluated_sample(tile, o, x0, y0, w, h, pad, span, nd, tvi, vlt);
+        if (v < 0) continue;
+        for (int u = v - nd > 0 ? v - nd : 0; u <= v + nd; u++) atomicOr(&need[u >> 5], 1u << (u & 31));
     }
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -385,10 +391,9 @@ VX_KERNEL void vx_cambi_cvalues_sat(const u16* imgs, int w, int h, const u8* mas
         }
         __syncthreads();
         for (int o = threadIdx.x; o < CB_TILE * CB_TILE; o += blockDim.x) {
+            const int v = cb_evaluated_sample(tile, o, x0, y0, w, h, pad, span, nd, tvi, vlt);
+            if (v < 0) continue;
             const int ty = o / CB_TILE, tx = o % CB_TILE;
-            if (y0 + ty >= h || x0 + tx >= w) continue;
-            const int v = tile[(ty + pad) * span + tx + pad];
-            if (!cb_evaluated(v, nd, tvi, vlt)) continue;
             for (int k = 0; k < ncounts; k++) {
                 const int u = v - nd + k;
                 if (u < 0 || !(need[u >> 5] >> (u & 31) & 1u)) continue;
@@ -407,10 +412,8 @@ VX_KERNEL void vx_cambi_cvalues_sat(const u16* imgs, int w, int h, const u8* mas
         const int ty = o / CB_TILE, tx = o % CB_TILE;
         const int i = y0 + ty, j = x0 + tx;
         if (i >= h || j >= w) continue;
-        const int v = tile[(ty + pad) * span + tx + pad];
-        float c = 0.0f;
-        if (cb_evaluated(v, nd, tvi, vlt)) c = cb_cvalue(counts + o * ncounts, v, nd, tvi, weights, vlt, lut);
-        cv[(i64)i * w + j] = c;
+        const int v = cb_evaluated_sample(tile, o, x0, y0, w, h, pad, span, nd, tvi, vlt);
+        cv[(i64)i * w + j] = v < 0 ? 0.0f : cb_cvalue(counts + o * ncounts, v, nd, tvi, weights, vlt, lut);
     }
 }
 

@@ -12,6 +12,13 @@
 
 #define FM_COLS 256
 
+// The end of this block's columns: FM_COLS of them from blockIdx.x * FM_COLS, cut at the width.
+VX_DEVICE int fm_cols_end(int w)
+{
+    const int end = (blockIdx.x + 1) * FM_COLS;
+    return end < w ? end : w;
+}
+
 template <typename T>
 VX_DEVICE void fm_vert(const T* luma, i64 fstride, int w, int h, i64 pitch, float div, const float* taps, int fw,
                        float* tmp, i64 tstride, i64 tpitch)
@@ -19,9 +26,7 @@ VX_DEVICE void fm_vert(const T* luma, i64 fstride, int w, int h, i64 pitch, floa
     const int f = blockIdx.z, y = blockIdx.y, r = fw / 2;
     const T* src = luma + f * fstride;
     float* dst = tmp + f * tstride + y * tpitch;
-    for (int i = threadIdx.x; i < FM_COLS; i += blockDim.x) {
-        const int x = blockIdx.x * FM_COLS + i;
-        if (x >= w) break;
+    for (int x = blockIdx.x * FM_COLS + threadIdx.x; x < fm_cols_end(w); x += blockDim.x) {
         float acc = 0.0f;
         for (int k = 0; k < fw; ++k)
             acc = acc + taps[k] * vx_float_sample(src[(i64)vx_mirror(y - r + k, h) * pitch + x], div);
@@ -47,9 +52,7 @@ VX_KERNEL void vx_fmotion_horiz(const float* tmp, i64 stride, i64 pitch, int w, 
     const int f = blockIdx.z, y = blockIdx.y, r = fw / 2;
     const float* src = tmp + f * stride + y * pitch;
     float* dst = out + f * stride + y * pitch;
-    for (int i = threadIdx.x; i < FM_COLS; i += blockDim.x) {
-        const int x = blockIdx.x * FM_COLS + i;
-        if (x >= w) break;
+    for (int x = blockIdx.x * FM_COLS + threadIdx.x; x < fm_cols_end(w); x += blockDim.x) {
         float acc = 0.0f;
         for (int k = 0; k < fw; ++k)
             acc = acc + taps[k] * src[vx_mirror(x - r + k, w)];

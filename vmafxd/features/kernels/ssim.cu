@@ -172,16 +172,24 @@ VX_DEVICE void ssim_box_any(const T* s, i64 src_pitch, float inv, int w, int h, 
     }
 }
 
+// The plane a block of the box/down kernels works on: frame blockIdx.z, role (ref, dist) the
+// low bit of blockIdx.y (the rest of blockIdx.y is the tile row).
+template <typename P>
+VX_DEVICE P* ssim_block_plane(P* base, i64 frame_stride, i64 role_stride)
+{
+    const int frame = blockIdx.z;
+    const int role = blockIdx.y & 1;
+    return base + frame * frame_stride + role * role_stride;
+}
+
 template <typename T>
 VX_DEVICE void ssim_box_impl(const T* src, i64 src_frame_stride, i64 src_role_stride, i64 src_pitch,
                              int divisor, int w, int h, int factor, float* dst, i64 dst_frame_stride,
                              i64 dst_role_stride, i64 dst_pitch, int ow, int oh)
 {
-    const int frame = blockIdx.z;
-    const int role = blockIdx.y & 1;
     const int oy0 = (blockIdx.y >> 1) * BOX_TH, ox0 = blockIdx.x * BOX_TW;
-    const T* s = src + frame * src_frame_stride + role * src_role_stride;
-    float* d = dst + frame * dst_frame_stride + role * dst_role_stride;
+    const T* s = ssim_block_plane(src, src_frame_stride, src_role_stride);
+    float* d = ssim_block_plane(dst, dst_frame_stride, dst_role_stride);
     const float inv = 1.0f / (float)divisor;
     switch (factor) {
     case 2: ssim_box_f<T, 2>(s, src_pitch, inv, w, h, d, dst_pitch, ow, oh, oy0, ox0); break;
@@ -311,11 +319,9 @@ VX_DEVICE void ms_down_impl(const T* src, i64 src_frame_stride, i64 src_role_str
     __shared__ i64 row_off[DN_IH];
     __shared__ int col_idx[DN_IW];
 
-    const int frame = blockIdx.z;
-    const int role = blockIdx.y & 1;
     const int oy0 = (blockIdx.y >> 1) * DN_TH, ox0 = blockIdx.x * DN_TW;
-    const T* s = src + frame * src_frame_stride + role * src_role_stride;
-    float* d = dst + frame * dst_frame_stride + role * dst_role_stride;
+    const T* s = ssim_block_plane(src, src_frame_stride, src_role_stride);
+    float* d = ssim_block_plane(dst, dst_frame_stride, dst_role_stride);
     const float inv = 1.0f / (float)divisor;
     const int t = threadIdx.x;
 

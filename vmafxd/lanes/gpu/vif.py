@@ -49,11 +49,10 @@ class GpuVif(GpuFeature):
     def __init__(self, instance, scorer):
         super().__init__(instance, scorer, cpu.DECLARATION)
         stg = scorer.staging
+        w, h = stg.shapes[0]
+        cpu.check_size(w, h)
         self.skip0 = bool(self.values["vif_skip_scale0"])
         self.gain = float(self.values["vif_enhn_gain_limit"])
-        w, h = stg.shapes[0]
-        if w < 16 or h < 16:
-            raise ValueError(f"vif: a {w}x{h} picture is too small (16x16 at least)")
         self.sizes = [(w >> s, h >> s) for s in range(4)]
         # pitches of the scale 1..3 pictures (u16), and their per-frame layout
         self.pitches = [0] + [((sw * 2 + 255) // 256 * 256) // 2 for sw, _ in self.sizes[1:]]
