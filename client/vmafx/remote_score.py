@@ -1,17 +1,22 @@
 """Scoring a pair of video files through a daemon: what ``vmafxctl score`` does by default.
 
-The files are read frame by frame into a small pool of reusable memfd buffer
-pairs, each registered once.  Frame *i* goes into pair ``i % pool``, but only
-after the daemon has ``released`` every earlier frame that used that pair --
-the producer's rule of the protocol, and what keeps the scores right while
-several frames are in flight.  A consumer task collects the results in index
-order while the producer submits; ``session_closed`` brings the pooled
-summary.  Reading (and xz decoding) runs in a worker thread, so the receive
-task keeps draining results while the next frame is read.
+The files are read into a pool of reusable memfd buffer pairs (up to 32),
+each registered once.  Frame *i* goes into pair ``i % pool``, but only after
+the daemon has ``released`` every earlier frame that used that pair -- the
+producer's rule of the protocol, and what keeps the scores right while
+several frames are in flight.  A y4m or raw file is read straight into the
+buffer's shared mapping (``readinto``: the bytes land where the daemon maps
+them, with no copy in between), a chunk of released pairs per hop to a worker
+thread (reads and xz decoding release the GIL), so the receive task keeps
+draining results and releases while the next frames are read.  A consumer
+task collects the results in index order while the producer submits;
+``session_closed`` brings the pooled summary.
 """
 
 from __future__ import annotations
 
+import math
+import queue
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -58,10 +63,134 @@ def check_pair(ref: VideoInfo, dist: VideoInfo) -> None:
             raise LayoutError(f"distorted.{attr}", f"{show(b)} differs from the reference's {show(a)}")
 
 
-def pool_size_for(frame_bytes: int, in_flight_limit: int, budget: int = 256 << 20) -> int:
-    """Buffer pairs to keep: enough to have a few frames in flight, within a memory budget."""
+#: buffer pairs at most: a GPU lane batches up to 32 frames, and a pair comes back as soon as
+#: its batch's upload is done, so 32 keep a batch gathering while the previous one runs
+MAX_PAIRS = 32
+
+
+def pool_size_for(frame_bytes: int, in_flight_limit: int, budget: int = 1 << 30) -> int:
+    """Buffer pairs to keep: enough to have a batch in flight, within a memory budget."""
     by_memory = max(2, budget // max(1, 2 * frame_bytes))
-    return max(2, min(8, in_flight_limit, by_memory))
+    return max(2, min(MAX_PAIRS, in_flight_limit, by_memory))
+
+
+class _PairFiller:
+    """Reads frame pairs straight into registered buffers (in a worker thread: file reads and
+    xz decoding release the GIL, so the trio thread keeps receiving meanwhile).
+
+    A y4m/raw input reads the file into the buffer's shared mapping with ``readinto``: no
+    bytes object, no numpy copy.  Anything else (PyAV, the --scale path, an unpacked
+    buffer) goes through its planes and :meth:`~vmafx.frames.FrameBuffer.write_frame`."""
+
+    def __init__(self, rr, dr, read_dist=None):
+        self.rr, self.dr = rr, dr
+        self.read_dist = read_dist  # the --scale path: planes from a function
+        #: libvmaf's notice when one input ended before the other (see RemoteReport.ended_early)
+        self.ended_early: str | None = None
+
+    @staticmethod
+    def _into(inp, buf, read=None) -> bool:
+        if read is None and buf.packed and hasattr(inp, "read_frame_into"):
+            with buf.frame_view() as view:
+                return inp.read_frame_into(view)
+        frame = (read or inp.read_frame)()
+        if frame is None:
+            return False
+        buf.write_frame(frame)
+        return True
+
+    def __call__(self, pair) -> bool:
+        """Fill a (ref, dist) handle pair; False when an input ended (``ended_early`` says how)."""
+        rr, dr = self.rr, self.dr
+        ref_h, dist_h = pair
+        if not self._into(rr, ref_h.buffer):
+            # does the distorted go on? (then it ended later: say so, as libvmaf does)
+            b = (self.read_dist or dr.read_frame)()
+            if b is not None:
+                if hasattr(dr, "pushback"):
+                    dr.pushback(b)
+                self._ended(ref_first=True)
+            return False
+        if not self._into(dr, dist_h.buffer, self.read_dist):
+            rr.pushback(ref_h.buffer.read_planes())  # the reference's frame, for the warning
+            self._ended(ref_first=False)
+            return False
+        return True
+
+    def run(self, free: queue.SimpleQueue, token, filled) -> None:
+        """The reader thread: fill each pair ``free`` hands over (None: stop), and pass it on
+        to the trio thread with ``filled((pair, True | False | exception))``."""
+        while True:
+            pair = free.get()
+            if pair is None:
+                return
+            try:
+                ok: bool | BaseException = self(pair)
+            except BaseException as e:  # reported in the trio thread, where the caller awaits
+                ok = e
+            try:
+                token.run_sync_soon(filled, (pair, ok))
+            except trio.RunFinishedError:
+                return
+            if ok is not True:
+                return
+
+    def _ended(self, ref_first: bool) -> None:
+        names = (getattr(self.rr, "name", "reference"), getattr(self.dr, "name", "distorted"))
+        first, other = names if ref_first else names[::-1]
+        self.ended_early = f'"{first}" ended before "{other}".'
+
+
+async def _produce(session, pairs, fill: _PairFiller, max_frames: int | None) -> int:
+    """Submit frames read by ``fill``'s thread until an input ends or ``max_frames``; how many.
+
+    Three parties, so that the file is read continuously: the reader thread fills the pairs
+    it is handed, in ring order; this task submits each filled pair (frame *i* in pair
+    ``i % len(pairs)``) and passes it to the recycler, which hands it back to the reader once
+    the daemon has released both buffers (the producer's rule).  Only pairs for frames
+    below ``max_frames`` are handed over, so no input is read past what is scored (the
+    frame-count warning reads on from there)."""
+    npairs = len(pairs)
+    limit = max_frames if max_frames is not None else None
+    free: queue.SimpleQueue = queue.SimpleQueue()
+    filled_send, filled = trio.open_memory_channel(math.inf)
+    used_send, used = trio.open_memory_channel(math.inf)
+    for pair in pairs[:npairs if limit is None else min(npairs, limit)]:
+        free.put(pair)
+    n = 0
+
+    async def recycle() -> None:
+        given = npairs
+        async for pair in used:
+            if limit is not None and given >= limit:
+                return
+            for h in pair:
+                await h.wait_released()
+            free.put(pair)
+            given += 1
+
+    async def read() -> None:
+        # abandon_on_cancel: a Ctrl-C while a pipe/FIFO read blocks must not wait for it
+        await trio.to_thread.run_sync(fill.run, free, trio.lowlevel.current_trio_token(),
+                                      filled_send.send_nowait, abandon_on_cancel=True)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read)
+            nursery.start_soon(recycle)
+            while limit is None or n < limit:
+                pair, ok = await filled.receive()
+                if ok is not True:
+                    if ok is not False:
+                        raise ok
+                    break
+                await session.submit(n, *pair)
+                n += 1
+                used_send.send_nowait(pair)
+            nursery.cancel_scope.cancel()
+    finally:
+        free.put(None)  # the reader stops, wherever it is
+    return n
 
 
 async def score_through_daemon(socket_path: str, reference: str, distorted: str, **kw) -> RemoteReport:
@@ -127,7 +256,6 @@ async def score_inputs_through_daemon(
     # vmafxctl's default model, also when only extra features are asked for (the protocol's
     # own default, "no models and no features means vmaf_v0.6.1", would drop it then).
     models = list(models) or ([] if features and no_prediction else [DEFAULT_MODEL])
-    read_dist = distorted_frames or dr.read_frame
     check_pair(rr.info, dr.info if distorted_frames is None else rr.info)
     info = rr.info
     async with await Client.connect(socket_path, name="vmafxctl") as client:
@@ -159,39 +287,12 @@ async def score_inputs_through_daemon(
                     if progress:
                         progress(len(report.frames) + len(report.failed))
 
-            def read_pair():
-                a = rr.read_frame()
-                if a is None:  # does the distorted go on? (then it ended later: say so, as libvmaf does)
-                    b = read_dist()
-                    if b is not None and hasattr(dr, "pushback"):
-                        dr.pushback(b)
-                    return None, b
-                b = read_dist()
-                if b is None:
-                    rr.pushback(a)
-                return a, b
-
+            fill = _PairFiller(rr, dr, distorted_frames)
             t0 = time.perf_counter()
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(collect)
-                n = 0
-                while max_frames is None or n < max_frames:
-                    # abandon_on_cancel: a Ctrl-C while a pipe/FIFO read blocks must not wait for it
-                    a, b = await trio.to_thread.run_sync(read_pair, abandon_on_cancel=True)
-                    if a is None or b is None:
-                        if (a is None) != (b is None):
-                            names = (getattr(rr, "name", "reference"), getattr(dr, "name", "distorted"))
-                            first, other = names if a is None else names[::-1]
-                            report.ended_early = f'"{first}" ended before "{other}".'
-                        break
-                    ref_h, dist_h = pairs[n % npairs]
-                    # The producer's rule: rewrite a buffer only once the daemon released it.
-                    await ref_h.wait_released()
-                    await dist_h.wait_released()
-                    ref_h.buffer.write_frame(a)
-                    dist_h.buffer.write_frame(b)
-                    await session.submit(n, ref_h, dist_h)
-                    n += 1
+                n = await _produce(session, pairs, fill, max_frames)
+                report.ended_early = fill.ended_early
                 summary = await session.close()
             elapsed = time.perf_counter() - t0
             report.pooled = summary.pooled
@@ -204,4 +305,7 @@ async def score_inputs_through_daemon(
             return report
         finally:
             for buf in buffers:
-                buf.close()
+                try:
+                    buf.close()
+                except BufferError:  # an abandoned read (Ctrl-C on a blocked pipe) still writes it
+                    pass
