@@ -266,13 +266,15 @@ class Message:
 class Hello(Message):
     TYPE: ClassVar[str] = "hello"
     SCHEMA: ClassVar = {"seq": _uint(), "version": _uint(), "client": _optional(_text(128)),
-                        "bundles": _optional(_boolean)}
+                        "bundles": _optional(_boolean), "session_budgets": _optional(_boolean)}
     REQUIRED: ClassVar = ("seq", "version")
     seq: int = 0
     version: int = 0
     client: str | None = None
     #: the client reads bundles: packets holding several of the daemon's messages
     bundles: bool | None = None
+    #: the client reads session_opened's max_frames_in_flight (an older client would refuse it)
+    session_budgets: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -334,7 +336,8 @@ class OpenSession(Message):
 class SessionOpened(Message):
     TYPE: ClassVar[str] = "session_opened"
     SCHEMA: ClassVar = {"re": _uint(), "session": _uint(), "lane": _text(16), "device": _optional(_uint(255)),
-                        "metrics": _list_of(_text(128), 4096), "models": _list_of(_text(128), 64)}
+                        "metrics": _list_of(_text(128), 4096), "models": _list_of(_text(128), 64),
+                        "max_frames_in_flight": _optional(_uint())}
     REQUIRED: ClassVar = ("re", "session", "lane")
     re: int = 0
     session: int = 0
@@ -342,6 +345,9 @@ class SessionOpened(Message):
     device: int | None = None
     metrics: tuple = ()
     models: tuple = ()
+    #: frames of this session the daemon's byte budgets hold at once (when the client has no
+    #: other frames in flight); sent only when the hello asked for session_budgets
+    max_frames_in_flight: int | None = None
 
 
 @dataclass(frozen=True)
