@@ -90,7 +90,7 @@ class _PairFiller:
 
     @staticmethod
     def _into(inp, buf, read=None) -> bool:
-        if read is None and buf.packed and hasattr(inp, "read_frame_into"):
+        if read is None and getattr(inp, "reads_into", False) and buf.packed:
             with buf.frame_view() as view:
                 return inp.read_frame_into(view)
         frame = (read or inp.read_frame)()

@@ -54,6 +54,11 @@ class Input:
             self.frames_read += 1
         return frame
 
+    @property
+    def reads_into(self) -> bool:
+        """The file is read straight into a buffer by :meth:`read_frame_into` (y4m, raw)."""
+        return self._next_into is not None
+
     def read_frame_into(self, dst: memoryview) -> bool:
         """The next frame's stored planes written packed (plane after plane, no row padding:
         a y4m frame's layout) into ``dst``, ``info.frame_size`` writable bytes; False at the end.
