@@ -169,11 +169,18 @@ async def _produce(session, pairs, fill: _PairFiller, max_frames: int | None) ->
             free.put(pair)
             given += 1
 
+    def filled_one(item) -> None:  # runs in the trio thread; it must not raise (run_sync_soon)
+        try:
+            filled_send.send_nowait(item)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+
     async def read() -> None:
         # abandon_on_cancel: a Ctrl-C while a pipe/FIFO read blocks must not wait for it
         await trio.to_thread.run_sync(fill.run, free, trio.lowlevel.current_trio_token(),
-                                      filled_send.send_nowait, abandon_on_cancel=True)
+                                      filled_one, abandon_on_cancel=True)
 
+    failed: BaseException | None = None
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(read)
@@ -181,8 +188,7 @@ async def _produce(session, pairs, fill: _PairFiller, max_frames: int | None) ->
             while limit is None or n < limit:
                 pair, ok = await filled.receive()
                 if ok is not True:
-                    if ok is not False:
-                        raise ok
+                    failed = ok if ok is not False else None
                     break
                 await session.submit(n, *pair)
                 n += 1
@@ -190,6 +196,8 @@ async def _produce(session, pairs, fill: _PairFiller, max_frames: int | None) ->
             nursery.cancel_scope.cancel()
     finally:
         free.put(None)  # the reader stops, wherever it is
+    if failed is not None:
+        raise failed  # the reader's error (an InputError naming the file) as it was raised, not in a group
     return n
 
 
@@ -263,7 +271,9 @@ async def score_inputs_through_daemon(
             width=info.width, height=info.height, pixel_format=info.pixel_format.value,
             bitdepth=info.bitdepth, models=models, features=features, lane=lane, device=device,
             model_texts=model_texts)
-        npairs = pool or pool_size_for(info.frame_size, client.limits.max_frames_in_flight)
+        # more pairs than the session may have in flight would only be mapped (and pinned) idle
+        in_flight = min(client.limits.max_frames_in_flight, session.max_in_flight or client.limits.max_frames_in_flight)
+        npairs = pool or pool_size_for(info.frame_size, in_flight)
         buffers: list[FrameBuffer] = []
         try:
             pairs = []

@@ -499,6 +499,11 @@ class SessionView:
         return self._state.lane
 
     @property
+    def max_in_flight(self) -> int | None:
+        """Frames of this session the daemon's byte budgets hold at once (None: it did not say)."""
+        return self._state.max_in_flight
+
+    @property
     def device(self) -> int | None:
         return self._state.device
 

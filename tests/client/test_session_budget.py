@@ -37,7 +37,7 @@ def test_the_client_waits_for_the_sessions_byte_budget():
         async def main() -> None:
             async with await Client.connect(d.socket) as client:
                 session = await client.open_session(width=64, height=64, features=["psnr"])
-                assert session._state.max_in_flight == 2  # 2.5 frames' bytes hold 2 frames
+                assert session.max_in_flight == 2  # 2.5 frames' bytes hold 2 frames
                 bufs = [memfd_buffer(64, 64) for _ in range(6)]
                 handles = [await client.register_buffer(b) for b in bufs]
                 fences = [EventFdFence() for _ in range(2)]
