@@ -84,7 +84,9 @@ def main() -> int:
     daemon = None
     sock = args.socket
     if sock is None:
-        daemon = PrivateDaemon(lane=args.lane, environment={"PYTHONPATH": f"{ROOT}:{ROOT / 'client'}"})
+        # the daemon of this tree, with whatever else the environment's path holds (trio on the device)
+        path = os.pathsep.join(p for p in (str(ROOT), str(ROOT / "client"), os.environ.get("PYTHONPATH")) if p)
+        daemon = PrivateDaemon(lane=args.lane, environment={"PYTHONPATH": path})
         sock = daemon.start()
     try:
         for i in range(args.repeats):
