@@ -129,6 +129,7 @@ class VideoReader:
         self._shapes = storage_planes(info.pixel_format, info.width, info.height, info.bitdepth)
         self._dtype = np.dtype(np.uint8) if info.bitdepth == 8 else np.dtype("<u2")
         self.frames_read = 0
+        self._frame_size = info.frame_size  # (a property that sums the planes: not per frame)
         #: the fd of a regular, uncompressed file: frames are read with one preadv each
         self._fd = _regular_fd(f)
         #: the file position while reading with preadv (None: ``f``'s own position is right)
@@ -185,7 +186,7 @@ class VideoReader:
         line and its planes at once), which holds no GIL while the kernel copies: the
         buffered reader would copy what it read ahead under the GIL.  A ``FRAME`` line with
         parameters, or a short read, goes the buffered way, which says what is wrong."""
-        size = self.info.frame_size
+        size = self._frame_size
         if self._fd is not None:
             if self._pos is None:
                 self._pos = self._f.tell()
