@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import queue
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -68,6 +69,11 @@ def check_pair(ref: VideoInfo, dist: VideoInfo) -> None:
 MAX_PAIRS = 32
 
 
+#: frames from this size on are read two at a time (reference and distorted in two threads);
+#: below it a thread hop per frame costs more than the second reader gains
+PARALLEL_READ_BYTES = 1 << 20
+
+
 def pool_size_for(frame_bytes: int, in_flight_limit: int, budget: int = 1 << 30) -> int:
     """Buffer pairs to keep: enough to have a batch in flight, within a memory budget."""
     by_memory = max(2, budget // max(1, 2 * frame_bytes))
@@ -99,8 +105,14 @@ class _PairFiller:
         buf.write_frame(frame)
         return True
 
-    def __call__(self, pair) -> bool:
-        """Fill a (ref, dist) handle pair; False when an input ended (``ended_early`` says how)."""
+    def __call__(self, pair, helper: ThreadPoolExecutor | None = None) -> bool:
+        """Fill a (ref, dist) handle pair; False when an input ended (``ended_early`` says how).
+
+        With ``helper`` the distorted frame is read there while this thread reads the
+        reference: two reads at once (a single thread's copy out of the page cache is what
+        caps the file path at large sizes)."""
+        if helper is not None:
+            return self._both_at_once(pair, helper)
         rr, dr = self.rr, self.dr
         ref_h, dist_h = pair
         if not self._into(rr, ref_h.buffer):
@@ -117,23 +129,58 @@ class _PairFiller:
             return False
         return True
 
+    def _both_at_once(self, pair, helper: ThreadPoolExecutor) -> bool:
+        """:meth:`__call__`'s outcome, notice and errors, the two frames read at the same time:
+        the reference's error first, as when they are read one after the other."""
+        rr, dr = self.rr, self.dr
+        ref_h, dist_h = pair
+        dist_read = helper.submit(self._into, dr, dist_h.buffer, self.read_dist)
+        error: BaseException | None = None
+        a = b = False
+        try:
+            a = self._into(rr, ref_h.buffer)
+        except BaseException as e:
+            error = e
+        try:
+            b = dist_read.result()  # waited for even after an error: it writes the pair's buffer
+        except BaseException as e:
+            error = error or e
+        if error is not None:
+            raise error
+        if a and b:
+            return True
+        if b:  # the reference ended first; the distorted's frame is given back for the warning
+            if hasattr(dr, "pushback"):
+                dr.pushback(dist_h.buffer.read_planes())
+            self._ended(ref_first=True)
+        elif a:
+            rr.pushback(ref_h.buffer.read_planes())
+            self._ended(ref_first=False)
+        return False
+
     def run(self, free: queue.SimpleQueue, token, filled) -> None:
         """The reader thread: fill each pair ``free`` hands over (None: stop), and pass it on
         to the trio thread with ``filled((pair, True | False | exception))``."""
-        while True:
-            pair = free.get()
-            if pair is None:
-                return
-            try:
-                ok: bool | BaseException = self(pair)
-            except BaseException as e:  # reported in the trio thread, where the caller awaits
-                ok = e
-            try:
-                token.run_sync_soon(filled, (pair, ok))
-            except trio.RunFinishedError:
-                return
-            if ok is not True:
-                return
+        frame_bytes = getattr(getattr(self.rr, "info", None), "frame_size", 0)
+        helper = ThreadPoolExecutor(1, "vmafx-read-dist") if frame_bytes >= PARALLEL_READ_BYTES else None
+        try:
+            while True:
+                pair = free.get()
+                if pair is None:
+                    return
+                try:
+                    ok: bool | BaseException = self(pair, helper)
+                except BaseException as e:  # reported in the trio thread, where the caller awaits
+                    ok = e
+                try:
+                    token.run_sync_soon(filled, (pair, ok))
+                except trio.RunFinishedError:
+                    return
+                if ok is not True:
+                    return
+        finally:
+            if helper is not None:
+                helper.shutdown(wait=False)
 
     def _ended(self, ref_first: bool) -> None:
         names = (getattr(self.rr, "name", "reference"), getattr(self.dr, "name", "distorted"))

@@ -127,3 +127,52 @@ def test_truncation_and_a_bad_frame_line_say_what_read_frame_says(tmp_path):
             with pytest.raises(InputError) as into:
                 _into(inp, info)
         assert str(into.value) == str(direct.value) and says in str(direct.value)
+
+
+class _Handle:
+    def __init__(self, buf):
+        self.buffer = buf
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_the_pair_filler_reads_pairs_and_says_which_input_ended_first(tmp_path, parallel):
+    """vmafxctl's reader (one thread, or the distorted in a second one for large frames): the
+    frames, libvmaf's notice and the frame given back for the frame-count warning alike."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from vmafx.remote_score import _PairFiller
+
+    info = VideoInfo(16, 8, PixelFormat.YUV420P, 8)
+    long_frames = _frames(4, info)
+    write_y4m(tmp_path / "long.y4m", info, long_frames)
+    write_y4m(tmp_path / "short.y4m", info, long_frames[:2])
+    helper = ThreadPoolExecutor(1) if parallel else None
+    pair = (_Handle(memfd_buffer(16, 8)), _Handle(memfd_buffer(16, 8)))
+    try:
+        for ref, dist in (("short", "long"), ("long", "short")):
+            with open_input(str(tmp_path / f"{ref}.y4m")) as rr, open_input(str(tmp_path / f"{dist}.y4m")) as dr:
+                fill = _PairFiller(rr, dr)
+                for i in range(2):
+                    assert fill(pair, helper)
+                    assert _same([pair[0].buffer.read_planes(), pair[1].buffer.read_planes()],
+                                 [long_frames[i], long_frames[i]])
+                assert not fill(pair, helper)
+                assert fill.ended_early == f'"{tmp_path / "short.y4m"}" ended before "{tmp_path / "long.y4m"}".'
+                longer = rr if ref == "long" else dr
+                assert _same([longer.read_frame()], [long_frames[2]])  # given back, then read again
+        with open_input(str(tmp_path / "long.y4m")) as rr, open_input(str(tmp_path / "long.y4m")) as dr:
+            fill = _PairFiller(rr, dr)
+            while fill(pair, helper):
+                pass
+            assert fill.ended_early is None  # both ended together: no notice
+        (tmp_path / "cut.y4m").write_bytes((tmp_path / "long.y4m").read_bytes()[:-10])
+        with open_input(str(tmp_path / "cut.y4m")) as rr, open_input(str(tmp_path / "long.y4m")) as dr:
+            fill = _PairFiller(rr, dr)
+            with pytest.raises(InputError, match="cut.y4m: frame 3 is truncated"):
+                while fill(pair, helper):
+                    pass
+    finally:
+        for h in pair:
+            h.buffer.close()
+        if helper is not None:
+            helper.shutdown()
