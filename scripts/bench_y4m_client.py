@@ -9,7 +9,8 @@ One private daemon (or ``--socket``'s) scores the pair ``--repeats`` times throu
 Printed per run: frames/s (first submit to ``session_closed``) and the client process's CPU
 time per frame (user + system, all its threads: what reading, copying and the protocol
 cost it, whatever the daemon's speed); then the medians.  ``read-only`` is the rate at
-which both files are read into one buffer pair and nothing else (the ceiling of the path).
+which the client's reader fills one buffer pair from both files and nothing else (the
+ceiling of the path; on a tree before it, frames read as planes and copied in).
 With no ``--model``/``--feature``, ``--feature psnr`` without a model: the cheapest scoring,
 so the client's share shows.
 """
@@ -41,18 +42,34 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+class _Handle:
+    def __init__(self, buf):
+        self.buffer = buf
+
+
 def read_only_rate(ref: str, dist: str) -> float:
-    """Frames/s at which both files are read into one buffer pair (readinto when they allow it)."""
+    """Frames/s at which both files are read into one buffer pair by the client's own reader
+    (two threads from 1 MiB a frame, as when scoring), and nothing else."""
     with open_input(ref) as a, open_input(dist) as b:
         info = a.info
         bufs = [memfd_buffer(info.width, info.height, info.pixel_format, info.bitdepth) for _ in range(2)]
         n = 0
         t0 = time.perf_counter()
         try:
-            if hasattr(a, "read_frame_into") and hasattr(bufs[0], "frame_view"):
-                with bufs[0].frame_view() as va, bufs[1].frame_view() as vb:
-                    while a.read_frame_into(va) and b.read_frame_into(vb):
-                        n += 1
+            try:
+                from vmafx.remote_score import PARALLEL_READ_BYTES, _PairFiller
+            except ImportError:  # a tree before the direct reader
+                _PairFiller = None
+            if _PairFiller is not None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                fill = _PairFiller(a, b)
+                helper = ThreadPoolExecutor(1) if info.frame_size >= PARALLEL_READ_BYTES else None
+                pair = (_Handle(bufs[0]), _Handle(bufs[1]))
+                while fill(pair, helper):
+                    n += 1
+                if helper is not None:
+                    helper.shutdown()
             else:  # a tree before readinto: frames as planes, copied in
                 while True:
                     fa, fb = a.read_frame(), b.read_frame()
