@@ -144,6 +144,8 @@ class ClientHandler:
         self.held = Holdings()
         #: per session: what one of its frames costs in memory (vmafxd/core/working_set.py)
         self._frame_cost: dict[int, int] = {}
+        #: the hello asked for session_opened's max_frames_in_flight (see _open_session)
+        self.session_budgets = False
         #: this client's log lines about its own errors, rate-limited (the rest are counted)
         self.log = RateLimitedLog(log, f"#{client_id}")
         self.closed = False
@@ -527,6 +529,7 @@ class ClientHandler:
         ))
         if msg.bundles:
             self.outgoing.bundle_bytes = self.limits.max_message_bytes
+        self.session_budgets = bool(msg.session_budgets)
 
     def _register_buffer(self, msg: RegisterBuffer, pkt: Packet) -> None:
         self.buffers.check_room()
@@ -599,8 +602,13 @@ class ClientHandler:
         assert self._nursery is not None
         self._nursery.start_soon(session.run)
         self.server.session_opened(session)
+        # How many of its frames the byte budgets hold at once, so that a client waits rather
+        # than sends frames that would be refused with E_NOMEM (a 4K frame costs ~0.4 GB).
+        fit = min(self.limits.max_bytes_in_flight_per_client, self.admission.bytes_total_limit) // max(1, cost)
         self.emit(SessionOpened(re=msg.seq, session=sid, lane=self.lane.name, device=session.lane_session.device,
-                                metrics=tuple(session.metrics), models=tuple(session.models)))
+                                metrics=tuple(session.metrics), models=tuple(session.models),
+                                max_frames_in_flight=max(1, min(self.limits.max_frames_in_flight, fit))
+                                if self.session_budgets else None))
 
     def _close_session(self, msg: CloseSession) -> None:
         session = self.sessions.get(msg.session)

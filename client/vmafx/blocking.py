@@ -75,7 +75,8 @@ class BlockingSession(SessionView):
         """Send frame ``index``; blocks (reading replies) while the frames in flight are at the limit."""
         c = self._client
         deadline = _Deadline(timeout)
-        c._wait_for(c._tracker.can_submit, deadline=deadline)
+        st = self._state
+        c._wait_for(lambda: c._tracker.can_submit(st), deadline=deadline)
         data, fds = c._tracker.submit(self._state, index, ref._state, dist._state, ref_fence, dist_fence)
         c._send(data, fds)
 

@@ -67,19 +67,21 @@ class Session(SessionView):
     """A scoring session: one geometry, its models and features, frames in index order."""
 
     async def submit(self, index: int, ref: BufferHandle, dist: BufferHandle, ref_fence=None, dist_fence=None) -> None:
-        """Send frame ``index`` (strictly increasing).  Waits while the client's frames in flight are at the limit.
+        """Send frame ``index`` (strictly increasing).  Waits while the client's frames in flight are at the
+        limit, or the session's (what the daemon's byte budgets hold, ``session_opened``'s ``max_frames_in_flight``).
 
         Fences (:class:`vmafx.frames.EventFdFence`, :class:`~vmafx.frames.SyncFileFence`)
         stay the caller's: the daemon gets duplicates of their fds.
         """
         c = self._client
-        await c._wait_for(c._tracker.can_submit)
+        st = self._state
+        await c._wait_for(lambda: c._tracker.can_submit(st))
         async with c._send_lock:
             # Encode and send under one lock so packets leave in ledger order even with
             # several producer tasks; re-check the limit, another task may have taken the
             # slot.  Waiting here with the lock held cannot deadlock: only the receive
             # task frees slots, and it never takes the send lock.
-            while not c._tracker.can_submit():
+            while not c._tracker.can_submit(st):
                 await c._changed()
             data, fds = c._tracker.submit(self._state, index, ref._state, dist._state, ref_fence, dist_fence)
             await c._send(data, fds)

@@ -261,6 +261,29 @@ class FrameBuffer(ClosedOnExit):
     def writable(self) -> bool:
         return self._mapping is not None
 
+    @property
+    def packed(self) -> bool:
+        """The planes lie one after another from byte 0 of the one fd, rows unpadded: the
+        layout of a y4m frame, so a file's frame can be read straight into :meth:`frame_view`."""
+        off = 0
+        for p, s in zip(self.planes, self.shapes):
+            if p.fd != 0 or p.offset != off or p.pitch != s.row_bytes:
+                return False
+            off += s.row_bytes * s.height
+        return self._mapping is not None and off <= len(self._mapping)
+
+    def frame_view(self) -> memoryview:
+        """The packed frame's bytes, writable, for a reader's ``readinto`` (no copy).
+
+        Same rule as :meth:`write_frame`: write only once the buffer is released.  Release
+        the view (``with buf.frame_view() as v:``) before :meth:`close`: a mapping with a
+        view exported cannot be unmapped."""
+        if not self.packed:
+            raise LayoutError("planes", f"{self!r} is not a packed, mapped frame")
+        end = sum(s.row_bytes * s.height for s in self.shapes)
+        with memoryview(self._mapping) as whole:  # type: ignore[arg-type]
+            return whole[:end]
+
     def _plane_views(self, arr: np.ndarray) -> list[np.ndarray]:
         views = []
         for p, s in zip(self.planes, self.shapes):

@@ -1,18 +1,24 @@
 """Scoring a pair of video files through a daemon: what ``vmafxctl score`` does by default.
 
-The files are read frame by frame into a small pool of reusable memfd buffer
-pairs, each registered once.  Frame *i* goes into pair ``i % pool``, but only
-after the daemon has ``released`` every earlier frame that used that pair --
-the producer's rule of the protocol, and what keeps the scores right while
-several frames are in flight.  A consumer task collects the results in index
-order while the producer submits; ``session_closed`` brings the pooled
-summary.  Reading (and xz decoding) runs in a worker thread, so the receive
-task keeps draining results while the next frame is read.
+The files are read into a pool of reusable memfd buffer pairs (up to 32),
+each registered once.  Frame *i* goes into pair ``i % pool``, but only after
+the daemon has ``released`` every earlier frame that used that pair -- the
+producer's rule of the protocol, and what keeps the scores right while
+several frames are in flight.  A y4m or raw file is read straight into the
+buffer's shared mapping (``readinto``: the bytes land where the daemon maps
+them, with no copy in between), a chunk of released pairs per hop to a worker
+thread (reads and xz decoding release the GIL), so the receive task keeps
+draining results and releases while the next frames are read.  A consumer
+task collects the results in index order while the producer submits;
+``session_closed`` brings the pooled summary.
 """
 
 from __future__ import annotations
 
+import math
+import queue
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -58,10 +64,188 @@ def check_pair(ref: VideoInfo, dist: VideoInfo) -> None:
             raise LayoutError(f"distorted.{attr}", f"{show(b)} differs from the reference's {show(a)}")
 
 
-def pool_size_for(frame_bytes: int, in_flight_limit: int, budget: int = 256 << 20) -> int:
-    """Buffer pairs to keep: enough to have a few frames in flight, within a memory budget."""
+#: buffer pairs at most: a GPU lane batches up to 32 frames, and a pair comes back as soon as
+#: its batch's upload is done, so 32 keep a batch gathering while the previous one runs
+MAX_PAIRS = 32
+
+
+#: frames from this size on are read two at a time (reference and distorted in two threads);
+#: below it a thread hop per frame costs more than the second reader gains
+PARALLEL_READ_BYTES = 1 << 20
+
+
+def pool_size_for(frame_bytes: int, in_flight_limit: int, budget: int = 1 << 30) -> int:
+    """Buffer pairs to keep: enough to have a batch in flight, within a memory budget."""
     by_memory = max(2, budget // max(1, 2 * frame_bytes))
-    return max(2, min(8, in_flight_limit, by_memory))
+    return max(2, min(MAX_PAIRS, in_flight_limit, by_memory))
+
+
+class _PairFiller:
+    """Reads frame pairs straight into registered buffers (in a worker thread: file reads and
+    xz decoding release the GIL, so the trio thread keeps receiving meanwhile).
+
+    A y4m/raw input reads the file into the buffer's shared mapping with ``readinto``: no
+    bytes object, no numpy copy.  Anything else (PyAV, the --scale path, an unpacked
+    buffer) goes through its planes and :meth:`~vmafx.frames.FrameBuffer.write_frame`."""
+
+    def __init__(self, rr, dr, read_dist=None):
+        self.rr, self.dr = rr, dr
+        self.read_dist = read_dist  # the --scale path: planes from a function
+        #: libvmaf's notice when one input ended before the other (see RemoteReport.ended_early)
+        self.ended_early: str | None = None
+
+    @staticmethod
+    def _into(inp, buf, read=None) -> bool:
+        if read is None and getattr(inp, "reads_into", False) and buf.packed:
+            with buf.frame_view() as view:
+                return inp.read_frame_into(view)
+        frame = (read or inp.read_frame)()
+        if frame is None:
+            return False
+        buf.write_frame(frame)
+        return True
+
+    def __call__(self, pair, helper: ThreadPoolExecutor | None = None) -> bool:
+        """Fill a (ref, dist) handle pair; False when an input ended (``ended_early`` says how).
+
+        With ``helper`` the distorted frame is read there while this thread reads the
+        reference: two reads at once (a single thread's copy out of the page cache is what
+        caps the file path at large sizes)."""
+        if helper is not None:
+            return self._both_at_once(pair, helper)
+        rr, dr = self.rr, self.dr
+        ref_h, dist_h = pair
+        if not self._into(rr, ref_h.buffer):
+            # does the distorted go on? (then it ended later: say so, as libvmaf does)
+            b = (self.read_dist or dr.read_frame)()
+            if b is not None:
+                if hasattr(dr, "pushback"):
+                    dr.pushback(b)
+                self._ended(ref_first=True)
+            return False
+        if not self._into(dr, dist_h.buffer, self.read_dist):
+            rr.pushback(ref_h.buffer.read_planes())  # the reference's frame, for the warning
+            self._ended(ref_first=False)
+            return False
+        return True
+
+    def _both_at_once(self, pair, helper: ThreadPoolExecutor) -> bool:
+        """:meth:`__call__`'s outcome, notice and errors, the two frames read at the same time:
+        the reference's error first, as when they are read one after the other."""
+        rr, dr = self.rr, self.dr
+        ref_h, dist_h = pair
+        dist_read = helper.submit(self._into, dr, dist_h.buffer, self.read_dist)
+        error: BaseException | None = None
+        a = b = False
+        try:
+            a = self._into(rr, ref_h.buffer)
+        except BaseException as e:
+            error = e
+        try:
+            b = dist_read.result()  # waited for even after an error: it writes the pair's buffer
+        except BaseException as e:
+            error = error or e
+        if error is not None:
+            raise error
+        if a and b:
+            return True
+        if b:  # the reference ended first; the distorted's frame is given back for the warning
+            if hasattr(dr, "pushback"):
+                dr.pushback(dist_h.buffer.read_planes())
+            self._ended(ref_first=True)
+        elif a:
+            rr.pushback(ref_h.buffer.read_planes())
+            self._ended(ref_first=False)
+        return False
+
+    def run(self, free: queue.SimpleQueue, token, filled) -> None:
+        """The reader thread: fill each pair ``free`` hands over (None: stop), and pass it on
+        to the trio thread with ``filled((pair, True | False | exception))``."""
+        frame_bytes = getattr(getattr(self.rr, "info", None), "frame_size", 0)
+        helper = ThreadPoolExecutor(1, "vmafx-read-dist") if frame_bytes >= PARALLEL_READ_BYTES else None
+        try:
+            while True:
+                pair = free.get()
+                if pair is None:
+                    return
+                try:
+                    ok: bool | BaseException = self(pair, helper)
+                except BaseException as e:  # reported in the trio thread, where the caller awaits
+                    ok = e
+                try:
+                    token.run_sync_soon(filled, (pair, ok))
+                except trio.RunFinishedError:
+                    return
+                if ok is not True:
+                    return
+        finally:
+            if helper is not None:
+                helper.shutdown(wait=False)
+
+    def _ended(self, ref_first: bool) -> None:
+        names = (getattr(self.rr, "name", "reference"), getattr(self.dr, "name", "distorted"))
+        first, other = names if ref_first else names[::-1]
+        self.ended_early = f'"{first}" ended before "{other}".'
+
+
+async def _produce(session, pairs, fill: _PairFiller, max_frames: int | None) -> int:
+    """Submit frames read by ``fill``'s thread until an input ends or ``max_frames``; how many.
+
+    Three parties, so that the file is read continuously: the reader thread fills the pairs
+    it is handed, in ring order; this task submits each filled pair (frame *i* in pair
+    ``i % len(pairs)``) and passes it to the recycler, which hands it back to the reader once
+    the daemon has released both buffers (the producer's rule).  Only pairs for frames
+    below ``max_frames`` are handed over, so no input is read past what is scored (the
+    frame-count warning reads on from there)."""
+    npairs = len(pairs)
+    limit = max_frames if max_frames is not None else None
+    free: queue.SimpleQueue = queue.SimpleQueue()
+    filled_send, filled = trio.open_memory_channel(math.inf)
+    used_send, used = trio.open_memory_channel(math.inf)
+    for pair in pairs[:npairs if limit is None else min(npairs, limit)]:
+        free.put(pair)
+    n = 0
+
+    async def recycle() -> None:
+        given = npairs
+        async for pair in used:
+            if limit is not None and given >= limit:
+                return
+            for h in pair:
+                await h.wait_released()
+            free.put(pair)
+            given += 1
+
+    def filled_one(item) -> None:  # runs in the trio thread; it must not raise (run_sync_soon)
+        try:
+            filled_send.send_nowait(item)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+
+    async def read() -> None:
+        # abandon_on_cancel: a Ctrl-C while a pipe/FIFO read blocks must not wait for it
+        await trio.to_thread.run_sync(fill.run, free, trio.lowlevel.current_trio_token(),
+                                      filled_one, abandon_on_cancel=True)
+
+    failed: BaseException | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read)
+            nursery.start_soon(recycle)
+            while limit is None or n < limit:
+                pair, ok = await filled.receive()
+                if ok is not True:
+                    failed = ok if ok is not False else None
+                    break
+                await session.submit(n, *pair)
+                n += 1
+                used_send.send_nowait(pair)
+            nursery.cancel_scope.cancel()
+    finally:
+        free.put(None)  # the reader stops, wherever it is
+    if failed is not None:
+        raise failed  # the reader's error (an InputError naming the file) as it was raised, not in a group
+    return n
 
 
 async def score_through_daemon(socket_path: str, reference: str, distorted: str, **kw) -> RemoteReport:
@@ -127,7 +311,6 @@ async def score_inputs_through_daemon(
     # vmafxctl's default model, also when only extra features are asked for (the protocol's
     # own default, "no models and no features means vmaf_v0.6.1", would drop it then).
     models = list(models) or ([] if features and no_prediction else [DEFAULT_MODEL])
-    read_dist = distorted_frames or dr.read_frame
     check_pair(rr.info, dr.info if distorted_frames is None else rr.info)
     info = rr.info
     async with await Client.connect(socket_path, name="vmafxctl") as client:
@@ -135,7 +318,9 @@ async def score_inputs_through_daemon(
             width=info.width, height=info.height, pixel_format=info.pixel_format.value,
             bitdepth=info.bitdepth, models=models, features=features, lane=lane, device=device,
             model_texts=model_texts)
-        npairs = pool or pool_size_for(info.frame_size, client.limits.max_frames_in_flight)
+        # more pairs than the session may have in flight would only be mapped (and pinned) idle
+        in_flight = min(client.limits.max_frames_in_flight, session.max_in_flight or client.limits.max_frames_in_flight)
+        npairs = pool or pool_size_for(info.frame_size, in_flight)
         buffers: list[FrameBuffer] = []
         try:
             pairs = []
@@ -159,39 +344,12 @@ async def score_inputs_through_daemon(
                     if progress:
                         progress(len(report.frames) + len(report.failed))
 
-            def read_pair():
-                a = rr.read_frame()
-                if a is None:  # does the distorted go on? (then it ended later: say so, as libvmaf does)
-                    b = read_dist()
-                    if b is not None and hasattr(dr, "pushback"):
-                        dr.pushback(b)
-                    return None, b
-                b = read_dist()
-                if b is None:
-                    rr.pushback(a)
-                return a, b
-
+            fill = _PairFiller(rr, dr, distorted_frames)
             t0 = time.perf_counter()
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(collect)
-                n = 0
-                while max_frames is None or n < max_frames:
-                    # abandon_on_cancel: a Ctrl-C while a pipe/FIFO read blocks must not wait for it
-                    a, b = await trio.to_thread.run_sync(read_pair, abandon_on_cancel=True)
-                    if a is None or b is None:
-                        if (a is None) != (b is None):
-                            names = (getattr(rr, "name", "reference"), getattr(dr, "name", "distorted"))
-                            first, other = names if a is None else names[::-1]
-                            report.ended_early = f'"{first}" ended before "{other}".'
-                        break
-                    ref_h, dist_h = pairs[n % npairs]
-                    # The producer's rule: rewrite a buffer only once the daemon released it.
-                    await ref_h.wait_released()
-                    await dist_h.wait_released()
-                    ref_h.buffer.write_frame(a)
-                    dist_h.buffer.write_frame(b)
-                    await session.submit(n, ref_h, dist_h)
-                    n += 1
+                n = await _produce(session, pairs, fill, max_frames)
+                report.ended_early = fill.ended_early
                 summary = await session.close()
             elapsed = time.perf_counter() - t0
             report.pooled = summary.pooled
@@ -204,4 +362,7 @@ async def score_inputs_through_daemon(
             return report
         finally:
             for buf in buffers:
-                buf.close()
+                try:
+                    buf.close()
+                except BufferError:  # an abandoned read (Ctrl-C on a blocked pipe) still writes it
+                    pass

@@ -104,6 +104,8 @@ class SessionState:
     outcomes: deque = field(default_factory=deque)
     close_seq: int | None = None
     summary: Summary | None = None
+    #: frames of this session the daemon's byte budgets hold at once (session_opened's word)
+    max_in_flight: int | None = None
 
     @property
     def closing(self) -> bool:
@@ -186,7 +188,8 @@ class ClientTracker:
 
     def hello(self) -> tuple[int, bytes]:
         seq = self._hello_seq = self.conn.next_seq()
-        data, _ = self.conn.send(m.Hello(seq=seq, version=PROTOCOL_VERSION, client=self.client_name[:128], bundles=True))
+        data, _ = self.conn.send(m.Hello(seq=seq, version=PROTOCOL_VERSION, client=self.client_name[:128], bundles=True,
+                                             session_budgets=True))
         self._waiting.add(seq)
         return seq, data
 
@@ -236,7 +239,7 @@ class ClientTracker:
 
     def opened(self, msg: m.SessionOpened, *, width: int, height: int, pixel_format: str, bitdepth: int) -> SessionState:
         st = SessionState(msg.session, msg.lane, msg.device, tuple(msg.metrics), tuple(msg.models),
-                          width, height, pixel_format, bitdepth)
+                          width, height, pixel_format, bitdepth, max_in_flight=msg.max_frames_in_flight)
         self.sessions[msg.session] = st
         return st
 
@@ -249,9 +252,12 @@ class ClientTracker:
 
     # -- frames -----------------------------------------------------------------
 
-    def can_submit(self) -> bool:
-        """Back-pressure: the daemon bounds frames in flight per client; we never exceed it."""
-        return self.in_flight < self.limits.max_frames_in_flight
+    def can_submit(self, st: SessionState | None = None) -> bool:
+        """Back-pressure: the daemon bounds frames in flight per client, and by their bytes
+        (``st``'s ``max_in_flight``, when it said); we never exceed either."""
+        if self.in_flight >= self.limits.max_frames_in_flight:
+            return False
+        return st is None or st.max_in_flight is None or len(st.awaiting) < st.max_in_flight
 
     def submit(self, st: SessionState, index: int, ref: BufferState, dist: BufferState,
                ref_fence=None, dist_fence=None) -> tuple[bytes, tuple[int, ...]]:
@@ -479,6 +485,8 @@ class SessionView:
 
     id: int = _state_field("id")
     lane: str = _state_field("lane")
+    max_in_flight: int | None = _state_field(
+        "max_in_flight", "Frames of this session the daemon's byte budgets hold at once (None: it did not say).")
     device: int | None = _state_field("device")
     metrics: tuple[str, ...] = _state_field("metrics")
     models: tuple[str, ...] = _state_field("models")

@@ -172,6 +172,13 @@ class CudaDevice(StatusDevice):
         p.Height = rows
         self._ck("cuMemcpy2DAsync", d.cuMemcpy2DAsync(p, stream.handle))
 
+    def host_register_flags(self):
+        """The daemon maps producers' memfds read-only, and pinning a read-only mapping takes
+        ``CU_MEMHOSTREGISTER_READ_ONLY`` (where the device has
+        ``READ_ONLY_HOST_REGISTER_SUPPORTED``; else the driver answers not-supported);
+        ``CU_MEMHOSTREGISTER_DEFAULT`` (0) is tried after it."""
+        return (self._d.CU_MEMHOSTREGISTER_READ_ONLY, 0)
+
     # -- modules and launches -------------------------------------------
     def set_max_shared(self, function, nbytes: int) -> None:
         d = self._d

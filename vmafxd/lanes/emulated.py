@@ -34,7 +34,8 @@ import numpy as np
 
 from .errors import RuntimeCallError
 from .runtime import (
-    CompileError, DeviceInfo, DeviceTable, Event, ImportedMemory, Module, OnePerProcess, RuntimeUnavailable, Stream,
+    CompileError, DeviceInfo, DeviceTable, Event, HostRegistration, ImportedMemory, Module, OnePerProcess,
+    RuntimeUnavailable, Stream,
 )
 
 __all__ = ["EmulatedRuntime", "load"]
@@ -114,6 +115,10 @@ class EmuFunction:
         self._types: tuple | None = None
         self.block = _Dim3.in_dll(lib, "vx_emu_blockIdx")
         self.grid = _Dim3.in_dll(lib, "vx_emu_gridDim")
+
+
+def _unregister_nothing(ptr: int) -> None:
+    pass
 
 
 class EmuDevice:
@@ -216,6 +221,12 @@ class EmuDevice:
 
     def free_host(self, array) -> None:
         self._host.pop(array.ctypes.data, None)
+
+    def host_register(self, array: np.ndarray) -> HostRegistration:
+        """Nothing to page-lock (device memory is host memory, copies are done on return),
+        but an owned handle all the same, so the lane's bookkeeping -- unregistered once,
+        before the mapping goes -- is counted here as on a GPU."""
+        return HostRegistration(self, int(array.ctypes.data), int(array.nbytes), _unregister_nothing)
 
     def copy_htod_async(self, dst: int, src: np.ndarray, nbytes: int, stream) -> None:
         ctypes.memmove(dst, src.ctypes.data, nbytes)

@@ -83,6 +83,9 @@ class _HipDriver(StatusDriver):
 class HipDevice(StatusDevice):
     ALLOC, FREE, ALLOC_ASYNC, FREE_ASYNC = "Malloc", "Free", "MallocAsync", "FreeAsync"
     HOST_ALLOC, HOST_FREE = "HostMalloc", "HostFree"
+    #: hipHostRegisterDefault (0); hip-python offers no read-only flag, so a read-only
+    #: mapping the driver will not pin falls back to pageable uploads (the lane says so once)
+    HOST_REGISTER, HOST_UNREGISTER = "HostRegister", "HostUnregister"
     LAUNCH, LAUNCH_EXTRA = "ModuleLaunchKernel", None
 
     def __init__(self, runtime: "HipRuntime", ordinal: int):

@@ -14,7 +14,7 @@ its vendor.  This module holds what they share:
   :func:`live_handles` counts the owned handles not yet destroyed, so tests
   can show that sessions leave none behind.
 * **One class per handle kind**, :class:`Event`, :class:`Stream`,
-  :class:`Module` and :class:`ImportedMemory`, over a binding's
+  :class:`Module`, :class:`ImportedMemory` and :class:`HostRegistration`, over a binding's
   :class:`Driver` table (the few calls each kind needs).  A binding supplies
   the table and its :class:`Device`; it repeats none of these classes.
 * **One error type**: :class:`~vmafxd.lanes.errors.RuntimeCallError` (runtime,
@@ -28,7 +28,8 @@ its vendor.  This module holds what they share:
 
 What a device offers (:class:`Device`): streams and events (timing off;
 interprocess ones for producer fences), stream-ordered allocations from the
-stream's pool (R7) and plain ones, pinned host memory, asynchronous copies,
+stream's pool (R7) and plain ones, pinned host memory (allocated, or a host
+mapping registered: :class:`HostRegistration`), asynchronous copies,
 modules and launches with a packed argument array, and imports of another
 process's memory (VMM POSIX fds, IPC memory handles, dma-bufs), each an
 :class:`ImportedMemory` that the lane's reaper closes behind the release
@@ -63,6 +64,7 @@ __all__ = [
     "Stream",
     "Module",
     "ImportedMemory",
+    "HostRegistration",
     "Device",
     "StatusDevice",
     "Runtime",
@@ -407,6 +409,20 @@ class ImportedMemory(Owned):
         self.ptr = 0
 
 
+class HostRegistration(Owned):
+    """Host memory page-locked for the device (``cuMemHostRegister``/``hipHostRegister``):
+    uploads from it are DMA, asynchronous to the host.  ``close()`` unregisters it (once);
+    it must close before the memory is unmapped, and only once no copy from it is pending
+    (the lane closes it with the import, behind the release events of every frame that read it)."""
+
+    kind = "host_register"
+
+    def __init__(self, device: "Device", ptr: int, size: int, unregister: Callable[[int], None]):
+        super().__init__(device.driver.name, ptr, device.scoped(unregister))
+        self.ptr = ptr
+        self.size = size
+
+
 class Undo:
     """The completed steps of a multi-call import, undone in reverse when a later step fails.
 
@@ -461,6 +477,8 @@ class StatusDevice:
     FREE_ASYNC = "MemFreeAsync"
     HOST_ALLOC = "MemHostAlloc"
     HOST_FREE = "MemFreeHost"
+    HOST_REGISTER = "MemHostRegister"
+    HOST_UNREGISTER = "MemHostUnregister"
     LAUNCH = "LaunchKernel"
     #: the launch's last argument, "extra" (0 for the CUDA bindings, None for hip-python)
     LAUNCH_EXTRA: Any = 0
@@ -488,6 +506,28 @@ class StatusDevice:
 
     def free_host(self, array: np.ndarray) -> None:
         self.driver.call(self.HOST_FREE, array.ctypes.data)
+
+    def host_register_flags(self) -> Sequence[Any]:
+        """The flags :meth:`host_register` tries, in order (the first the driver takes wins)."""
+        return (0,)
+
+    def host_register(self, array: np.ndarray) -> HostRegistration:
+        """Page-lock the host memory under ``array`` (a mapping the daemon already holds).
+
+        Raises :class:`RuntimeCallError` when the driver refuses every flag set (some
+        mappings cannot be pinned); the caller then uploads from pageable memory."""
+        ptr, size = int(array.ctypes.data), int(array.nbytes)
+        call = self.driver.call
+        refused: RuntimeCallError | None = None
+        for flags in self.host_register_flags():
+            try:
+                call(self.HOST_REGISTER, ptr, size, flags)
+            except RuntimeCallError as e:
+                refused = refused or e
+                continue
+            return HostRegistration(self, ptr, size, lambda p: call(self.HOST_UNREGISTER, p))
+        assert refused is not None
+        raise refused
 
     def copy_htod_async(self, dst: int, src: np.ndarray, nbytes: int, stream: Stream) -> None:
         self.driver.call("MemcpyHtoDAsync", dst, src.ctypes.data, nbytes, stream.handle)
@@ -581,6 +621,9 @@ class Device(Protocol):
     def alloc_host(self, nbytes: int): ...  # a numpy uint8 array in pinned memory
 
     def free_host(self, array) -> None: ...
+
+    def host_register(self, array) -> HostRegistration:
+        """Page-lock a host mapping for asynchronous uploads; raises RuntimeCallError if refused."""
 
     def copy_htod_async(self, dst: int, src, nbytes: int, stream: Stream) -> None: ...
 

@@ -8,7 +8,20 @@ from __future__ import annotations
 
 from .video import VideoInfo
 
-__all__ = ["Input", "InputError"]
+__all__ = ["Input", "InputError", "pack_planes"]
+
+
+def pack_planes(planes, dst: memoryview) -> int:
+    """Write stored planes one after another, rows unpadded, into ``dst``; the bytes written."""
+    import numpy as np
+
+    out = np.frombuffer(dst, dtype=np.uint8)
+    off = 0
+    for p in planes:
+        raw = np.ascontiguousarray(p).view(np.uint8).reshape(-1)
+        out[off:off + raw.size] = raw
+        off += raw.size
+    return off
 
 
 class InputError(ValueError):
@@ -18,10 +31,13 @@ class InputError(ValueError):
 class Input:
     """One opened input: ``info``, ``read_frame()``, ``pushback()``, ``close()``."""
 
-    def __init__(self, name: str, info: VideoInfo, next_frame, closer, *, total: int | None = None):
+    def __init__(self, name: str, info: VideoInfo, next_frame, closer, *, total: int | None = None,
+                 next_into=None):
         self.name = name
         self.info = info
         self._next = next_frame
+        #: reads the next frame straight into a packed buffer (y4m and raw files), or None
+        self._next_into = next_into
         self._close = closer
         self._back: list = []
         #: frames in the input when knowable without reading it (regular uncompressed files)
@@ -37,6 +53,32 @@ class Input:
         if frame is not None:
             self.frames_read += 1
         return frame
+
+    @property
+    def reads_into(self) -> bool:
+        """The file is read straight into a buffer by :meth:`read_frame_into` (y4m, raw)."""
+        return self._next_into is not None
+
+    def read_frame_into(self, dst: memoryview) -> bool:
+        """The next frame's stored planes written packed (plane after plane, no row padding:
+        a y4m frame's layout) into ``dst``, ``info.frame_size`` writable bytes; False at the end.
+
+        y4m and raw inputs read the file straight into ``dst``; the others (and a frame given
+        back by :meth:`pushback`) are copied in from :meth:`read_frame`'s planes."""
+        if not self._back and self._next_into is not None:
+            if not self._next_into(dst):
+                return False
+            self.frames_read += 1
+            return True
+        frame = self.read_frame()
+        if frame is None:
+            return False
+        size = sum(memoryview(p).nbytes for p in frame)
+        if size != len(dst):
+            raise InputError(f"{self.name}: frame {self.frames_read - 1} holds {size} bytes, "
+                             f"expected {len(dst)}")
+        pack_planes(frame, dst)
+        return True
 
     def pushback(self, frame) -> None:
         self._back.append(frame)

@@ -17,6 +17,7 @@ import gzip
 import io
 import lzma
 import os
+import stat
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
@@ -86,6 +87,37 @@ def _read_exact(f: BinaryIO, n: int) -> bytes:
     return data
 
 
+_FRAME_LINE = b"FRAME\n"
+
+
+def _regular_fd(f) -> int | None:
+    """The fd under a buffered reader of a regular file (not a pipe, not a decompressor)."""
+    if not isinstance(f, io.BufferedReader) or not isinstance(f.raw, io.FileIO):
+        return None
+    try:
+        fd = f.fileno()
+        return fd if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _readinto_exact(f: BinaryIO, dst: memoryview) -> int:
+    """Fill ``dst`` from ``f`` (a pipe may give less per call); the bytes read (fewer at EOF)."""
+    readinto = getattr(f, "readinto", None)
+    n, size = 0, len(dst)
+    while n < size:
+        if readinto is not None:
+            got = readinto(dst[n:])
+        else:  # a reader with read() only (the prefixed pipe)
+            data = f.read(size - n)
+            got = len(data)
+            dst[n:n + got] = data
+        if not got:
+            break
+        n += got
+    return n
+
+
 class VideoReader:
     """Iterates over frames; each frame is a list of stored planes (numpy arrays)."""
 
@@ -97,6 +129,11 @@ class VideoReader:
         self._shapes = storage_planes(info.pixel_format, info.width, info.height, info.bitdepth)
         self._dtype = np.dtype(np.uint8) if info.bitdepth == 8 else np.dtype("<u2")
         self.frames_read = 0
+        self._frame_size = info.frame_size  # (a property that sums the planes: not per frame)
+        #: the fd of a regular, uncompressed file: frames are read with one preadv each
+        self._fd = _regular_fd(f)
+        #: the file position while reading with preadv (None: ``f``'s own position is right)
+        self._pos: int | None = None
 
     def close(self) -> None:
         self._f.close()
@@ -107,8 +144,16 @@ class VideoReader:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def _buffered(self) -> BinaryIO:
+        """``f``, positioned where the frames read so far end (after preadv reads)."""
+        if self._pos is not None:
+            self._f.seek(self._pos)
+            self._pos = None
+        return self._f
+
     def read_frame(self) -> list[np.ndarray] | None:
         """The next frame's planes, or None at the end of the stream."""
+        self._buffered()
         if self._y4m:
             line = self._f.readline(1 << 16)
             if not line:
@@ -131,6 +176,43 @@ class VideoReader:
             off += s.size
         self.frames_read += 1
         return planes
+
+    def read_frame_into(self, dst: memoryview) -> bool:
+        """Read the next frame's stored planes, packed one after another as the file holds
+        them, straight into ``dst`` (``info.frame_size`` writable bytes): no bytes object, no
+        numpy copy.  False at the end of the stream; the errors are :meth:`read_frame`'s.
+
+        A regular uncompressed file is read with one ``preadv`` per frame (its ``FRAME``
+        line and its planes at once), which holds no GIL while the kernel copies: the
+        buffered reader would copy what it read ahead under the GIL.  A ``FRAME`` line with
+        parameters, or a short read, goes the buffered way, which says what is wrong."""
+        size = self._frame_size
+        if self._fd is not None:
+            if self._pos is None:
+                self._pos = self._f.tell()
+            head = bytearray(len(_FRAME_LINE)) if self._y4m else None
+            got = os.preadv(self._fd, [head, dst[:size]] if head is not None else [dst[:size]], self._pos)
+            want = size + (len(head) if head is not None else 0)
+            if got == 0:
+                return False
+            if got == want and (head is None or head == _FRAME_LINE):
+                self._pos += got
+                self.frames_read += 1
+                return True
+        self._buffered()
+        if self._y4m:
+            line = self._f.readline(1 << 16)
+            if not line:
+                return False
+            if not line.startswith(b"FRAME"):
+                raise Y4MError(f"{self._name}: frame {self.frames_read}: expected FRAME, got {line[:16]!r}")
+        got = _readinto_exact(self._f, dst[:size])
+        if not got and not self._y4m:
+            return False
+        if got != size:
+            raise Y4MError(f"{self._name}: frame {self.frames_read} is truncated ({got} of {size} bytes)")
+        self.frames_read += 1
+        return True
 
     def __iter__(self) -> Iterator[list[np.ndarray]]:
         while True:

@@ -313,6 +313,8 @@ class Hello(Request):
     client: str | None = _wire(_optional(_text(128)), None)
     #: the client reads bundles: packets holding several of the daemon's messages
     bundles: bool | None = _wire(_optional(_boolean), None)
+    #: the client reads session_opened's max_frames_in_flight (an older client would refuse it)
+    session_budgets: bool | None = _wire(_optional(_boolean), None)
 
 
 @_message("hello_reply")
@@ -355,6 +357,9 @@ class SessionOpened(Reply):
     device: int | None = _wire(_optional(_uint(255)), None)
     metrics: tuple = _wire(_list_of(_text(128), 4096), ())
     models: tuple = _wire(_list_of(_text(128), 64), ())
+    #: frames of this session the daemon's byte budgets hold at once (when the client has no
+    #: other frames in flight); sent only when the hello asked for session_budgets
+    max_frames_in_flight: int | None = _wire(_optional(_uint()), None)
 
 
 @_message("close_session")

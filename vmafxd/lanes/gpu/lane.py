@@ -29,7 +29,9 @@ Imports (R3, R4, R13)
     the runtime's external-memory import where the driver has one (HIP);
     where it answers not-supported (CUDA on the H200) ``Unsupported`` naming the
     runtime and the field, or, with ``ALLOW_COPY``, a host mapping uploaded per
-    frame.  ``memfd``: mapped and uploaded per frame (a host copy, counted).
+    frame.  ``memfd``: mapped, page-locked once at import where the driver
+    lets it (then each frame's upload is an asynchronous DMA the worker does not
+    wait for), and uploaded per frame (a host copy, counted).
     Imports are closed by the reaper only, behind the release events of every
     frame that read them (R4).
 """
@@ -156,6 +158,8 @@ class GpuImport(LaneImport):
     device: int
     memory: Any = None  # runtime ImportedMemory (zero-copy)
     host: Any = None  # vmafxd.lanes.cpu_import.CpuImport (uploaded per frame)
+    #: the host mapping page-locked (runtime HostRegistration): uploads are asynchronous DMA
+    pinned: Any = None
     closed: bool = False
 
     def __post_init__(self):
@@ -174,8 +178,14 @@ class GpuImport(LaneImport):
         self.closed = True
         if self.memory is not None:
             self.memory.close()
-        if self.host is not None:
-            self.host.close()
+        pinned, self.pinned = self.pinned, None
+        try:
+            if pinned is not None:
+                self.lane.unpinned(pinned.size)
+                pinned.close()  # unregistered before the mapping goes: never pinned and unmapped
+        finally:
+            if self.host is not None:
+                self.host.close()
 
 
 class _MappedMemory:
@@ -208,6 +218,10 @@ class GpuLane(Lane):
         self.workers = [GpuWorker(self, dev) for dev in self.devices]
         self._copies = 0
         self._copies_lock = threading.Lock()
+        #: the driver refused to page-lock a host mapping (said once, see _pin)
+        self._pin_refused = False
+        #: bytes of host mappings page-locked now (bounded by PIN_BUDGET)
+        self._pinned_bytes = 0
         self._token: trio.lowlevel.TrioToken | None = None
         # what the runtime can do, from its capabilities (never from its name)
         self.device_kinds: tuple[str, ...] = tuple(runtime.device_import_kinds)
@@ -266,6 +280,11 @@ class GpuLane(Lane):
                 row["allocations"] = int(count())
             rows.append(row)
         return rows
+
+    #: host memory the lane page-locks at most; buffers beyond it upload from pageable memory.
+    #: 8 GiB holds vmafxctl's 32 pairs of 8K 4:2:0 10-bit frames (6.4 GB); locking much more
+    #: starves the host's page cache.
+    PIN_BUDGET = 8 << 30
 
     @property
     def host_copies(self) -> int:
@@ -334,7 +353,38 @@ class GpuLane(Lane):
             host.close()
             raise Unsupported("planes[1].fd",
                               f"the {self.name} lane uploads host buffers whose planes share one fd")
-        return GpuImport(self, layout, d, host=host)
+        return GpuImport(self, layout, d, host=host, pinned=self._pin(layout, host, d))
+
+    def _pin(self, layout: BufferLayout, host, d: int):
+        """Page-lock a memfd's mapping once, at import, so each frame's upload is an
+        asynchronous DMA (no staging copy, no wait on the host); None where it cannot be.
+
+        Only memfds: a dma-buf read through the host must stay inside its
+        ``DMA_BUF_IOCTL_SYNC`` bracket, which an upload finishing later would leave.  A
+        driver that refuses (some mappings cannot be pinned) leaves today's path: a pageable
+        upload the worker waits for.  Said once per lane, not per buffer."""
+        if layout.kind != "memfd":
+            return None
+        view = host.bytes_view()
+        with self._copies_lock:  # (the lane's one small lock: copies and pinned bytes)
+            if self._pinned_bytes + view.nbytes > self.PIN_BUDGET:
+                return None
+            self._pinned_bytes += view.nbytes
+        dev = self.devices[d]
+        try:
+            dev.make_current()
+            return dev.host_register(view)
+        except Exception as e:  # any refusal (or a binding without it) leaves the proven path
+            self.unpinned(view.nbytes)
+            if not self._pin_refused:
+                self._pin_refused = True
+                log.warning("%s: cannot page-lock a memfd's mapping (%s); such host buffers are uploaded "
+                            "from pageable memory, one frame at a time (said once)", self.name, e)
+            return None
+
+    def unpinned(self, nbytes: int) -> None:
+        with self._copies_lock:
+            self._pinned_bytes -= nbytes
 
     def check_fence(self, kind: str, field: str) -> None:
         if kind in ("sync_file", "eventfd"):
@@ -704,10 +754,18 @@ class GpuLaneSession(WorkerLaneSession):
         size = imp.layout.size
         ptr = dev.alloc_async(size, stream)
         uploads.append(ptr)
-        with host.reading():
+        if imp.pinned is not None:
+            # Page-locked: the copy is a DMA the stream runs later, and nothing here waits for
+            # it.  The producer may rewrite the buffer only once the frame is released, and the
+            # frame's release event is its batch's ``copied`` event, recorded on this stream
+            # after the gather that reads this upload: it cannot complete before the copy has.
             view = host.bytes_view()
             dev.copy_htod_async(ptr, view, min(size, view.nbytes), stream)
-            stream.synchronize()  # pageable source: the copy must finish while the mapping is synced
+        else:
+            with host.reading():
+                view = host.bytes_view()
+                dev.copy_htod_async(ptr, view, min(size, view.nbytes), stream)
+                stream.synchronize()  # pageable source: the copy must finish while the mapping is synced
         self.lane.count_copies(1)
         return imp.source(ptr)
 
