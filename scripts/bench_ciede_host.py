@@ -119,7 +119,7 @@ def run_window(lane: str, window: str, w: int, h: int, frames, repeats: int) -> 
     from vmafx.formats import PixelFormat, Subsampling
     from vmafxd.core.scoring import FeatureRequest, ScoringPlan
     from vmafxd.lanes.gpu import ciede as gpu_ciede
-    from vmafxd.lanes.gpu.engine import FrameSource, GpuFrame, GpuScorer, KernelSet
+    from vmafxd.lanes.gpu.engine import GpuFrame, GpuScorer, HostUploads, KernelSet
 
     if lane == "emu":
         from vmafxd.lanes import emulated as binding
@@ -152,22 +152,7 @@ def run_window(lane: str, window: str, w: int, h: int, frames, repeats: int) -> 
         return got
 
     twin._redo_listed, twin.metrics = keeping, timed
-    bufs = []
-
-    def upload(planes):
-        layout, off = [], 0
-        for x in planes:
-            layout.append((off, x.strides[0]))
-            off += x.nbytes
-        host = dev.alloc_host(off)
-        o = 0
-        for x in planes:
-            host[o:o + x.nbytes] = x.view(np.uint8).ravel()
-            o += x.nbytes
-        ptr = dev.alloc(off)
-        dev.copy_htod_async(ptr, host, off, stream)
-        bufs.append((ptr, host))
-        return FrameSource(ptr, PixelFormat.YUV420P, tuple(layout))
+    up = HostUploads(dev, stream)
 
     try:
         # one-off costs out of the live call: the C library's lookup (powf), numpy's first calls
@@ -175,7 +160,8 @@ def run_window(lane: str, window: str, w: int, h: int, frames, repeats: int) -> 
 
         _libm_powf()
         ciede2000_libm(np.arange(6 * 16, dtype=np.float64).reshape(16, 6) % 200 + 16, 8)
-        batch = sc.enqueue([GpuFrame(upload(r), upload(d)) for r, d in frames])
+        batch = sc.enqueue([GpuFrame(up.source(r, PixelFormat.YUV420P), up.source(d, PixelFormat.YUV420P))
+                            for r, d in frames])
         batch.done.synchronize()
         sc.complete(batch)
         del twin._redo_listed, twin.metrics  # the replays time the twin's own methods
@@ -194,10 +180,7 @@ def run_window(lane: str, window: str, w: int, h: int, frames, repeats: int) -> 
                 "scalar": statistics.median(old_t) / n, "batched": statistics.median(new_t) / n,
                 "scalar_min": min(old_t) / n, "batched_min": min(new_t) / n, "slow": twin.slow_frames}
     finally:
-        stream.synchronize()
-        for ptr, host in bufs:
-            dev.free(ptr)
-            dev.free_host(host)
+        up.close()
         sc.close()
         ks.close()
 

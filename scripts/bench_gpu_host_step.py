@@ -38,7 +38,7 @@ def main() -> None:
     from tests.reference import vendored_pairs
     from vmafx.formats import PixelFormat
     from vmafxd.core.scoring import FeatureRequest, ScoringPlan
-    from vmafxd.lanes.gpu.engine import FrameSource, GpuFrame, GpuScorer, KernelSet
+    from vmafxd.lanes.gpu.engine import GpuFrame, GpuScorer, HostUploads, KernelSet
 
     if a.lane == "emu":
         from vmafxd.lanes import emulated as binding
@@ -57,26 +57,11 @@ def main() -> None:
         plan = ScoringPlan.build([], [FeatureRequest(name)])
         sc = GpuScorer(dev, ks, stream, plan, pair.width, pair.height, pair.bitdepth, refs[0].subsampling,
                        max_batch=max(2, a.batch))
-        bufs = []
-
-        def upload(pic):
-            planes = [np.ascontiguousarray(x) for x in pic.planes]
-            layout, off = [], 0
-            for x in planes:
-                layout.append((off, x.strides[0]))
-                off += x.nbytes
-            host = dev.alloc_host(off)
-            o = 0
-            for x in planes:
-                host[o:o + x.nbytes] = x.view(np.uint8).ravel()
-                o += x.nbytes
-            ptr = dev.alloc(off)
-            dev.copy_htod_async(ptr, host, off, stream)
-            bufs.append((ptr, host))
-            return FrameSource(ptr, PixelFormat(pair.pix_fmt), tuple(layout))
-
+        up = HostUploads(dev, stream)
+        fmt = PixelFormat(pair.pix_fmt)
         try:
-            batch = sc.enqueue([GpuFrame(upload(r), upload(d)) for r, d in zip(refs[:2], dists[:2])])
+            batch = sc.enqueue([GpuFrame(up.source(r.planes, fmt), up.source(d.planes, fmt))
+                                for r, d in zip(refs[:2], dists[:2])])
             batch.done.synchronize()
             records = np.array(batch.stats, copy=True)
             sc.complete(batch)
@@ -91,10 +76,7 @@ def main() -> None:
             per = [x / a.batch * 1e6 for x in times]
             print(f"  {name:>14} {statistics.median(per):8.1f} ({min(per):.1f})")
         finally:
-            stream.synchronize()
-            for ptr, host in bufs:
-                dev.free(ptr)
-                dev.free_host(host)
+            up.close()
             sc.close()
             ks.close()
 

@@ -39,7 +39,7 @@ def _plan():
 
 
 def gpu_scores(rt, dev, plan, pair, batch=7):
-    from vmafxd.lanes.gpu.engine import FrameSource, GpuFrame, GpuScorer, KernelSet
+    from vmafxd.lanes.gpu.engine import GpuFrame, GpuScorer, HostUploads, KernelSet
 
     refs, dists = pair.pictures()
     pic = refs[0]
@@ -47,35 +47,14 @@ def gpu_scores(rt, dev, plan, pair, batch=7):
     stream = dev.create_stream()
     sc = GpuScorer(dev, ks, stream, plan, pair.width, pair.height, pair.bitdepth, pic.subsampling, max_batch=batch)
     fmt = PixelFormat(pair.pix_fmt)
-    bufs = []
-
-    def upload(p):
-        planes = [np.ascontiguousarray(x) for x in p.planes]
-        layout, off = [], 0
-        for x in planes:
-            layout.append((off, x.strides[0]))
-            off += x.nbytes
-        host = dev.alloc_host(off)
-        o = 0
-        for x in planes:
-            host[o:o + x.nbytes] = x.view(np.uint8).ravel()
-            o += x.nbytes
-        ptr = dev.alloc(off)
-        dev.copy_htod_async(ptr, host, off, stream)
-        bufs.append((ptr, host))
-        return FrameSource(ptr, fmt, tuple(layout))
-
-    frames = [GpuFrame(upload(r), upload(d)) for r, d in zip(refs, dists)]
     out = []
-    for i in range(0, len(frames), batch):
-        b = sc.enqueue(frames[i:i + batch])
-        b.done.synchronize()
-        out += sc.complete(b)
-    out += sc.finish()
-    stream.synchronize()
-    for ptr, host in bufs:
-        dev.free(ptr)
-        dev.free_host(host)
+    with HostUploads(dev, stream) as up:
+        frames = [GpuFrame(up.source(r.planes, fmt), up.source(d.planes, fmt)) for r, d in zip(refs, dists)]
+        for i in range(0, len(frames), batch):
+            b = sc.enqueue(frames[i:i + batch])
+            b.done.synchronize()
+            out += sc.complete(b)
+        out += sc.finish()
     sc.close()
     ks.close()
     return dict(out)

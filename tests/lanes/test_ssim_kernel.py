@@ -20,7 +20,7 @@ from vmafx.formats import PixelFormat, Subsampling
 from vmafxd.features import ms_ssim as ms_cpu
 from vmafxd.features import ssim as ssim_cpu
 from vmafxd.lanes.gpu import ssim as gpu_ssim
-from vmafxd.lanes.gpu.engine import FrameSource, GpuFrame, GpuScorer, KernelSet
+from vmafxd.lanes.gpu.engine import GpuFrame, GpuScorer, HostUploads, KernelSet
 from vmafxd.core.picture import picture_from_planes
 from vmafxd.core.scoring import FeatureRequest, ScoringPlan
 
@@ -194,36 +194,17 @@ def _records(rt, dev, plan, pair, exact: bool):
                        max_batch=len(refs))
     finally:
         gpu_ssim.GpuSsimBase.exact_filter = old
-    bufs = []
-
-    def upload(p):
-        planes = [np.ascontiguousarray(x) for x in p.planes]
-        layout, off = [], 0
-        for x in planes:
-            layout.append((off, x.strides[0]))
-            off += x.nbytes
-        host = dev.alloc_host(off)
-        o = 0
-        for x in planes:
-            host[o:o + x.nbytes] = x.view(np.uint8).ravel()
-            o += x.nbytes
-        ptr = dev.alloc(off)
-        dev.copy_htod_async(ptr, host, off, stream)
-        bufs.append((ptr, host))
-        return FrameSource(ptr, PixelFormat.YUV420P, tuple(layout))
-
+    up = HostUploads(dev, stream)
     try:
-        frames = [GpuFrame(upload(r), upload(d)) for r, d in zip(refs, dists)]
+        frames = [GpuFrame(up.source(r.planes, PixelFormat.YUV420P), up.source(d.planes, PixelFormat.YUV420P))
+                  for r, d in zip(refs, dists)]
         batch = sc.enqueue(frames)
         batch.done.synchronize()
         recs = [twin._records(batch.stats, batch.count).copy() for twin in sc.twins]
         sc.complete(batch)
         sc.finish()
-        stream.synchronize()
     finally:
-        for ptr, host in bufs:
-            dev.free(ptr)
-            dev.free_host(host)
+        up.close()
         sc.close()
         ks.close()
     return recs

@@ -67,6 +67,27 @@ VX_DEVICE i32 vif_log2_64(const u16* table, u64 v)
 template <typename T> struct VifSqSum { typedef u64 type; };
 template <> struct VifSqSum<u8> { typedef u32 type; };
 
+// Stage the ih x iw rectangle of both pictures from row gy0, column gx0 in shared memory (row
+// pitch in_pitch), mirrored as libvmaf mirrors.  Rows and columns past the mirror's reach
+// (h + half, w + half) feed only outputs past the picture: they stay zero.
+template <typename T>
+VX_DEVICE void vif_stage(const T* r, const T* d, i64 pitch, int w, int h, int half, int gy0, int gx0, int ih, int iw,
+                         u16* in_r, u16* in_d, int in_pitch)
+{
+    for (int i = threadIdx.x; i < ih * iw; i += blockDim.x) {
+        const int ty = i / iw, tx = i % iw;
+        const int gy = gy0 + ty, gx = gx0 + tx;
+        u16 a = 0, b = 0;
+        if (gy < h + half && gx < w + half) {
+            const i64 o = (i64)vx_mirror(gy, h) * pitch + vx_mirror(gx, w);
+            a = (u16)r[o];
+            b = (u16)d[o];
+        }
+        in_r[ty * in_pitch + tx] = a;
+        in_d[ty * in_pitch + tx] = b;
+    }
+}
+
 // One pixel's contribution to the four sums, from its filtered moments (libvmaf's
 // vif_statistic, integer path).
 VX_DEVICE void vif_pixel(u32 mu1, u32 mu2, u64 xx, u64 yy, u64 xy, const u16* log2_table, double gain_limit,
@@ -125,18 +146,7 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
     const int x0 = blockIdx.x * VIF_TW, y0 = blockIdx.y * VIF_TH;
     const int t = threadIdx.x;
 
-    for (int i = t; i < IH * IW; i += blockDim.x) {
-        const int ty = i / IW, tx = i % IW;
-        const int gy = y0 + ty - HALF, gx = x0 + tx - HALF;
-        u16 a = 0, b = 0;
-        if (gy < h + HALF && gx < w + HALF) {
-            const i64 o = (i64)vx_mirror(gy, h) * pitch + vx_mirror(gx, w);
-            a = (u16)r[o];
-            b = (u16)d[o];
-        }
-        in_r[ty][tx] = a;
-        in_d[ty][tx] = b;
-    }
+    vif_stage(r, d, pitch, w, h, HALF, y0 - HALF, x0 - HALF, IH, IW, &in_r[0][0], &in_d[0][0], VIF_IW);
     __syncthreads();
 
     // vertical pass: a thread item is a column strip of VIF_RV rows
@@ -251,19 +261,7 @@ VX_DEVICE void vif_down_impl(const T* ref, const T* dis, i64 frame_stride, int w
     const int ix0 = 2 * ox0 - HALF, iy0 = 2 * oy0 - HALF;
     const u32 rnd = s_mu ? (1u << (s_mu - 1)) : 0u;
     const int t = threadIdx.x;
-    // rows and columns past the mirror's reach feed only outputs past the picture: zeros
-    for (int i = t; i < IH * IW; i += blockDim.x) {
-        const int ty = i / IW, tx = i % IW;
-        const int gy = iy0 + ty, gx = ix0 + tx;
-        u16 a = 0, b = 0;
-        if (gy < h + HALF && gx < w + HALF) {
-            const i64 o = (i64)vx_mirror(gy, h) * pitch + vx_mirror(gx, w);
-            a = (u16)r[o];
-            b = (u16)d[o];
-        }
-        in_r[ty][tx] = a;
-        in_d[ty][tx] = b;
-    }
+    vif_stage(r, d, pitch, w, h, HALF, iy0, ix0, IH, IW, &in_r[0][0], &in_d[0][0], VD_IW);
     __syncthreads();
     for (int i = t; i < VD_TH * IW; i += blockDim.x) {
         const int ty = i / IW, tx = i % IW;

@@ -37,7 +37,7 @@ from vmafx.formats import PixelFormat, Subsampling, scoring_planes
 from ...core.scoring import FrameAssembler, PlanError, ScoringPlan
 from .launch import I32, U64, Launcher
 
-__all__ = ["FrameSource", "GpuFrame", "Staging", "Batch", "GpuScorer", "KernelSet", "GpuUnsupported", "twin_modules"]
+__all__ = ["FrameSource", "GpuFrame", "HostUploads", "Staging", "Batch", "GpuScorer", "KernelSet", "GpuUnsupported", "twin_modules"]
 
 def twin_modules() -> dict[str, str]:
     """Feature name -> its GPU twin's module under vmafxd.lanes.gpu (``make(instance, scorer)``),
@@ -136,6 +136,45 @@ class GpuFrame:
     dist: FrameSource
     #: device events to wait on before reading (producer acquire fences)
     waits: list = field(default_factory=list)
+
+
+class HostUploads:
+    """Pictures in host memory copied to device memory as :class:`FrameSource` s, planes packed
+    one after another: how the engine's checks, tests and benchmarks feed it without a daemon.
+    ``close()`` (or leaving the with-block) waits for the stream and frees every copy."""
+
+    def __init__(self, device, stream):
+        self.device, self.stream = device, stream
+        self._held: list[tuple[int, np.ndarray]] = []
+
+    def source(self, planes: Sequence[np.ndarray], pixel_format: PixelFormat) -> FrameSource:
+        planes = [np.ascontiguousarray(x) for x in planes]
+        layout, off = [], 0
+        for x in planes:
+            layout.append((off, x.strides[0]))
+            off += x.nbytes
+        dev = self.device
+        host = dev.alloc_host(off)
+        for x, (o, _) in zip(planes, layout):
+            host[o:o + x.nbytes] = x.view(np.uint8).ravel()
+        ptr = dev.alloc(off)
+        self._held.append((ptr, host))
+        dev.copy_htod_async(ptr, host, off, self.stream)
+        return FrameSource(ptr, pixel_format, tuple(layout))
+
+    def close(self) -> None:
+        if self._held:
+            self.stream.synchronize()
+        while self._held:
+            ptr, host = self._held.pop()
+            self.device.free(ptr)
+            self.device.free_host(host)
+
+    def __enter__(self) -> "HostUploads":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 @dataclass(frozen=True)
