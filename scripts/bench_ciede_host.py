@@ -39,25 +39,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "client")]
 
 import numpy as np  # noqa: E402
 
-
-def make_frames(w: int, h: int, count: int):
-    """(ref planes, dist planes) at w x h, 4:2:0 8-bit: the bundled sample scaled (nearest) + noise."""
-    from tests.reference import vendored_pairs
-
-    refs, _ = vendored_pairs()[0].pictures()
-    rng = np.random.default_rng(7)
-    out = []
-    for k in range(count):
-        src = refs[(k * 3) % len(refs)]
-        planes = []
-        for p, (pw, ph) in enumerate([(w, h), ((w + 1) // 2, (h + 1) // 2), ((w + 1) // 2, (h + 1) // 2)]):
-            pl = src.planes[p]
-            ys = (np.arange(ph) * pl.shape[0] // ph)[:, None]
-            xs = (np.arange(pw) * pl.shape[1] // pw)[None, :]
-            planes.append(np.ascontiguousarray(pl[ys, xs]))
-        dist = [np.clip(x.astype(np.int16) + rng.integers(-6, 7, x.shape), 0, 255).astype(np.uint8) for x in planes]
-        out.append((planes, dist))
-    return out
+from bench_gpu import make_frames  # noqa: E402  (the bundled sample scaled + noise, as bench_gpu feeds)
 
 
 def pair_frames(pair_id: str, count: int):

@@ -63,7 +63,7 @@ def make_frames(w: int, h: int, count: int = 2):
     rng = np.random.default_rng(7)
     out = []
     for k in range(count):
-        src = refs[k * 3]
+        src = refs[(k * 3) % len(refs)]
         planes = []
         for p, (pw, ph) in enumerate([(w, h), ((w + 1) // 2, (h + 1) // 2), ((w + 1) // 2, (h + 1) // 2)]):
             pl = src.planes[p]

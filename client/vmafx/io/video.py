@@ -152,29 +152,16 @@ class VideoReader:
         return self._f
 
     def read_frame(self) -> list[np.ndarray] | None:
-        """The next frame's planes, or None at the end of the stream."""
-        self._buffered()
-        if self._y4m:
-            line = self._f.readline(1 << 16)
-            if not line:
-                return None
-            if not line.startswith(b"FRAME"):
-                raise Y4MError(f"{self._name}: frame {self.frames_read}: expected FRAME, got {line[:16]!r}")
-        data = _read_exact(self._f, self.info.frame_size)
-        if not data and not self._y4m:
+        """The next frame's planes, or None at the end of the stream (read as
+        :meth:`read_frame_into` reads, into a buffer of the frame's own)."""
+        data = bytearray(self._frame_size)
+        if not self.read_frame_into(memoryview(data)):
             return None
-        if len(data) != self.info.frame_size:
-            raise Y4MError(
-                f"{self._name}: frame {self.frames_read} is truncated "
-                f"({len(data)} of {self.info.frame_size} bytes)"
-            )
         planes, off = [], 0
         for s in self._shapes:
             count = s.width * s.components * s.height
-            arr = np.frombuffer(data, self._dtype, count, off).reshape(s.height, s.width * s.components)
-            planes.append(arr)
+            planes.append(np.frombuffer(data, self._dtype, count, off).reshape(s.height, s.width * s.components))
             off += s.size
-        self.frames_read += 1
         return planes
 
     def read_frame_into(self, dst: memoryview) -> bool:
