@@ -7,19 +7,21 @@ geometry and plan alone.  This is the one place that estimate is made.
 A picture costs its stored bytes (the producer's planes as the daemon maps
 or copies them).  The working set is what scoring one frame allocates on
 top, per feature instance, as bytes per luma pixel.  The figures below were
-measured on the CPU lane (tracemalloc peak while pushing one 640x360 frame
-through each feature's CPU twin, minus the pictures) and rounded up with
-room to spare:
+measured on the CPU lane (tracemalloc peak while pushing one frame through
+each feature's CPU twin, minus the pictures; 640x360, and 1920x1080 for the
+rows marked so) and rounded up with room to spare:
 
 =============  ========  ===========
 feature        measured  budgeted
 =============  ========  ===========
-adm            ~23 B/px  32 B/px
+adm            ~12 B/px  32 B/px (1080p; the DWT and the masking run in strips of rows; 23 before)
 motion         ~5 B/px   8 B/px (a blurred previous frame is kept)
 vif            ~1 B/px   8 B/px (strips; its scales add a third)
 psnr           ~2 B/px   8 B/px
 float_ssim     ~1 B/px   8 B/px
 float_ms_ssim  ~1 B/px   8 B/px
+psnr_hvs       ~2 B/px   32 B/px (1080p; chunks of block rows; 68 before)
+cambi          ~16 B/px  32 B/px (1080p)
 =============  ========  ===========
 
 A feature not in the table is budgeted :data:`DEFAULT_BYTES_PER_PIXEL`.  The
