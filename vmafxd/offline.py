@@ -22,7 +22,8 @@ from .model import ModelSet, load_model, parse_model_spec
 
 # parse_feature_spec is re-exported: the client's in-process scoring parses
 # --feature through this module, its one way into vmafxd.
-__all__ = ["Report", "score_files", "score_frames", "resolve_models", "parse_feature_spec", "GeometryError"]
+__all__ = ["Report", "score_files", "score_frames", "score_frames_on_gpu", "resolve_models", "parse_feature_spec",
+           "GeometryError", "GpuUnavailable"]
 
 
 #: the two files disagree on a dimension or format (``field`` names it)
@@ -90,6 +91,23 @@ def score_frames(
             progress(n)
     scorer.finish()
     return n
+
+
+class GpuUnavailable(RuntimeError):
+    """The GPU lane asked for cannot run in this process (no binding, driver or device)."""
+
+
+def score_frames_on_gpu(lane: str, plan: ScoringPlan, reference, distorted, *, max_frames: int | None = None,
+                        progress: Callable[[int], None] | None = None):
+    """:func:`score_frames` on a GPU of this process (``lane``: cuda, hip, or emu, the kernels'
+    CPU emulator); returns (the finished scorer: ``assembler``, ``pooled``, ``aggregate``; frames).
+    Raises :class:`GpuUnavailable` saying what is missing."""
+    from .lanes.gpu.in_process import RuntimeUnavailable, score_readers
+
+    try:
+        return score_readers(lane, plan, reference, distorted, max_frames=max_frames, progress=progress)
+    except RuntimeUnavailable as e:
+        raise GpuUnavailable(str(e)) from None
 
 
 def score_files(

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
-__all__ = ["InProcessReport", "score_in_process", "metric_order", "check_models", "check_features",
+__all__ = ["InProcessReport", "LaneUnavailableHere", "score_in_process", "metric_order", "check_models", "check_features",
            "pool", "computed_metric_names"]
 
 
@@ -101,6 +101,10 @@ def computed_metric_names() -> set[str]:
     return names
 
 
+class LaneUnavailableHere(RuntimeError):
+    """The GPU lane asked for cannot run in this process; the message says what is missing."""
+
+
 def score_in_process(
     reference,
     distorted,
@@ -109,8 +113,11 @@ def score_in_process(
     *,
     max_frames: int | None = None,
     progress: Callable[[int], None] | None = None,
+    lane: str = "cpu",
 ) -> tuple[InProcessReport, int]:
-    """Score two open inputs (``read_frame()`` -> stored planes, ``.info``) on the CPU lane here.
+    """Score two open inputs (``read_frame()`` -> stored planes, ``read_frame_into`` where
+    they can, ``.info``) here: on the CPU lane, or on a GPU (``lane`` cuda, hip; emu, the
+    kernels' CPU emulator) with no daemon in between.
 
     Returns the report and how many frames were read from both.
     """
@@ -118,12 +125,19 @@ def score_in_process(
     model_sets = check_models(models)
     plan = offline.ScoringPlan.build(model_sets, check_features(features))
     info = reference.info
-    scorer = offline.CpuScorer(plan, info.width, info.height, info.bitdepth)
     t0 = time.perf_counter()
-    n = offline.score_frames(scorer, reference, distorted, max_frames=max_frames, progress=progress)
+    if lane in ("auto", "cpu"):
+        scorer = offline.CpuScorer(plan, info.width, info.height, info.bitdepth)
+        n = offline.score_frames(scorer, reference, distorted, max_frames=max_frames, progress=progress)
+    else:
+        try:
+            scorer, n = offline.score_frames_on_gpu(lane, plan, reference, distorted, max_frames=max_frames,
+                                                    progress=progress)
+        except offline.GpuUnavailable as e:
+            raise LaneUnavailableHere(str(e)) from None
     elapsed = time.perf_counter() - t0
     report = InProcessReport(
-        frames=scorer.assembler.frames, pooled=scorer.pooled(), aggregate=dict(scorer.aggregate),
+        frames=scorer.assembler.frames, pooled=scorer.assembler.pooled(), aggregate=dict(scorer.aggregate),
         width=info.width, height=info.height, fps=n / elapsed if elapsed > 0 and n else None,
         models=[m.name for m in model_sets])
     return report, n

@@ -24,6 +24,8 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+#: sysexits' EX_UNAVAILABLE: the lane asked for cannot run here
+EXIT_UNAVAILABLE = 69
 
 
 class CliError(Exception):
@@ -213,7 +215,7 @@ def _score(args, ref, dist, read_dist, specs, progress):
         if args.verbose:
             _say(f"scored by the daemon at {path} ({how}), lane {report.lane}")
         return report
-    if args.private or args.lane not in ("auto", "cpu"):
+    if args.private or (args.lane not in ("auto", "cpu") and not args.in_process):
         from .private_daemon import PrivateDaemonError
 
         daemon = args.private_daemon or _launch_private(args)
@@ -234,11 +236,16 @@ def _score(args, ref, dist, read_dist, specs, progress):
     wrapped = dist
     if read_dist is not None:
         wrapped = _Reading(dist, read_dist)
-    report, read = in_process.score_in_process(ref, wrapped, specs, args.feature,
-                                               max_frames=args.frame_cnt or None, progress=progress)
+    lane = args.lane if args.in_process else "cpu"
+    try:
+        report, read = in_process.score_in_process(ref, wrapped, specs, args.feature, lane=lane,
+                                                   max_frames=args.frame_cnt or None, progress=progress)
+    except in_process.LaneUnavailableHere as e:
+        raise CliError(f"--in-process --lane {lane}: {e}; score through a daemon (without --in-process) "
+                       f"or on --lane cpu", EXIT_UNAVAILABLE) from None
     report.frames_read = read
     if args.verbose:
-        _say("scored in this process (CPU lane)")
+        _say(f"scored in this process ({lane} lane)")
     return report
 
 
@@ -348,8 +355,6 @@ def run_score(args) -> int:
             raise CliError(f"{flag} is required", EXIT_USAGE)
     if args.reference == "-" and args.distorted == "-":
         raise CliError("-r and -d cannot both be stdin ('-')", EXIT_USAGE)
-    if args.in_process and args.lane not in ("auto", "cpu"):
-        raise CliError(f"--in-process scores on the cpu lane only, not --lane {args.lane}", EXIT_USAGE)
     if args.no_prediction and args.model:
         raise CliError("-n/--no_prediction and -m/--model exclude each other", EXIT_USAGE)
     if args.no_prediction and not args.feature:
