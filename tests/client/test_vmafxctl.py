@@ -178,7 +178,7 @@ def test_in_process_needs_no_daemon(in_process):
 @pytest.mark.parametrize("args, code, says", [
     (["score", "-r", "x.y4m"], 2, "required"),
     (["status", "--bogus"], 2, "unrecognized"),
-    (["score", "-r", "a", "-d", "b", "--in-process", "--lane", "cuda"], 2, "cpu lane"),
+    (["score", "-r", "a", "-d", "b", "--in-process", "--lane", "cuda"], 1, "a: no such file"),  # inputs first
     (["score", "-r", str(P16.ref_file), "-d", str(P16.dist_file), "--socket", "/nonexistent/vmafxd.sock"], 69,
      "no daemon answers at /nonexistent/vmafxd.sock"),
     (["status", "--socket", "/nonexistent/vmafxd.sock"], 1, "cannot connect to /nonexistent/vmafxd.sock"),
