@@ -110,35 +110,34 @@ class _PairFiller:
 
         With ``helper`` the distorted frame is read there while this thread reads the
         reference: two reads at once (a single thread's copy out of the page cache is what
-        caps the file path at large sizes)."""
-        if helper is not None:
-            return self._both_at_once(pair, helper)
+        caps the file path at large sizes).  Either way both inputs are read, the
+        reference's error first, and a frame read past the other input's end is given
+        back (the frame-count warning reads on from there)."""
         rr, dr = self.rr, self.dr
         ref_h, dist_h = pair
-        if not self._into(rr, ref_h.buffer):
-            # does the distorted go on? (then it ended later: say so, as libvmaf does)
-            b = (self.read_dist or dr.read_frame)()
-            if b is not None:
-                if hasattr(dr, "pushback"):
-                    dr.pushback(b)
-                self._ended(ref_first=True)
-            return False
-        if not self._into(dr, dist_h.buffer, self.read_dist):
-            rr.pushback(ref_h.buffer.read_planes())  # the reference's frame, for the warning
+        if helper is None:
+            a = self._into(rr, ref_h.buffer)
+            b = self._into(dr, dist_h.buffer, self.read_dist)
+        else:
+            a, b = self._both_at_once(ref_h, dist_h, helper)
+        if a and b:
+            return True
+        if b:  # the reference ended first
+            if hasattr(dr, "pushback"):
+                dr.pushback(dist_h.buffer.read_planes())
+            self._ended(ref_first=True)
+        elif a:
+            rr.pushback(ref_h.buffer.read_planes())
             self._ended(ref_first=False)
-            return False
-        return True
+        return False
 
-    def _both_at_once(self, pair, helper: ThreadPoolExecutor) -> bool:
-        """:meth:`__call__`'s outcome, notice and errors, the two frames read at the same time:
-        the reference's error first, as when they are read one after the other."""
-        rr, dr = self.rr, self.dr
-        ref_h, dist_h = pair
-        dist_read = helper.submit(self._into, dr, dist_h.buffer, self.read_dist)
+    def _both_at_once(self, ref_h, dist_h, helper: ThreadPoolExecutor) -> tuple[bool, bool]:
+        """(reference read, distorted read), the distorted read in ``helper`` meanwhile."""
+        dist_read = helper.submit(self._into, self.dr, dist_h.buffer, self.read_dist)
         error: BaseException | None = None
         a = b = False
         try:
-            a = self._into(rr, ref_h.buffer)
+            a = self._into(self.rr, ref_h.buffer)
         except BaseException as e:
             error = e
         try:
@@ -147,16 +146,7 @@ class _PairFiller:
             error = error or e
         if error is not None:
             raise error
-        if a and b:
-            return True
-        if b:  # the reference ended first; the distorted's frame is given back for the warning
-            if hasattr(dr, "pushback"):
-                dr.pushback(dist_h.buffer.read_planes())
-            self._ended(ref_first=True)
-        elif a:
-            rr.pushback(ref_h.buffer.read_planes())
-            self._ended(ref_first=False)
-        return False
+        return a, b
 
     def run(self, free: queue.SimpleQueue, token, filled) -> None:
         """The reader thread: fill each pair ``free`` hands over (None: stop), and pass it on
@@ -198,7 +188,7 @@ async def _produce(session, pairs, fill: _PairFiller, max_frames: int | None) ->
     below ``max_frames`` are handed over, so no input is read past what is scored (the
     frame-count warning reads on from there)."""
     npairs = len(pairs)
-    limit = max_frames if max_frames is not None else None
+    limit = max_frames
     free: queue.SimpleQueue = queue.SimpleQueue()
     filled_send, filled = trio.open_memory_channel(math.inf)
     used_send, used = trio.open_memory_channel(math.inf)

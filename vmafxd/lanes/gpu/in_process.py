@@ -19,6 +19,7 @@ from typing import Callable
 import numpy as np
 
 from vmafx.formats import storage_planes
+from vmafx.io.input import pack_planes
 
 from ..runtime import RuntimeUnavailable
 from .engine import FrameSource, GpuFrame, GpuScorer, KernelSet
@@ -34,14 +35,10 @@ def _read_into(reader, dst: memoryview) -> bool:
     into = getattr(reader, "read_frame_into", None)
     if into is not None:
         return into(dst)
-    planes = reader.read_frame()
+    planes = reader.read_frame()  # a reader of planes only (the --scale path)
     if planes is None:
         return False
-    off = 0
-    for p in planes:
-        b = np.ascontiguousarray(p).view(np.uint8).ravel()
-        dst[off:off + b.size] = b
-        off += b.size
+    pack_planes(planes, dst)
     return True
 
 
