@@ -161,16 +161,12 @@ def plane_score(ref: np.ndarray, dist: np.ndarray, bitdepth: int, plane: int) ->
 def score_from_sum(total: float, coefficients: int, bitdepth: int) -> float:
     """The plane's score from its float error sum (the statistic a GPU kernel
     returns): divided by the coefficient count, then by ``peak^2``, in float."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ret = F(total) / F(coefficients)
-        peak = (1 << bitdepth) - 1
-        ret = ret / F(peak * peak)
-    return float(ret)
+    return float(scores_from_sums(np.array([[total]]), [coefficients], bitdepth)[0, 0])
 
 
 def scores_from_sums(totals: np.ndarray, coefficients: Sequence[int], bitdepth: int) -> np.ndarray:
-    """:func:`score_from_sum` of many frames' planes at once: ``totals`` (n, 3) -> float32 (n, 3),
-    the same float divisions element by element."""
+    """:func:`score_from_sum` of many frames' planes at once: ``totals`` (n, planes) -> float32,
+    float divisions element by element."""
     peak = (1 << bitdepth) - 1
     with np.errstate(invalid="ignore", divide="ignore"):
         ret = np.asarray(totals).astype(F) / np.asarray(coefficients, np.float64).astype(F)
