@@ -65,3 +65,24 @@ def test_a_missing_runtime_is_one_typed_error(monkeypatch):
     pair = vendored_pairs()[0]
     with pytest.raises(in_process.LaneUnavailableHere, match="cuda: its binding cannot be imported"):
         _score(pair, "cuda", 1)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cut", [None, 4])
+def test_in_process_gpu_pipeline_of_small_batches(gpu, monkeypatch, cut):
+    """Batches of 2 in 2 slots: the reader thread refills slots while others are scored, so
+    every slot is reused; the frames, their order and the shorter input's end still hold."""
+    rt, _dev = gpu
+    if rt.name != "emu":
+        pytest.skip("in-process scoring takes its runtime by name; the emulator stands for it here")
+    from vmafxd.lanes.gpu import in_process as gpu_in_process
+
+    monkeypatch.setattr(gpu_in_process, "BATCH", 2)
+    monkeypatch.setattr(gpu_in_process, "SLOTS", 2)
+    pair = next(p for p in vendored_pairs() if p.id.startswith("p16_"))  # 641x361, 6 frames
+    frames = pair.frames - 1
+    cpu, n_cpu, _ = _score(pair, "cpu", cut or frames)  # (the cut wraps read_frame_into: GPU path only)
+    got, n_gpu, more = _score(pair, "emu", frames, cut_distorted=cut)
+    assert n_cpu == n_gpu == (cut or frames) and len(got.frames) == n_gpu
+    assert got.frames == cpu.frames and got.pooled == cpu.pooled
+    assert more  # the clip has frames past what was scored: none of them was lost to the reader thread

@@ -2,18 +2,19 @@
 
 What ``vmafxctl score --in-process --lane cuda`` runs: no socket, no second
 process, no copy through a shared buffer.  Frames are read straight into
-page-locked host memory (a reader's ``read_frame_into``), a whole batch of
-reference and distorted frames goes up in one asynchronous copy, and the
-engine scores it while the next batch is read.  ``slots`` batches are in
-flight at most; a slot's host memory is refilled only after its batch's
-``done`` event (the copy is on the same stream, so it has finished by then).
+page-locked host memory (a reader's ``read_frame_into``) on a reader thread,
+a whole batch of reference and distorted frames goes up in one asynchronous
+copy, and the engine scores it while the reader fills the next slot.
 The scores are the engine's, so the daemon's and the CPU lane's, bit for bit.
 """
 
 from __future__ import annotations
 
 import importlib
+import queue
+import threading
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import numpy as np
@@ -51,13 +52,101 @@ def _unpack(buf: memoryview, shapes, dtype) -> list[np.ndarray]:
     return planes
 
 
+#: frame pairs a batch (one upload, one launch sequence) and batches of host memory circulating
+BATCH, SLOTS = 32, 4
+
+
+class _BatchFiller:
+    """The reader thread: fills free slots' page-locked memory with frame pairs.
+
+    Reading is most of what the command does (the kernels take a fraction of a
+    millisecond a 1080p frame), so it runs beside the scoring thread: ``preadv``
+    and xz decoding release the GIL, so the scoring thread uploads, launches and
+    completes batches meanwhile.  From 1 MiB a frame the distorted frame is read on
+    a second thread while this one reads the reference (one thread's copy out of
+    the page cache is what caps the file path at large sizes).  A frame read past
+    the other input's end is given back (``pushback``), as the CPU lane does."""
+
+    PARALLEL_READ_BYTES = 1 << 20
+
+    def __init__(self, reference, distorted, fs: int, batch: int, max_frames: int | None, unpack):
+        self.rr, self.dr = reference, distorted
+        self.fs, self.batch, self.left = fs, batch, max_frames
+        self.unpack = unpack
+        self.free: queue.SimpleQueue = queue.SimpleQueue()  # slot (memoryview) or None: stop
+        self.ready: queue.SimpleQueue = queue.SimpleQueue()  # (slot, count, last) or an exception
+        self._helper = ThreadPoolExecutor(1, "vmafx-read-dist") if fs >= self.PARALLEL_READ_BYTES else None
+        self._thread = threading.Thread(target=self._run, name="vmafx-read", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.free.put(None)
+        self._thread.join()
+        if self._helper is not None:
+            self._helper.shutdown(wait=True)
+
+    def _pair(self, host: memoryview, i: int) -> bool:
+        fs = self.fs
+        ref, dist = host[2 * i * fs:(2 * i + 1) * fs], host[(2 * i + 1) * fs:(2 * i + 2) * fs]
+        if self._helper is None:
+            a = _read_into(self.rr, ref)
+            b = a and _read_into(self.dr, dist)
+        else:
+            later = self._helper.submit(_read_into, self.dr, dist)
+            error: BaseException | None = None
+            a = b = False
+            try:
+                a = _read_into(self.rr, ref)
+            except BaseException as e:
+                error = e
+            try:
+                b = later.result()  # waited for even after an error: it writes the slot
+            except BaseException as e:
+                error = error or e
+            if error is not None:
+                raise error
+            if b and not a and hasattr(self.dr, "pushback"):  # the reference ended first
+                self.dr.pushback(self.unpack(dist))
+        if a and not b and hasattr(self.rr, "pushback"):  # the distorted ended first
+            self.rr.pushback(self.unpack(ref))
+        return a and b
+
+    def _run(self) -> None:
+        while True:
+            slot = self.free.get()
+            if slot is None:
+                return
+            count, last = 0, False
+            try:
+                while count < self.batch:
+                    if self.left is not None and self.left <= 0 or not self._pair(slot[1], count):
+                        last = True
+                        break
+                    count += 1
+                    if self.left is not None:
+                        self.left -= 1
+            except BaseException as e:  # reported in the scoring thread
+                self.ready.put(e)
+                return
+            self.ready.put((slot, count, last))
+            if last:
+                return
+
+
 def score_readers(lane: str, plan, reference, distorted, *, max_frames: int | None = None,
-                  progress: Callable[[int], None] | None = None, batch: int = 32, slots: int = 3):
+                  progress: Callable[[int], None] | None = None, batch: int | None = None,
+                  slots: int | None = None):
     """Score frame pairs from two readers (``.info``, ``read_frame_into`` or ``read_frame``)
     until either ends or ``max_frames``; returns (the finished :class:`GpuScorer`, frames scored).
 
-    A reference frame read past the distorted's end goes back through ``pushback``.
+    ``slots`` batches of page-locked memory circulate: the reader thread fills one
+    while others are uploaded and scored; a slot goes back to the reader after its
+    batch's ``done`` event (its copy is on the same stream, so it has finished by then).
+    A frame read past the other input's end goes back through ``pushback``.
     Raises :class:`RuntimeUnavailable` when the lane's runtime or device is missing."""
+    batch, slots = batch or BATCH, slots or SLOTS
     try:
         binding = importlib.import_module(RUNTIMES[lane])
     except ImportError as e:
@@ -77,57 +166,57 @@ def score_readers(lane: str, plan, reference, distorted, *, max_frames: int | No
     dev.make_current()
     kernels = KernelSet(rt, dev)
     stream = dev.create_stream()
+    # a slot is completed before the reader gets it back, so the scorer needs room for all of them
     scorer = GpuScorer(dev, kernels, stream, plan, w, h, bpc, fmt.subsampling, max_batch=batch, slots=slots)
     hosts, devs = [], []
+    filler = None
     try:
         for _ in range(slots):
             hosts.append(dev.alloc_host(2 * batch * fs))
             devs.append(dev.alloc(2 * batch * fs))
-        free, pending = list(range(slots)), deque()
+        dtype = np.uint8 if bpc <= 8 else np.dtype("<u2")
+        filler = _BatchFiller(reference, distorted, fs, batch, max_frames, lambda buf: _unpack(buf, shapes, dtype))
+        for k in range(slots):
+            filler.free.put((k, memoryview(hosts[k])))
+        filler.start()
+        pending: deque = deque()
 
         def complete_oldest() -> None:
             done, slot = pending.popleft()
             done.done.synchronize()
             scorer.complete(done)
-            free.append(slot)
+            filler.free.put(slot)
 
-        n, more = 0, True
-        while more:
-            if not free:
-                complete_oldest()
-            slot = free.pop()
-            host = memoryview(hosts[slot])
-            count = 0
-            while count < batch:
-                if max_frames is not None and n >= max_frames:
-                    more = False
-                    break
-                ref = host[2 * count * fs:(2 * count + 1) * fs]
-                if not _read_into(reference, ref):
-                    more = False
-                    break
-                if not _read_into(distorted, host[(2 * count + 1) * fs:(2 * count + 2) * fs]):
-                    pushback = getattr(reference, "pushback", None)
-                    if pushback is not None:
-                        pushback(_unpack(ref, shapes, np.uint8 if bpc <= 8 else np.dtype("<u2")))
-                    more = False
-                    break
-                count += 1
-                n += 1
+        n = 0
+        while True:
+            try:
+                item = filler.ready.get_nowait()
+            except queue.Empty:
+                if pending:  # the reader is the limit: hand it a slot back meanwhile
+                    complete_oldest()
+                    continue
+                item = filler.ready.get()
+            if isinstance(item, BaseException):
+                raise item
+            slot, count, last = item
+            if count:
+                k = slot[0]
+                dev.copy_htod_async(devs[k], hosts[k], 2 * count * fs, stream)
+                frames = [GpuFrame(FrameSource(devs[k] + 2 * i * fs, fmt, layout),
+                                   FrameSource(devs[k] + (2 * i + 1) * fs, fmt, layout)) for i in range(count)]
+                pending.append((scorer.enqueue(frames), slot))
+                n += count
                 if progress:
                     progress(n)
-            if not count:
-                free.append(slot)
+            if last:
                 break
-            dev.copy_htod_async(devs[slot], hosts[slot], 2 * count * fs, stream)
-            frames = [GpuFrame(FrameSource(devs[slot] + 2 * i * fs, fmt, layout),
-                               FrameSource(devs[slot] + (2 * i + 1) * fs, fmt, layout)) for i in range(count)]
-            pending.append((scorer.enqueue(frames), slot))
         while pending:
             complete_oldest()
         scorer.finish()
         return scorer, n
     finally:
+        if filler is not None:
+            filler.stop()
         stream.synchronize()
         for p in devs:
             dev.free(p)
