@@ -3,7 +3,7 @@
 #
 #   scripts/bench_vs_libvmaf.sh build    # libvmaf f85a8536, CPU and CUDA tools, into $LIBVMAF_BIN/{cpu,cuda}/vmaf
 #   scripts/bench_vs_libvmaf.sh files    # synthetic y4m clips made here; libvmaf CPU, libvmaf CUDA, vmafxctl
-#                                        # (private daemon, running daemon) and the read ceilings, timed
+#                                        # (private daemon, running daemon, in-process) and the read ceilings, timed
 #   scripts/bench_vs_libvmaf.sh bench    # scripts/bench_gpu.py: daemon, engine alone, latency, 16 producers
 #
 # Each phase fits one 10-minute call of the device machine (docs/gpu-runs.md has the commands): every
@@ -128,7 +128,7 @@ files)
     timed() {
         local size=$1 frames=$2 tool=$3 rep=$4 secs; secs=$(bound "$5"); shift 5
         local name="${tool}_${size}_r$rep" json="-" rc wall=- user=- sys=- dcpu=- d0=0
-        case "$tool" in cpu|cuda|vx|vxs) json="$name.json" ;; esac
+        case "$tool" in cpu|cuda|vx|vxs|vxi) json="$name.json" ;; esac
         if over_budget; then
             say "$name: SKIPPED (budget)"; rc=125
         else
@@ -164,6 +164,7 @@ files)
             [ $HAVE_CUDA = 1 ] && timed "$sz" "$n" cuda "$r" 200 "$CUDA_VMAF" -r "$ref" -d "$dist" --gpumask 0 --json -o "$L/cuda_${sz}_r$r.json" -q
             timed "$sz" "$n" vx "$r" 240 "${VX[@]}" score --private --lane "$VXLANE" -r "$ref" -d "$dist" --json -o "$L/vx_${sz}_r$r.json" -q
             timed "$sz" "$n" vxs "$r" 240 "${VX[@]}" score --socket "$SOCK" --lane "$VXLANE" -r "$ref" -d "$dist" --json -o "$L/vxs_${sz}_r$r.json" -q
+            timed "$sz" "$n" vxi "$r" 240 "${VX[@]}" score --in-process --lane "$VXLANE" -r "$ref" -d "$dist" --json -o "$L/vxi_${sz}_r$r.json" -q
         done
         # libvmaf CUDA falls back to the CPU when it cannot start CUDA: say so where it did
         grep -l -i "using cpu\|cuda.*fail\|no cuda" "$L"/cuda_"${sz}"_r*.log 2>/dev/null | sed 's/^/  WARNING: libvmaf CUDA complained: /' | tee -a "$S"

@@ -50,11 +50,13 @@ TOOLS = {
     "cuda": "libvmaf CUDA (vmaf --gpumask 0)",
     "vx": "vmafxctl score --private (daemon started by the client)",
     "vxs": "vmafxctl score --socket (a daemon already running)",
+    "vxi": "vmafxctl score --in-process (no daemon: the GPU in this process)",
 }
-SCORERS = ("cpu", "cuda", "vx", "vxs")
+SCORERS = ("cpu", "cuda", "vx", "vxs", "vxi")
 #: (numerator, denominator) of the RATIO lines
-RATIOS = (("vx", "cuda"), ("vxs", "cuda"), ("vx", "cpu"), ("vxs", "cpu"), ("cuda", "cpu"),
-          ("vx", "cat"), ("vx", "pyread"), ("vxs", "cat"), ("vxs", "pyread"))
+RATIOS = (("vx", "cuda"), ("vxs", "cuda"), ("vxi", "cuda"), ("vx", "cpu"), ("vxs", "cpu"), ("vxi", "cpu"),
+          ("cuda", "cpu"), ("vx", "cat"), ("vx", "pyread"), ("vxs", "cat"), ("vxs", "pyread"), ("vxi", "cat"),
+          ("vxi", "pyread"))
 COLUMNS = ("size", "frames", "tool", "rep", "rc", "wall_s", "user_s", "sys_s", "daemon_cpu_s", "log", "json")
 
 
