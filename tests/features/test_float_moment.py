@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from vmafxd import features
-from vmafxd.features.float_moment import DECLARATION, NAMES, FloatMoment, metrics_from_stats, moment_sums
+from vmafxd.features.float_moment import (
+    DECLARATION, NAMES, FloatMoment, metrics_from_stats, moment_sums, sums_from_integers,
+)
 
 from .float_simple_vectors import case_params, differences, run_case
 
@@ -44,3 +46,17 @@ def test_sixteen_bit_second_moment_is_sequential_double_of_float_squares():
 def test_other_bit_depths_are_refused():
     with pytest.raises(ValueError, match="float_moment"):
         FloatMoment({}, 16, 16, 14)
+
+
+@pytest.mark.parametrize("depth", [8, 10, 12])
+def test_integer_sums_give_the_double_sums_up_to_12_bits(depth):
+    # what the GPU twin computes instead of the float sums (exact there, any order)
+    rng = np.random.default_rng(depth)
+    dtype = np.uint8 if depth == 8 else np.uint16
+    a = rng.integers(0, 1 << depth, (29, 37)).astype(dtype)
+    b = rng.integers(0, 1 << depth, (29, 37)).astype(dtype)
+    ints = [int(a.astype(np.int64).sum()), int(b.astype(np.int64).sum()),
+            int((a.astype(np.int64) ** 2).sum()), int((b.astype(np.int64) ** 2).sum())]
+    assert sums_from_integers(ints, depth) == moment_sums(a, b, depth)
+    with pytest.raises(ValueError):
+        sums_from_integers(ints, 16)

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from vmafxd import features
-from vmafxd.features.float_psnr import DECLARATION, PEAKS, FloatPsnr, metrics_from_stats, noise_sum
+from vmafxd.features.float_psnr import (
+    DECLARATION, PEAKS, FloatPsnr, metrics_from_stats, noise_from_sse, noise_sum,
+)
 
 from .float_simple_vectors import case_params, differences, run_case
 
@@ -49,3 +51,16 @@ def test_sixteen_bit_sum_is_sequential_double_of_float_squares():
 def test_other_bit_depths_are_refused():
     with pytest.raises(ValueError, match="float_psnr"):
         FloatPsnr({}, 16, 16, 9)
+
+
+@pytest.mark.parametrize("depth", [8, 10, 12])
+def test_integer_sse_gives_the_double_sum_up_to_12_bits(depth):
+    # what the GPU twin computes instead of the float sum (exact there, any order)
+    rng = np.random.default_rng(depth)
+    dtype = np.uint8 if depth == 8 else np.uint16
+    a = rng.integers(0, 1 << depth, (31, 45)).astype(dtype)
+    b = rng.integers(0, 1 << depth, (31, 45)).astype(dtype)
+    sse = int(((a.astype(np.int64) - b) ** 2).sum())
+    assert noise_from_sse(sse, depth) == noise_sum(a, b, depth)
+    with pytest.raises(ValueError):
+        noise_from_sse(sse, 16)

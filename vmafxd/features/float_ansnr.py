@@ -112,6 +112,8 @@ class FloatAnsnr(PerFrameTwin):
 
 DECLARATION = FeatureDeclaration(
     name="float_ansnr",
+    kernel="float_ansnr.cu",
+    gpu="float_ansnr",
     provides=NAMES,
     cpu=FloatAnsnr,
     help="float anti-noise SNR of the luma: filtered reference against filtered distorted (and its PSNR form)",

@@ -9,8 +9,10 @@ and ``float_moment_dis2nd``, although its extractor's provided feature is
 named ``float_moment``.
 
 Layers: :func:`moment_sums` (the per-frame statistics a GPU kernel
-reproduces: the four double sums), :func:`metrics_from_stats` (the
-division), :class:`FloatMoment` (the CPU twin).
+reproduces: the four double sums; up to 12 bits they are
+:func:`sums_from_integers` of the integer sums of samples and of their
+squares), :func:`metrics_from_stats` (the division), :class:`FloatMoment`
+(the CPU twin).
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ import numpy as np
 
 from ._float_common import double_sum, to_float_plane
 from .declaration import FeatureDeclaration, FrameScores, PerFrameTwin, check_bitdepth
+from .float_psnr import EXACT_BITDEPTHS, SCALERS
 
-__all__ = ["DECLARATION", "FloatMoment", "NAMES", "moment_sums", "metrics_from_stats"]
+__all__ = ["DECLARATION", "FloatMoment", "NAMES", "moment_sums", "sums_from_integers", "metrics_from_stats"]
 
 #: in the order libvmaf writes them, and the order of moment_sums
 NAMES = ("float_moment_ref1st", "float_moment_dis1st", "float_moment_ref2nd", "float_moment_dis2nd")
@@ -36,6 +39,19 @@ def moment_sums(ref: np.ndarray, dist: np.ndarray, bitdepth: int) -> tuple[float
     d = to_float_plane(dist, bitdepth, 0.0)
     return (double_sum(r, bitdepth), double_sum(d, bitdepth),
             double_sum(r * r, bitdepth), double_sum(d * d, bitdepth))
+
+
+def sums_from_integers(integer_sums: Sequence[int], bitdepth: int) -> tuple[float, float, float, float]:
+    """:func:`moment_sums` from the integer sums (ref, dist) of samples and (ref, dist) of squares, up to 12 bits.
+
+    There a float sample is ``k / scaler`` and its float square ``k^2 / scaler^2``
+    exactly, and libvmaf's double sums never round (``_float_common.double_sum``),
+    so each is the integer sum over a power of two: an exact division."""
+    if bitdepth not in EXACT_BITDEPTHS:
+        raise ValueError(f"float_moment: the integer sums give libvmaf's doubles only up to 12 bits, not {bitdepth}")
+    s = SCALERS[bitdepth]
+    r1, d1, r2, d2 = (float(int(v)) for v in integer_sums)
+    return r1 / s, d1 / s, r2 / (s * s), d2 / (s * s)
 
 
 def metrics_from_stats(sums: Sequence[float], w: int, h: int) -> dict[str, float]:
@@ -57,6 +73,8 @@ class FloatMoment(PerFrameTwin):
 
 DECLARATION = FeatureDeclaration(
     name="float_moment",
+    kernel="float_moment.cu",
+    gpu="float_moment",
     provides=NAMES,
     cpu=FloatMoment,
     help="first and second moments (mean, mean square) of the reference and distorted luma, as floats",

@@ -10,8 +10,10 @@ refuses any other depth.  Unlike the integer ``psnr``, the peak stays near
 255 because the samples are scaled down to 8-bit range.
 
 Layers: :func:`noise_sum` (the per-frame statistic a GPU kernel reproduces:
-the double sum of squared float differences), :func:`metrics_from_stats`
-(libvmaf's double arithmetic on it), :class:`FloatPsnr` (the CPU twin).
+the double sum of squared float differences; up to 12 bits it is
+:func:`noise_from_sse` of the integer sum of squared sample differences),
+:func:`metrics_from_stats` (libvmaf's double arithmetic on it),
+:class:`FloatPsnr` (the CPU twin).
 """
 
 from __future__ import annotations
@@ -24,10 +26,14 @@ import numpy as np
 from ._float_common import double_sum, to_float_plane
 from .declaration import FeatureDeclaration, FrameScores, PerFrameTwin, check_bitdepth
 
-__all__ = ["DECLARATION", "FloatPsnr", "PEAKS", "noise_sum", "metrics_from_stats", "c_log10"]
+__all__ = ["DECLARATION", "FloatPsnr", "PEAKS", "EXACT_BITDEPTHS", "SCALERS", "noise_sum", "noise_from_sse", "metrics_from_stats", "c_log10"]
 
 #: float_psnr.c / float_ansnr.c's init: bit depth -> (peak, psnr_max)
 PEAKS = {8: (255.0, 60.0), 10: (255.75, 72.0), 12: (255.9375, 84.0), 16: (255.99609375, 108.0)}
+#: picture_copy's divisor per bit depth
+SCALERS = {8: 1.0, 10: 4.0, 12: 16.0, 16: 256.0}
+#: the depths at which libvmaf's double sums of these float terms never round (_float_common.double_sum)
+EXACT_BITDEPTHS = (8, 10, 12)
 #: the floor of the mean squared error (psnr.c's ``eps``)
 EPS = 1e-10
 
@@ -57,6 +63,17 @@ def noise_sum(ref: np.ndarray, dist: np.ndarray, bitdepth: int) -> float:
     return double_sum(diff * diff, bitdepth)
 
 
+def noise_from_sse(sse: int, bitdepth: int) -> float:
+    """:func:`noise_sum` from the integer sum of squared sample differences, up to 12 bits.
+
+    There each float difference is ``k / scaler`` and its square ``k^2 / scaler^2``
+    exactly, and the double sum never rounds, so libvmaf's ``noise_`` is the integer
+    sum (below 2^53) over ``scaler^2``, a power of two: an exact division."""
+    if bitdepth not in EXACT_BITDEPTHS:
+        raise ValueError(f"float_psnr: the integer sum gives libvmaf's double only up to 12 bits, not {bitdepth}")
+    return float(sse) / (SCALERS[bitdepth] * SCALERS[bitdepth])
+
+
 def metrics_from_stats(noise: float, w: int, h: int, bitdepth: int) -> dict[str, float]:
     """``float_psnr`` from the frame's double noise sum."""
     peak, psnr_max = PEAKS[bitdepth]
@@ -78,6 +95,8 @@ class FloatPsnr(PerFrameTwin):
 
 DECLARATION = FeatureDeclaration(
     name="float_psnr",
+    kernel="float_psnr.cu",
+    gpu="float_psnr",
     provides=("float_psnr",),
     cpu=FloatPsnr,
     help="float PSNR of the luma (peak 255 scaled, capped at 60/72/84/108 dB for 8/10/12/16 bits)",
