@@ -45,7 +45,8 @@ case "$phase" in
     engine)
         # the engine alone at 1080p: the model, then every feature by itself; each kernel's share (ncu);
         # the VIF statistics kernel's tile shapes (built here beforehand: scripts/bench_vif_tiles.sh build)
-        for f in ${ENGINE_FEATURES:-vif adm motion float_vif float_adm float_motion cambi psnr_hvs ciede float_ssim float_ms_ssim psnr}; do
+        for f in ${ENGINE_FEATURES:-vif adm motion float_vif float_adm float_motion cambi psnr_hvs ciede float_ssim float_ms_ssim psnr \
+                float_psnr float_ansnr float_moment}; do
             TAIL=3 step "engine_$f" ${FEATURE_S:-60} python3 scripts/bench_gpu.py --engine-only --sizes 1920x1080 --models '' \
                 --features "$f" --frames 256 --repeats 3
         done

@@ -22,6 +22,9 @@ float_ssim     ~1 B/px   8 B/px
 float_ms_ssim  ~1 B/px   8 B/px
 psnr_hvs       ~2 B/px   32 B/px (1080p; chunks of block rows; 68 before)
 cambi          ~16 B/px  32 B/px (1080p)
+float_psnr     ~8 B/px   32 B/px (24 at 16 bits: the in-order double sum)
+float_moment   ~12 B/px  32 B/px (28 at 16 bits)
+float_ansnr    ~24 B/px  32 B/px
 =============  ========  ===========
 
 A feature not in the table is budgeted :data:`DEFAULT_BYTES_PER_PIXEL`.  The
@@ -51,6 +54,9 @@ BYTES_PER_PIXEL: dict[str, int] = {
     "psnr": 8,
     "float_ssim": 8,
     "float_ms_ssim": 8,
+    "float_psnr": 32,
+    "float_moment": 32,
+    "float_ansnr": 32,
 }
 #: for a feature the table does not name (a new one, cambi ...): as much as the largest
 DEFAULT_BYTES_PER_PIXEL = 32

@@ -7,7 +7,10 @@ IEEE single precision, with no fused multiply-add and no excess precision,
 which is what libvmaf's C compiled for baseline x86-64 does).
 
 * :func:`to_float_plane` is libvmaf's ``picture_copy`` (``picture_copy.c``):
-  ``(float)sample / scaler - 128`` with scaler 1, 4, 16 or 256.
+  ``(float)sample / scaler + offset`` with scaler 1, 4, 16 or 256 and offset
+  -128 (0 for ``float_psnr`` and ``float_moment``).
+* :func:`double_sum` is libvmaf's ``double`` accumulator of float terms
+  (``psnr.c``, ``moment.c``): ``cum += term`` over the plane in row order.
 * :func:`separable_filter` is libvmaf's ``vif_filter1d_s`` /
   ``convolution_f32_c_s`` (``vif_tools.c``, ``common/convolution.c``; the AVX
   variants add in the same order): a vertical then a horizontal pass, each
@@ -25,7 +28,7 @@ import functools
 
 import numpy as np
 
-__all__ = ["F32", "to_float_plane", "mirror_pad", "separable_filter", "filter_stack", "row_major_sum", "row_sums"]
+__all__ = ["F32", "to_float_plane", "double_sum", "mirror_pad", "separable_filter", "filter_stack", "row_major_sum", "row_sums"]
 
 F32 = np.float32
 _ZERO = np.float32(0.0)
@@ -34,8 +37,8 @@ _ZERO = np.float32(0.0)
 _SCALERS = {8: None, 10: np.float32(4.0), 12: np.float32(16.0), 16: np.float32(256.0)}
 
 
-def to_float_plane(plane: np.ndarray, bitdepth: int) -> np.ndarray:
-    """A luma (or chroma) plane as libvmaf's float extractors see it: ``sample / scaler - 128``."""
+def to_float_plane(plane: np.ndarray, bitdepth: int, offset: float = -128.0) -> np.ndarray:
+    """A luma (or chroma) plane as libvmaf's float extractors see it: ``sample / scaler + offset``."""
     if bitdepth not in _SCALERS:
         # libvmaf's picture_copy reads any other depth as 8-bit samples (garbage);
         # refuse it rather than invent a meaning.
@@ -44,8 +47,27 @@ def to_float_plane(plane: np.ndarray, bitdepth: int) -> np.ndarray:
     scaler = _SCALERS[bitdepth]
     if scaler is not None:
         out /= scaler
-    out += np.float32(-128.0)
+    if offset:
+        out += np.float32(offset)
     return out
+
+
+def double_sum(terms: np.ndarray, bitdepth: int) -> float:
+    """libvmaf's ``double cum = 0; cum += term`` over float32 ``terms`` in row-major order.
+
+    Up to 12 bits every term these features add (a sample ``k / scaler``, its
+    square, or a squared difference of two) is a multiple of 2^-8 below 2^16,
+    exact in float (a square is below 2^24 units of 2^-8), and every partial
+    sum stays below 2^53 units for any plane up to 16384 x 16384 (2^28
+    samples), so no addition rounds and any order gives libvmaf's double:
+    numpy's pairwise sum is used.  At 16 bits a
+    square ``(k / 256)^2`` is rounded to float and the sums can round, so the
+    additions are made one after another, as libvmaf makes them.
+    """
+    if bitdepth <= 12:
+        return float(terms.sum(dtype=np.float64))
+    flat = terms.reshape(-1).astype(np.float64)
+    return float(np.add.accumulate(flat)[-1]) if flat.size else 0.0
 
 
 @functools.lru_cache(maxsize=64)
