@@ -203,8 +203,6 @@ class PsnrHvs(PerFrameTwin):
 DECLARATION = FeatureDeclaration(
     name="psnr_hvs",
     provides=NAMES,
-    options=(),
-    temporal=False,
     kernel="psnr_hvs.cu",
     gpu="psnr_hvs",
     cpu=PsnrHvs,
