@@ -172,6 +172,21 @@ def check_chroma(feature: str, planes: int) -> None:
         raise ValueError(f"{feature} needs chroma: libvmaf refuses 4:0:0 pictures")
 
 
+def _c_initializer(values: Any) -> str:
+    """A C initializer for a (nested) sequence or array of numbers, one brace level per dimension.
+
+    A float is written as the shortest decimal that reads back as the same double
+    (``repr``); a float32 value is exactly a double, so the compiler reads back the
+    very float32 the CPU twin holds, whichever of float or double the table is."""
+    if hasattr(values, "tolist"):
+        values = values.tolist()
+    if isinstance(values, (list, tuple)):
+        return "{" + ", ".join(_c_initializer(v) for v in values) + "}"
+    if isinstance(values, bool) or not isinstance(values, (int, float)) or not math.isfinite(values):
+        raise TypeError(f"kernel table value {values!r} is not a finite number")
+    return repr(float(values)) if isinstance(values, float) else str(values)
+
+
 @dataclass(frozen=True)
 class FeatureDeclaration:
     """Everything about one feature that both lanes share."""
@@ -202,6 +217,12 @@ class FeatureDeclaration:
     #: kernel source (:meth:`kernel_defines`); the host fills the block by the same
     #: names (:meth:`pack_kernel_params`), so neither side is matched to the other by hand.
     kernel_params: tuple[tuple[str, int], ...] = ()
+    #: constant tables the kernel reads: (C declarator, values) pairs, such as
+    #: ``("float hvs_csf[3][64]", CSF.reshape(3, 64))``.  The kernel compiler prepends
+    #: ``__constant__ <declarator> = {...};`` with every value written exactly
+    #: (:meth:`kernel_table_source`), so a table the CPU twin holds is never copied into
+    #: a kernel by hand.
+    kernel_tables: tuple[tuple[str, Any], ...] = field(default=(), compare=False)
     #: the CPU twin class (a :class:`FeatureExtractor`)
     cpu: Callable[..., FeatureExtractor] | None = field(default=None, compare=False)
     #: other names libvmaf accepts for this feature on the command line
@@ -226,6 +247,15 @@ class FeatureDeclaration:
             lines.append(f"#define P_{n.upper()} {at}")
             at += count
         lines.append(f"#define P_COUNT {at}")
+        return "\n".join(lines) + "\n"
+
+    def kernel_table_source(self) -> str:
+        """The ``__constant__`` definitions of :attr:`kernel_tables`, as the kernel source uses them."""
+        if not self.kernel_tables:
+            return ""
+        lines = [f"// generated from DECLARATION.kernel_tables of feature {self.name}"]
+        for declarator, values in self.kernel_tables:
+            lines.append(f"__constant__ {declarator} = {_c_initializer(values)};")
         return "\n".join(lines) + "\n"
 
     def pack_kernel_params(self, values: Mapping[str, Any]) -> list[int]:
