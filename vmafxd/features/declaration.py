@@ -39,6 +39,7 @@ __all__ = [
     "check_chroma",
     "debug_option",
     "gain_limit_option",
+    "debug_and_gain_limit_options",
     "format_g",
     "per_frame",
 ]
@@ -158,6 +159,12 @@ def gain_limit_option(feature: str) -> Option:
                   f"enhancement gain imposed on {feature}, must be >= 1.0, where 1.0 means the gain is "
                   "completely disabled",
                   alias="egl", min=1.0, max=100.0, feature_param=True)
+
+
+def debug_and_gain_limit_options(feature: str) -> tuple[Option, Option]:
+    """The two options libvmaf's ``vif``, ``float_vif`` and ``float_adm`` extractors begin with,
+    in its order: ``debug``, then ``<feature>_enhn_gain_limit``."""
+    return debug_option(), gain_limit_option(feature)
 
 
 def check_bitdepth(feature: str, bitdepth: int, supported: tuple[int, ...], described: str | None = None) -> None:
