@@ -17,12 +17,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "client")]
+import _checkout  # noqa: F401  (this tree first on sys.path)
 
 import numpy as np  # noqa: E402
 

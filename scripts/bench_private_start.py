@@ -11,10 +11,8 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "client")]
+from _checkout import ROOT
 
 from vmafx.private_daemon import PrivateDaemon  # noqa: E402
 

@@ -34,10 +34,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "client")]
+from _checkout import ROOT
 os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
 
 

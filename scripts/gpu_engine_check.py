@@ -6,10 +6,8 @@
 
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "client")]
+import _checkout  # noqa: F401  (this tree first on sys.path)
 
 from tests.lanes.test_gpu_engine import _differences, cpu_scores, gpu_scores  # noqa: E402
 from tests.reference import full_pairs, vendored_pairs  # noqa: E402

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "client")]
+from _checkout import ROOT
 
 from vmafx.io.video import read_all  # noqa: E402
 from vmafx.transport import recv_packet_blocking, send_packet_blocking  # noqa: E402

@@ -39,8 +39,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "client")]
+from _checkout import ROOT
 
 from tests.daemon.conftest import Daemon  # noqa: E402
 from tests.reliability.fuzz import health  # noqa: E402

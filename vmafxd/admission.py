@@ -235,23 +235,13 @@ class Admission:
         acc = self.accounts.get(uid)
         if acc is None:
             acc = self.account(uid)
-        held, total = acc.held, self.total
-        d = now.sessions - was.sessions
-        if d:
-            held.sessions += d
-            total.sessions += d
-        d = now.buffers - was.buffers
-        if d:
-            held.buffers += d
-            total.buffers += d
-        d = now.frames - was.frames
-        if d:
-            held.frames += d
-            total.frames += d
-        d = now.bytes - was.bytes
-        if d:
-            held.bytes += d
-            total.bytes += d
+        sessions, buffers = now.sessions - was.sessions, now.buffers - was.buffers
+        frames, nbytes = now.frames - was.frames, now.bytes - was.bytes
+        for held in (acc.held, self.total):
+            held.sessions += sessions
+            held.buffers += buffers
+            held.frames += frames
+            held.bytes += nbytes
 
     def check_session(self, uid: int) -> None:
         acc = self.account(uid)

@@ -7,6 +7,7 @@ import importlib
 import importlib.util
 import re
 
+import numpy as np
 import pytest
 
 from vmafxd import features
@@ -49,6 +50,17 @@ def test_adm_parameter_indices_are_generated_not_written_by_hand():
         assert got[f"P_{name.removesuffix('0').upper()}"] == names.index(name)
     for used in set(re.findall(r"\bP_[A-Z_]+\b", body)):
         assert used in got, used
+
+
+def test_kernel_tables_are_written_exactly_one_brace_per_dimension():
+    d = FeatureDeclaration("demo", ("m",), kernel_tables=(("float t[2][2]", np.float32([[0.1, 2], [3, 4]])),
+                                                          ("int k[3]", (1, -2, 3))))
+    assert d.kernel_table_source().splitlines()[1:] == [
+        "__constant__ float t[2][2] = {{0.10000000149011612, 2.0}, {3.0, 4.0}};",  # float32(0.1) to the bit
+        "__constant__ int k[3] = {1, -2, 3};",
+    ]
+    with pytest.raises(TypeError, match="finite"):
+        FeatureDeclaration("demo", ("m",), kernel_tables=(("float t[1]", [float("nan")]),)).kernel_table_source()
 
 
 def test_pack_kernel_params_takes_every_declared_name_once():

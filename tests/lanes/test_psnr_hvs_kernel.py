@@ -20,6 +20,7 @@ from vmafx.formats import Subsampling
 from vmafxd.features import _psnr_hvs_dct as tables
 from vmafxd.core.picture import Picture
 from vmafxd.core.scoring import FeatureRequest, ScoringPlan
+from vmafxd.lanes.gpu import kernels
 
 from ..reference import vendored_pairs
 from .test_gpu_engine import cpu_scores, gpu_scores
@@ -90,12 +91,16 @@ def test_long_chains_with_ties_equal_the_cpu_twin(gpu, bitdepth):
 
 
 def test_kernel_tables_are_the_cpu_twins():
-    text = resources.files("vmafxd.features").joinpath("kernels", "psnr_hvs.cu").read_text()
-    body = text[text.index("hvs_csf[3][64] = {"):]
+    """The CSF table is generated into the kernel's source from the CPU twin's (no copy in the .cu),
+    every value written so that it reads back as the same float32."""
+    assert "hvs_csf[3][64] =" not in resources.files("vmafxd.features").joinpath("kernels", "psnr_hvs.cu").read_text()
+    text = kernels.source("psnr_hvs.cu")
+    body = text[text.index("__constant__ float hvs_csf[3][64] = {"):]
     body = body[: body.index("};")]
-    values = [float(v) for v in re.findall(r"[0-9]+\.[0-9]+", body)]
+    values = [float(v) for v in re.findall(r"[0-9]+\.[0-9]+(?:e[-+]?[0-9]+)?", body)]
     want = np.concatenate([tables.CSF_Y.ravel(), tables.CSF_CB.ravel(), tables.CSF_CR.ravel()])
-    assert np.array(values, np.float32).tolist() == want.tolist()
+    assert values == want.astype(np.float64).tolist()  # exactly: no rounding left to the compiler
+    assert body.count("{") == 4  # one brace per plane inside the outer one
 
 
 # -- the scan's arithmetic with many threads (the emulator runs one) ------------------

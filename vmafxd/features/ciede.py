@@ -118,8 +118,6 @@ class Ciede(PerFrameTwin):
 DECLARATION = FeatureDeclaration(
     name="ciede",
     provides=("ciede2000",),
-    options=(),
-    temporal=False,
     kernel="ciede.cu",
     gpu="ciede",
     cpu=Ciede,

@@ -39,6 +39,7 @@ __all__ = [
     "check_chroma",
     "debug_option",
     "gain_limit_option",
+    "debug_and_gain_limit_options",
     "format_g",
     "per_frame",
 ]
@@ -160,6 +161,12 @@ def gain_limit_option(feature: str) -> Option:
                   alias="egl", min=1.0, max=100.0, feature_param=True)
 
 
+def debug_and_gain_limit_options(feature: str) -> tuple[Option, Option]:
+    """The two options libvmaf's ``vif``, ``float_vif`` and ``float_adm`` extractors begin with,
+    in its order: ``debug``, then ``<feature>_enhn_gain_limit``."""
+    return debug_option(), gain_limit_option(feature)
+
+
 def check_bitdepth(feature: str, bitdepth: int, supported: tuple[int, ...], described: str | None = None) -> None:
     """The ``ValueError`` both twins of ``feature`` raise for a bit depth it does not take."""
     if bitdepth not in supported:
@@ -170,6 +177,21 @@ def check_chroma(feature: str, planes: int) -> None:
     """The ``ValueError`` of a feature that scores colour, for a 4:0:0 picture (as libvmaf refuses it)."""
     if planes < 3:
         raise ValueError(f"{feature} needs chroma: libvmaf refuses 4:0:0 pictures")
+
+
+def _c_initializer(values: Any) -> str:
+    """A C initializer for a (nested) sequence or array of numbers, one brace level per dimension.
+
+    A float is written as the shortest decimal that reads back as the same double
+    (``repr``); a float32 value is exactly a double, so the compiler reads back the
+    very float32 the CPU twin holds, whichever of float or double the table is."""
+    if hasattr(values, "tolist"):
+        values = values.tolist()
+    if isinstance(values, (list, tuple)):
+        return "{" + ", ".join(_c_initializer(v) for v in values) + "}"
+    if isinstance(values, bool) or not isinstance(values, (int, float)) or not math.isfinite(values):
+        raise TypeError(f"kernel table value {values!r} is not a finite number")
+    return repr(float(values)) if isinstance(values, float) else str(values)
 
 
 @dataclass(frozen=True)
@@ -202,6 +224,12 @@ class FeatureDeclaration:
     #: kernel source (:meth:`kernel_defines`); the host fills the block by the same
     #: names (:meth:`pack_kernel_params`), so neither side is matched to the other by hand.
     kernel_params: tuple[tuple[str, int], ...] = ()
+    #: constant tables the kernel reads: (C declarator, values) pairs, such as
+    #: ``("float hvs_csf[3][64]", CSF.reshape(3, 64))``.  The kernel compiler prepends
+    #: ``__constant__ <declarator> = {...};`` with every value written exactly
+    #: (:meth:`kernel_table_source`), so a table the CPU twin holds is never copied into
+    #: a kernel by hand.
+    kernel_tables: tuple[tuple[str, Any], ...] = field(default=(), compare=False)
     #: the CPU twin class (a :class:`FeatureExtractor`)
     cpu: Callable[..., FeatureExtractor] | None = field(default=None, compare=False)
     #: other names libvmaf accepts for this feature on the command line
@@ -226,6 +254,15 @@ class FeatureDeclaration:
             lines.append(f"#define P_{n.upper()} {at}")
             at += count
         lines.append(f"#define P_COUNT {at}")
+        return "\n".join(lines) + "\n"
+
+    def kernel_table_source(self) -> str:
+        """The ``__constant__`` definitions of :attr:`kernel_tables`, as the kernel source uses them."""
+        if not self.kernel_tables:
+            return ""
+        lines = [f"// generated from DECLARATION.kernel_tables of feature {self.name}"]
+        for declarator, values in self.kernel_tables:
+            lines.append(f"__constant__ {declarator} = {_c_initializer(values)};")
         return "\n".join(lines) + "\n"
 
     def pack_kernel_params(self, values: Mapping[str, Any]) -> list[int]:

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import _float_adm_core as core
 from ._float_common import to_float_plane
-from .declaration import FeatureDeclaration, FrameScores, Option, PerFrameTwin, debug_option, gain_limit_option
+from .declaration import FeatureDeclaration, FrameScores, Option, PerFrameTwin, debug_and_gain_limit_options
 
 __all__ = ["DECLARATION", "FloatAdm", "compute_stats", "scale_sums", "metrics_from_stats", "MIN_SIDE"]
 
@@ -168,8 +168,7 @@ DECLARATION = FeatureDeclaration(
     provides=PROVIDES,
     debug_provides=DEBUG_PROVIDES,
     options=(
-        debug_option(),
-        gain_limit_option("adm"),
+        *debug_and_gain_limit_options("adm"),
         Option("adm_norm_view_dist", float, 3.0,
                "normalized viewing distance = viewing distance / ref display's physical height",
                alias="nvd", min=0.75, max=24.0, feature_param=True),

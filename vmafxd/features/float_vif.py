@@ -23,8 +23,8 @@ import numpy as np
 
 from ._float_common import to_float_plane
 from ._float_vif_core import decimate, gaussian_filter, scale_sums, valid_kernelscale
-from .declaration import (FeatureDeclaration, FrameScores, Option, OptionError, PerFrameTwin, debug_option,
-                          gain_limit_option)
+from .declaration import (FeatureDeclaration, FrameScores, Option, OptionError, PerFrameTwin,
+                          debug_and_gain_limit_options)
 
 __all__ = ["DECLARATION", "FloatVif", "compute_stats", "metrics_from_stats", "prescale"]
 
@@ -130,8 +130,7 @@ DECLARATION = FeatureDeclaration(
     provides=PROVIDES,
     debug_provides=DEBUG_PROVIDES,
     options=(
-        debug_option(),
-        gain_limit_option("vif"),
+        *debug_and_gain_limit_options("vif"),
         Option("vif_kernelscale", float, 1.0, "scaling factor for the gaussian kernel",
                alias="ks", min=0.1, max=4.0, feature_param=True),
         Option("vif_prescale", float, 1.0, "scaling factor for the frame", alias="ps", min=0.1, max=4.0,

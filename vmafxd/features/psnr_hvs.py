@@ -34,7 +34,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ._psnr_hvs_dct import CSF_CB, CSF_CR, CSF_Y, MASK_CB, MASK_CR, MASK_Y, fdct8x8_planar
+from ._psnr_hvs_dct import CSF, MASK, fdct8x8_planar
 from .declaration import FeatureDeclaration, FrameScores, PerFrameTwin, check_bitdepth, check_chroma
 
 __all__ = ["DECLARATION", "PsnrHvs", "plane_score", "score_from_sum", "metrics_from_stats", "block_grid"]
@@ -120,8 +120,8 @@ CHUNK_BLOCKS = 1024
 
 def plane_score(ref: np.ndarray, dist: np.ndarray, bitdepth: int, plane: int) -> float:
     """libvmaf's ``calc_psnrhvs`` for plane 0 (Y), 1 (Cb) or 2 (Cr): a float, as double."""
-    csf = (CSF_Y, CSF_CB, CSF_CR)[plane].ravel()[:, None]
-    mask = (MASK_Y, MASK_CB, MASK_CR)[plane].ravel()
+    csf = CSF[plane].ravel()[:, None]
+    mask = MASK[plane].ravel()
     ny, nx = block_grid(*ref.shape)
     if ny == 0 or nx == 0:
         return score_from_sum(0.0, 0, bitdepth)
@@ -203,10 +203,9 @@ class PsnrHvs(PerFrameTwin):
 DECLARATION = FeatureDeclaration(
     name="psnr_hvs",
     provides=NAMES,
-    options=(),
-    temporal=False,
     kernel="psnr_hvs.cu",
     gpu="psnr_hvs",
+    kernel_tables=(("float hvs_csf[3][64]", CSF.reshape(3, 64)),),
     cpu=PsnrHvs,
     help="PSNR-HVS per plane and combined (Xiph: 8x8 integer DCT, CSF weights, contrast masking)",
 )

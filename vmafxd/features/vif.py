@@ -50,7 +50,7 @@ from typing import Any, Mapping
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from .declaration import FeatureDeclaration, Option, debug_option, gain_limit_option, per_frame
+from .declaration import FeatureDeclaration, Option, debug_and_gain_limit_options, per_frame
 
 __all__ = [
     "DECLARATION",
@@ -633,8 +633,7 @@ DECLARATION = FeatureDeclaration(
     debug_provides=("integer_vif", "integer_vif_num", "integer_vif_den")
     + tuple(f"integer_vif_{kind}_scale{s}" for s in range(_NUM_SCALES) for kind in ("num", "den")),
     options=(
-        debug_option(),
-        gain_limit_option("vif"),
+        *debug_and_gain_limit_options("vif"),
         Option(
             "vif_skip_scale0",
             bool,

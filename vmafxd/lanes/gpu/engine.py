@@ -57,7 +57,7 @@ class GpuFeature:
     Its plan ``instance`` and ``scorer``; ``values``, the instance's options
     over the declaration's defaults; the device memory it owns (:meth:`own`),
     freed by :meth:`close`; and :meth:`flush`, nothing held back at the end (a
-    feature that holds frames back, motion, gives them there).
+    feature that holds frames back, motion, gives them there: :meth:`temporal`).
     """
 
     def __init__(self, instance, scorer, declaration):
@@ -65,14 +65,28 @@ class GpuFeature:
         self.scorer = scorer
         self.values = declaration.with_defaults(instance.values)
         self._owned: list[int] = []
+        self._rule_push = self._rule_flush = None
 
     def own(self, ptr: int) -> int:
         """``ptr``, device memory of the scorer's device, to be freed by :meth:`close`."""
         self._owned.append(ptr)
         return ptr
 
+    def temporal(self, push, flush) -> None:
+        """A temporal feature's half: the kernels give each frame's score, and the CPU twin's own
+        rule makes the metrics (``push(seq, score)``: the frames it makes final; ``flush()``: those
+        it still holds at the end), so the first/last-frame rules cannot drift between lanes."""
+        self._rule_push, self._rule_flush = push, flush
+
+    def push_scores(self, first_seq: int, scores) -> list:
+        """Frames ``first_seq``, ``first_seq + 1`` ...'s ``scores`` through the rule, in order."""
+        out = []
+        for seq, score in enumerate(scores, first_seq):
+            out.extend(self._rule_push(seq, score))
+        return out
+
     def flush(self):
-        return []
+        return self._rule_flush() if self._rule_flush is not None else []
 
     def close(self) -> None:
         """Free the owned device memory, in the order it was owned; a second call does nothing."""

@@ -29,6 +29,7 @@ class GpuFloatMotion(GpuFloatFeature):
         w, h = self.width, self.height
         # the CPU twin: its options, checks and temporal rules (its extract is not used here)
         self.twin = cpu.FloatMotion(self.values, w, h, stg.bitdepth)
+        self.temporal(self.twin.push_score, self.twin.flush)
         self.force_zero = self.twin.force_zero
         self.layout = Planes(w, h, 1)
         self.taps = cpu.filter_for(int(self.values["motion_filter_size"]))
@@ -70,15 +71,9 @@ class GpuFloatMotion(GpuFloatFeature):
 
     def metrics(self, stats: np.ndarray, first_seq: int, count: int):
         sums = stats[:count, self.stats_offset:self.stats_offset + 4].view(np.float32)[:, 0]
-        out = []
-        for i in range(count):
-            seq = first_seq + i
-            score = None if self.force_zero or seq == 0 else cpu.score_from_sum(sums[i], self.width, self.height)
-            out.extend(self.twin.push_score(seq, score))
-        return out
-
-    def flush(self):
-        return self.twin.flush()
+        return self.push_scores(first_seq, (
+            None if self.force_zero or seq == 0 else cpu.score_from_sum(s, self.width, self.height)
+            for seq, s in enumerate(sums, first_seq)))
 
 
 def make(instance, scorer) -> GpuFloatMotion:

@@ -2,9 +2,9 @@
 
 Each feature has one kernel source under ``vmafxd/features/kernels/`` in the
 CUDA/HIP-common dialect, named by its declaration (``FeatureDeclaration.kernel``);
-:func:`source` prepends the prelude (the only place the vendors differ) and the
-``#define``s of the feature's parameter block, generated from its declaration
-(``FeatureDeclaration.kernel_params``).  Binaries are cached on disk keyed by the SHA-256 of the
+:func:`source` prepends the prelude (the only place the vendors differ), the
+``#define``s of the feature's parameter block and its constant tables, generated from its
+declaration (``FeatureDeclaration.kernel_params``, ``kernel_tables``).  Binaries are cached on disk keyed by the SHA-256 of the
 full source, the target architecture, the compiler's version and the options,
 so a daemon restart loads cubins/code objects instead of compiling.  The cache
 lives in ``$VMAFXD_KERNEL_CACHE``, else systemd's ``$CACHE_DIRECTORY``, else
@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable, Sequence
 
-__all__ = ["SOURCES", "source", "param_defines", "cache_dir", "compile_cached", "COMMON_OPTIONS"]
+__all__ = ["SOURCES", "source", "param_defines", "kernel_tables", "cache_dir", "compile_cached", "COMMON_OPTIONS"]
 
 #: the engine's own kernel (the gather/convert of a batch's frames), no feature's
 ENGINE_SOURCES = ("convert.cu",)
@@ -65,10 +65,21 @@ def param_defines(name: str) -> str:
     return blocks.pop() if blocks else ""
 
 
+def kernel_tables(name: str) -> str:
+    """The generated ``__constant__`` tables of the features whose kernel is ``name``."""
+    from ...features import all_declarations
+
+    tables = {d.kernel_table_source() for d in all_declarations() if d.kernel == name and d.kernel_tables}
+    if len(tables) > 1:
+        raise ValueError(f"{name}: features sharing this kernel declare different kernel_tables")
+    return tables.pop() if tables else ""
+
+
 def source(name: str) -> str:
-    """The full translation unit: prelude, the generated parameter indices, then the kernel
-    source (its line numbers kept)."""
-    return _read("vmafx_prelude.h") + "\n" + param_defines(name) + f'#line 1 "{name}"\n' + _read(name)
+    """The full translation unit: prelude, the generated parameter indices and constant
+    tables, then the kernel source (its line numbers kept)."""
+    return (_read("vmafx_prelude.h") + "\n" + param_defines(name) + kernel_tables(name)
+            + f'#line 1 "{name}"\n' + _read(name))
 
 
 def cache_dir() -> Path | None:

@@ -26,6 +26,7 @@ class GpuMotion(GpuFeature):
         self.fps_weight = float(self.values["motion_fps_weight"])
         self.max_val = float(self.values["motion_max_val"])
         self.timeline = cpu.MotionTimeline(self.values, debug=bool(self.values["debug"]))
+        self.temporal(self.timeline.push, self.timeline.flush)
         self.gap = self.timeline.min_idx
         w, h = stg.shapes[0]
         if w < 3 or h < 3:
@@ -59,20 +60,12 @@ class GpuMotion(GpuFeature):
         dev.copy_dtod_async(self._history[0], stg.plane_ptr(staging, n - 1, 0, 0), self._plane_bytes, st)
 
     def metrics(self, stats: np.ndarray, first_seq: int, count: int):
-        sad = stats[:, self.stats_offset:self.stats_offset + 8].view(np.int64)[:, 0]
-        stg = self.scorer.staging
-        w, h = stg.shapes[0]
-        out = []
-        for i in range(count):
-            seq = first_seq + i
-            score = 0.0
-            if not self.force_zero and seq >= self.gap:
-                score = cpu.metrics_from_stats(int(sad[i]), w, h, fps_weight=self.fps_weight, max_val=self.max_val)
-            out.extend(self.timeline.push(seq, score))
-        return out
-
-    def flush(self):
-        return self.timeline.flush()
+        sad = stats[:count, self.stats_offset:self.stats_offset + 8].view(np.int64)[:, 0]
+        w, h = self.scorer.staging.shapes[0]
+        return self.push_scores(first_seq, (
+            0.0 if self.force_zero or seq < self.gap
+            else cpu.metrics_from_stats(int(s), w, h, fps_weight=self.fps_weight, max_val=self.max_val)
+            for seq, s in enumerate(sad, first_seq)))
 
 
 def make(instance, scorer) -> GpuMotion:
