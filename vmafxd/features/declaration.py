@@ -148,6 +148,30 @@ class PerFrameTwin:
         return []
 
 
+class LumaTwin(PerFrameTwin):
+    """Base of the per-frame twins that read the luma alone and take no option: ``FEATURE``
+    (its name), ``BITDEPTHS`` (those it scores) and ``luma_metrics(ref, dist)``, a frame's metrics."""
+
+    FEATURE: str = ""
+    BITDEPTHS: tuple[int, ...] = ()
+
+    def __init__(self, options: Mapping[str, Any], width: int, height: int, bitdepth: int):
+        check_bitdepth(self.FEATURE, bitdepth, self.BITDEPTHS)
+        self.width, self.height, self.bitdepth = width, height, bitdepth
+
+    def luma_metrics(self, ref: Any, dist: Any) -> dict[str, float]:
+        raise NotImplementedError
+
+    @classmethod
+    def declare(cls, provides: tuple[str, ...], help: str) -> "FeatureDeclaration":
+        """The feature's declaration: no option; its kernels in ``FEATURE.cu``, its GPU half ``FEATURE``."""
+        return FeatureDeclaration(name=cls.FEATURE, kernel=f"{cls.FEATURE}.cu", gpu=cls.FEATURE,
+                                  provides=provides, cpu=cls, help=help)
+
+    def extract(self, index: int, ref: Any, dist: Any) -> Iterable[FrameScores]:
+        return [(index, self.luma_metrics(ref.luma, dist.luma))]
+
+
 def debug_option(default: bool = False) -> Option:
     """libvmaf's ``debug`` option, which adds a feature's ``debug_provides``."""
     return Option("debug", bool, default, "debug mode: enable additional output")

@@ -26,12 +26,11 @@ GPU kernel reproduces: two floats), :func:`metrics_from_stats`,
 from __future__ import annotations
 
 import functools
-from typing import Any, Iterable, Mapping
 
 import numpy as np
 
 from ._float_common import row_major_sum, to_float_plane
-from .declaration import FeatureDeclaration, FrameScores, PerFrameTwin, check_bitdepth
+from .declaration import LumaTwin
 from .float_psnr import EPS, PEAKS, c_log10, c_max, c_min
 
 __all__ = ["DECLARATION", "FloatAnsnr", "NAMES", "REF_KERNEL", "DIS_KERNEL", "filtered", "signal_noise",
@@ -97,24 +96,18 @@ def metrics_from_stats(sig: np.float32, noise: np.float32, w: int, h: int, bitde
     return {"float_ansnr": ansnr, "float_anpsnr": anpsnr}
 
 
-class FloatAnsnr(PerFrameTwin):
+class FloatAnsnr(LumaTwin):
     """CPU twin of libvmaf's ``float_ansnr``."""
 
-    def __init__(self, options: Mapping[str, Any], width: int, height: int, bitdepth: int):
-        check_bitdepth("float_ansnr", bitdepth, tuple(PEAKS))
-        self.width, self.height, self.bitdepth = width, height, bitdepth
+    FEATURE, BITDEPTHS = "float_ansnr", tuple(PEAKS)
 
-    def extract(self, index: int, ref: Any, dist: Any) -> Iterable[FrameScores]:
-        h, w = ref.luma.shape
-        sig, noise = signal_noise(ref.luma, dist.luma, self.bitdepth)
-        return [(index, metrics_from_stats(sig, noise, w, h, self.bitdepth))]
+    def luma_metrics(self, ref: np.ndarray, dist: np.ndarray) -> dict[str, float]:
+        h, w = ref.shape
+        sig, noise = signal_noise(ref, dist, self.bitdepth)
+        return metrics_from_stats(sig, noise, w, h, self.bitdepth)
 
 
-DECLARATION = FeatureDeclaration(
-    name="float_ansnr",
-    kernel="float_ansnr.cu",
-    gpu="float_ansnr",
-    provides=NAMES,
-    cpu=FloatAnsnr,
+DECLARATION = FloatAnsnr.declare(
+    NAMES,
     help="float anti-noise SNR of the luma: filtered reference against filtered distorted (and its PSNR form)",
 )

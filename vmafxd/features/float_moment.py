@@ -17,12 +17,12 @@ squares), :func:`metrics_from_stats` (the division), :class:`FloatMoment`
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from ._float_common import double_sum, to_float_plane
-from .declaration import FeatureDeclaration, FrameScores, PerFrameTwin, check_bitdepth
+from .declaration import LumaTwin
 from .float_psnr import EXACT_BITDEPTHS, SCALERS
 
 __all__ = ["DECLARATION", "FloatMoment", "NAMES", "moment_sums", "sums_from_integers", "metrics_from_stats"]
@@ -59,23 +59,17 @@ def metrics_from_stats(sums: Sequence[float], w: int, h: int) -> dict[str, float
     return {name: float(s) / (w * h) for name, s in zip(NAMES, sums, strict=True)}
 
 
-class FloatMoment(PerFrameTwin):
+class FloatMoment(LumaTwin):
     """CPU twin of libvmaf's ``float_moment``."""
 
-    def __init__(self, options: Mapping[str, Any], width: int, height: int, bitdepth: int):
-        check_bitdepth("float_moment", bitdepth, SUPPORTED_BITDEPTHS)
-        self.width, self.height, self.bitdepth = width, height, bitdepth
+    FEATURE, BITDEPTHS = "float_moment", SUPPORTED_BITDEPTHS
 
-    def extract(self, index: int, ref: Any, dist: Any) -> Iterable[FrameScores]:
-        h, w = ref.luma.shape
-        return [(index, metrics_from_stats(moment_sums(ref.luma, dist.luma, self.bitdepth), w, h))]
+    def luma_metrics(self, ref: np.ndarray, dist: np.ndarray) -> dict[str, float]:
+        h, w = ref.shape
+        return metrics_from_stats(moment_sums(ref, dist, self.bitdepth), w, h)
 
 
-DECLARATION = FeatureDeclaration(
-    name="float_moment",
-    kernel="float_moment.cu",
-    gpu="float_moment",
-    provides=NAMES,
-    cpu=FloatMoment,
+DECLARATION = FloatMoment.declare(
+    NAMES,
     help="first and second moments (mean, mean square) of the reference and distorted luma, as floats",
 )

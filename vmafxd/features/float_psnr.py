@@ -19,12 +19,11 @@ the double sum of squared float differences; up to 12 bits it is
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Mapping
 
 import numpy as np
 
 from ._float_common import double_sum, to_float_plane
-from .declaration import FeatureDeclaration, FrameScores, PerFrameTwin, check_bitdepth
+from .declaration import LumaTwin
 
 __all__ = ["DECLARATION", "FloatPsnr", "PEAKS", "EXACT_BITDEPTHS", "SCALERS", "noise_sum", "noise_from_sse", "metrics_from_stats", "c_log10"]
 
@@ -81,23 +80,17 @@ def metrics_from_stats(noise: float, w: int, h: int, bitdepth: int) -> dict[str,
     return {"float_psnr": c_min(10 * c_log10(peak * peak / c_max(mse, EPS)), psnr_max)}
 
 
-class FloatPsnr(PerFrameTwin):
+class FloatPsnr(LumaTwin):
     """CPU twin of libvmaf's ``float_psnr``."""
 
-    def __init__(self, options: Mapping[str, Any], width: int, height: int, bitdepth: int):
-        check_bitdepth("float_psnr", bitdepth, tuple(PEAKS))
-        self.width, self.height, self.bitdepth = width, height, bitdepth
+    FEATURE, BITDEPTHS = "float_psnr", tuple(PEAKS)
 
-    def extract(self, index: int, ref: Any, dist: Any) -> Iterable[FrameScores]:
-        h, w = ref.luma.shape
-        return [(index, metrics_from_stats(noise_sum(ref.luma, dist.luma, self.bitdepth), w, h, self.bitdepth))]
+    def luma_metrics(self, ref: np.ndarray, dist: np.ndarray) -> dict[str, float]:
+        h, w = ref.shape
+        return metrics_from_stats(noise_sum(ref, dist, self.bitdepth), w, h, self.bitdepth)
 
 
-DECLARATION = FeatureDeclaration(
-    name="float_psnr",
-    kernel="float_psnr.cu",
-    gpu="float_psnr",
-    provides=("float_psnr",),
-    cpu=FloatPsnr,
+DECLARATION = FloatPsnr.declare(
+    ("float_psnr",),
     help="float PSNR of the luma (peak 255 scaled, capped at 60/72/84/108 dB for 8/10/12/16 bits)",
 )

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...features import float_ansnr as cpu
-from .engine import GpuFeature, GpuUnsupported
-from .float_util import Planes, sample_divisor, upload
+from .engine import GpuUnsupported
+from .float_util import GpuFloatFeature, Planes, upload
 from .launch import F32, I32, I64, U64
 
 __all__ = ["make"]
@@ -20,18 +20,14 @@ __all__ = ["make"]
 _COLS = 256  # FA_COLS
 
 
-class GpuFloatAnsnr(GpuFeature):
+class GpuFloatAnsnr(GpuFloatFeature):
     def __init__(self, instance, scorer):
         super().__init__(instance, scorer, cpu.DECLARATION)
         stg = scorer.staging
-        self.bitdepth = stg.bitdepth
-        self.div = sample_divisor(cpu.DECLARATION.name, stg.bitdepth)
-        self.width, self.height = stg.shapes[0]
         if min(self.width, self.height) < cpu.MIN_SIZE:
             raise GpuUnsupported("format.width", f"float_ansnr needs a luma of at least {cpu.MIN_SIZE}x{cpu.MIN_SIZE}")
         self.maps = Planes(self.width, self.height, 2)
         self.stats_bytes = 8
-        self.stats_offset = 0
         dev, ks = scorer.device, scorer.kernels
         self._fref = self.own(upload(dev, scorer.stream, cpu.REF_KERNEL))
         self._fdis = self.own(upload(dev, scorer.stream, cpu.DIS_KERNEL))

@@ -14,23 +14,18 @@ import numpy as np
 
 from ...features import float_moment as cpu
 from ...features.float_psnr import EXACT_BITDEPTHS
-from .engine import GpuFeature
-from .float_util import sample_divisor
+from .float_util import GpuFloatFeature
 from .launch import F32, I32, I64, U64
 
 __all__ = ["make"]
 
 
-class GpuFloatMoment(GpuFeature):
+class GpuFloatMoment(GpuFloatFeature):
     def __init__(self, instance, scorer):
         super().__init__(instance, scorer, cpu.DECLARATION)
         stg = scorer.staging
-        self.bitdepth = stg.bitdepth
-        self.div = sample_divisor(cpu.DECLARATION.name, stg.bitdepth)
-        self.width, self.height = stg.shapes[0]
         self.exact = stg.bitdepth in EXACT_BITDEPTHS
         self.stats_bytes = 32
-        self.stats_offset = 0
         ks = scorer.kernels
         if self.exact:
             kernel = "vx_fmoment_sums_u8" if stg.elem == 1 else "vx_fmoment_sums_u16"

@@ -12,23 +12,18 @@ from __future__ import annotations
 import numpy as np
 
 from ...features import float_psnr as cpu
-from .engine import GpuFeature
-from .float_util import sample_divisor
+from .float_util import GpuFloatFeature
 from .launch import F32, I32, I64, U64
 
 __all__ = ["make"]
 
 
-class GpuFloatPsnr(GpuFeature):
+class GpuFloatPsnr(GpuFloatFeature):
     def __init__(self, instance, scorer):
         super().__init__(instance, scorer, cpu.DECLARATION)
         stg = scorer.staging
-        self.bitdepth = stg.bitdepth
-        self.div = sample_divisor(cpu.DECLARATION.name, stg.bitdepth)
-        self.width, self.height = stg.shapes[0]
         self.exact = stg.bitdepth in cpu.EXACT_BITDEPTHS
         self.stats_bytes = 8
-        self.stats_offset = 0
         if self.exact:
             kernel = "vx_psnr_sse_u8" if stg.elem == 1 else "vx_psnr_sse_u16"
             self._launch = scorer.kernels.launcher("psnr.cu", kernel, [U64, U64, I32, I32, I64, I64, U64, I32, I32])

@@ -76,14 +76,17 @@ class FloatConvert:
 
 class GpuFloatFeature(GpuFeature):
     """A float feature's GPU half: one option value the kernels do not run is refused first
-    (``gpu_runs``: option, test of its value, why not); then ``width``/``height`` of the luma and
-    ``div``, the kernels' divisor for its bit depth."""
+    (``gpu_runs``: option, test of its value, why not); then ``width``/``height`` of the luma,
+    ``bitdepth``, and ``div``, the kernels' divisor for it."""
 
-    def __init__(self, instance, scorer, declaration, gpu_runs: tuple[str, Callable[[Any], bool], str]):
+    def __init__(self, instance, scorer, declaration,
+                 gpu_runs: tuple[str, Callable[[Any], bool], str] | None = None):
         super().__init__(instance, scorer, declaration)
-        option, runs, why = gpu_runs
-        if not runs(self.values[option]):
-            raise GpuUnsupported(f"feature.{declaration.name}.{option}", why)
+        if gpu_runs is not None:
+            option, runs, why = gpu_runs
+            if not runs(self.values[option]):
+                raise GpuUnsupported(f"feature.{declaration.name}.{option}", why)
         self.width, self.height = scorer.staging.shapes[0]
-        self.div = sample_divisor(declaration.name, scorer.staging.bitdepth)
+        self.bitdepth = scorer.staging.bitdepth
+        self.div = sample_divisor(declaration.name, self.bitdepth)
         self.stats_offset = 0
