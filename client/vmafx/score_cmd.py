@@ -5,8 +5,8 @@ the command line, the output path, the models (``path=`` files read and checked 
 their content sent to a daemon), the two inputs and their geometry; then scoring; then
 the frame-count warning, the log (written whole at the end: Ctrl-C leaves none) and the
 score lines.  Where it scores: ``--socket PATH`` (must answer), else ``$VMAFX_SOCKET``, else
-the system socket, when one answers; else in this process (CPU lane), unless ``--private``
-(or a GPU ``--lane``) asks for a private daemon.
+the system socket, when one answers; else in this process (on the CPU lane, or on the GPU
+a ``--lane cuda|hip`` names), unless ``--private`` asks for a private daemon.
 
 Every failure is one line ``vmafxctl: ...`` on stderr naming the file/flag/field; exit 2 for
 usage, 1 for failures, 130 for Ctrl-C (``--debug`` shows tracebacks).
@@ -215,7 +215,7 @@ def _score(args, ref, dist, read_dist, specs, progress):
         if args.verbose:
             _say(f"scored by the daemon at {path} ({how}), lane {report.lane}")
         return report
-    if args.private or (args.lane not in ("auto", "cpu") and not args.in_process):
+    if args.private:
         from .private_daemon import PrivateDaemonError
 
         daemon = args.private_daemon or _launch_private(args)
@@ -236,12 +236,16 @@ def _score(args, ref, dist, read_dist, specs, progress):
     wrapped = dist
     if read_dist is not None:
         wrapped = _Reading(dist, read_dist)
-    lane = args.lane if args.in_process else "cpu"
+    # no daemon answered (or --in-process): a GPU lane asked for scores on this process's GPU,
+    # which is faster on files than starting a private daemon (docs/performance.md)
+    lane = "cpu" if args.lane == "auto" else args.lane
     try:
         report, read = in_process.score_in_process(ref, wrapped, specs, args.feature, lane=lane,
                                                    max_frames=args.frame_cnt or None, progress=progress)
     except in_process.LaneUnavailableHere as e:
-        raise CliError(f"--in-process --lane {lane}: {e}; score through a daemon (without --in-process) "
+        where = "score through a daemon (without --in-process)" if args.in_process else \
+            "start vmafxd (systemctl start vmafxd), or score with --private"
+        raise CliError(f"{'--in-process ' if args.in_process else ''}--lane {lane}: {e}; {where} "
                        f"or on --lane cpu", EXIT_UNAVAILABLE) from None
     report.frames_read = read
     if args.verbose:

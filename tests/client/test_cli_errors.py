@@ -70,6 +70,9 @@ ROWS = [
     ("in-process on a GPU lane this machine lacks", ["-r", "ref.y4m", "-d", "dist.y4m", "--in-process", "--lane",
                                                      "hip"], 69,
      r"--in-process --lane hip: hip: .*; score through a daemon \(without --in-process\) or on --lane cpu"),
+    ("a GPU lane this machine lacks, no daemon answering", ["-r", "ref.y4m", "-d", "dist.y4m", "--lane", "hip"], 69,
+     r"^vmafxctl: --lane hip: hip: .*; start vmafxd \(systemctl start vmafxd\), or score with --private or on "
+     r"--lane cpu$"),
     ("missing file", ["-r", "nope.y4m", "-d", "dist.y4m"], 1, r"nope\.y4m: no such file"),
     ("a directory", ["-r", ".", "-d", "dist.y4m"], 1, r"\.: is a directory, not a video file"),
     ("random bytes named .mp4", ["-r", "ref.y4m", "-d", "garbage.mp4"], 1,

@@ -52,8 +52,19 @@ def _unpack(buf: memoryview, shapes, dtype) -> list[np.ndarray]:
     return planes
 
 
-#: frame pairs a batch (one upload, one launch sequence) and batches of host memory circulating
+#: at most this many frame pairs a batch (one upload, one launch sequence), and batches of
+#: host memory circulating
 BATCH, SLOTS = 32, 4
+#: page-locked bytes a slot aims at.  Pinning is paid up front (cuMemHostAlloc: about
+#: 0.4 ms a MiB on the H200), so 32 pairs of 4K frames (800 MB a slot) cost more to pin
+#: than to score; measured there (docs/gpu-runs.md), 800 1080p frames: batches of 32
+#: 776 frames/s, 16 966, 8 1,068, 4 1,002; 200 4K frames: 32 69, 8 186, 4 242.
+SLOT_BYTES = 64 << 20
+
+
+def batch_for(pair_bytes: int, most: int) -> int:
+    """Frame pairs a batch: as many as fit SLOT_BYTES, at least one, at most ``most``."""
+    return max(1, min(most, SLOT_BYTES // max(1, pair_bytes)))
 
 
 class _BatchFiller:
@@ -146,7 +157,7 @@ def score_readers(lane: str, plan, reference, distorted, *, max_frames: int | No
     batch's ``done`` event (its copy is on the same stream, so it has finished by then).
     A frame read past the other input's end goes back through ``pushback``.
     Raises :class:`RuntimeUnavailable` when the lane's runtime or device is missing."""
-    batch, slots = batch or BATCH, slots or SLOTS
+    slots = slots or SLOTS
     try:
         binding = importlib.import_module(RUNTIMES[lane])
     except ImportError as e:
@@ -162,6 +173,7 @@ def score_readers(lane: str, plan, reference, distorted, *, max_frames: int | No
         layout.append((fs, s.row_bytes))
         fs += s.size
     layout = tuple(layout)
+    batch = batch or batch_for(2 * fs, BATCH)
     dev = rt.device(0)
     dev.make_current()
     kernels = KernelSet(rt, dev)
