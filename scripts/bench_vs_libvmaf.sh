@@ -74,6 +74,8 @@ else
     export PYTHONPATH="$ROOT:$ROOT/client${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONUNBUFFERED=1 VMAFXD_KERNEL_CACHE="${VMAFXD_KERNEL_CACHE:-/tmp/kc}"
+# bytecode once, as an install has it (a copied tree would compile its sources in every timed run)
+"$PYTHON" -m compileall -q -j 0 "$ROOT/client" "$ROOT/vmafxd" "$SITE" > /dev/null 2>&1 || true
 VX=("$PYTHON" -c 'import sys; from vmafx.cli import main; sys.exit(main())')  # vmafxctl, not installed
 CPU_VMAF="$LIBVMAF_BIN/cpu/vmaf"
 CUDA_VMAF="$LIBVMAF_BIN/cuda/vmaf"
