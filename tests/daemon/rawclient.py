@@ -20,7 +20,8 @@ import numpy as np
 from vmafx.formats import PixelFormat, storage_planes
 from vmafx.protocol import (
     BufferRegistered, ClientConnection, CloseSession, Error, Fence, FrameError, Hello, Message, OpenSession,
-    Plane, RegisterBuffer, Released, Result, SessionClosed, SessionOpened, Submit, UnregisterBuffer,
+    Plane, RegisterBuffer, Released, Result, SessionClosed, SessionOpened, Submit, SubmitFrame, SubmitMany,
+    UnregisterBuffer,
 )
 from vmafx.transport import BlockingPacketChannel
 
@@ -108,11 +109,14 @@ def frame_memfd(picture, fmt: PixelFormat | str = PixelFormat.YUV420P, *, pitch_
 
 
 class RawClient:
-    def __init__(self, path: str, name: str = "test", *, max_bytes: int = 65536, bundles: bool = True):
+    def __init__(self, path: str, name: str = "test", *, max_bytes: int = 65536, bundles: bool = True,
+                 submit_many: bool = False):
         self.chan = BlockingPacketChannel.connect(str(path), max_bytes=max_bytes)
         self.conn = ClientConnection(name)
         #: ask for bundles in the hello (the daemon may then pack several messages in a packet)
         self.bundles = bundles
+        #: ask to send submit_many in the hello
+        self.ask_submit_many = submit_many
         #: packets read, and messages of the last bundle not yet handed out
         self.packets = 0
         self.messages = 0
@@ -192,7 +196,7 @@ class RawClient:
 
     def hello(self):
         return self.request(Hello(seq=self.conn.next_seq(), version=1, client=self.conn.client_name,
-                                  bundles=self.bundles or None))
+                                  bundles=self.bundles or None, submit_many=self.ask_submit_many or None))
 
     def register(self, buf: FrameBuffer, **over) -> Message:
         kw = dict(seq=self.conn.next_seq(), kind="memfd", width=buf.width, height=buf.height,
@@ -226,6 +230,10 @@ class RawClient:
                 fences[role] = Fence("eventfd", fd=len(fds))
                 fds.append(fd)
         self.send(Submit(session=session, index=index, ref=ref, dist=dist, fds=tuple(fds), **fences), fds)
+
+    def submit_many(self, session: int, frames) -> None:
+        """Frames ``(index, ref, dist)`` of ``session`` in one packet (no fences)."""
+        self.send(SubmitMany(session=session, frames=tuple(SubmitFrame(i, r, d) for i, r, d in frames)))
 
     def close_session(self, session: int, timeout: float = 30.0) -> SessionClosed:
         reply = self.request(CloseSession(seq=self.conn.next_seq(), session=session), timeout=timeout)
