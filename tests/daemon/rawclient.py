@@ -120,6 +120,8 @@ class RawClient:
         #: packets read, and messages of the last bundle not yet handed out
         self.packets = 0
         self.messages = 0
+        #: packets sent
+        self.sent = 0
         self._unread: deque[Message] = deque()
         self.inbox: deque[Message] = deque()
         self.released: list[Released] = []
@@ -133,9 +135,14 @@ class RawClient:
     def send(self, msg: Message, fds=()) -> None:
         data, _ = self.conn.send(msg)
         self.chan.send(data, fds)
+        self.sent += 1
 
     def send_raw(self, data: bytes, fds=()) -> None:
         self.chan.send(data, fds)
+
+    def pending(self) -> bool:
+        """Messages already read (the rest of a bundle) wait to be handed out: recv will not block."""
+        return bool(self.inbox or self._unread)
 
     def recv(self, timeout: float = 10.0) -> Message:
         if self.inbox:
