@@ -140,3 +140,42 @@ def test_the_daemons_frame_and_fd_limits_bound_a_packet():
 def test_the_wire_bounds_are_the_kernels():
     assert MAX_FDS_PER_PACKET == 253  # SCM_MAX_FD
     assert Limits().max_frames_per_submit <= MAX_FRAMES_PER_SUBMIT
+
+
+# -- the daemon's per-frame messages: written-out checks, the general path's bytes -----------------
+
+from vmafx.protocol import Released, Result  # noqa: E402
+from vmafx.protocol.messages import _PLAIN_MAPS  # noqa: E402
+
+
+@pytest.mark.parametrize("msg", [
+    Released(buffer=7, session=3, index=100, role="dist"),
+    Released(buffer=(1 << 32) - 1, session=0, index=0, role="ref"),
+    Result(session=3, index=5, metrics={"psnr_y": 40.5, "vmaf": None}),
+    Result(session=3, index=5, metrics={}),
+])
+def test_the_per_frame_messages_encode_to_the_general_paths_bytes(msg):
+    plain = _PLAIN_MAPS[type(msg)](msg)
+    assert plain is not None
+    general = msgpack.packb(msg.to_wire(), use_bin_type=True)
+    assert encode(msg)[0] == general and decode(general) == msg
+
+
+@pytest.mark.parametrize("msg, field", [
+    (Released(buffer=-1, session=3, index=1, role="ref"), "buffer"),
+    (Released(buffer=1, session=3, index=1 << 32, role="ref"), "index"),
+    (Released(buffer=1, session=3, index=1, role="luma"), "role"),
+    (Result(session=3, index=1, metrics={"psnr_y": "40"}), "metrics.psnr_y"),
+    (Result(session=True, index=1, metrics={}), "session"),
+])
+def test_what_the_written_out_checks_do_not_take_still_fails_naming_the_field(msg, field):
+    assert _PLAIN_MAPS[type(msg)](msg) is None
+    with pytest.raises(LocalProtocolError) as e:
+        encode(msg)
+    assert e.value.field == field
+
+
+def test_an_integer_metric_goes_the_general_way_and_arrives_a_float():
+    msg = Result(session=1, index=2, metrics={"n": 3})
+    assert _PLAIN_MAPS[Result](msg) is None
+    assert decode(encode(msg)[0]).metrics == {"n": 3.0}
