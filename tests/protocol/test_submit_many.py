@@ -179,3 +179,24 @@ def test_an_integer_metric_goes_the_general_way_and_arrives_a_float():
     msg = Result(session=1, index=2, metrics={"n": 3})
     assert _PLAIN_MAPS[Result](msg) is None
     assert decode(encode(msg)[0]).metrics == {"n": 3.0}
+
+
+@pytest.mark.parametrize("wire, field", [
+    ({"t": "released", "buffer": 1, "session": 2, "index": 3, "role": "luma"}, "role"),
+    ({"t": "released", "buffer": 1, "session": 2, "index": 3, "role": "ref", "extra": 0}, "extra"),
+    ({"t": "released", "buffer": 1, "session": 2, "index": -3, "role": "ref"}, "index"),
+    ({"t": "result", "session": 2, "index": 3, "metrics": {"x": "1"}}, "metrics.x"),
+    ({"t": "result", "session": 2, "index": 3}, "metrics"),
+])
+def test_received_per_frame_messages_are_checked_as_before(wire, field):
+    with pytest.raises(RemoteProtocolError) as e:
+        decode(msgpack.packb(wire))
+    assert e.value.field == field
+
+
+def test_received_per_frame_messages_decode_as_the_general_path_does():
+    assert decode(msgpack.packb({"t": "released", "buffer": 1, "session": 2, "index": 3, "role": "dist"})) == \
+        Released(buffer=1, session=2, index=3, role="dist")
+    got = decode(msgpack.packb({"t": "result", "session": 2, "index": 3, "metrics": {"a": 1.5, "b": None, "c": 2}}))
+    assert got == Result(session=2, index=3, metrics={"a": 1.5, "b": None, "c": 2.0})
+    assert type(got.metrics["c"]) is float

@@ -732,6 +732,31 @@ def _result_map(msg: "Result") -> dict | None:
 _PLAIN_MAPS: dict[type, Callable[[Any], dict | None]] = {Released: _released_map, Result: _result_map}
 
 
+def _released_read(d: dict) -> "Released | None":
+    """A received released map whose values are plainly valid (else None: the general path)."""
+    if len(d) == 5:
+        b, s, i, r = d.get("buffer"), d.get("session"), d.get("index"), d.get("role")
+        if _u32s(b, s, i) and (r == "ref" or r == "dist"):
+            return Released(buffer=b, session=s, index=i, role=r)
+    return None
+
+
+def _result_read(d: dict) -> "Result | None":
+    """A received result map whose values are plainly valid (else None: the general path)."""
+    if len(d) == 4:
+        s, i, metrics = d.get("session"), d.get("index"), d.get("metrics")
+        if _u32s(s, i) and type(metrics) is dict and len(metrics) <= 4096:
+            for k, v in metrics.items():
+                if type(k) is not str or (v is not None and type(v) is not float):
+                    return None
+            return Result(session=s, index=i, metrics=metrics)  # a fresh dict of the unpacker's
+    return None
+
+
+#: The same for the client's side: the messages it receives for every frame.
+_PLAIN_READS: dict[type, Callable[[dict], Any]] = {Released: _released_read, Result: _result_read}
+
+
 def encode(msg: Message, *, max_bytes: int | None = None) -> tuple[bytes, tuple[int, ...]]:
     """(packet bytes, fds to attach).  Raises LocalProtocolError for an invalid or oversized message."""
     plain = _PLAIN_MAPS.get(type(msg))
@@ -769,6 +794,11 @@ def _from_obj(obj, fds: tuple[int, ...], path: str = "message") -> Message:
         raise RemoteProtocolError(ErrorCode.E_PROTO, "t", f"unknown message type {t!r}")
     if fds and not cls.TAKES_FDS:
         raise RemoteProtocolError(ErrorCode.E_PROTO, "fds", f"{t} takes no fds but {len(fds)} were attached")
+    plain = _PLAIN_READS.get(cls)
+    if plain is not None:
+        msg = plain(obj)
+        if msg is not None:
+            return msg
     try:
         return cls.from_wire(obj, fds)
     except _Bad as e:
