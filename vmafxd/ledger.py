@@ -151,7 +151,7 @@ class FrameRecord:
         self.dist_gpu_fence: Any = None
         self.state = FrameState.RECEIVED
         self.release = ReleaseState.HELD
-        self.promise = FramePromise(f"frame {index} of session {session}")
+        self.promise = FramePromise((session, index))
         #: the frame's one outcome, once decided
         self.outcome: Message | None = None
         #: it holds a place in its session's order of outcomes
@@ -335,7 +335,7 @@ class FrameLedger:
         frame.event = event
         self._pending[id(frame)] = frame  # before adding: a table may complete the entry at once
         self.host.pending.add(event, partial(self._complete, frame),
-                              label=f"session {frame.session} frame {frame.index}")
+                              label=frame)  # its repr names it, in the rare log line
 
     def release_unread(self, frame: FrameRecord) -> None:
         """An accepted frame that no lane will read: released through the table like any other."""

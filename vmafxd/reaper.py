@@ -61,7 +61,8 @@ class PendingRelease:
     event: ReleaseEvent
     #: runs once, in the trio thread, after the event completed (sends ``released``, drops references)
     on_complete: Callable[[], None]
-    label: str = ""
+    #: names the entry in log lines (``%s``): a string, or an object whose str() is built only then
+    label: Any = ""
 
 
 class PendingReleases:

@@ -167,19 +167,26 @@ class FramePromise:
     side does (the daemon's frame ledger, about to send a second outcome).
     """
 
-    label: str = "frame"
+    #: what it is for: a name, or ``(session, index)`` (formatted only when an error needs it:
+    #: a promise is made for every frame)
+    label: str | tuple[int, int] = "frame"
     answered: bool = False
     #: the roles not released yet
     unreleased: set[str] = field(default_factory=lambda: {"ref", "dist"})
 
+    @property
+    def name(self) -> str:
+        label = self.label
+        return label if isinstance(label, str) else f"frame {label[1]} of session {label[0]}"
+
     def answer(self, breach: type[ProtocolError]) -> None:
         if self.answered:
-            raise breach(ErrorCode.E_PROTO, "index", f"a second outcome for {self.label}")
+            raise breach(ErrorCode.E_PROTO, "index", f"a second outcome for {self.name}")
         self.answered = True
 
     def release(self, role: str, breach: type[ProtocolError]) -> None:
         if role not in self.unreleased:
-            raise breach(ErrorCode.E_PROTO, "role", f"a second or unexpected release of {role} for {self.label}")
+            raise breach(ErrorCode.E_PROTO, "role", f"a second or unexpected release of {role} for {self.name}")
         self.unreleased.discard(role)
 
     @property
@@ -302,7 +309,7 @@ class ClientFrameLedger:
         key = (session, index)
         if key in self.frames:
             raise LocalProtocolError(ErrorCode.E_STATE, "index", f"frame {index} of session {session} was already submitted")
-        self.frames[key] = FramePromise(f"frame {index} of session {session}")
+        self.frames[key] = FramePromise(key)
 
     def submitted_many(self, session: int, indices: list[int]) -> None:
         """A submit_many's frames: all of them, or (one already submitted) none."""
@@ -310,7 +317,7 @@ class ClientFrameLedger:
             raise LocalProtocolError(ErrorCode.E_STATE, "frames", f"a frame of session {session} was submitted "
                                      f"twice")
         for i in indices:
-            self.frames[(session, i)] = FramePromise(f"frame {i} of session {session}")
+            self.frames[(session, i)] = FramePromise((session, i))
 
     def _promise(self, key: tuple[int, int]) -> FramePromise:
         promise = self.frames.get(key)
