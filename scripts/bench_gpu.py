@@ -4,6 +4,7 @@
     python3 scripts/bench_gpu.py [--sizes 576x324,1920x1080,3840x2160] [--frames N] [--repeats R]
                                  [--lane cuda] [--batch B] [--inflight K] [--engine-only]
                                  [--models SPEC,...] [--features SPEC,...] [--memfd] [--producers N]
+                                 [--single-submits]
 
 A daemon process runs the GPU lane; this process is the producer: it keeps a
 ring of VMM frame buffers in device memory (content: the bundled sample,
@@ -34,7 +35,13 @@ protocol), frames already on the device: the kernels' own ceiling; with
 
 ``--models '' --features psnr --sizes 64x64`` measures the daemon's and the
 protocol's own cost per frame.  ``VX_PROF=FILE`` runs the daemon under cProfile
-(its trio thread; the figures drop while profiled).
+(its trio thread; the figures drop while profiled).  Besides the daemon's CPU per
+1,000 frames, the line gives its trio thread's alone (requests, ledger, messages,
+reaper: the protocol's host path, without the lane's worker threads).
+
+The producer sends the frames it may send at once in one ``submit_many`` packet
+(up to the daemon's ``max_frames_per_submit``); ``--single-submits`` sends one
+``submit`` per frame, as older clients do, for the A/B.
 """
 
 from __future__ import annotations

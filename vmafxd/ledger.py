@@ -335,7 +335,7 @@ class FrameLedger:
         frame.event = event
         self._pending[id(frame)] = frame  # before adding: a table may complete the entry at once
         self.host.pending.add(event, partial(self._complete, frame),
-                              label=frame)  # its repr names it, in the rare log line
+                              label=f"session {frame.session} frame {frame.index}")
 
     def release_unread(self, frame: FrameRecord) -> None:
         """An accepted frame that no lane will read: released through the table like any other."""

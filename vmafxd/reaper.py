@@ -61,8 +61,7 @@ class PendingRelease:
     event: ReleaseEvent
     #: runs once, in the trio thread, after the event completed (sends ``released``, drops references)
     on_complete: Callable[[], None]
-    #: names the entry in log lines (``%s``): a string, or an object whose str() is built only then
-    label: Any = ""
+    label: str = ""
 
 
 class PendingReleases:
