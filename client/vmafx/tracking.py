@@ -331,10 +331,12 @@ class ClientTracker:
         first = frames[0]
         if not self.conn.submit_many or len(frames) == 1:
             return 1, *self.submit(st, *first)
-        self.check_usable()
+        top, max_fds = self.limits.max_frames_per_submit, self.limits.max_fds_per_message
+        # again, packet by packet: another task may have submitted to, or closed, the session
+        # while this caller waited for room
+        self.check_frames(st, frames[:top])
         out: list[m.SubmitFrame] = []
         fds: list[int] = []
-        top, max_fds = self.limits.max_frames_per_submit, self.limits.max_fds_per_message
         for index, ref, dist, *fences in frames[:top]:
             mark = len(fds)
             wire = self._wire_fences(*(fences + [None, None])[:2], fds)
