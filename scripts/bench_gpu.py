@@ -4,6 +4,7 @@
     python3 scripts/bench_gpu.py [--sizes 576x324,1920x1080,3840x2160] [--frames N] [--repeats R]
                                  [--lane cuda] [--batch B] [--inflight K] [--engine-only]
                                  [--models SPEC,...] [--features SPEC,...] [--memfd] [--producers N]
+                                 [--single-submits]
 
 A daemon process runs the GPU lane; this process is the producer: it keeps a
 ring of VMM frame buffers in device memory (content: the bundled sample,
@@ -34,7 +35,13 @@ protocol), frames already on the device: the kernels' own ceiling; with
 
 ``--models '' --features psnr --sizes 64x64`` measures the daemon's and the
 protocol's own cost per frame.  ``VX_PROF=FILE`` runs the daemon under cProfile
-(its trio thread; the figures drop while profiled).
+(its trio thread; the figures drop while profiled).  Besides the daemon's CPU per
+1,000 frames, the line gives its trio thread's alone (requests, ledger, messages,
+reaper: the protocol's host path, without the lane's worker threads).
+
+The producer sends the frames it may send at once in one ``submit_many`` packet
+(up to the daemon's ``max_frames_per_submit``); ``--single-submits`` sends one
+``submit`` per frame, as older clients do, for the A/B.
 """
 
 from __future__ import annotations
@@ -99,9 +106,10 @@ def producer_limits(producers: int, inflight: int, ring: int) -> dict[str, int]:
             "max_clients_per_uid": max(32, producers + 4), "max_sessions_per_uid": max(64, producers + 4)}
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (all its threads), from /proc/PID/stat."""
-    with open(f"/proc/{pid}/stat") as f:
+def cpu_seconds(pid: int, main_thread: bool = False) -> float:
+    """utime + stime of a process (all its threads), from /proc/PID/stat; ``main_thread``: of its
+    main thread alone (the daemon's trio thread: the protocol's host path, without the lanes' workers)."""
+    with open(f"/proc/{pid}/task/{pid}/stat" if main_thread else f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()  # after "pid (comm)": comm may hold spaces
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -116,7 +124,9 @@ class RunStats:
     latencies: list[float]  # submit -> result, seconds, per frame
     done_at: list[float]  # when each result arrived
     packets: int
+    sent: int  # packets this producer sent (submits, close)
     daemon_cpu: float | None = None  # seconds of the daemon's CPU during the run (one producer only)
+    trio_cpu: float | None = None  # of it, the daemon's trio thread (requests, ledger, messages)
 
     @property
     def fps(self) -> float:
@@ -127,12 +137,14 @@ class Producer:
     """A connection, a ring of registered frame buffers and one open session: one producer."""
 
     def __init__(self, sock: str, w: int, h: int, ring: int, memfd: bool = False,
-                 models=("version=vmaf_v0.6.1",), features=(), name: str = "bench"):
+                 models=("version=vmaf_v0.6.1",), features=(), name: str = "bench", submit_many: bool = True):
         from tests.daemon.rawclient import RawClient
 
         content = make_frames(w, h)
-        self.c = c = RawClient(sock, name)
-        c.hello()
+        self.c = c = RawClient(sock, name, submit_many=submit_many)
+        hello = c.hello()
+        #: frames per submit_many packet (1: one submit per frame, as older clients send)
+        self.per_packet = hello.limits["max_frames_per_submit"] if hello.submit_many else 1
         self.bufs = []
         self.cuda = None
         if memfd:
@@ -193,20 +205,30 @@ class Producer:
                 raise RuntimeError(f"frame {msg.index} failed: {msg}")
 
         cpu0 = cpu_seconds(daemon_pid) if daemon_pid else None
-        packets0 = c.packets
+        trio0 = cpu_seconds(daemon_pid, main_thread=True) if daemon_pid else None
+        packets0, sent0 = c.packets, c.sent
         t0 = clock()
         # Motion's lag holds a session's last frames until it closes: submit them
         # all, then close, and count the results that arrive before session_closed.
+        per_packet = self.per_packet
         while nxt < frames:
+            batch = []
             while nxt < frames and free and nxt - done < inflight:
                 slot = free.pop()
                 held[nxt] = slot
                 roles[nxt] = 2
                 submitted[nxt] = clock()
-                c.submit(s, nxt, self.bufs[slot][2], self.bufs[slot][3])
+                batch.append((nxt, self.bufs[slot][2], self.bufs[slot][3]))
                 nxt += 1
+                if len(batch) == per_packet:
+                    c.submit_many(s, batch) if per_packet > 1 else c.submit(s, *batch[0])
+                    batch = []
+            if batch:
+                c.submit_many(s, batch) if len(batch) > 1 else c.submit(s, *batch[0])
             if nxt < frames:
                 handle(c.recv(timeout=60))
+                while c.pending():  # the rest of the bundle: free every slot it frees before submitting
+                    handle(c.recv())
         c.send(CloseSession(seq=c.conn.next_seq(), session=s))
         while True:
             msg = c.recv(timeout=120)
@@ -215,8 +237,9 @@ class Producer:
             handle(msg)
         t1 = clock()
         cpu = cpu_seconds(daemon_pid) - cpu0 if daemon_pid else None
+        trio = cpu_seconds(daemon_pid, main_thread=True) - trio0 if daemon_pid else None
         assert done == frames, f"{done} of {frames} frames scored"
-        return RunStats(frames, t0, t1, latency, done_at, c.packets - packets0, cpu)
+        return RunStats(frames, t0, t1, latency, done_at, c.packets - packets0, c.sent - sent0, cpu, trio)
 
     def close(self) -> None:
         for rb, db, rid, did in self.bufs:
@@ -230,9 +253,10 @@ class Producer:
 
 
 def bench_daemon(sock: str, w: int, h: int, frames: int, inflight: int, ring: int, memfd: bool = False,
-                 models=("version=vmaf_v0.6.1",), features=(), daemon_pid: int | None = None) -> RunStats:
+                 models=("version=vmaf_v0.6.1",), features=(), daemon_pid: int | None = None,
+                 submit_many: bool = True) -> RunStats:
     """One producer in this process: one timed run of ``frames`` frames."""
-    p = Producer(sock, w, h, ring, memfd, models, features)
+    p = Producer(sock, w, h, ring, memfd, models, features, submit_many=submit_many)
     try:
         return p.run(frames, inflight, daemon_pid)
     finally:
@@ -240,11 +264,11 @@ def bench_daemon(sock: str, w: int, h: int, frames: int, inflight: int, ring: in
 
 
 def _producer_process(k: int, sock: str, w: int, h: int, frames: int, inflight: int, ring: int, memfd: bool,
-                      models, features, barrier, results) -> None:
+                      models, features, barrier, results, submit_many: bool = True) -> None:
     """A producer process of --producers: set up, wait for the others, run, report (or report the error)."""
     p = None
     try:
-        p = Producer(sock, w, h, ring, memfd, models, features, name=f"bench{k}")
+        p = Producer(sock, w, h, ring, memfd, models, features, name=f"bench{k}", submit_many=submit_many)
         barrier.wait(timeout=300)
         results.put((k, p.run(frames, inflight)))
     except BaseException as e:  # reported to the parent, which says which producer failed and how
@@ -259,7 +283,7 @@ def _producer_process(k: int, sock: str, w: int, h: int, frames: int, inflight: 
 
 
 def bench_producers(n: int, daemon_pid: int, sock: str, w: int, h: int, frames: int, inflight: int, ring: int,
-                    memfd: bool, models, features) -> tuple[list[RunStats], float]:
+                    memfd: bool, models, features, submit_many: bool = True) -> tuple[list[RunStats], float]:
     """``n`` producer processes at once, each its own connection and session; started together once all
     are set up (buffers registered, session open). Returns their runs and the daemon's CPU seconds."""
     import multiprocessing as mp
@@ -268,7 +292,8 @@ def bench_producers(n: int, daemon_pid: int, sock: str, w: int, h: int, frames: 
     barrier = ctx.Barrier(n + 1)
     results = ctx.Queue()
     procs = [ctx.Process(target=_producer_process, args=(k, sock, w, h, frames, inflight, ring, memfd,
-                                                         list(models), list(features), barrier, results))
+                                                         list(models), list(features), barrier, results,
+                                                         submit_many))
              for k in range(n)]
     for pr in procs:
         pr.start()
@@ -378,6 +403,8 @@ def main() -> int:
     ap.add_argument("--producers", type=int, default=1,
                     help="N producer processes at once, each its own connection and session (same geometry, "
                          "--frames and --inflight each): aggregate frames/s against one producer, each one's share")
+    ap.add_argument("--single-submits", action="store_true",
+                    help="one submit packet per frame (as older clients), not submit_many: the A/B of the two")
     args = ap.parse_args()
     if args.producers < 1 or args.inflight < 1 or args.frames < 1:
         ap.error("--producers, --inflight and --frames must be at least 1")
@@ -404,19 +431,23 @@ def main() -> int:
     try:
         for w, h in sizes:
             frames = args.frames if w * h <= 2_100_000 else max(64, args.frames // 3)
-            tail = f"({frames} frames, batch {args.batch}, {args.inflight} in flight)"
+            tail = (f"({frames} frames, batch {args.batch}, {args.inflight} in flight, "
+                    f"{'one submit per frame' if args.single_submits else 'submit_many'})")
             if args.producers > 1:
                 print(producers_line(args, proc.pid, sock, w, h, frames, ring, models, features, what), flush=True)
                 continue
-            runs = [bench_daemon(sock, w, h, frames, args.inflight, ring, args.memfd, models, features, proc.pid)
+            runs = [bench_daemon(sock, w, h, frames, args.inflight, ring, args.memfd, models, features, proc.pid,
+                                 submit_many=not args.single_submits)
                     for _ in range(args.repeats)]
             fps = [r.fps for r in runs]
             pct = {q: statistics.median(np.percentile(r.latencies, q) * 1000 for r in runs) for q in (50, 90, 95, 99)}
             print(f"daemon {args.lane} {what} {w}x{h}: {statistics.median(fps):.0f} fps (min {min(fps):.0f}, "
                   f"max {max(fps):.0f}); latency p50 {pct[50]:.1f} ms, p90 {pct[90]:.1f} ms, p95 {pct[95]:.1f} ms, "
                   f"p99 {pct[99]:.1f} ms; daemon CPU "
-                  f"{statistics.median(r.daemon_cpu / r.frames * 1000 for r in runs):.2f} s per 1,000 frames; "
-                  f"{statistics.median(r.frames / r.packets for r in runs):.1f} frames per packet read {tail}",
+                  f"{statistics.median(r.daemon_cpu / r.frames * 1000 for r in runs):.2f} s per 1,000 frames (its trio "
+                  f"thread {statistics.median(r.trio_cpu / r.frames * 1000 for r in runs):.3f} s); "
+                  f"{statistics.median(r.frames / r.packets for r in runs):.1f} frames per packet read; "
+                  f"{statistics.median(r.frames / r.sent for r in runs):.1f} frames per packet sent {tail}",
                   flush=True)
     finally:
         proc.terminate()
@@ -430,9 +461,12 @@ def producers_line(args, daemon_pid: int, sock: str, w: int, h: int, frames: int
     n = args.producers
     alone, many = [], []
     for _ in range(args.repeats):
-        runs, cpu = bench_producers(1, daemon_pid, sock, w, h, frames, args.inflight, ring, args.memfd, models, features)
+        many_ok = not args.single_submits
+        runs, cpu = bench_producers(1, daemon_pid, sock, w, h, frames, args.inflight, ring, args.memfd, models, features,
+                                    many_ok)
         alone.append((runs[0].fps, cpu / frames * 1000))
-        runs, cpu = bench_producers(n, daemon_pid, sock, w, h, frames, args.inflight, ring, args.memfd, models, features)
+        runs, cpu = bench_producers(n, daemon_pid, sock, w, h, frames, args.inflight, ring, args.memfd, models, features,
+                                    many_ok)
         agg = sum(r.frames for r in runs) / (max(r.end for r in runs) - min(r.start for r in runs))
         many.append((agg, cpu / (n * frames) * 1000, runs))
     one = statistics.median(a[0] for a in alone)

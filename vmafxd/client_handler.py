@@ -46,8 +46,9 @@ from vmafx.protocol import (
     PROTOCOL_VERSION, BufferRegistered, BufferUnregistered, CloseSession, Error, ErrorCode, Goodbye,
     Hello, HelloReply, Limits, ListSessions, LocalProtocolError, Message, OpenSession, RegisterBuffer,
     RemoteProtocolError, ServerConnection, SessionOpened, SessionsReply, State, Status, StatusReply, Submit,
-    UnregisterBuffer, peek,
+    SubmitMany, UnregisterBuffer, peek,
 )
+from vmafx.protocol.messages import BadFrame, SubmitFrame
 from vmafx.protocol.messages import decode, encode
 from vmafx.protocol.state import SERVER_SENDS
 from vmafx.transport import ConnectionReset, OwnedFd, Packet, TransportClosed, TrioPacketChannel
@@ -347,6 +348,9 @@ class ClientHandler:
                     if isinstance(msg, Submit):
                         answer_without_session(self.emit, FrameRecord(msg.session, msg.index, msg.ref, msg.dist),
                                                shut)
+                    elif isinstance(msg, SubmitMany):
+                        for f in msg.frames:
+                            answer_without_session(self.emit, FrameRecord(msg.session, f.index, f.ref, f.dist), shut)
                     elif getattr(msg, "seq", None) is not None:
                         self.emit(Error(re=msg.seq, code=ErrorCode.E_SHUTDOWN.value, field="",
                                         message="the daemon is shutting down; the request was not carried out"))
@@ -482,8 +486,10 @@ class ClientHandler:
     async def _dispatch(self, msg: Message, pkt: Packet) -> None:
         if self._draining and not isinstance(msg, CloseSession):
             self._refuse_at_shutdown(msg)
+        elif isinstance(msg, SubmitMany):
+            self._submit_many(msg, pkt)
         elif isinstance(msg, Submit):
-            self._submit(msg, pkt)
+            self._submit(msg.session, msg, pkt)
         elif isinstance(msg, Hello):
             self._hello(msg)
         elif isinstance(msg, RegisterBuffer):
@@ -511,10 +517,11 @@ class ClientHandler:
         not refused: the drain closes every session anyway, and its
         ``session_closed`` answers the request.
         """
-        if isinstance(msg, Submit):
-            frame, session = self._arrived(msg.session, msg.index, msg.ref, msg.dist)
-            self._refuse_frame(frame, session, RemoteProtocolError(
-                ErrorCode.E_SHUTDOWN, "", "the daemon is shutting down; the frame was not read"))
+        if isinstance(msg, (Submit, SubmitMany)):
+            for f in msg.frames if isinstance(msg, SubmitMany) else (msg,):
+                frame, session = self._arrived(msg.session, f.index, f.ref, f.dist)
+                self._refuse_frame(frame, session, RemoteProtocolError(
+                    ErrorCode.E_SHUTDOWN, "", "the daemon is shutting down; the frame was not read"))
         else:
             self._refused_at_shutdown.append(getattr(msg, "seq", None))
 
@@ -525,7 +532,7 @@ class ClientHandler:
             re=msg.seq, version=PROTOCOL_VERSION, server=self.server.server_name,
             limits=self.limits.to_wire(), lanes=(self.lane.describe(),),
             features=tuple(self.lane.features()), models=tuple(BUILTIN_VERSIONS),
-            bundles=True if msg.bundles else None,
+            bundles=True if msg.bundles else None, submit_many=True if msg.submit_many else None,
         ))
         if msg.bundles:
             self.outgoing.bundle_bytes = self.limits.max_message_bytes
@@ -640,16 +647,30 @@ class ClientHandler:
             session.receive(frame, room=self._room())
         return frame, session
 
-    def _submit(self, msg: Submit, pkt: Packet) -> None:
+    def _submit_many(self, msg: SubmitMany, pkt: Packet) -> None:
+        """Each frame as if it came in a submit of its own, in the list's order.  A frame that did
+        not decode is refused alone (its frame_error names the packet's field, ``frames[i].ref``);
+        the daemon's own refusals name the field as for a submit (``ref``, ``ref_fence``): the
+        frame_error's index says which frame."""
+        sid = msg.session
+        for f in msg.frames:
+            if type(f) is BadFrame:
+                frame, session = self._arrived(sid, f.index, f.ref, f.dist)
+                self._refuse_frame(frame, session, RemoteProtocolError(f.code, f.field, f.message))
+            else:
+                self._submit(sid, f, pkt)
+
+    def _submit(self, sid: int, msg: Submit | SubmitFrame, pkt: Packet) -> None:
+        """One frame: a submit, or a frame of a submit_many."""
         # The frame's place in its session's order first, so that every refusal
         # below -- a fence's too -- waits for the outcomes of the frames before it.
-        frame, session = self._arrived(msg.session, msg.index, msg.ref, msg.dist)
+        frame, session = self._arrived(sid, msg.index, msg.ref, msg.dist)
         try:
             # Then the fences: their fds are consumed whatever becomes of the frame.
             frame.ref_fence, frame.ref_gpu_fence = self._take_fence(msg.ref_fence, pkt, "ref_fence")
             frame.dist_fence, frame.dist_gpu_fence = self._take_fence(msg.dist_fence, pkt, "dist_fence")
             if session is None:
-                raise RemoteProtocolError(ErrorCode.E_NOENT, "session", f"no session {msg.session}")
+                raise RemoteProtocolError(ErrorCode.E_NOENT, "session", f"no session {sid}")
             session.check(frame, self.buffers)
             if self.in_flight >= self.limits.max_frames_in_flight:
                 raise RemoteProtocolError(ErrorCode.E_NOMEM, "index",

@@ -37,6 +37,7 @@ from typing import Any, Mapping
 
 from vmafx.field_error import FieldError
 from vmafx.protocol import Limits
+from vmafx.protocol.limits import MAX_FDS_PER_PACKET, MAX_FRAMES_PER_SUBMIT
 
 __all__ = ["Config", "ConfigError", "DEFAULT_CONFIG_PATH", "DEFAULT_SOCKET", "load_config", "LOG_LEVELS"]
 
@@ -78,6 +79,8 @@ class Config:
 
 
 _LIMIT_FIELDS = {f.name for f in dataclasses.fields(Limits)}
+#: limits the wire itself bounds (SCM_MAX_FD; the frames one submit_many may carry)
+_LIMIT_MAXIMA = {"max_fds_per_message": MAX_FDS_PER_PACKET, "max_frames_per_submit": MAX_FRAMES_PER_SUBMIT}
 
 
 def _int(key: str, v: Any, minimum: int = 0) -> int:
@@ -115,6 +118,9 @@ def limits_with(base: Limits, overrides: Mapping[str, Any], where: str) -> Limit
         if k not in _LIMIT_FIELDS:
             raise ConfigError(f"{where}{k}", f"unknown limit (known: {', '.join(sorted(_LIMIT_FIELDS))})")
         values[k] = _int(f"{where}{k}", v, minimum=1 if k != "fence_timeout_ms" else 0)
+        top = _LIMIT_MAXIMA.get(k)
+        if top is not None and values[k] > top:
+            raise ConfigError(f"{where}{k}", f"{values[k]} is above the maximum {top}")
     return Limits(**values)
 
 

@@ -151,7 +151,7 @@ class FrameRecord:
         self.dist_gpu_fence: Any = None
         self.state = FrameState.RECEIVED
         self.release = ReleaseState.HELD
-        self.promise = FramePromise(f"frame {index} of session {session}")
+        self.promise = FramePromise((session, index))
         #: the frame's one outcome, once decided
         self.outcome: Message | None = None
         #: it holds a place in its session's order of outcomes

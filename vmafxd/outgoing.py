@@ -15,6 +15,7 @@ one wake-up of the client for many results and releases.
 
 from __future__ import annotations
 
+from collections import deque
 
 import trio
 
@@ -25,34 +26,41 @@ __all__ = ["OutgoingQueue"]
 
 
 class OutgoingQueue:
+    """A deque and a wake-up, not a trio memory channel: ``put`` runs for every message the
+    daemon sends (three a frame), and the channel's send and receive were a measurable share of
+    the trio thread's time per frame."""
+
     def __init__(self, bound: int):
         self.bound = bound
-        self._send, self._recv = trio.open_memory_channel(bound)
+        self._queue: deque[bytes] = deque()
+        #: set when a packet is queued (or the queue closed) while the sender waits
+        self._wakeup = trio.Event()
         self._idle = trio.Event()
         self._idle.set()
         self._pending = 0
         self.sent = 0
         self.dropped = 0
         self.closed = False
+        #: the sender ended (the peer went away): what is put now is dropped
+        self._ended = False
         #: 0: one message per packet; else the largest bundle packet, in bytes
         self.bundle_bytes = 0
 
     def put(self, data: bytes) -> bool:
         """Queue a packet.  False when the queue is full (the client is not reading)."""
-        if self.closed:
+        if self.closed or self._ended:
             self.dropped += 1
             return True
-        try:
-            self._send.send_nowait(data)
-        except trio.WouldBlock:
+        q = self._queue
+        if len(q) >= self.bound:
             self.dropped += 1
             return False
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
-            self.dropped += 1
-            return True
+        q.append(data)
         self._pending += 1
-        if self._idle.is_set():
-            self._idle = trio.Event()
+        if len(q) == 1:  # it was empty: the sender may be waiting, and nothing is idle any more
+            self._wakeup.set()
+            if self._idle.is_set():
+                self._idle = trio.Event()
         return True
 
     @property
@@ -61,37 +69,32 @@ class OutgoingQueue:
         return self._pending
 
     def close(self) -> None:
-        """Drop whatever is still queued and refuse more (the connection is going)."""
+        """Refuse more; what is queued still goes out, then the sender returns."""
         self.closed = True
-        self._send.close()
+        self._wakeup.set()
 
     async def flushed(self) -> None:
         """Wait until everything queued so far has been sent."""
         await self._idle.wait()
 
     async def run(self, channel: TrioPacketChannel) -> None:
-        """Send until the queue is closed or the peer goes away (then return quietly)."""
+        """Send until the queue is closed and empty or the peer goes away (then return quietly)."""
+        q = self._queue
         try:
-            carry = None
             while True:
-                if carry is not None:
-                    data, carry = carry, None
-                else:
-                    try:
-                        data = await self._recv.receive()
-                    except trio.EndOfChannel:
+                while not q:
+                    if self.closed:
                         return
+                    self._wakeup = trio.Event()
+                    await self._wakeup.wait()
+                data = q.popleft()
                 count = 1
-                if self.bundle_bytes:
+                if self.bundle_bytes and q:
                     parts, size = [data], len(data) + 3
-                    while len(parts) < 0xFFFF:
-                        try:
-                            more = self._recv.receive_nowait()
-                        except (trio.WouldBlock, trio.EndOfChannel):
-                            break
-                        if size + len(more) > self.bundle_bytes:
-                            carry = more
-                            break
+                    while q and len(parts) < 0xFFFF:
+                        if size + len(q[0]) > self.bundle_bytes:
+                            break  # the rest goes in the next packet
+                        more = q.popleft()
                         parts.append(more)
                         size += len(more)
                     count = len(parts)
@@ -107,5 +110,8 @@ class OutgoingQueue:
                         self._idle.set()
                 self.sent += count
         finally:
+            self._ended = True
+            self._pending -= len(q)
+            self.dropped += len(q)
+            q.clear()
             self._idle.set()
-            self._recv.close()

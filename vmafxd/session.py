@@ -355,14 +355,28 @@ class Session:
     async def _run(self) -> None:
         current: FrameRecord | None = None
         lane_finished = False
+        recv = self._queue_recv
         try:
-            async for frame in self._queue_recv:
-                current = frame
-                try:
-                    await self._hand_over(frame)
-                except LedgerError as e:
-                    self.ledger_broken(e)
-                current = None
+            async for frame in recv:
+                while True:
+                    current = frame
+                    try:
+                        if self._waits(frame):
+                            await self._hand_over(frame)
+                        else:
+                            self._deliver(frame)
+                    except LedgerError as e:
+                        self.ledger_broken(e)
+                    current = None
+                    # What else is queued goes now, without a checkpoint per frame (a
+                    # submit_many queues many at once; receive() yields to the scheduler
+                    # even when a frame is waiting).  A fence wait still suspends.
+                    try:
+                        frame = recv.receive_nowait()
+                    except trio.WouldBlock:
+                        break
+                    except trio.EndOfChannel:
+                        break  # async for sees the end next
             summary = await self.lane_session.finish()
             lane_finished = True
             try:
@@ -406,6 +420,14 @@ class Session:
                 self.lane_session.abort()
             self.finished.set()
 
+    @staticmethod
+    def _waits(frame: FrameRecord) -> bool:
+        """The frame has a fence to wait for on the host: an fd fence, or a dma-buf's implicit ones."""
+        if frame.ref_fence is not None or frame.dist_fence is not None:
+            return True
+        return bool((frame.ref_gpu_fence is None and frame.ref.imp.implicit_fence_fds())
+                    or (frame.dist_gpu_fence is None and frame.dist.imp.implicit_fence_fds()))
+
     async def _hand_over(self, frame: FrameRecord) -> None:
         limits = self.host.limits
         for role, fence in (("ref", frame.ref_fence), ("dist", frame.dist_fence)):
@@ -426,6 +448,10 @@ class Session:
                             f"signal within {limits.implicit_fence_timeout_ms} ms; gave up (attach an "
                             f"acquire fence)")
         frame.close_fences()
+        self._deliver(frame)
+
+    def _deliver(self, frame: FrameRecord) -> None:
+        """Fences signalled (or none): the frame goes to the lane."""
         if self.state == Session.CLOSED or frame.state is not FrameState.ACQUIRED:
             # Answered meanwhile (shutdown past its deadline): nothing to score.
             return self.ledger.release_unread(frame)

@@ -80,6 +80,21 @@ class BlockingSession(SessionView):
         data, fds = c._tracker.submit(self._state, index, ref._state, dist._state, ref_fence, dist_fence)
         c._send(data, fds)
 
+    def submit_many(self, frames: Sequence[tuple], *, timeout: float | None = None) -> None:
+        """Send ``frames``, each ``(index, ref, dist[, ref_fence[, dist_fence]])``, in as few packets
+        as the daemon takes (see :meth:`vmafx.client.Session.submit_many`); blocks (reading
+        replies) while the frames in flight are at the limit.  Every frame is checked before the
+        first packet leaves."""
+        c = self._client
+        deadline = _Deadline(timeout)
+        st = self._state
+        frames = c._tracker.check_frames(st, frames)
+        while frames:
+            c._wait_for(lambda: c._tracker.can_submit(st), deadline=deadline)
+            n, data, fds = c._tracker.submit_packet(st, frames[:c._tracker.room(st)])
+            c._send(data, fds)
+            frames = frames[n:]
+
     def results(self, timeout: float | None = None) -> Iterator[FrameResult]:
         """Outcomes in index order; ends after the session closed and all were taken.
 

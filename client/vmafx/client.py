@@ -86,6 +86,28 @@ class Session(SessionView):
             data, fds = c._tracker.submit(self._state, index, ref._state, dist._state, ref_fence, dist_fence)
             await c._send(data, fds)
 
+    async def submit_many(self, frames: Sequence[tuple]) -> None:
+        """Send ``frames``, each ``(index, ref, dist[, ref_fence[, dist_fence]])`` as :meth:`submit`
+        takes them, in as few packets as the daemon takes (``submit_many``: up to its
+        ``max_frames_per_submit`` frames and ``max_fds_per_message`` fence fds a packet; one
+        ``submit`` each with an older daemon).  Each packet holds as many frames as the limits on
+        frames in flight let go now; it waits, as :meth:`submit` does, for room for the rest.
+
+        Every frame is checked before the first packet leaves: a bad one (an index that does
+        not increase, an unregistered buffer) raises and nothing is sent.
+        """
+        c = self._client
+        st = self._state
+        frames = c._tracker.check_frames(st, frames)
+        while frames:
+            await c._wait_for(lambda: c._tracker.can_submit(st))
+            async with c._send_lock:
+                while not c._tracker.can_submit(st):  # another task may have taken the room
+                    await c._changed()
+                n, data, fds = c._tracker.submit_packet(st, frames[:c._tracker.room(st)])
+                await c._send(data, fds)
+            frames = frames[n:]
+
     async def results(self) -> AsyncIterator[FrameResult]:
         """Outcomes in index order, as they arrive; ends after the session closed and all were taken.
 

@@ -189,7 +189,7 @@ class ClientTracker:
     def hello(self) -> tuple[int, bytes]:
         seq = self._hello_seq = self.conn.next_seq()
         data, _ = self.conn.send(m.Hello(seq=seq, version=PROTOCOL_VERSION, client=self.client_name[:128], bundles=True,
-                                             session_budgets=True))
+                                             session_budgets=True, submit_many=True))
         self._waiting.add(seq)
         return seq, data
 
@@ -259,18 +259,40 @@ class ClientTracker:
             return False
         return st is None or st.max_in_flight is None or len(st.awaiting) < st.max_in_flight
 
-    def submit(self, st: SessionState, index: int, ref: BufferState, dist: BufferState,
-               ref_fence=None, dist_fence=None) -> tuple[bytes, tuple[int, ...]]:
+    def room(self, st: SessionState) -> int:
+        """How many frames of ``st`` may be submitted now (the client's and the session's limits)."""
+        n = self.limits.max_frames_in_flight - self.in_flight
+        if st.max_in_flight is not None:
+            n = min(n, st.max_in_flight - len(st.awaiting))
+        return max(0, n)
+
+    def check_frames(self, st: SessionState, frames: Sequence[tuple]) -> list[tuple]:
+        """Refuse, before anything is sent, what the daemon would refuse of ``frames``:
+        ``(index, ref, dist[, ref_fence[, dist_fence]])``, indices strictly increasing; ``ref``
+        and ``dist`` are buffer states or handles (views).  Returns them with buffer states."""
         self.check_usable()
         if st.closing:
             raise LocalProtocolError(ErrorCode.E_STATE, "session", f"session {st.id} is closing")
-        if isinstance(index, bool) or not isinstance(index, int) or index <= st.last_index:
-            raise LocalProtocolError(ErrorCode.E_STATE, "index",
-                                     f"{index!r} does not follow the last index {st.last_index} of session {st.id}")
-        for role, b in (("ref", ref), ("dist", dist)):
-            if b.unregistered:
-                raise LocalProtocolError(ErrorCode.E_NOENT, role, f"buffer {b.id} was unregistered")
-        fds: list[int] = []
+        last = st.last_index
+        out = []
+        for k, frame in enumerate(frames):
+            if not isinstance(frame, (tuple, list)) or not 3 <= len(frame) <= 5:
+                raise LocalProtocolError(ErrorCode.E_INVAL, f"frames[{k}]",
+                                         "expected (index, ref, dist[, ref_fence[, dist_fence]])")
+            index, ref, dist = frame[0], getattr(frame[1], "_state", frame[1]), getattr(frame[2], "_state", frame[2])
+            out.append((index, ref, dist, *frame[3:]))
+            if isinstance(index, bool) or not isinstance(index, int) or index <= last:
+                raise LocalProtocolError(ErrorCode.E_STATE, "index",
+                                         f"{index!r} does not follow the last index {last} of session {st.id}")
+            last = index
+            for role, b in (("ref", ref), ("dist", dist)):
+                if b.unregistered:
+                    raise LocalProtocolError(ErrorCode.E_NOENT, role, f"buffer {b.id} was unregistered")
+        return out
+
+    @staticmethod
+    def _wire_fences(ref_fence, dist_fence, fds: list[int]) -> dict[str, m.Fence | None]:
+        """The frame's fences as the wire has them; their fds are appended to ``fds``."""
         wire: dict[str, m.Fence | None] = {}
         for role, fence in (("ref_fence", ref_fence), ("dist_fence", dist_fence)):
             if fence is None:
@@ -282,14 +304,53 @@ class ClientTracker:
                 # both roles): the daemon consumes -- closes -- every fence fd it gets.
                 wire[role] = m.Fence(fence.kind, fd=len(fds))
                 fds.append(fence.fileno())
-        msg = m.Submit(session=st.id, index=index, ref=ref.id, dist=dist.id, fds=tuple(fds), **wire)
-        data, out_fds = self.conn.send(msg)  # the ledger records the frame here
+        return wire
+
+    def _booked(self, st: SessionState, index: int, ref: BufferState, dist: BufferState) -> None:
         st.last_index = index
         st.awaiting.append(index)
         ref.references[(st.id, index, "ref")] += 1
         dist.references[(st.id, index, "dist")] += 1
         self.in_flight += 1
+
+    def submit(self, st: SessionState, index: int, ref: BufferState, dist: BufferState,
+               ref_fence=None, dist_fence=None) -> tuple[bytes, tuple[int, ...]]:
+        self.check_frames(st, ((index, ref, dist),))
+        fds: list[int] = []
+        wire = self._wire_fences(ref_fence, dist_fence, fds)
+        msg = m.Submit(session=st.id, index=index, ref=ref.id, dist=dist.id, fds=tuple(fds), **wire)
+        data, out_fds = self.conn.send(msg)  # the ledger records the frame here
+        self._booked(st, index, ref, dist)
         return data, out_fds
+
+    def submit_packet(self, st: SessionState, frames: Sequence[tuple]) -> tuple[int, bytes, tuple[int, ...]]:
+        """The next packet of ``frames`` (checked by :meth:`check_frames`; at most :meth:`room` of
+        them): ``(how many frames it holds, data, fds)``.  A ``submit_many`` of as many as one
+        packet carries (the daemon's ``max_frames_per_submit`` and ``max_fds_per_message``), or
+        a ``submit`` of the first when the daemon takes no ``submit_many`` (an older one)."""
+        first = frames[0]
+        if not self.conn.submit_many or len(frames) == 1:
+            return 1, *self.submit(st, *first)
+        top, max_fds = self.limits.max_frames_per_submit, self.limits.max_fds_per_message
+        # again, packet by packet: another task may have submitted to, or closed, the session
+        # while this caller waited for room
+        self.check_frames(st, frames[:top])
+        out: list[m.SubmitFrame] = []
+        fds: list[int] = []
+        for index, ref, dist, *fences in frames[:top]:
+            mark = len(fds)
+            wire = self._wire_fences(*(fences + [None, None])[:2], fds)
+            if len(fds) > max_fds:
+                if not out:  # one frame's fences alone exceed the limit: the daemon's error, named
+                    raise LocalProtocolError(ErrorCode.E_INVAL, "fds", f"{len(fds)} fence fds exceed the daemon's "
+                                             f"max_fds_per_message ({max_fds})")
+                del fds[mark:]
+                break
+            out.append(m.SubmitFrame(index, ref.id, dist.id, wire["ref_fence"], wire["dist_fence"]))
+        data, out_fds = self.conn.send(m.SubmitMany(session=st.id, frames=tuple(out), fds=tuple(fds)))
+        for index, ref, dist, *_ in frames[:len(out)]:
+            self._booked(st, index, ref, dist)
+        return len(out), data, out_fds
 
     def next_outcome(self, st: SessionState) -> FrameResult | None:
         return st.outcomes.popleft() if st.outcomes else None

@@ -51,6 +51,10 @@ class FakeDaemon:
     max_seen_in_flight: int = 0
     submits: list = field(default_factory=list)
     connections: int = 0
+    #: say yes to a hello asking for submit_many (the default is an older daemon's silence)
+    submit_many: bool = False
+    #: frames per submit packet received, in order
+    packets: list = field(default_factory=list)
 
     async def idle(self) -> None:
         """Wait until every connection has been torn down (its fds and mappings released)."""
@@ -144,7 +148,8 @@ class FakeDaemon:
                     if isinstance(msg, m.Hello):
                         await send(m.HelloReply(re=msg.seq, version=1, server="fake-vmafxd",
                                                 limits=self.limits.to_wire(), lanes=({"lane": "fake", "devices": []},),
-                                                features=("sum",), models=()))
+                                                features=("sum",), models=(),
+                                                submit_many=True if self.submit_many and msg.submit_many else None))
                     elif isinstance(msg, m.RegisterBuffer):
                         fd = pkt.fds[0]
                         mm = mmap.mmap(fd.fileno(), 0, mmap.MAP_SHARED, mmap.PROT_READ)
@@ -168,16 +173,19 @@ class FakeDaemon:
                         queues[sid] = s
                         nursery.start_soon(session_worker, sid, r)
                         await send(m.SessionOpened(re=msg.seq, session=sid, lane="fake", metrics=("ref_sum", "dist_sum")))
-                    elif isinstance(msg, m.Submit):
-                        self.submits.append((msg.session, msg.index))
-                        in_flight[0] += 1
-                        self.max_seen_in_flight = max(self.max_seen_in_flight, in_flight[0])
-                        fences = []
-                        for role in ("ref_fence", "dist_fence"):
-                            f = getattr(msg, role)
-                            if f is not None:
-                                fences.append((role, pkt.fds[f.fd]))
-                        queues[msg.session].send_nowait((msg, fences))
+                    elif isinstance(msg, (m.Submit, m.SubmitMany)):
+                        frames = msg.frames if isinstance(msg, m.SubmitMany) else (msg,)
+                        self.packets.append(len(frames))
+                        for f in frames:
+                            self.submits.append((msg.session, f.index))
+                            in_flight[0] += 1
+                            self.max_seen_in_flight = max(self.max_seen_in_flight, in_flight[0])
+                            fences = []
+                            for role in ("ref_fence", "dist_fence"):
+                                fence = getattr(f, role)
+                                if fence is not None:
+                                    fences.append((role, pkt.fds[fence.fd]))
+                            queues[msg.session].send_nowait((f, fences))
                     elif isinstance(msg, m.CloseSession):
                         queues.pop(msg.session).send_nowait(msg)
                     elif isinstance(msg, m.Status):

@@ -20,7 +20,8 @@ import numpy as np
 from vmafx.formats import PixelFormat, storage_planes
 from vmafx.protocol import (
     BufferRegistered, ClientConnection, CloseSession, Error, Fence, FrameError, Hello, Message, OpenSession,
-    Plane, RegisterBuffer, Released, Result, SessionClosed, SessionOpened, Submit, UnregisterBuffer,
+    Plane, RegisterBuffer, Released, Result, SessionClosed, SessionOpened, Submit, SubmitFrame, SubmitMany,
+    UnregisterBuffer,
 )
 from vmafx.transport import BlockingPacketChannel
 
@@ -108,14 +109,19 @@ def frame_memfd(picture, fmt: PixelFormat | str = PixelFormat.YUV420P, *, pitch_
 
 
 class RawClient:
-    def __init__(self, path: str, name: str = "test", *, max_bytes: int = 65536, bundles: bool = True):
+    def __init__(self, path: str, name: str = "test", *, max_bytes: int = 65536, bundles: bool = True,
+                 submit_many: bool = False):
         self.chan = BlockingPacketChannel.connect(str(path), max_bytes=max_bytes)
         self.conn = ClientConnection(name)
         #: ask for bundles in the hello (the daemon may then pack several messages in a packet)
         self.bundles = bundles
+        #: ask to send submit_many in the hello
+        self.ask_submit_many = submit_many
         #: packets read, and messages of the last bundle not yet handed out
         self.packets = 0
         self.messages = 0
+        #: packets sent
+        self.sent = 0
         self._unread: deque[Message] = deque()
         self.inbox: deque[Message] = deque()
         self.released: list[Released] = []
@@ -129,9 +135,14 @@ class RawClient:
     def send(self, msg: Message, fds=()) -> None:
         data, _ = self.conn.send(msg)
         self.chan.send(data, fds)
+        self.sent += 1
 
     def send_raw(self, data: bytes, fds=()) -> None:
         self.chan.send(data, fds)
+
+    def pending(self) -> bool:
+        """Messages already read (the rest of a bundle) wait to be handed out: recv will not block."""
+        return bool(self.inbox or self._unread)
 
     def recv(self, timeout: float = 10.0) -> Message:
         if self.inbox:
@@ -192,7 +203,7 @@ class RawClient:
 
     def hello(self):
         return self.request(Hello(seq=self.conn.next_seq(), version=1, client=self.conn.client_name,
-                                  bundles=self.bundles or None))
+                                  bundles=self.bundles or None, submit_many=self.ask_submit_many or None))
 
     def register(self, buf: FrameBuffer, **over) -> Message:
         kw = dict(seq=self.conn.next_seq(), kind="memfd", width=buf.width, height=buf.height,
@@ -226,6 +237,10 @@ class RawClient:
                 fences[role] = Fence("eventfd", fd=len(fds))
                 fds.append(fd)
         self.send(Submit(session=session, index=index, ref=ref, dist=dist, fds=tuple(fds), **fences), fds)
+
+    def submit_many(self, session: int, frames) -> None:
+        """Frames ``(index, ref, dist)`` of ``session`` in one packet (no fences)."""
+        self.send(SubmitMany(session=session, frames=tuple(SubmitFrame(i, r, d) for i, r, d in frames)))
 
     def close_session(self, session: int, timeout: float = 30.0) -> SessionClosed:
         reply = self.request(CloseSession(seq=self.conn.next_seq(), session=session), timeout=timeout)

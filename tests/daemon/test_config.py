@@ -31,6 +31,8 @@ def test_file_then_flags(tmp_path):
     ("cpu_workers = 0", "cpu_workers"),
     ("socket_mode = 'rw'", "socket_mode"),
     ("socket = [", "--config"),
+    ("[limits]\nmax_fds_per_message = 254", "limits.max_fds_per_message"),  # above SCM_MAX_FD
+    ("[limits]\nmax_frames_per_submit = 1025", "limits.max_frames_per_submit"),
 ])
 def test_errors_name_the_key(tmp_path, text, field):
     with pytest.raises(ConfigError) as e:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import msgpack
 from hypothesis import strategies as st
 
-from vmafx.protocol import Fence, Hello, OpenSession, Plane, RegisterBuffer, Status, Submit
+from vmafx.protocol import Fence, Hello, OpenSession, Plane, RegisterBuffer, Status, Submit, SubmitFrame, SubmitMany
 from vmafx.protocol import CloseSession, ListSessions, UnregisterBuffer
 from vmafx.protocol.messages import encode
 
@@ -36,7 +36,8 @@ class Step:
 def _valid(kind: str, seq: int, a: int, b: int) -> Step:
     """One valid message (valid on its own; the sequence may still be wrong)."""
     if kind == "hello":
-        return Step(encode(Hello(seq=seq, version=1, client="fuzz", bundles=bool(a & 1) or None))[0])
+        return Step(encode(Hello(seq=seq, version=1, client="fuzz", bundles=bool(a & 1) or None,
+                                 submit_many=bool(a & 2) or None))[0])
     if kind == "register":
         msg = RegisterBuffer(seq=seq, kind="memfd", width=W, height=H, pixel_format="yuv420p", bitdepth=8,
                              size=FRAME, planes=PLANES, fds=(0,))
@@ -50,6 +51,12 @@ def _valid(kind: str, seq: int, a: int, b: int) -> Step:
                          ref_fence=Fence("eventfd", fd=0), fds=(0,))
             return Step(encode(msg)[0], ("eventfd",))
         return Step(encode(Submit(session=1 + a % 3, index=b, ref=1 + a % 2, dist=1 + b % 2))[0])
+    if kind == "submit_many":
+        # 1..4 frames from index b; the second one fenced when b is odd (the fd mutations add more)
+        frames = tuple(SubmitFrame(b + k, 1 + (a + k) % 2, 1 + k % 2,
+                                   Fence("eventfd", fd=0) if k == 1 and b % 2 else None) for k in range(1 + a % 4))
+        fds = (0,) if any(f.ref_fence for f in frames) else ()
+        return Step(encode(SubmitMany(session=1 + a % 3, frames=frames, fds=fds))[0], ("eventfd",) * len(fds))
     if kind == "close":
         return Step(encode(CloseSession(seq=seq, session=1 + a % 3))[0])
     if kind == "unregister":
@@ -59,7 +66,8 @@ def _valid(kind: str, seq: int, a: int, b: int) -> Step:
     return Step(encode(ListSessions(seq=seq))[0])
 
 
-KINDS = ("hello", "register", "open", "submit", "submit", "submit", "close", "unregister", "status", "list")
+KINDS = ("hello", "register", "open", "submit", "submit", "submit", "submit_many", "submit_many", "close",
+         "unregister", "status", "list")
 
 
 HOW = ("valid", "valid", "valid", "flip", "truncate", "garbage", "empty", "fds", "field", "bundle")

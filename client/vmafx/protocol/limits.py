@@ -10,17 +10,23 @@ from dataclasses import asdict, dataclass, fields
 
 from ..formats import MAX_DIMENSION
 
-__all__ = ["Limits", "PROTOCOL_VERSION"]
+__all__ = ["Limits", "PROTOCOL_VERSION", "MAX_FDS_PER_PACKET", "MAX_FRAMES_PER_SUBMIT"]
 
 PROTOCOL_VERSION = 1
+#: the most fds one ``sendmsg`` can carry (the kernel's SCM_MAX_FD): no limit may exceed it
+MAX_FDS_PER_PACKET = 253
+#: the most frames one ``submit_many`` may carry on the wire (``max_frames_per_submit`` may be lower)
+MAX_FRAMES_PER_SUBMIT = 1024
 
 
 @dataclass(frozen=True)
 class Limits:
     #: bytes of one packet (one msgpack message); larger ones are truncated by the kernel and refused
     max_message_bytes: int = 65536
-    #: fds attached to one packet; more set MSG_CTRUNC and are refused
+    #: fds attached to one packet; more set MSG_CTRUNC and are refused (at most MAX_FDS_PER_PACKET)
     max_fds_per_message: int = 8
+    #: frames of one ``submit_many`` packet (at most MAX_FRAMES_PER_SUBMIT)
+    max_frames_per_submit: int = 64
     max_buffers_per_client: int = 256
     max_sessions_per_client: int = 16
     #: frames submitted and not yet answered, per client (all its sessions)

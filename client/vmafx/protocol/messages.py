@@ -22,12 +22,13 @@ from typing import Any, Callable, ClassVar, Sequence
 import msgpack
 
 from .errors import ErrorCode, LocalProtocolError, RemoteProtocolError
+from .limits import MAX_FDS_PER_PACKET, MAX_FRAMES_PER_SUBMIT
 
 __all__ = [
     "Message", "Request", "Reply", "encode", "decode", "decode_packet", "bundle", "peek", "MESSAGE_TYPES",
     "Hello", "HelloReply", "OpenSession", "SessionOpened", "CloseSession", "SessionClosed",
     "RegisterBuffer", "BufferRegistered", "UnregisterBuffer", "BufferUnregistered",
-    "Submit", "Result", "FrameError", "Released", "Status", "StatusReply",
+    "Submit", "SubmitMany", "SubmitFrame", "BadFrame", "Result", "FrameError", "Released", "Status", "StatusReply",
     "ListSessions", "SessionsReply", "Error", "Goodbye",
     "Plane", "Fence", "BUFFER_KINDS", "FENCE_KINDS", "FLAG_ALLOW_COPY",
 ]
@@ -42,6 +43,8 @@ _KNOWN_FLAGS = FLAG_ALLOW_COPY
 
 _U32 = (1 << 32) - 1
 _I64 = 1 << 63
+#: value types to_wire writes as they are (no to_wire lookup)
+_PLAIN = frozenset({int, str, bool, float, bytes, dict, list})
 
 
 class _Bad(Exception):
@@ -151,7 +154,7 @@ class Plane:
                 raise _Bad(f"{path}.{k}", "unknown field")
         try:
             return cls(
-                fd=_uint(255)(v["fd"], f"{path}.fd"),
+                fd=_uint(MAX_FDS_PER_PACKET - 1)(v["fd"], f"{path}.fd"),
                 offset=_uint(_I64 - 1)(v["offset"], f"{path}.offset"),
                 pitch=_uint(1 << 31)(v["pitch"], f"{path}.pitch"),
             )
@@ -178,7 +181,7 @@ class Fence:
         if kind in ("sync_file", "eventfd"):
             if "fd" not in v:
                 raise _Bad(f"{path}.fd", "missing")
-            return cls(kind, fd=_uint(255)(v["fd"], f"{path}.fd"))
+            return cls(kind, fd=_uint(MAX_FDS_PER_PACKET - 1)(v["fd"], f"{path}.fd"))
         if "handle" not in v:
             raise _Bad(f"{path}.handle", "missing")
         return cls(kind, handle=_binary(64)(v["handle"], f"{path}.handle"))
@@ -217,6 +220,8 @@ def _message(type_name: str, *, takes_fds: bool = False):
         cls.TYPE, cls.TAKES_FDS = type_name, takes_fds
         cls.SCHEMA = {f.name: f.metadata["check"] for f in wired}
         cls.REQUIRED = tuple(f.name for f in wired if f.metadata["required"])
+        # what to_wire writes, found once per class (dataclasses.fields per message was measurable)
+        cls.WIRE_FIELDS = tuple(f.name for f in fields(cls) if f.name != "fds")
         MESSAGE_TYPES[type_name] = cls
         return cls
 
@@ -230,6 +235,8 @@ class Message:
     SCHEMA: ClassVar[dict[str, Callable]] = {}
     REQUIRED: ClassVar[tuple[str, ...]] = ()
     TAKES_FDS: ClassVar[bool] = False
+    #: the fields to_wire writes, in declaration order (all but ``fds``)
+    WIRE_FIELDS: ClassVar[tuple[str, ...]] = ()
 
     def fd_refs(self) -> list[tuple[str, int]]:
         """(field path, fd index) for every fd this message references."""
@@ -237,41 +244,52 @@ class Message:
 
     def to_wire(self) -> dict:
         d: dict[str, Any] = {"t": self.TYPE}
-        for f in fields(self):
-            if f.name == "fds":
-                continue
-            v = getattr(self, f.name)
+        for name in self.WIRE_FIELDS:
+            v = getattr(self, name)
             if v is None:
                 continue
-            if isinstance(v, tuple) and v and hasattr(v[0], "to_wire"):
-                v = [x.to_wire() for x in v]
-            elif hasattr(v, "to_wire"):
+            cls = type(v)
+            if cls is tuple:
+                v = [x.to_wire() for x in v] if v and hasattr(v[0], "to_wire") else list(v)
+            elif cls not in _PLAIN and hasattr(v, "to_wire"):
                 v = v.to_wire()
-            elif isinstance(v, tuple):
-                v = list(v)
-            d[f.name] = v
+            d[name] = v
         return d
 
     @classmethod
-    def from_wire(cls, d: dict, fds: tuple[int, ...] = ()) -> "Message":
+    def check_wire(cls, d: dict) -> dict[str, Any]:
+        """The checked values of wire map ``d``'s fields (raises _Bad naming the field)."""
         kw: dict[str, Any] = {}
+        schema = cls.SCHEMA
         for key in d:
-            if key != "t" and key not in cls.SCHEMA:
+            if key != "t" and key not in schema:
                 raise _Bad(key, f"unknown field of {cls.TYPE}")
         for name in cls.REQUIRED:
             if name not in d:
                 raise _Bad(name, f"missing from {cls.TYPE}")
-        for name, check in cls.SCHEMA.items():
-            if name in d:
-                kw[name] = check(d[name], name)
+        for name, v in d.items():
+            if name != "t":
+                kw[name] = schema[name](v, name)
+        return kw
+
+    @classmethod
+    def from_wire(cls, d: dict, fds: tuple[int, ...] = ()) -> "Message":
+        kw = cls.check_wire(d)
         if cls.TAKES_FDS:
             kw["fds"] = tuple(fds)
         msg = cls(**kw)
         msg.validate()
         return msg
 
+    def check_sendable(self, checked: dict[str, Any]) -> None:
+        """Before sending: ``checked`` is check_wire of our own wire map; the cross-field checks
+        run on this message itself (no second message is built: this runs for every message sent)."""
+        self.validate()
+
     def validate(self) -> None:
         """Cross-field checks; raise _Bad."""
+        if not self.TAKES_FDS:
+            return  # the fd checks below are all there is (and this runs for every message sent)
         refs = self.fd_refs()
         fds = getattr(self, "fds", ())
         for path, idx in refs:
@@ -315,6 +333,8 @@ class Hello(Request):
     bundles: bool | None = _wire(_optional(_boolean), None)
     #: the client reads session_opened's max_frames_in_flight (an older client would refuse it)
     session_budgets: bool | None = _wire(_optional(_boolean), None)
+    #: the client would send submit_many (several frames in one packet) if the daemon takes it
+    submit_many: bool | None = _wire(_optional(_boolean), None)
 
 
 @_message("hello_reply")
@@ -327,6 +347,8 @@ class HelloReply(Reply):
     models: tuple = _wire(_list_of(_text(64), 64), ())
     #: the daemon will bundle (only ever when the hello asked for it)
     bundles: bool | None = _wire(_optional(_boolean), None)
+    #: the daemon takes submit_many from this client (only ever when the hello asked for it)
+    submit_many: bool | None = _wire(_optional(_boolean), None)
 
 
 #: the most characters of model JSON one open_session carries (all models together must also
@@ -455,6 +477,172 @@ class Submit(Message):
             raise _Bad("dist_fence.fd", "the same fd cannot be both fences (each fence fd is consumed)")
 
 
+_FRAME_KEYS = frozenset({"index", "ref", "dist", "ref_fence", "dist_fence"})
+
+
+def _u32_or_none(v) -> int | None:
+    return v if type(v) is int and 0 <= v <= _U32 else None
+
+
+@dataclass(frozen=True)
+class SubmitFrame:
+    """One frame of a ``submit_many``: a submit's fields but its session."""
+
+    index: int
+    ref: int
+    dist: int
+    ref_fence: Fence | None = None
+    dist_fence: Fence | None = None
+
+    @classmethod
+    def check(cls, v: dict, path: str) -> "SubmitFrame":
+        # Written out, not through _uint(): it runs for every frame received, and the
+        # field's path is only built when there is something wrong with it.
+        for k in v:
+            if k not in _FRAME_KEYS:
+                raise _Bad(f"{path}.{k}", "unknown field")
+        try:
+            index, ref, dist = v["index"], v["ref"], v["dist"]
+        except KeyError as e:
+            raise _Bad(f"{path}.{e.args[0]}", "missing") from None
+        for name, x in (("index", index), ("ref", ref), ("dist", dist)):
+            if type(x) is not int or not 0 <= x <= _U32:
+                _uint()(x, f"{path}.{name}")  # raises, naming the field
+        rf, df = v.get("ref_fence"), v.get("dist_fence")
+        if rf is not None:
+            rf = Fence.check(rf, f"{path}.ref_fence")
+        if df is not None:
+            df = Fence.check(df, f"{path}.dist_fence")
+        return cls(index, ref, dist, rf, df)
+
+    def to_wire(self) -> dict:
+        d: dict[str, Any] = {"index": self.index, "ref": self.ref, "dist": self.dist}
+        if self.ref_fence is not None:
+            d["ref_fence"] = self.ref_fence.to_wire()
+        if self.dist_fence is not None:
+            d["dist_fence"] = self.dist_fence.to_wire()
+        return d
+
+    def fence_fds(self) -> list[tuple[str, int]]:
+        """(role, fd index) of its fd fences."""
+        out = []
+        if self.ref_fence is not None and self.ref_fence.fd is not None:
+            out.append(("ref_fence", self.ref_fence.fd))
+        if self.dist_fence is not None and self.dist_fence.fd is not None:
+            out.append(("dist_fence", self.dist_fence.fd))
+        return out
+
+
+@dataclass(frozen=True)
+class BadFrame:
+    """A frame of a received ``submit_many`` that did not decode, though its index did: the daemon
+    answers it alone (a ``frame_error`` with this code and field, both buffers released when named)
+    and goes on with the others.  Only ever decoded, never sent."""
+
+    index: int
+    ref: int | None
+    dist: int | None
+    code: ErrorCode
+    field: str
+    message: str
+    #: fence fd indices it named (closed with the packet, unwaited)
+    fds: tuple[int, ...] = ()
+
+    def to_wire(self) -> dict:
+        raise _Bad(self.field, self.message, self.code)
+
+
+def _named_fence_fds(v: dict) -> tuple[int, ...]:
+    """Best effort: the fd indices a bad frame's fences name (they count as referenced)."""
+    out = []
+    for role in ("ref_fence", "dist_fence"):
+        f = v.get(role)
+        if isinstance(f, dict) and type(f.get("fd")) is int and 0 <= f["fd"] < MAX_FDS_PER_PACKET:
+            out.append(f["fd"])
+    return tuple(out)
+
+
+def _submit_frames(v, path):
+    """``submit_many``'s frames: each a SubmitFrame, or a BadFrame answered on its own.  What
+    leaves no frame answerable -- not a list, empty, too long, an entry that is no map or has
+    no index -- is E_PROTO: the packet as a whole is not this protocol."""
+    if not isinstance(v, list):
+        raise _Bad(path, "expected a list of frames", ErrorCode.E_PROTO)
+    if not v:
+        raise _Bad(path, "no frames", ErrorCode.E_PROTO)
+    if len(v) > MAX_FRAMES_PER_SUBMIT:
+        raise _Bad(path, f"{len(v)} frames exceed {MAX_FRAMES_PER_SUBMIT}", ErrorCode.E_PROTO)
+    out: list[SubmitFrame | BadFrame] = []
+    used: set[int] = set()
+    for i, x in enumerate(v):
+        if not isinstance(x, dict):
+            raise _Bad(f"{path}[{i}]", "expected a map with index, ref and dist", ErrorCode.E_PROTO)
+        index = _u32_or_none(x.get("index"))
+        if index is None:
+            raise _Bad(f"{path}[{i}].index", "missing or not an unsigned 32-bit integer: the frame cannot be "
+                                             "answered", ErrorCode.E_PROTO)
+        try:
+            frame = SubmitFrame.check(x, f"{path}[{i}]")
+            for role, fd in frame.fence_fds():
+                if fd in used:
+                    raise _Bad(f"{path}[{i}].{role}.fd", f"fd {fd} is already another fence's (each fence fd "
+                                                        f"is consumed)")
+                used.add(fd)
+        except _Bad as e:
+            out.append(BadFrame(index, _u32_or_none(x.get("ref")), _u32_or_none(x.get("dist")), e.code, e.field,
+                                e.message, _named_fence_fds(x)))
+            continue
+        out.append(frame)
+    return tuple(out)
+
+
+@_message("submit_many", takes_fds=True)
+class SubmitMany(Message):
+    """Several frames of one session in one packet (a client whose hello asked, and the daemon said
+    yes).  Each frame is answered as if it came in a ``submit`` of its own, in the list's order;
+    its fence fds are the packet's, by index."""
+
+    session: int = _wire(_uint(), 0, required=True)
+    frames: tuple = _wire(_submit_frames, (), required=True)
+    fds: tuple[int, ...] = ()
+
+    def fd_refs(self):
+        out = []
+        for i, f in enumerate(self.frames):
+            if type(f) is SubmitFrame:
+                out += [(f"frames[{i}].{role}.fd", fd) for role, fd in f.fence_fds()]
+            else:
+                out += [(f"frames[{i}]", fd) for fd in f.fds]
+        return out
+
+    def validate(self):
+        if not self.fds:  # the common case: no fences at all, nothing to match
+            for f in self.frames:
+                if type(f) is BadFrame:
+                    if f.fds:
+                        break
+                elif f.ref_fence is not None or f.dist_fence is not None:
+                    break
+            else:
+                return
+        super().validate()
+
+    @classmethod
+    def check_wire(cls, d):
+        # A bad frame is answered alone (a BadFrame); what escapes is the packet's own shape,
+        # which leaves no frame of it answerable: not this protocol.
+        try:
+            return super().check_wire(d)
+        except _Bad as e:
+            raise _Bad(e.field, e.message, ErrorCode.E_PROTO) from None
+
+    def check_sendable(self, checked):
+        for f in checked["frames"]:
+            if type(f) is BadFrame:
+                raise _Bad(f.field, f.message, f.code)
+        self.validate()
+
+
 @_message("result")
 class Result(Message):
     session: int = _wire(_uint(), 0, required=True)
@@ -512,14 +700,74 @@ class Goodbye(Message):
     reason: str = _wire(_text(1024), "")
 
 
+def _u32s(*values) -> bool:
+    for v in values:
+        if type(v) is not int or not 0 <= v <= _U32:
+            return False
+    return True
+
+
+def _released_map(msg: "Released") -> dict | None:
+    """A released's wire map when every value is plainly what check_wire takes, else None."""
+    if _u32s(msg.buffer, msg.session, msg.index) and (msg.role == "ref" or msg.role == "dist"):
+        return {"t": "released", "buffer": msg.buffer, "session": msg.session, "index": msg.index,
+                "role": msg.role}
+    return None
+
+
+def _result_map(msg: "Result") -> dict | None:
+    """A result's wire map when every value is plainly what check_wire takes, else None."""
+    metrics = msg.metrics
+    if not _u32s(msg.session, msg.index) or type(metrics) is not dict or len(metrics) > 4096:
+        return None
+    for k, v in metrics.items():
+        if type(k) is not str or (v is not None and type(v) is not float):
+            return None
+    return {"t": "result", "session": msg.session, "index": msg.index, "metrics": metrics}
+
+
+#: The daemon's messages of every frame (a result, two released), checked written out: the
+#: same checks as check_wire's for the values a daemon makes (ints, metric floats), the same
+#: map as to_wire's; anything else (None) goes the general way, which names the field.
+_PLAIN_MAPS: dict[type, Callable[[Any], dict | None]] = {Released: _released_map, Result: _result_map}
+
+
+def _released_read(d: dict) -> "Released | None":
+    """A received released map whose values are plainly valid (else None: the general path)."""
+    if len(d) == 5:
+        b, s, i, r = d.get("buffer"), d.get("session"), d.get("index"), d.get("role")
+        if _u32s(b, s, i) and (r == "ref" or r == "dist"):
+            return Released(buffer=b, session=s, index=i, role=r)
+    return None
+
+
+def _result_read(d: dict) -> "Result | None":
+    """A received result map whose values are plainly valid (else None: the general path)."""
+    if len(d) == 4:
+        s, i, metrics = d.get("session"), d.get("index"), d.get("metrics")
+        if _u32s(s, i) and type(metrics) is dict and len(metrics) <= 4096:
+            for k, v in metrics.items():
+                if type(k) is not str or (v is not None and type(v) is not float):
+                    return None
+            return Result(session=s, index=i, metrics=metrics)  # a fresh dict of the unpacker's
+    return None
+
+
+#: The same for the client's side: the messages it receives for every frame.
+_PLAIN_READS: dict[type, Callable[[dict], Any]] = {Released: _released_read, Result: _result_read}
+
+
 def encode(msg: Message, *, max_bytes: int | None = None) -> tuple[bytes, tuple[int, ...]]:
     """(packet bytes, fds to attach).  Raises LocalProtocolError for an invalid or oversized message."""
-    try:
-        # round-trip through validation so we never send what the peer would refuse
-        d = msg.to_wire()
-        type(msg).from_wire(d, getattr(msg, "fds", ()))
-    except _Bad as e:
-        raise LocalProtocolError(e.code, e.field, e.message) from None
+    plain = _PLAIN_MAPS.get(type(msg))
+    d = plain(msg) if plain is not None else None
+    if d is None:
+        try:
+            # checked as the peer will check it, so we never send what it would refuse
+            d = msg.to_wire()
+            msg.check_sendable(type(msg).check_wire(d))
+        except _Bad as e:
+            raise LocalProtocolError(e.code, e.field, e.message) from None
     data = msgpack.packb(d, use_bin_type=True)
     if max_bytes is not None and len(data) > max_bytes:
         raise LocalProtocolError(ErrorCode.E_INVAL, "message", f"{len(data)} bytes exceed the limit of {max_bytes}")
@@ -546,6 +794,11 @@ def _from_obj(obj, fds: tuple[int, ...], path: str = "message") -> Message:
         raise RemoteProtocolError(ErrorCode.E_PROTO, "t", f"unknown message type {t!r}")
     if fds and not cls.TAKES_FDS:
         raise RemoteProtocolError(ErrorCode.E_PROTO, "fds", f"{t} takes no fds but {len(fds)} were attached")
+    plain = _PLAIN_READS.get(cls)
+    if plain is not None:
+        msg = plain(obj)
+        if msg is not None:
+            return msg
     try:
         return cls.from_wire(obj, fds)
     except _Bad as e:

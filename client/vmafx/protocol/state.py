@@ -105,7 +105,7 @@ TRANSITIONS: dict[Role, dict[tuple[State, Event], State]] = {
 CLIENT_SENDS: dict[State, frozenset[type[m.Message]]] = {
     _S.AWAIT_HELLO: frozenset({m.Hello}),
     _S.OPEN: frozenset({m.OpenSession, m.CloseSession, m.RegisterBuffer, m.UnregisterBuffer, m.Submit,
-                        m.Status, m.ListSessions}),
+                        m.SubmitMany, m.Status, m.ListSessions}),
     _S.CLOSED: frozenset(),
     _S.ERROR: frozenset(),
 }
@@ -167,19 +167,26 @@ class FramePromise:
     side does (the daemon's frame ledger, about to send a second outcome).
     """
 
-    label: str = "frame"
+    #: what it is for: a name, or ``(session, index)`` (formatted only when an error needs it:
+    #: a promise is made for every frame)
+    label: str | tuple[int, int] = "frame"
     answered: bool = False
     #: the roles not released yet
     unreleased: set[str] = field(default_factory=lambda: {"ref", "dist"})
 
+    @property
+    def name(self) -> str:
+        label = self.label
+        return label if isinstance(label, str) else f"frame {label[1]} of session {label[0]}"
+
     def answer(self, breach: type[ProtocolError]) -> None:
         if self.answered:
-            raise breach(ErrorCode.E_PROTO, "index", f"a second outcome for {self.label}")
+            raise breach(ErrorCode.E_PROTO, "index", f"a second outcome for {self.name}")
         self.answered = True
 
     def release(self, role: str, breach: type[ProtocolError]) -> None:
         if role not in self.unreleased:
-            raise breach(ErrorCode.E_PROTO, "role", f"a second or unexpected release of {role} for {self.label}")
+            raise breach(ErrorCode.E_PROTO, "role", f"a second or unexpected release of {role} for {self.name}")
         self.unreleased.discard(role)
 
     @property
@@ -233,6 +240,8 @@ class ServerConnection(_Connection):
         self.server_name = server_name
         self.state = State.AWAIT_HELLO
         self.client_name: str | None = None
+        #: the hello asked to send submit_many (this daemon always takes it then)
+        self.submit_many = False
 
     def receive(self, data: bytes, fds: tuple[int, ...] = (), *, truncated: bool = False,
                 ctrunc: bool = False) -> m.Message:
@@ -255,6 +264,12 @@ class ServerConnection(_Connection):
                                               "a second hello: this connection already said hello "
                                               "(one hello per connection; connect again to start over)")
                 raise RemoteProtocolError(ErrorCode.E_PROTO, "t", f"a client does not send {msg.TYPE}")
+            if type(msg) is m.SubmitMany:
+                if not self.submit_many:
+                    raise RemoteProtocolError(ErrorCode.E_PROTO, "t", "submit_many, but the hello did not ask for it")
+                if len(msg.frames) > self.limits.max_frames_per_submit:
+                    raise RemoteProtocolError(ErrorCode.E_PROTO, "frames", f"{len(msg.frames)} frames exceed the "
+                                              f"limit of {self.limits.max_frames_per_submit} (max_frames_per_submit)")
         except RemoteProtocolError as e:
             if e.fatal:
                 self._to(Event.PROTOCOL_ERROR)
@@ -266,6 +281,7 @@ class ServerConnection(_Connection):
                     f"protocol version {msg.version} is not supported (this daemon speaks {PROTOCOL_VERSION})",
                 )
             self.client_name = msg.client
+            self.submit_many = bool(msg.submit_many)
             self._to(Event.HELLO)
         return msg
 
@@ -293,7 +309,15 @@ class ClientFrameLedger:
         key = (session, index)
         if key in self.frames:
             raise LocalProtocolError(ErrorCode.E_STATE, "index", f"frame {index} of session {session} was already submitted")
-        self.frames[key] = FramePromise(f"frame {index} of session {session}")
+        self.frames[key] = FramePromise(key)
+
+    def submitted_many(self, session: int, indices: list[int]) -> None:
+        """A submit_many's frames: all of them, or (one already submitted) none."""
+        if len(set(indices)) != len(indices) or any((session, i) in self.frames for i in indices):
+            raise LocalProtocolError(ErrorCode.E_STATE, "frames", f"a frame of session {session} was submitted "
+                                     f"twice")
+        for i in indices:
+            self.frames[(session, i)] = FramePromise((session, i))
 
     def _promise(self, key: tuple[int, int]) -> FramePromise:
         promise = self.frames.get(key)
@@ -340,6 +364,9 @@ class ClientConnection(_Connection):
         self.server: m.HelloReply | None = None
         #: the hello sent asked for bundles (packets of several messages)
         self.bundles = False
+        #: the hello sent asked to send submit_many, and (once true) the daemon said yes
+        self._asked_submit_many = False
+        self.submit_many = False
 
     def next_seq(self) -> int:
         self._seq = (self._seq + 1) & 0xFFFFFFFF
@@ -351,14 +378,27 @@ class ClientConnection(_Connection):
         except LocalProtocolError:
             raise LocalProtocolError(ErrorCode.E_STATE, "message",
                                      f"cannot send {msg.TYPE} in state {self.state.value}") from None
+        if type(msg) is m.SubmitMany:
+            if not self.submit_many:
+                raise LocalProtocolError(ErrorCode.E_STATE, "t", "the daemon did not say it takes submit_many")
+            if len(msg.frames) > self.limits.max_frames_per_submit:
+                raise LocalProtocolError(ErrorCode.E_INVAL, "frames", f"{len(msg.frames)} frames exceed the "
+                                         f"daemon's max_frames_per_submit ({self.limits.max_frames_per_submit})")
+            if len(msg.fds) > self.limits.max_fds_per_message:
+                raise LocalProtocolError(ErrorCode.E_INVAL, "fds", f"{len(msg.fds)} fds exceed the daemon's "
+                                         f"max_fds_per_message ({self.limits.max_fds_per_message})")
         data, fds = m.encode(msg, max_bytes=self.limits.max_message_bytes)
         seq = getattr(msg, "seq", None)
         if seq is not None and type(msg) in REPLY_TO:
             self.pending[seq] = type(msg)
-        if isinstance(msg, m.Submit):
+        cls = type(msg)
+        if cls is m.Submit:
             self.ledger.submitted(msg.session, msg.index)
-        if isinstance(msg, m.Hello):
+        elif cls is m.SubmitMany:
+            self.ledger.submitted_many(msg.session, [f.index for f in msg.frames])
+        elif cls is m.Hello:
             self.bundles = bool(msg.bundles)
+            self._asked_submit_many = bool(msg.submit_many)
         return data, fds
 
     def receive(self, data: bytes) -> m.Message:
@@ -431,5 +471,6 @@ class ClientConnection(_Connection):
         if isinstance(msg, m.HelloReply):
             self.server = msg
             self.limits = Limits.from_wire(msg.limits)
+            self.submit_many = self._asked_submit_many and bool(msg.submit_many)
             self._to(Event.HELLO)
         return msg
