@@ -18,7 +18,8 @@ from .declaration import FeatureDeclaration, Option, OptionError
 __all__ = ["FeatureDeclaration", "Option", "OptionError", "get", "all_declarations", "provider", "UnknownFeature"]
 
 # One module per feature; each exposes DECLARATION.  Registering a feature is adding it here.
-_MODULES = ("vif", "adm", "motion", "psnr", "ssim", "ms_ssim", "float_vif", "float_adm", "float_motion", "cambi", "ciede", "psnr_hvs")
+_MODULES = ("vif", "adm", "motion", "psnr", "ssim", "ms_ssim", "float_vif", "float_adm", "float_motion", "cambi", "ciede", "psnr_hvs",
+            "speed_chroma", "speed_temporal")
 
 
 class UnknownFeature(KeyError):
