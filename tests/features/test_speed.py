@@ -110,11 +110,11 @@ def _avx512_cov_loop(x: np.ndarray, y: np.ndarray) -> float:
 @pytest.mark.parametrize("cols", [5, 8, 13, 16, 29, 40])
 def test_covariance_sums_add_in_the_avx512_kernels_order(cols):
     rng = np.random.default_rng(cols)
-    x = rng.standard_normal((3, 4, cols)) * 50
-    y = rng.standard_normal((3, 4, cols)) * 50
-    ours = core.covariance_sums(x, y)
-    for p in range(3):
-        assert ours[p] == _avx512_cov_loop(x[p], y[p])
+    values = rng.standard_normal((4, 3, cols)) * 50
+    px, py = np.array([0, 1, 3, 2]), np.array([0, 2, 1, 2])
+    ours = core.covariance_sums(values, px, py)
+    for p in range(4):
+        assert ours[p] == _avx512_cov_loop(values[px[p]], values[py[p]])
 
 
 def test_eigenvalues_and_solution_are_those_of_the_matrix():

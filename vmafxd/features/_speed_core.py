@@ -44,7 +44,7 @@ from ._float_vif_core import filter_size, gaussian_filter, gaussian_kernel, vali
 from ._speed_linalg import EIGENVALUE_EPS, solve_linear_system, symmetric_eigenvalues
 from .declaration import Option, OptionError
 
-__all__ = ["SpeedGeometry", "geometry", "downscale", "est_params", "speed_score", "extract_score",
+__all__ = ["SpeedGeometry", "geometry", "downscale", "est_params", "speed_score", "extract_scores",
            "covariance_sums", "fma", "PRESCALE_METHODS", "c_log2", "common_options", "check_common",
            "almost_one"]
 
@@ -217,12 +217,16 @@ def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 
     Boldo and Melquiond's emulation ("Emulation of a FMA and correctly rounded
     sums: proved algorithms using rounding to odd", IEEE TC 2008): the exact
-    product ``uh + ul``, the exact sum ``th + tl = c + uh``, ``v = tl + ul``
-    rounded to odd, then ``th + v`` rounded to nearest.  Rounding to odd is
-    the nearest rounding moved to its odd neighbour when it was inexact and
-    landed on an even significand.
+    product ``uh + ul`` (:func:`_two_prod`), then :func:`_add_exact_product`.
     """
-    uh, ul = _two_prod(a, b)
+    return _add_exact_product(*_two_prod(a, b), c)
+
+
+def _add_exact_product(uh: np.ndarray, ul: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``RN(uh + ul + c)`` for an exact product ``uh + ul``: the exact sum ``th + tl = c + uh``,
+    ``v = tl + ul`` rounded to odd, then ``th + v`` rounded to nearest.  Rounding to odd is the
+    nearest rounding moved to its odd neighbour when it was inexact and landed on an even
+    significand."""
     th, tl = _two_sum(c, uh)
     v, err = _two_sum(tl, ul)
     fix = (err != 0) & ((v.view(np.int64) & 1) == 0)
@@ -231,39 +235,43 @@ def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return th + v
 
 
-def covariance_sums(cx: np.ndarray, cy: np.ndarray) -> np.ndarray:
+def covariance_sums(values: np.ndarray, px: np.ndarray, py: np.ndarray) -> np.ndarray:
     """``compute_cov_kernel_avx512`` for many pairs at once: ``sum (x - mx)(y - my)`` in double.
 
-    ``cx``/``cy`` are ``(pairs, rows, cols)`` float64 arrays of the centred
-    values (``(double)x - mean``, as libvmaf subtracts them).  Per row: blocks
-    of 16 go 8 to ``acc0`` and 8 to ``acc1`` (one fused multiply-add per
-    lane), one block of 8 more to ``acc0``, the rest to a scalar ``double``
-    (product rounded, then added: ``-std=c11`` allows no contraction).  Then
+    ``values`` is a ``(planes, rows, cols)`` float64 array of centred values
+    (``(double)x - mean``, as libvmaf subtracts them); pair *k* sums the
+    products of ``values[px[k]]`` and ``values[py[k]]``.  Per row: blocks of
+    16 go 8 to ``acc0`` and 8 to ``acc1`` (one fused multiply-add per lane),
+    one block of 8 more to ``acc0``, the rest to a scalar ``double`` (product
+    rounded, then added: ``-std=c11`` allows no contraction).  Then
     ``acc0 + acc1``, ``_mm512_reduce_add_pd`` (upper half + lower half, again,
     then the two lanes) and the scalar tail.
+
+    ``acc0`` and ``acc1`` sit side by side as one 16-lane array, so a block
+    of 16 is one step (a few numpy calls on small arrays that stay in cache).
     """
-    pairs, rows, cols = cx.shape
+    _, rows, cols = values.shape
+    pairs = len(px)
     n16 = cols // 16
     has8 = cols - 16 * n16 >= 8
     tail0 = 16 * n16 + (8 if has8 else 0)
-    acc0 = np.zeros((pairs, 8))
-    acc1 = np.zeros((pairs, 8))
+    acc = np.zeros((pairs, 16))
     for i in range(rows):
+        row = values[:, i]
         for blk in range(n16):
-            j = 16 * blk
-            acc0 = fma(cx[:, i, j:j + 8], cy[:, i, j:j + 8], acc0)
-            acc1 = fma(cx[:, i, j + 8:j + 16], cy[:, i, j + 8:j + 16], acc1)
+            cols16 = row[:, 16 * blk:16 * blk + 16]
+            acc = fma(cols16[px], cols16[py], acc)
         if has8:
-            j = 16 * n16
-            acc0 = fma(cx[:, i, j:j + 8], cy[:, i, j:j + 8], acc0)
-    acc = acc0 + acc1
+            cols8 = row[:, tail0 - 8:tail0]
+            acc[:, :8] = fma(cols8[px], cols8[py], acc[:, :8])
+    acc = acc[:, :8] + acc[:, 8:]
     half = acc[:, 4:] + acc[:, :4]
     quarter = half[:, 2:] + half[:, :2]
     total = quarter[:, 0] + quarter[:, 1]
     if tail0 < cols:
-        prods = (cx[:, :, tail0:] * cy[:, :, tail0:]).reshape(pairs, -1)
-        tail = np.add.accumulate(prods, axis=1)[:, -1]
-        total = total + tail
+        rest = values[:, :, tail0:]
+        prods = (rest[px] * rest[py]).reshape(pairs, -1)
+        total = total + np.add.accumulate(prods, axis=1)[:, -1]
     return total
 
 
@@ -273,19 +281,28 @@ _PX = np.array([p[0] for p in _PAIRS])
 _PY = np.array([p[1] for p in _PAIRS])
 
 
-def covariance_matrix(data: np.ndarray, g: SpeedGeometry) -> np.ndarray:
-    """``compute_covariance_matrix``: the 25 x 25 float covariance of the 5 x 5 neighbourhoods."""
+def covariance_matrices(pictures: list[np.ndarray], g: SpeedGeometry) -> list[np.ndarray]:
+    """``compute_covariance_matrix`` of each picture: the 25 x 25 float covariance of the 5 x 5
+    neighbourhoods (the pictures' sums are formed together; each is libvmaf's own)."""
     th, tw = g.truncated
     sh, sw = th - BLOCK + 1, tw - BLOCK + 1
-    subs = np.stack([data[r:r + sh, c:c + sw] for r in range(BLOCK) for c in range(BLOCK)])
-    # compute_mean: one float accumulator over the submatrix, row by row, then / (float)N
-    means = np.add.accumulate(subs.reshape(BLOCK * BLOCK, -1), axis=1, dtype=np.float32)[:, -1] / F32(sw * sh)
-    centred = subs.astype(np.float64) - means.astype(np.float64)[:, None, None]
-    sums = covariance_sums(centred[_PX], centred[_PY])
-    cov = (sums / float(sw * sh)).astype(np.float32)
-    out = np.empty((BLOCK * BLOCK, BLOCK * BLOCK), np.float32)
-    out[_PX, _PY] = cov
-    out[_PY, _PX] = cov
+    n = BLOCK * BLOCK
+    centred = []
+    for data in pictures:
+        subs = np.stack([data[r:r + sh, c:c + sw] for r in range(BLOCK) for c in range(BLOCK)])
+        # compute_mean: one float accumulator over the submatrix, row by row, then / (float)N
+        means = np.add.accumulate(subs.reshape(n, -1), axis=1, dtype=np.float32)[:, -1] / F32(sw * sh)
+        centred.append(subs.astype(np.float64) - means.astype(np.float64)[:, None, None])
+    shift = np.repeat(np.arange(len(pictures)) * n, len(_PX))
+    sums = covariance_sums(np.concatenate(centred), np.tile(_PX, len(pictures)) + shift,
+                           np.tile(_PY, len(pictures)) + shift)
+    out = []
+    for k in range(len(pictures)):
+        cov = (sums[k * len(_PX):(k + 1) * len(_PX)] / float(sw * sh)).astype(np.float32)
+        mat = np.empty((n, n), np.float32)
+        mat[_PX, _PY] = cov
+        mat[_PY, _PX] = cov
+        out.append(mat)
     return out
 
 
@@ -299,8 +316,8 @@ class SpeedParams:
     singular: bool
 
 
-def est_params(data: np.ndarray, g: SpeedGeometry, sigma_nn: np.float32) -> SpeedParams:
-    cov = covariance_matrix(data, g)
+def est_params(data: np.ndarray, cov: np.ndarray, g: SpeedGeometry, sigma_nn: np.float32) -> SpeedParams:
+    """``est_params`` of one picture at the operating size, given its covariance matrix."""
     eig = symmetric_eigenvalues(cov)
     th, tw = g.truncated
     # compute_independent_term: row (si*5 + sj), column (block row * blocks across + block column)
@@ -358,19 +375,27 @@ def speed_score(ref: SpeedParams, dis: SpeedParams, sigma_nn: np.float32, nn_flo
     return total / F32(ref.entropies.size)
 
 
-def extract_score(ref: np.ndarray, dis: np.ndarray, g: SpeedGeometry, options: Mapping[str, Any],
-                  mode: int = 0) -> tuple[np.float32, bool]:
-    """``speed_extract_score``: (score, whether either picture's matrix was singular)."""
+def extract_scores(pairs: list[tuple[np.ndarray, np.ndarray]], g: SpeedGeometry, options: Mapping[str, Any],
+                   mode: int = 0) -> list[tuple[np.float32, bool]]:
+    """``speed_extract_score`` of each (reference, distorted) pair of float pictures: (score, whether
+    either picture's matrix was singular).  The pairs are independent; their covariance sums are
+    formed together (fewer, larger numpy steps)."""
     snn = F32(options["speed_sigma_nn"])
+    out = []
     # degenerate pictures make NaNs and infinities as they do in C, silently
     with np.errstate(all="ignore"):
-        rp = est_params(downscale(ref, g, options), g, snn)
-        dp = est_params(downscale(dis, g, options), g, snn)
-        if rp.singular != dp.singular:
-            # one side numerically unstable (very rare): libvmaf scores 0 rather than an inflated value
-            return _ZERO, True
-        score = speed_score(rp, dp, snn, F32(options["speed_nn_floor"]), mode)
-    return score, rp.singular or dp.singular
+        small = [downscale(p, g, options) for pair in pairs for p in pair]
+        covs = covariance_matrices(small, g)
+        for k in range(len(pairs)):
+            rp = est_params(small[2 * k], covs[2 * k], g, snn)
+            dp = est_params(small[2 * k + 1], covs[2 * k + 1], g, snn)
+            if rp.singular != dp.singular:
+                # one side numerically unstable (very rare): libvmaf scores 0 rather than an inflated value
+                out.append((_ZERO, True))
+                continue
+            score = speed_score(rp, dp, snn, F32(options["speed_nn_floor"]), mode)
+            out.append((score, rp.singular or dp.singular))
+    return out
 
 
 # --- the options both extractors declare (speed.c's two option tables share these) ---------------

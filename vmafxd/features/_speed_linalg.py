@@ -89,9 +89,7 @@ def _tridiagonalise(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             blk = a[lo:, lo:]
             vv = v[lo:]
             # x[r] = sum_j tau * A[r, j] * v[j], j ascending, as (tau * A) * v
-            x = np.zeros(n - lo, np.float32)
-            for j in range(n - lo):
-                x += (tau * blk[:, j]) * vv[j]
+            x = _row_sums((tau * blk) * vv)
             xv = _seq_sum(x * vv)
             alpha = F32(-0.5 * float(tau) * float(xv))  # a double expression assigned to a float
             x += alpha * vv
@@ -205,12 +203,22 @@ def symmetric_eigenvalues(matrix: np.ndarray) -> np.ndarray:
     return d
 
 
+def _row_sums(terms: np.ndarray) -> np.ndarray:
+    """``acc = 0.0f; for k: acc += terms[..., k, ...]`` along axis 1 (the last of a 2-D array).
+
+    ``np.add.accumulate`` adds in index order; it starts from the first term
+    rather than from +0, which differs only where every term is a zero and
+    the first is -0: a C sum that starts at +0 never ends at -0 (round to
+    nearest), so adding +0 at the end makes the two equal in every case.
+    """
+    if terms.shape[1] == 0:
+        return np.zeros(terms.shape[:1] + terms.shape[2:], np.float32)
+    return np.add.accumulate(terms, axis=1, dtype=np.float32)[:, -1] + _ZERO
+
+
 def _matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """``matrix_mul``: ``dst[i, j] += x[i, k] * y[k, j]`` for k ascending, in float."""
-    out = np.zeros((x.shape[0], y.shape[1]), np.float32)
-    for k in range(x.shape[1]):
-        out += np.multiply.outer(x[:, k], y[k, :])
-    return out
+    return _row_sums(x[:, :, None] * y[None, :, :])
 
 
 def _norm(v: np.ndarray) -> np.float32:

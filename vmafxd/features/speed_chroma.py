@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from ._float_common import to_float_plane
-from ._speed_core import check_common, common_options, extract_score, geometry
+from ._speed_core import check_common, common_options, extract_scores, geometry
 from .declaration import FeatureDeclaration, FrameScores, Option, PerFrameTwin, check_bitdepth, check_chroma
 
 __all__ = ["DECLARATION", "SpeedChroma", "metrics_from_scores"]
@@ -55,12 +55,10 @@ class SpeedChroma(PerFrameTwin):
             ch, cw = ref.planes[1].shape
             self.geometry = geometry(cw, ch, float(self.options["speed_prescale"]))
         mode = int(self.options["speed_weight_var_mode"])
-        scores = []
-        for plane in (1, 2):
-            r = to_float_plane(ref.planes[plane], self.bitdepth)
-            d = to_float_plane(dist.planes[plane], self.bitdepth)
-            scores += extract_score(r, d, self.geometry, self.options, mode)
-        return [(index, metrics_from_scores(*scores, float(self.options["speed_max_val"])))]
+        pairs = [(to_float_plane(ref.planes[p], self.bitdepth), to_float_plane(dist.planes[p], self.bitdepth))
+                 for p in (1, 2)]
+        (su, eu), (sv, ev) = extract_scores(pairs, self.geometry, self.options, mode)
+        return [(index, metrics_from_scores(su, eu, sv, ev, float(self.options["speed_max_val"])))]
 
 
 def _check(values: Mapping[str, Any]) -> None:

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from ._float_common import to_float_plane
-from ._speed_core import almost_one, check_common, common_options, extract_score, geometry
+from ._speed_core import almost_one, check_common, common_options, extract_scores, geometry
 from .declaration import FeatureDeclaration, FrameScores, Option, OptionError, PerFrameTwin, check_bitdepth
 
 __all__ = ["DECLARATION", "SpeedTemporal"]
@@ -48,7 +48,7 @@ class SpeedTemporal(PerFrameTwin):
         pr, pd = previous
         rdiff = pr - r
         ddiff = pd - (r if self.options["speed_use_ref_diff"] else d)
-        score, _ = extract_score(rdiff, ddiff, self.geometry, self.options)
+        ((score, _),) = extract_scores([(rdiff, ddiff)], self.geometry, self.options)
         return [(index, {"speed_temporal": float(score)})]
 
 
