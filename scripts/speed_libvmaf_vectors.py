@@ -2,6 +2,7 @@
 """libvmaf's SpEED features and v1.0.16 models on the vendored pairs, as test vectors.
 
     python3 scripts/speed_libvmaf_vectors.py PATH/TO/vmaf [OUT.json]
+    python3 scripts/speed_libvmaf_vectors.py --full PATH/TO/vmaf [OUT.json]
 
 Runs libvmaf's ``vmaf`` tool (built from the reference commit with ``%.17g``
 in ``src/output.c``, so every value is the full double; see
@@ -11,7 +12,10 @@ and each ``vmaf_v1.0.16*`` model.  Every pair is fed as raw planar YUV with
 libvmaf's floor-size chroma (its y4m reader cannot read odd sizes).  Writes the
 per-frame values to OUT (default tests/data/scores/speed_libvmaf.json);
 tests/features/test_speed.py and tests/model/test_speed_models.py compare
-vmafxd with them.
+vmafxd with them.  ``--full``: every pair of the full reference set
+(../shared/reference, first 3 frames, default options) and two models on its
+1080p pair, into tests/data/scores/speed_libvmaf_full.json (used by the tests
+marked ``reference`` when that set is present).
 """
 
 from __future__ import annotations
@@ -64,9 +68,25 @@ MODEL_CASES = [
 
 
 def main() -> int:
-    vmaf = sys.argv[1]
-    out = Path(sys.argv[2]) if len(sys.argv) > 2 else DATA / "scores" / "speed_libvmaf.json"
-    manifest = json.loads((DATA / "clips" / "clips.json").read_text())
+    args = sys.argv[1:]
+    full = args[:1] == ["--full"]
+    if full:
+        args = args[1:]
+    vmaf = args[0]
+    out = Path(args[1]) if len(args) > 1 else DATA / "scores" / (
+        "speed_libvmaf_full.json" if full else "speed_libvmaf.json")
+    root = DATA
+    feature_cases, model_cases = FEATURE_CASES, MODEL_CASES
+    if full:
+        from tests.reference import full_reference_root
+
+        root = full_reference_root()
+        if root is None:
+            raise SystemExit("the full reference set is not here")
+        ids = [p["id"] for p in json.loads((root / "clips" / "clips.json").read_text())["pairs"]]
+        feature_cases = [(pid, 3, ["speed_chroma", "speed_temporal"]) for pid in ids]
+        model_cases = [("p14_retina1080_x264crf35", 3, ("vmaf_v1.0.16_3d0h", "vmaf_v1.0.16_hfr_3d0h_2160"))]
+    manifest = json.loads((root / "clips" / "clips.json").read_text())
     pairs = {p["id"]: p for p in manifest["pairs"]}
     res = subprocess.run([vmaf, "--version"], capture_output=True, text=True)
     version = (res.stdout + res.stderr).strip()
@@ -75,7 +95,7 @@ def main() -> int:
     def raw(name: str, frames: int) -> tuple[Path, dict]:
         """The clip's first frames as planar YUV with (w >> 1)-wide chroma, as libvmaf's picture holds it."""
         path = tmp / f"{name}.{frames}.yuv"
-        with open_video(DATA / "clips" / manifest["clips"][name]["file"]) as r:
+        with open_video(root / "clips" / manifest["clips"][name]["file"]) as r:
             info = r.info
             with open(path, "wb") as f:
                 for k, planes in enumerate(r):
@@ -103,11 +123,11 @@ def main() -> int:
         return [f["metrics"] for f in json.loads(log.read_text())["frames"]]
 
     features = []
-    for pid, n, specs in FEATURE_CASES:
+    for pid, n, specs in feature_cases:
         args = ["--no_prediction"] + [a for s in specs for a in ("--feature", s)]
         features.append({"pair": pid, "features": specs, "frames": run(pid, n, args)})
     models = []
-    for pid, n, versions in MODEL_CASES:
+    for pid, n, versions in model_cases:
         for v in versions:
             models.append({"pair": pid, "model": v, "frames": run(pid, n, ["-m", f"version={v}"])})
     out.write_text(json.dumps({"generator": "scripts/speed_libvmaf_vectors.py", "vmaf_version": version,

@@ -24,25 +24,32 @@ from vmafxd.features._speed_linalg import solve_linear_system, symmetric_eigenva
 from vmafxd.features.declaration import OptionError
 from vmafxd.features.speed_chroma import metrics_from_scores
 
-from ..reference import VENDORED, vendored_pairs
+from ..reference import VENDORED, full_pairs, vendored_pairs
 from .harness import run_feature
 
 VECTORS = json.loads((VENDORED / "scores" / "speed_libvmaf.json").read_text())
+#: every pair of the full reference set, first 3 frames (run when ../shared/reference is here)
+FULL_VECTORS = json.loads((VENDORED / "scores" / "speed_libvmaf_full.json").read_text())
 PAIRS = {p.id: p for p in vendored_pairs()}
+FULL_PAIRS = {p.id: p for p in full_pairs()}
 
 
 def _feature_params():
     for case in VECTORS["features"]:
         for spec in case["features"]:
-            yield pytest.param(case, spec, id=f"{case['pair']}-{spec}")
+            yield pytest.param(case, spec, PAIRS[case["pair"]], id=f"{case['pair']}-{spec}")
+    for case in FULL_VECTORS["features"] if FULL_PAIRS else ():
+        for spec in case["features"]:
+            yield pytest.param(case, spec, FULL_PAIRS[case["pair"]], id=f"full-{case['pair']}-{spec}",
+                               marks=pytest.mark.reference)
 
 
-@pytest.mark.parametrize("case, spec", list(_feature_params()))
-def test_every_frame_and_key_equals_libvmaf(case, spec):
+@pytest.mark.parametrize("case, spec, pair", list(_feature_params()))
+def test_every_frame_and_key_equals_libvmaf(case, spec, pair):
     req = parse_feature_spec(spec)
     decl = get(req.name)
     values = decl.resolve_options(req.options)
-    ours = run_feature(decl, PAIRS[case["pair"]], req.options, frames=len(case["frames"]))
+    ours = run_feature(decl, pair, req.options, frames=len(case["frames"]))
     names = list(decl.metric_names(values).values())
     checked = 0
     for i, theirs in enumerate(case["frames"]):

@@ -18,16 +18,25 @@ from vmafxd.core.scoring import CpuScorer, ScoringPlan
 from vmafxd.model import load_model
 from vmafxd.model.predict import correct_chroma_from_luma, normalise
 
-from ..reference import VENDORED, vendored_pairs
+from ..reference import VENDORED, full_pairs, vendored_pairs
 
 VECTORS = json.loads((VENDORED / "scores" / "speed_libvmaf.json").read_text())
+FULL_VECTORS = json.loads((VENDORED / "scores" / "speed_libvmaf_full.json").read_text())
 PAIRS = {p.id: p for p in vendored_pairs()}
+FULL_PAIRS = {p.id: p for p in full_pairs()}
 
 
-def _run(version: str, pair_id: str, frames: int, names: list[str] | None = None):
-    models = [load_model(f"version={v}:name={v}") for v in (names or [version])]
+def _model_params():
+    for case in VECTORS["models"]:
+        yield pytest.param(case, PAIRS[case["pair"]], id=f"{case['pair']}-{case['model']}")
+    for case in FULL_VECTORS["models"] if FULL_PAIRS else ():
+        yield pytest.param(case, FULL_PAIRS[case["pair"]], id=f"full-{case['pair']}-{case['model']}",
+                           marks=pytest.mark.reference)
+
+
+def _run(version: str, pair, frames: int):
+    models = [load_model(f"version={version}:name={version}")]
     plan = ScoringPlan.build(models, [])
-    pair = PAIRS[pair_id]
     refs, dists = pair.pictures()
     sc = CpuScorer(plan, pair.width, pair.height, pair.bitdepth)
     out = []
@@ -37,9 +46,9 @@ def _run(version: str, pair_id: str, frames: int, names: list[str] | None = None
     return plan, [m for _, m in sorted(out, key=lambda t: t[0])][:frames]
 
 
-@pytest.mark.parametrize("case", VECTORS["models"], ids=lambda c: f"{c['pair']}-{c['model']}")
-def test_model_scores_and_their_inputs_equal_libvmaf(case):
-    plan, ours = _run(case["model"], case["pair"], len(case["frames"]))
+@pytest.mark.parametrize("case, pair", list(_model_params()))
+def test_model_scores_and_their_inputs_equal_libvmaf(case, pair):
+    plan, ours = _run(case["model"], pair, len(case["frames"]))
     inputs = plan.model_inputs[case["model"]][0]
     for i, theirs in enumerate(case["frames"]):
         for name in inputs:
