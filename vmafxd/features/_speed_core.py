@@ -46,7 +46,8 @@ from .declaration import Option, OptionError
 
 __all__ = ["SpeedGeometry", "geometry", "downscale", "est_params", "speed_score", "extract_scores",
            "covariance_sums", "fma", "PRESCALE_METHODS", "c_log2", "common_options", "check_common",
-           "almost_one"]
+           "almost_one", "finish_scores", "covariance_from_sums", "resize_tables", "filter_taps",
+           "PAIRS", "NUM_SCALES", "BLOCK", "picture_sums"]
 
 F32 = np.float32
 _ZERO = F32(0.0)
@@ -284,6 +285,11 @@ _PY = np.array([p[1] for p in _PAIRS])
 def covariance_matrices(pictures: list[np.ndarray], g: SpeedGeometry) -> list[np.ndarray]:
     """``compute_covariance_matrix`` of each picture: the 25 x 25 float covariance of the 5 x 5
     neighbourhoods (the pictures' sums are formed together; each is libvmaf's own)."""
+    return covariance_from_sums(picture_sums(pictures, g), g)
+
+
+def picture_sums(pictures: list[np.ndarray], g: SpeedGeometry) -> np.ndarray:
+    """``(pictures, PAIRS)``: each picture's covariance sums in double, before the division."""
     th, tw = g.truncated
     sh, sw = th - BLOCK + 1, tw - BLOCK + 1
     n = BLOCK * BLOCK
@@ -296,9 +302,22 @@ def covariance_matrices(pictures: list[np.ndarray], g: SpeedGeometry) -> list[np
     shift = np.repeat(np.arange(len(pictures)) * n, len(_PX))
     sums = covariance_sums(np.concatenate(centred), np.tile(_PX, len(pictures)) + shift,
                            np.tile(_PY, len(pictures)) + shift)
+    return sums.reshape(len(pictures), len(_PX))
+
+
+#: the covariances of one picture, in the order libvmaf computes them (x_index, then y_index <= x_index)
+PAIRS = len(_PX)
+
+
+def covariance_from_sums(sums: np.ndarray, g: SpeedGeometry) -> list[np.ndarray]:
+    """Each picture's 25 x 25 float matrix from its ``(PAIRS,)`` double sums (``result / N`` in
+    double, stored as a float): shared with the GPU twin, whose kernels form the sums."""
+    th, tw = g.truncated
+    count = float((th - BLOCK + 1) * (tw - BLOCK + 1))
+    n = BLOCK * BLOCK
     out = []
-    for k in range(len(pictures)):
-        cov = (sums[k * len(_PX):(k + 1) * len(_PX)] / float(sw * sh)).astype(np.float32)
+    for row in np.asarray(sums, np.float64):
+        cov = (row / count).astype(np.float32)
         mat = np.empty((n, n), np.float32)
         mat[_PX, _PY] = cov
         mat[_PY, _PX] = cov
@@ -380,15 +399,23 @@ def extract_scores(pairs: list[tuple[np.ndarray, np.ndarray]], g: SpeedGeometry,
     """``speed_extract_score`` of each (reference, distorted) pair of float pictures: (score, whether
     either picture's matrix was singular).  The pairs are independent; their covariance sums are
     formed together (fewer, larger numpy steps)."""
-    snn = F32(options["speed_sigma_nn"])
-    out = []
     # degenerate pictures make NaNs and infinities as they do in C, silently
     with np.errstate(all="ignore"):
         small = [downscale(p, g, options) for pair in pairs for p in pair]
-        covs = covariance_matrices(small, g)
-        for k in range(len(pairs)):
-            rp = est_params(small[2 * k], covs[2 * k], g, snn)
-            dp = est_params(small[2 * k + 1], covs[2 * k + 1], g, snn)
+        return finish_scores(small, covariance_matrices(small, g), g, options, mode)
+
+
+def finish_scores(pictures: list[np.ndarray], covs: list[np.ndarray], g: SpeedGeometry,
+                  options: Mapping[str, Any], mode: int = 0) -> list[tuple[np.float32, bool]]:
+    """From the pictures at the operating size (reference, distorted, reference, ...; at least
+    their truncated top-left ``g.truncated``) and their covariance matrices: each pair's
+    ``speed_extract_score`` (score, singular).  Shared by both lanes."""
+    snn = F32(options["speed_sigma_nn"])
+    out = []
+    with np.errstate(all="ignore"):
+        for k in range(len(pictures) // 2):
+            rp = est_params(pictures[2 * k], covs[2 * k], g, snn)
+            dp = est_params(pictures[2 * k + 1], covs[2 * k + 1], g, snn)
             if rp.singular != dp.singular:
                 # one side numerically unstable (very rare): libvmaf scores 0 rather than an inflated value
                 out.append((_ZERO, True))
@@ -396,6 +423,27 @@ def extract_scores(pairs: list[tuple[np.ndarray, np.ndarray]], g: SpeedGeometry,
             score = speed_score(rp, dp, snn, F32(options["speed_nn_floor"]), mode)
             out.append((score, rp.singular or dp.singular))
     return out
+
+
+def resize_tables(g: SpeedGeometry, options: Mapping[str, Any]) -> tuple[int, tuple[np.ndarray, ...]]:
+    """How the GPU twin reads the resized picture: (0, ()) for none; (1, (ys, ys, 0, xs, xs, 0)) for
+    nearest; (2, (y1, y2, dy, x1, x2, dx)) for bilinear, the CPU twin's own index tables."""
+    if almost_one(float(options["speed_prescale"])) or (g.scaled_width, g.scaled_height) == (g.width, g.height):
+        return 0, ()
+    if options["speed_prescale_method"] == "bilinear":
+        y1, y2, dy = _bilinear_axis(g.height, g.scaled_height)
+        x1, x2, dx = _bilinear_axis(g.width, g.scaled_width)
+        return 2, (y1, y2, dy, x1, x2, dx)
+    ry = F32(g.height) / F32(g.scaled_height)
+    rx = F32(g.width) / F32(g.scaled_width)
+    ys = (np.arange(g.scaled_height, dtype=np.float32) * ry).astype(np.int64)
+    xs = (np.arange(g.scaled_width, dtype=np.float32) * rx).astype(np.int64)
+    return 1, (ys, ys, np.zeros(len(ys), np.float32), xs, xs, np.zeros(len(xs), np.float32))
+
+
+def filter_taps(options: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """(anti-aliasing taps, local-mean taps) for the options' kernel scale."""
+    return _taps(float(options["speed_kernelscale"]))
 
 
 # --- the options both extractors declare (speed.c's two option tables share these) ---------------

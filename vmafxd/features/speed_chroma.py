@@ -73,6 +73,8 @@ DECLARATION = FeatureDeclaration(
         Option("speed_weight_var_mode", int, 0, "different approaches to perform variance-based weighting",
                alias="wvm", min=0, max=6, feature_param=True),
     ),
+    kernel="speed.cu",
+    gpu="speed",
     cpu=SpeedChroma,
     help="SpEED on Cb and Cr: entropy differences of the chroma planes at 1/16 scale",
     validate=_check,

@@ -70,6 +70,8 @@ DECLARATION = FeatureDeclaration(
                feature_param=True),
     ),
     temporal=True,
+    kernel="speed.cu",
+    gpu="speed",
     cpu=SpeedTemporal,
     help="SpEED across time: entropy differences of consecutive luma differences at 1/16 scale",
     validate=_check,
