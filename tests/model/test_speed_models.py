@@ -91,3 +91,31 @@ def test_correction_replaces_only_a_zero_speed_input():
     adm = (before[0, adm3] - g.intercept) / g.slope
     assert x[0, speed] == t.slope * ((-120.0 * adm) + 120.0) + t.intercept
     assert x[0, speed] != before[0, speed]
+
+
+def test_the_command_line_gives_libvmafs_log_byte_for_byte(tmp_path):
+    """``vmafx-vmaf`` with a v1.0.16 model and both SpEED features: libvmaf's own log
+    (``tests/data/scores/speed_cli_p01.json``, printed by libvmaf f85a8536 with this very
+    command line) equals ours byte for byte but the ``version`` and ``fps`` lines."""
+    import lzma
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from ..client.test_libvmaf_commands import _normalise
+
+    root = Path(__file__).resolve().parents[2]
+    clips = {}
+    for name in ("src_testsrc2_576x324", "dst_testsrc2_576x324_x264crf35"):
+        clips[name] = tmp_path / f"{name}.y4m"
+        clips[name].write_bytes(lzma.open(VENDORED / "clips" / f"{name}.y4m.xz").read())
+    args = ["-r", str(clips["src_testsrc2_576x324"]), "-d", str(clips["dst_testsrc2_576x324_x264crf35"]),
+            "--frame_cnt", "3", "-m", "version=vmaf_v1.0.16_hfr_5d0h", "--feature", "speed_temporal",
+            "--feature", "speed_chroma=speed_weight_var_mode=3", "-q", "--json", "-o", str(tmp_path / "out.json")]
+    r = subprocess.run([sys.executable, "-c", "import sys; from vmafx.cli import vmaf_main; sys.exit(vmaf_main())",
+                        *args, "--in-process"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                       env={**__import__("os").environ, "PYTHONPATH": f"{root}:{root / 'client'}"})
+    assert r.returncode == 0, r.stderr
+    ours = _normalise((tmp_path / "out.json").read_text())
+    theirs = _normalise((VENDORED / "scores" / "speed_cli_p01.json").read_text())
+    assert ours == theirs
