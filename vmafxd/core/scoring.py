@@ -22,6 +22,7 @@ from vmafx.field_error import FieldError
 from .. import features as feature_registry
 from ..features.declaration import FeatureDeclaration, OptionError
 from ..model import ModelSet, ModelSpec, pool, predict_set
+from ..model.predict import correction_inputs
 
 __all__ = [
     "FeatureRequest",
@@ -139,11 +140,14 @@ class ScoringPlan:
                 raise PlanError("models", f"two models are named {ms.name!r}; give one a name=")
             names_seen.add(ms.name)
             per_model: list[list[str]] = []
-            if any(m.chroma_correction is not None for m in ms.all_models()):
-                # libvmaf's predict.c corrects the speed_chroma input from adm3
-                # (post_process_feature_from_another); vmafxd has neither that
-                # step nor the speed_chroma extractor, so it refuses the model.
-                raise PlanError(f"model.{ms.name}", "chroma-from-luma correction (speed_chroma) is not supported")
+            for m in ms.all_models():
+                if m.chroma_correction is not None:
+                    # the correction finds its two inputs by substring (model.predict); a model
+                    # where that is ambiguous would fail every frame in libvmaf, so refuse it here
+                    try:
+                        correction_inputs(m)
+                    except ValueError as e:
+                        raise PlanError(f"model.{ms.name}.chroma_correction_parameter", str(e)) from None
             for mi, model in enumerate(ms.all_models()):
                 inputs = []
                 for fi, mf in enumerate(model.features):

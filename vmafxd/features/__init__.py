@@ -19,7 +19,7 @@ __all__ = ["FeatureDeclaration", "Option", "OptionError", "get", "all_declaratio
 
 # One module per feature; each exposes DECLARATION.  Registering a feature is adding it here.
 _MODULES = ("vif", "adm", "motion", "psnr", "ssim", "ms_ssim", "float_vif", "float_adm", "float_motion", "cambi", "ciede", "psnr_hvs",
-            "float_psnr", "float_ansnr", "float_moment")
+            "float_psnr", "float_ansnr", "float_moment", "speed_chroma", "speed_temporal")
 
 
 class UnknownFeature(KeyError):

@@ -16,7 +16,7 @@ import numpy as np
 from ._adm_csf import powf
 from ._float_common import filter_stack, row_major_sum
 
-__all__ = ["filter_size", "gaussian_filter", "log2f_approx", "statistic", "scale_sums", "VALID_KERNELSCALES"]
+__all__ = ["filter_size", "gaussian_filter", "gaussian_kernel", "log2f_approx", "statistic", "scale_sums", "VALID_KERNELSCALES"]
 
 F32 = np.float32
 
@@ -51,7 +51,12 @@ def filter_size(scale: int, kernelscale: float) -> int:
 def gaussian_filter(scale: int, kernelscale: float) -> np.ndarray:
     """``vif_get_filter``: a normalised Gaussian of the scale's width, sigma ``width / 5``, as C computes it."""
     size = filter_size(scale, kernelscale)
-    stdev = F32(size) / F32(5.0)
+    return gaussian_kernel(size, F32(size) / F32(5.0))
+
+
+@functools.lru_cache(maxsize=None)
+def gaussian_kernel(size: int, stdev: np.float32) -> np.ndarray:
+    """``get_1d_gaussian_kernel``: ``size`` taps of a Gaussian of float ``stdev``, normalised by their float sum."""
     sd = float(stdev)
     k = (size - 1) // 2
     out = []

@@ -20,6 +20,9 @@ for _short in ("adm2", "aim", "adm3", "motion", "motion2", "motion3",
                "vif_scale0", "vif_scale1", "vif_scale2", "vif_scale3"):
     ALIASES[f"VMAF_integer_feature_{_short}_score"] = f"integer_{_short}"
 ALIASES["Cambi_feature_cambi_score"] = "cambi"
+for _short in ("u", "v", "uv"):
+    ALIASES[f"Speed_chroma_feature_speed_chroma_{_short}_score"] = f"speed_chroma_{_short}"
+ALIASES["Speed_temporal_feature_speed_temporal_score"] = "speed_temporal"
 
 
 def alias(name: str) -> str:

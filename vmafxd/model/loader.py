@@ -86,7 +86,7 @@ class Model:
     transform: Transform
     clip: tuple[float, float] | None
     #: libvmaf's chroma-from-luma correction (``chroma_correction_parameter``, the
-    #: v1.0.16 models): read, but not applied by vmafxd (see ScoringPlan.build)
+    #: v1.0.16 models), applied by ``predict.correct_chroma_from_luma``
     chroma_correction: float | None = None
 
 

@@ -1,4 +1,5 @@
-"""Model prediction in pipeline order: normalise -> SVM -> denormalise -> transform -> clip.
+"""Model prediction in pipeline order: normalise -> (chroma-from-luma correction) -> SVM -> denormalise
+-> transform -> clip.
 
 Pure functions over arrays of frames (``features[i, k]`` is frame *i*'s value
 of the model's *k*-th feature), so scores for many frames are predicted in
@@ -13,7 +14,8 @@ import numpy as np
 
 from .loader import Model, ModelSet, Transform
 
-__all__ = ["predict", "predict_set", "normalise", "apply_transform", "apply_clip"]
+__all__ = ["predict", "predict_set", "normalise", "correct_chroma_from_luma", "correction_inputs", "apply_transform",
+           "apply_clip"]
 
 
 def normalise(model: Model, features: np.ndarray) -> np.ndarray:
@@ -22,6 +24,46 @@ def normalise(model: Model, features: np.ndarray) -> np.ndarray:
         for k, f in enumerate(model.features):
             x[:, k] = f.slope * x[:, k] + f.intercept
     return x
+
+
+def correct_chroma_from_luma(model: Model, x: np.ndarray) -> np.ndarray:
+    """libvmaf's ``post_process_feature_from_another`` (predict.c), the v1.0.16 models' step
+    between normalisation and the SVM, on normalised rows ``x`` (changed in place).
+
+    Where a frame's ``speed_chroma`` input, denormalised, is exactly 0 (both
+    chroma planes flat: no chroma information), it is replaced by
+    ``c - c * adm3`` (``c`` the model's ``chroma_correction_parameter``, adm3
+    denormalised), normalised again.  The inputs are found as libvmaf finds
+    them, by the substrings ``adm3`` and ``speed_chroma`` of the model's
+    feature names; each must name one input (:func:`correction_inputs`).
+    """
+    c = model.chroma_correction
+    if c is None:
+        return x
+    guiding, guided = correction_inputs(model)
+    g, t = model.features[guiding], model.features[guided]
+    rescale = model.norm_type == "linear_rescale"
+    for row in x:
+        guided_score = (row[guided] - t.intercept) / t.slope if rescale else row[guided]
+        if guided_score != 0.0:
+            continue
+        guiding_score = (row[guiding] - g.intercept) / g.slope if rescale else row[guiding]
+        corrected = (-c * guiding_score) + c
+        row[guided] = t.slope * corrected + t.intercept if rescale else corrected
+    return x
+
+
+def correction_inputs(model: Model) -> tuple[int, int]:
+    """The indices of the inputs named by ``adm3`` (guiding) and ``speed_chroma`` (guided);
+    ``ValueError`` unless each substring names exactly one (libvmaf fails the prediction then)."""
+    found = []
+    for sub in ("adm3", "speed_chroma"):
+        hits = [i for i, f in enumerate(model.features) if sub in f.name]
+        if len(hits) != 1:
+            raise ValueError(f"chroma-from-luma correction needs exactly one input named *{sub}*, "
+                             f"model {model.name} has {len(hits)}")
+        found.append(hits[0])
+    return found[0], found[1]
 
 
 def _denormalise(model: Model, y: np.ndarray) -> np.ndarray:
@@ -86,7 +128,7 @@ def apply_clip(model: Model, y: np.ndarray) -> np.ndarray:
 
 def predict(model: Model, features: np.ndarray, *, transform: bool = True, clip: bool = True) -> np.ndarray:
     """Scores for each row of ``features`` (raw, un-normalised metric values)."""
-    x = normalise(model, features)
+    x = correct_chroma_from_luma(model, normalise(model, features))
     y = _denormalise(model, model.svm.predict(x))
     if transform:
         y = apply_transform(model.transform, y)

@@ -4,13 +4,14 @@ The libsvm model text in each VMAF model is parsed once into a dense matrix of
 support vectors (a feature missing from a sparse vector is 0, and libsvm's
 sparse kernel then adds ``x_k * x_k``, which is exactly ``(x_k - 0)**2``).
 Prediction follows libsvm's order: squared distances summed feature by
-feature in index order, ``exp(-gamma * d2)``, then ``sum(coef_i * k_i)``
+feature in index order, ``exp(-gamma * d2)`` (the C library's), then ``sum(coef_i * k_i)``
 accumulated support vector by support vector, minus ``rho``.  The running sum
 is a cumulative sum so the order is the sequential one libsvm uses.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,7 +42,10 @@ class SvmModel:
         for k in range(self.sv.shape[1]):
             d = x[:, k : k + 1] - self.sv[None, :, k]
             d2 = d2 + d * d
-        kern = np.exp((-self.gamma) * d2)
+        # the C library's exp, as libsvm calls it: numpy's vectorised exp rounds differently
+        # for a few arguments in a hundred (seen with the v1.0.16 models' 215 support vectors)
+        arg = ((-self.gamma) * d2).ravel().tolist()
+        kern = np.array([math.exp(v) for v in arg]).reshape(d2.shape)
         terms = self.coef[None, :] * kern
         total = np.cumsum(terms, axis=1)[:, -1] if terms.shape[1] else np.zeros(x.shape[0])
         return total - self.rho
