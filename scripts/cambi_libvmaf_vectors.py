@@ -20,6 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _vectors import write_vectors
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 
@@ -73,10 +75,7 @@ def main() -> int:
         frames = run(pid, opts, n, where)
         digests = {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(where.iterdir())}
         heatmaps.append({"pair": pid, "options": opts, "frames": frames, "files": digests})
-    out.write_text(json.dumps({"generator": "scripts/cambi_libvmaf_vectors.py", "vmaf_version": version,
-                               "cases": cases, "heatmaps": heatmaps}, indent=1) + "\n")
-    print(f"wrote {out}")
-    return 0
+    return write_vectors(out, __file__, version, cases=cases, heatmaps=heatmaps)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _vectors import write_vectors
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 FEATURES = ("float_psnr", "float_ansnr", "float_moment")
@@ -97,10 +99,7 @@ def main() -> int:
         files = [raw(p[role], shift, False, 1) for role in ("ref", "dist")]
         frames = run(["-r", str(files[0]), "-d", str(files[1]), *geometry(p, depth)], 1)
         cases.append({"pair": pid, "bitdepth": depth, "shift": shift, "frames": frames})
-    out.write_text(json.dumps({"generator": "scripts/float_simple_libvmaf_vectors.py", "vmaf_version": version,
-                               "features": list(FEATURES), "cases": cases}, indent=1) + "\n")
-    print(f"wrote {out}")
-    return 0
+    return write_vectors(out, __file__, version, features=list(FEATURES), cases=cases)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _vectors import write_vectors
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 sys.path[:0] = [str(ROOT), str(ROOT / "client")]
@@ -130,10 +132,7 @@ def main() -> int:
     for pid, n, versions in model_cases:
         for v in versions:
             models.append({"pair": pid, "model": v, "frames": run(pid, n, ["-m", f"version={v}"])})
-    out.write_text(json.dumps({"generator": "scripts/speed_libvmaf_vectors.py", "vmaf_version": version,
-                               "features": features, "models": models}, indent=1) + "\n")
-    print(f"wrote {out}")
-    return 0
+    return write_vectors(out, __file__, version, features=features, models=models)
 
 
 if __name__ == "__main__":

@@ -86,25 +86,19 @@ VX_DEVICE void sp_vert(const T* staging, const T* history, i64 fstride, const i6
     }
 }
 
-VX_KERNEL void vx_speed_vert_u8(const u8* staging, const u8* history, i64 fstride, const i64* table, int pics,
-                                i64 pitch, int sw, int sh, float div, int mode, const i64* yi1, const i64* yi2,
-                                const float* yf, const i64* xi1, const i64* xi2, const float* xf, const float* taps,
-                                int fw, float* tmp, i64 tpitch, int oh)
-{
-    sp_vert<u8>(staging, history, fstride, table, pics, pitch, sw, sh, div, mode, yi1, yi2, yf, xi1, xi2, xf, taps,
-                fw, tmp, tpitch, oh);
-}
+// the vertical pass for 8- and 16-bit samples: one entry point per sample type
+#define VX_SPEED_VERT(T)                                                                                        \
+    VX_KERNEL void vx_speed_vert_##T(const T* staging, const T* history, i64 fstride, const i64* table, int pics, \
+                                     i64 pitch, int sw, int sh, float div, int mode, const i64* yi1,             \
+                                     const i64* yi2, const float* yf, const i64* xi1, const i64* xi2,            \
+                                     const float* xf, const float* taps, int fw, float* tmp, i64 tpitch, int oh) \
+    {                                                                                                           \
+        sp_vert<T>(staging, history, fstride, table, pics, pitch, sw, sh, div, mode, yi1, yi2, yf, xi1, xi2, xf, \
+                   taps, fw, tmp, tpitch, oh);                                                                  \
+    }
+VX_SPEED_VERT(u8)
+VX_SPEED_VERT(u16)
 
-VX_KERNEL void vx_speed_vert_u16(const u16* staging, const u16* history, i64 fstride, const i64* table, int pics,
-                                 i64 pitch, int sw, int sh, float div, int mode, const i64* yi1, const i64* yi2,
-                                 const float* yf, const i64* xi1, const i64* xi2, const float* xf, const float* taps,
-                                 int fw, float* tmp, i64 tpitch, int oh)
-{
-    sp_vert<u16>(staging, history, fstride, table, pics, pitch, sw, sh, div, mode, yi1, yi2, yf, xi1, xi2, xf, taps,
-                 fw, tmp, tpitch, oh);
-}
-
-// Horizontal anti-aliasing pass at every 16th column: the decimated picture (oh x ow).
 VX_KERNEL void vx_speed_horiz(const float* tmp, i64 tpitch, int sw, int oh, int ow, const float* taps, int fw,
                               float* small)
 {
