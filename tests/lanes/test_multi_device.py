@@ -16,10 +16,12 @@ from ..reference import vendored_pairs
 from .conftest import load_runtime
 
 
-@pytest.fixture(scope="module")
-def two_device_daemon():
+@pytest.fixture(scope="module", params=["in-process", "lane-process"])
+def two_device_daemon(request):
+    """The lane in the daemon, and in worker processes (--lane-process: one per device)."""
     load_runtime("emu")
-    d = Daemon("--lane", "emu", "--gpu-batch", "4", workers=1, env={"VMAFXD_EMU_DEVICES": "2"})
+    extra = ("--lane-process",) if request.param == "lane-process" else ()
+    d = Daemon("--lane", "emu", "--gpu-batch", "4", *extra, workers=1, env={"VMAFXD_EMU_DEVICES": "2"})
     try:
         yield d
     finally:
