@@ -4,6 +4,7 @@
     python3 scripts/bench_gpu.py [--sizes 576x324,1920x1080,3840x2160] [--frames N] [--repeats R]
                                  [--lane cuda] [--batch B] [--inflight K] [--engine-only]
                                  [--models SPEC,...] [--features SPEC,...] [--memfd] [--producers N]
+                                 [--lane-process]
 
 A daemon process runs the GPU lane; this process is the producer: it keeps a
 ring of VMM frame buffers in device memory (content: the bundled sample,
@@ -75,12 +76,16 @@ def make_frames(w: int, h: int, count: int = 2):
     return out
 
 
+#: more daemon flags (--lane-process)
+DAEMON_ARGS: list[str] = []
+
+
 def start_daemon(lane: str, batch: int, sock: str, limits: dict[str, int] | None = None) -> subprocess.Popen:
     r, wfd = os.pipe()
     lim = {"max_frames_in_flight": 256, **(limits or {})}
     proc = subprocess.Popen([sys.executable] + (["-m", "cProfile", "-o", os.environ["VX_PROF"]] if os.environ.get("VX_PROF") else []) + ["-m", "vmafxd", "--socket", sock, "--lane", lane, "--gpu-batch",
                              str(batch), "--ready-fd", str(wfd), "--log-level", "warning"]
-                            + [a for k, v in lim.items() for a in ("--limit", f"{k}={v}")],
+                            + [a for k, v in lim.items() for a in ("--limit", f"{k}={v}")] + DAEMON_ARGS,
                             pass_fds=(wfd,), cwd=str(ROOT))
     os.close(wfd)
     if os.read(r, 16) != b"READY\n":
@@ -378,7 +383,10 @@ def main() -> int:
     ap.add_argument("--producers", type=int, default=1,
                     help="N producer processes at once, each its own connection and session (same geometry, "
                          "--frames and --inflight each): aggregate frames/s against one producer, each one's share")
+    ap.add_argument("--lane-process", action="store_true",
+                    help="the daemon runs the GPU lane in a worker process per device (vmafxd --lane-process)")
     args = ap.parse_args()
+    DAEMON_ARGS.extend(["--lane-process"] if args.lane_process else [])
     if args.producers < 1 or args.inflight < 1 or args.frames < 1:
         ap.error("--producers, --inflight and --frames must be at least 1")
     sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes.split(",")]

@@ -48,9 +48,13 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _worker_pid(client: RawClient) -> int:
-    devices = client.hello().lanes[0]["devices"]
-    return devices[0]["worker_pid"]
+def _worker_pid(socket_path: str) -> int:
+    """The device 0 worker's pid, from a hello of a client of its own."""
+    c = RawClient(socket_path, "process-pid")
+    try:
+        return c.hello().lanes[0]["devices"][0]["worker_pid"]
+    finally:
+        c.close()
 
 
 def _score(c: RawClient, refs, dists, n: int, features=("psnr",), models=()):
@@ -99,5 +103,89 @@ def test_scores_equal_the_in_process_lane(p01):
             time.sleep(0.05)
         assert not _alive(pid), "the lane's worker process outlived the daemon"
         assert "lane worker" in d.log()
+    finally:
+        d.close()
+
+
+def test_a_killed_worker_costs_each_frame_one_outcome_and_its_release(p01):
+    """SIGKILL the worker with frames in flight: every frame gets exactly one outcome (a result, or
+    E_INTERNAL naming the dead worker), every buffer is released, the session ends (later frames fail at
+    once), the daemon keeps no fd of the dead worker, and a new worker scores a new session correctly."""
+    load_runtime("emu")
+    refs, dists = p01
+    n = 8
+    d = Daemon("--lane", "emu", "--lane-process", "--gpu-batch", "2", workers=1, fence_timeout_ms=2000)
+    try:
+        baseline = d.wait_settled()
+        c = RawClient(d.socket, "process-kill")
+        pid = _worker_pid(d.socket)
+        c.hello()
+        bufs = [(frame_memfd(refs[i]), frame_memfd(dists[i])) for i in range(n)]
+        ids = [(c.register_ok(r), c.register_ok(dd)) for r, dd in bufs]
+        # vmaf_v0.6.1 on the emulator: each batch takes long enough that frames are in flight at the kill
+        s = c.open_ok(models=["version=vmaf_v0.6.1"]).session
+        for i, (rid, did) in enumerate(ids):
+            c.submit(s, i, rid, did)
+        time.sleep(0.2)
+        os.kill(pid, signal.SIGKILL)
+        first_failure = c.wait_for(lambda m: isinstance(m, FrameError), timeout=60)
+        c.inbox.appendleft(first_failure)
+        assert first_failure.code == ErrorCode.E_INTERNAL.value
+        assert f"device 0 was killed by SIGKILL" in first_failure.message
+        # the session cannot go on: a later frame fails at once, and is released
+        c.submit(s, n, *ids[0])
+        late = c.outcome(s, n, timeout=30)
+        assert isinstance(late, FrameError) and late.code == "E_INTERNAL" and "open a new one" in late.message
+        closed = c.close_session(s, timeout=60)
+        outcomes = [c.outcomes[(s, i)] for i in range(n + 1)]
+        failed = [o for o in outcomes if isinstance(o, FrameError)]
+        assert closed.frames + closed.failed == n + 1 and closed.failed == len(failed) >= 2
+        assert all(o.code == "E_INTERNAL" for o in failed)
+        # exactly one outcome each (the client's ledger refuses a second) and both roles released
+        assert c.conn.ledger.unanswered() == [] and c.conn.ledger.unreleased() == 0
+        assert sorted((r.index, r.role) for r in c.released if r.session == s) == \
+            sorted((i, role) for i in range(n + 1) for role in ("ref", "dist"))
+        log = d.log()
+        assert f"pid {pid}) (device 0) died: was killed by SIGKILL (9)" in log, log[-3000:]
+        # a buffer the dead worker imported refuses its frames, naming the role
+        s2 = c.open_ok(features=["psnr"]).session
+        c.submit(s2, 0, *ids[1])
+        stale = c.outcome(s2, 0, timeout=30)
+        assert isinstance(stale, FrameError) and stale.code == "E_INTERNAL" and stale.field == "ref"
+        assert "register it again" in stale.message
+        c.close_session(s2, timeout=30)
+        for rid, did in ids:
+            assert isinstance(c.unregister(rid), BufferUnregistered) and isinstance(c.unregister(did), BufferUnregistered)
+        for r, dd in bufs:
+            r.close()
+            dd.close()
+        # a new worker, and a new session on it scores correctly
+        new_pid = _worker_pid(d.socket)
+        assert new_pid != pid and new_pid in _children(d.pid) and not _alive(pid)
+        want, _ = reference_frames(refs, dists, models=(), features=("psnr", "vif"), n=3)
+        got, closed = _score(c, refs, dists, 3, features=("psnr", "vif"))
+        assert (closed.frames, closed.failed) == (3, 0)
+        assert all(isinstance(got[i], Result) and got[i].metrics == want[i] for i in range(3))
+        c.close()
+        # the dead worker's sockets and pidfd are closed; the new one's replace them
+        assert d.wait_fds(baseline) == baseline, d.fds()
+        assert d.stop() == 0
+    finally:
+        d.close()
+
+
+def test_a_daemon_killed_outright_leaves_no_worker():
+    """SIGKILL the daemon itself: its worker goes too (the end of its stream, and PR_SET_PDEATHSIG)."""
+    load_runtime("emu")
+    d = Daemon("--lane", "emu", "--lane-process", workers=1)
+    try:
+        pid = _worker_pid(d.socket)
+        assert _alive(pid)
+        d.proc.kill()
+        d.proc.wait()
+        deadline = time.monotonic() + 10
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(pid), "the lane's worker process outlived a killed daemon"
     finally:
         d.close()
