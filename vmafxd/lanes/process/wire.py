@@ -78,8 +78,16 @@ MAX_FDS = 8
 _MEMFD_MARK = b"\xc1"  # msgpack's one "never used" byte: cannot start an inline packet
 
 
+def _plain(value: Any) -> Any:
+    """A numpy scalar (a metric a feature left as float32, say) as the Python number it holds."""
+    item = getattr(value, "item", None)
+    if item is None:
+        raise TypeError(f"cannot send a {type(value).__name__} to or from a lane worker")
+    return item()
+
+
 def encode(messages: Sequence[Any]) -> bytes:
-    return msgpack.packb(messages, use_bin_type=True)
+    return msgpack.packb(messages, use_bin_type=True, default=_plain)
 
 
 def decode(data: bytes) -> list:
