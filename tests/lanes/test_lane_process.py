@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from vmafx.protocol import BufferUnregistered, ErrorCode, FrameError, Released, Result, SessionClosed
+from vmafx.formats import PixelFormat
+from vmafx.protocol import BufferUnregistered, Error, ErrorCode, FrameError, Result, Status
 
 from ..daemon.conftest import Daemon
 from ..daemon.rawclient import RawClient, frame_memfd
@@ -57,11 +58,14 @@ def _worker_pid(socket_path: str) -> int:
         c.close()
 
 
-def _score(c: RawClient, refs, dists, n: int, features=("psnr",), models=()):
+def _score(c: RawClient, refs, dists, n: int, features=("psnr",), models=(), pair=None):
     """Score frames 0..n-1 with a buffer pair each; returns (outcomes by index, session_closed)."""
-    bufs = [(frame_memfd(refs[i]), frame_memfd(dists[i], pitch_pad=64)) for i in range(n)]
+    fmt = PixelFormat(pair.pix_fmt) if pair is not None else PixelFormat.YUV420P
+    bufs = [(frame_memfd(refs[i], fmt), frame_memfd(dists[i], fmt, pitch_pad=64)) for i in range(n)]
     ids = [(c.register_ok(r), c.register_ok(d)) for r, d in bufs]
-    s = c.open_ok(models=list(models), features=list(features)).session
+    geometry = {} if pair is None else dict(width=pair.width, height=pair.height, pixel_format=fmt.value,
+                                            bitdepth=pair.bitdepth)
+    s = c.open_ok(models=list(models), features=list(features), **geometry).session
     for i, (rid, did) in enumerate(ids):
         c.submit(s, i, rid, did)
     closed = c.close_session(s, timeout=300)
@@ -73,13 +77,11 @@ def _score(c: RawClient, refs, dists, n: int, features=("psnr",), models=()):
     return {i: c.outcomes[(s, i)] for i in range(n)}, closed
 
 
-def test_scores_equal_the_in_process_lane(p01):
-    """vmaf_v0.6.1 + psnr through a worker process: every frame's every metric, and the pooled mean, equal the
-    CPU lane's -- the in-process emulated lane's (tests/lanes/test_gpu_lane.py) -- bit for bit."""
+def test_scores_equal_the_in_process_lane():
+    """Each vendored pair (4:2:0, 4:2:2, 4:4:4, 10-bit, an odd size) through a worker process, vmaf_v0.6.1 +
+    psnr: every frame's every metric and the pooled mean equal the CPU lane's bit for bit -- what the
+    in-process emulated lane is held to (tests/lanes/test_gpu_lane.py) -- and nothing is left unanswered."""
     load_runtime("emu")
-    refs, dists = p01
-    n = 5
-    want, want_pooled = reference_frames(refs, dists, models=("version=vmaf_v0.6.1",), features=("psnr",), n=n)
     d = Daemon("--lane", "emu", "--lane-process", "--gpu-batch", "4", workers=1, fence_timeout_ms=2000)
     try:
         c = RawClient(d.socket, "process-scores")
@@ -88,12 +90,28 @@ def test_scores_equal_the_in_process_lane(p01):
         assert lane["lane"] == "emu" and lane["process"] is True
         pid = lane["devices"][0]["worker_pid"]
         assert pid in _children(d.pid)
-        got, closed = _score(c, refs, dists, n, models=("version=vmaf_v0.6.1",))
-        assert (closed.frames, closed.failed) == (n, 0)
-        for i in range(n):
-            assert isinstance(got[i], Result) and got[i].metrics == want[i], i
-        assert closed.pooled["vmaf"]["mean"] == want_pooled["vmaf"]["mean"]
+        for pair in vendored_pairs():
+            refs, dists = pair.pictures()
+            n = min(3, len(refs))
+            want, want_pooled = reference_frames(refs, dists, models=("version=vmaf_v0.6.1",), features=("psnr",),
+                                                 n=n)
+            got, closed = _score(c, refs, dists, n, models=("version=vmaf_v0.6.1",), pair=pair)
+            assert (closed.frames, closed.failed) == (n, 0), pair.id
+            for i in range(n):
+                assert isinstance(got[i], Result) and got[i].metrics == want[i], (pair.id, i)
+            assert closed.pooled["vmaf"]["mean"] == want_pooled["vmaf"]["mean"], pair.id
         assert c.conn.ledger.unanswered() == [] and c.conn.ledger.unreleased() == 0
+        # the worker's refusal of an import crosses with its class and field (memfd without seals)
+        unsealed = frame_memfd(vendored_pairs()[0].pictures()[0][0], seal=False)
+        refused = c.register(unsealed)
+        assert isinstance(refused, Error) and (refused.code, refused.field) == ("E_INVAL", "planes[0].fd")
+        assert "F_SEAL_SHRINK" in refused.message
+        unsealed.close()
+        # status reads the worker's figures: memfds are read in place, the emulator counts its allocations
+        status = c.request(Status(seq=c.conn.next_seq())).status
+        assert status["host_copies"] == 0
+        assert [row["device"] for row in status["device_memory"]] == [0]
+        assert "allocations" in status["device_memory"][0]
         c.close()
         rc = d.stop()
         assert rc == 0, d.log()[-3000:]
