@@ -92,7 +92,10 @@ class Child:
         while True:
             await self._kick.wait()
             self._kick = trio.Event()
-            await self.flush()
+            try:
+                await self.flush()
+            except (TransportClosed, OSError):
+                return  # the daemon is gone: the receiver sees the end of the stream too
 
     async def flush(self) -> None:
         while self._outbox:
@@ -109,9 +112,12 @@ class Child:
         token = self._token
         if token is not None:
             try:
-                token.run_sync_soon(self._reap.set)
+                token.run_sync_soon(self._wake)
             except trio.RunFinishedError:
                 pass
+
+    def _wake(self) -> None:
+        self._reap.set()  # the event of the moment (the reaper replaces it after each pass)
 
     def reap(self) -> None:
         """Send ``released`` for every pending event recorded and complete; destroy each once."""
@@ -288,7 +294,7 @@ async def _serve(lane, stream: socket.socket, rpc: socket.socket, wake_target: l
         with trio.move_on_after(2):
             try:
                 await child.flush()
-            except OSError:
+            except (TransportClosed, OSError):
                 pass
         nursery.cancel_scope.cancel()
 

@@ -504,7 +504,17 @@ class _Slot:
             while True:
                 w = self.worker
                 if w is not None:
-                    await w.serve()
+                    try:
+                        await w.serve()
+                    except Exception:  # a bug of ours: the worker is ended all the same, and replaced
+                        log.exception("lane worker %s: serving it failed; killing it", w.name)
+                        w.kill()
+                        if w.pidfd is not None:
+                            try:
+                                await w._ended()
+                            except Exception:
+                                log.exception("lane worker %s: ending it failed", w.name)
+                        w.alive = False
                     self.ready = trio.Event()
                     young = young + 1 if time.monotonic() - w.started < YOUNG_DEATH_S else 0
                 if self.lane.stopping:
