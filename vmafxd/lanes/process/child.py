@@ -24,6 +24,10 @@ End of file on the stream (the daemon went away) ends the process; so does
 the parent's death (``PR_SET_PDEATHSIG``).  ``STOP``: the lane's workers stop
 (queued frames are dropped with ``LaneStopped``), what they reported and
 released goes out, and the process exits 0.
+
+``VX_PROF_WORKER=FILE`` in the daemon's environment runs each worker's trio
+thread under cProfile into ``FILE.<pid>`` (as ``VX_PROF`` does the daemon in
+scripts/bench_gpu.py).
 """
 
 from __future__ import annotations
@@ -339,6 +343,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         lane = create_lane(args.lane, config, services)
     except (LaneUnavailable, ValueError) as e:
         wire.send_blocking(stream, [[wire.READY, None, getattr(e, "reason", str(e))]])
+        return 0
+    if os.environ.get("VX_PROF_WORKER"):  # cProfile of the worker's trio thread into FILE.<pid> (benchmarks)
+        import cProfile
+
+        cProfile.runctx("trio.run(_serve, lane, stream, rpc, wake_target)", globals(), locals(),
+                        f"{os.environ['VX_PROF_WORKER']}.{os.getpid()}")
         return 0
     trio.run(_serve, lane, stream, rpc, wake_target)
     return 0
