@@ -149,7 +149,7 @@ def test_a_killed_worker_costs_each_frame_one_outcome_and_its_release(p01):
         first_failure = c.wait_for(lambda m: isinstance(m, FrameError), timeout=60)
         c.inbox.appendleft(first_failure)
         assert first_failure.code == ErrorCode.E_INTERNAL.value
-        assert f"device 0 was killed by SIGKILL" in first_failure.message
+        assert "device 0 was killed by SIGKILL" in first_failure.message
         # the session cannot go on: a later frame fails at once, and is released
         c.submit(s, n, *ids[0])
         late = c.outcome(s, n, timeout=30)

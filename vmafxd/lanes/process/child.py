@@ -326,7 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     values = json.loads(args.config)
     logging.basicConfig(level=getattr(logging, str(values.get("log_level", "info")).upper(), logging.INFO),
                         stream=sys.stderr,
-                        format=f"%(asctime)s vmafxd-lane-worker[%(process)d] %(levelname)s %(name)s: %(message)s")
+                        format="%(asctime)s vmafxd-lane-worker[%(process)d] %(levelname)s %(name)s: %(message)s")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the daemon stops us (a terminal's ^C reaches the group)
     stream = socket.socket(fileno=args.stream_fd)
     rpc = socket.socket(fileno=args.rpc_fd)
