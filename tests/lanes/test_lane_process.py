@@ -207,3 +207,39 @@ def test_a_daemon_killed_outright_leaves_no_worker():
         assert not _alive(pid), "the lane's worker process outlived a killed daemon"
     finally:
         d.close()
+
+
+def test_sigterm_with_frames_in_flight_answers_each_and_leaves_no_worker(p01):
+    """A graceful stop while a worker scores: each frame gets one outcome (scored, or E_SHUTDOWN), each its
+    release, the daemon exits 0 and its worker is gone."""
+    load_runtime("emu")
+    refs, dists = p01
+    n = 6
+    d = Daemon("--lane", "emu", "--lane-process", "--gpu-batch", "2", workers=1, fence_timeout_ms=2000)
+    try:
+        pid = _worker_pid(d.socket)
+        c = RawClient(d.socket, "process-sigterm")
+        c.hello()
+        bufs = [(frame_memfd(refs[i]), frame_memfd(dists[i])) for i in range(n)]
+        ids = [(c.register_ok(r), c.register_ok(dd)) for r, dd in bufs]
+        s = c.open_ok(models=["version=vmaf_v0.6.1"]).session
+        for i, (rid, did) in enumerate(ids):
+            c.submit(s, i, rid, did)
+        time.sleep(0.2)
+        d.proc.send_signal(signal.SIGTERM)
+        outcomes = [c.outcome(s, i, timeout=60) for i in range(n)]
+        assert all(isinstance(o, Result) or (isinstance(o, FrameError) and o.code == "E_SHUTDOWN") for o in outcomes)
+        c.drain(2.0)
+        assert c.conn.ledger.unanswered() == [] and c.conn.ledger.unreleased() == 0
+        assert d.proc.wait(30) == 0, d.log()[-3000:]
+        deadline = time.monotonic() + 5
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(pid)
+        assert "died" not in d.log()
+        c.close()
+        for r, dd in bufs:
+            r.close()
+            dd.close()
+    finally:
+        d.close()
