@@ -111,6 +111,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def workers_cpu(pid: int) -> float:
+    """CPU seconds of a daemon's child processes (its lane workers with --lane-process)."""
+    kids = [int(k) for t in os.listdir(f"/proc/{pid}/task") for k in open(f"/proc/{pid}/task/{t}/children").read().split()]
+    return sum(cpu_seconds(k) for k in kids)
+
+
 @dataclass
 class RunStats:
     """One producer's timed run: monotonic clock (the same for every process of the machine)."""
@@ -416,8 +422,12 @@ def main() -> int:
             if args.producers > 1:
                 print(producers_line(args, proc.pid, sock, w, h, frames, ring, models, features, what), flush=True)
                 continue
+            workers0 = workers_cpu(proc.pid)
             runs = [bench_daemon(sock, w, h, frames, args.inflight, ring, args.memfd, models, features, proc.pid)
                     for _ in range(args.repeats)]
+            if args.lane_process:  # the daemon's CPU below is its own process's; its lane workers' here
+                print(f"lane workers' CPU {(workers_cpu(proc.pid) - workers0) / (frames * args.repeats) * 1000:.2f}"
+                      f" s per 1,000 frames (all runs, with their sessions' setup)", flush=True)
             fps = [r.fps for r in runs]
             pct = {q: statistics.median(np.percentile(r.latencies, q) * 1000 for r in runs) for q in (50, 90, 95, 99)}
             print(f"daemon {args.lane} {what} {w}x{h}: {statistics.median(fps):.0f} fps (min {min(fps):.0f}, "
