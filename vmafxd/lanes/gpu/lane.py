@@ -403,10 +403,10 @@ class GpuLane(Lane):
         if self._token is None:
             raise RuntimeError(f"the {self.name} lane is not running")
         if spec.device is not None:
-            if not 0 <= spec.device < len(self.workers):
-                raise Unsupported("device",
-                                  f"the {self.name} lane has devices 0..{len(self.workers) - 1}, not {spec.device}")
-            worker = self.workers[spec.device]
+            worker = next((w for w in self.workers if w.index == spec.device), None)  # by ordinal
+            if worker is None:
+                raise Unsupported("device", f"the {self.name} lane has devices "
+                                            f"{', '.join(str(w.index) for w in self.workers)}, not {spec.device}")
         else:
             worker = min(self.workers, key=lambda w: w.sessions)
         for inst in spec.plan.instances:
