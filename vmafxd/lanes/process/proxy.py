@@ -149,8 +149,7 @@ class ProxySession(LaneSession):
                                                 "since died: register it again")
                 break
         if refusal is not None:
-            ev.complete()
-            self.lane.services.wake_reaper()
+            ev.complete()  # never read: released at once (the pending table wakes the reaper for it)
             self._deliver_failed([(frame.index, refusal)])
             return ev
         token = next(self.lane._tokens)
@@ -247,8 +246,7 @@ class ProcessLane(Lane):
         self.event_kind: str | None = info.get("event_kind")
         self._features = list(info.get("features", ()))
         self._runtime = info.get("describe", {}).get("runtime", name)
-        #: host copies counted by workers that have since died
-        self._copies_before = 0
+        #: host copies each worker counted, by pid, as last asked (a dead worker's stay in the sum)
         self._copies_seen: dict[int, int] = {}
 
     def _kill_all(self) -> None:
@@ -286,7 +284,7 @@ class ProcessLane(Lane):
                 stats = w.call([wire.RPC_STATS])
             except LaneError:
                 continue
-            self._copies_seen[id(w)] = int(stats.get("host_copies") or 0)
+            self._copies_seen[w.pid] = int(stats.get("host_copies") or 0)
             out.append(stats)
         return out
 

@@ -62,12 +62,23 @@ class WorkerProcess:
         try:
             self.proc = subprocess.Popen(cmd, pass_fds=(stream_child.fileno(), rpc_child.fileno()),
                                          stdin=subprocess.DEVNULL, env=child_env())
+        except BaseException:
+            stream_parent.close()
+            rpc_parent.close()
+            raise
         finally:
             stream_child.close()
             rpc_child.close()
         self.pid = self.proc.pid
         self.started = time.monotonic()
-        self.pidfd: OwnedFd | None = OwnedFd(os.pidfd_open(self.pid))
+        try:
+            self.pidfd: OwnedFd | None = OwnedFd(os.pidfd_open(self.pid))
+        except BaseException:
+            self.proc.kill()
+            self.proc.wait()
+            stream_parent.close()
+            rpc_parent.close()
+            raise
         self.stream: socket.socket | None = stream_parent
         self.rpc: socket.socket | None = rpc_parent
         self.rpc_lock = threading.Lock()
@@ -89,32 +100,37 @@ class WorkerProcess:
 
     # -- start ---------------------------------------------------------------------------------
     def wait_ready(self, timeout: float) -> dict:
-        """Block until the worker says it is ready (its info); LaneUnavailable-worthy reasons raise."""
+        """Block until the worker says it is ready; returns its info.  Raises :class:`StartFailed`
+        (the process reaped and its fds closed) when it is not available or does not start."""
         assert self.stream is not None
         ready, _, _ = select.select([self.stream], [], [], timeout)
         if not ready:
-            self.kill()
-            raise StartFailed(f"its worker process did not start within {timeout:.0f} s")
+            self._start_failed(f"its worker process did not start within {timeout:.0f} s")
         try:
             messages, fds = wire.recv_blocking(self.stream)
         except (TransportClosed, OSError):
             try:
                 rc = self.proc.wait(5)
             except subprocess.TimeoutExpired:
-                self.kill()
-                rc = self.proc.wait()
-            raise StartFailed(f"its worker process {exit_text(rc)} before it was ready") from None
+                rc = None
+            self._start_failed(f"its worker process {exit_text(rc) if rc is not None else 'closed its socket'} "
+                               f"before it was ready")
         for f in fds:
             f.close()
         msg = messages[0]
         if msg[0] != wire.READY:
-            self.kill()
-            raise StartFailed(f"its worker process sent {msg[0]!r} before it was ready")
+            self._start_failed(f"its worker process sent {msg[0]!r} before it was ready")
         if msg[1] is None:
-            self.proc.wait()
-            raise StartFailed(msg[2])
+            self._start_failed(msg[2])  # the lane is not available here: the worker's own words
         self.info = msg[1]
         return self.info
+
+    def _start_failed(self, why: str):
+        self.alive = False
+        self.kill()
+        self.proc.wait()
+        self.close_fds()
+        raise StartFailed(why)
 
     def kill(self) -> None:
         if self.proc.returncode is None:
@@ -313,10 +329,11 @@ class DeviceSlot:
         try:
             self.info = w.wait_ready(START_TIMEOUT)
         except BaseException:
-            w.kill()
-            w.proc.wait()
-            w.alive = False
-            w.close_fds()
+            if w.pidfd is not None:  # not StartFailed (which reaped it): an interrupt, a bug
+                w.alive = False
+                w.kill()
+                w.proc.wait()
+                w.close_fds()
             raise
         self.worker = w
         self.ready.set()
@@ -350,13 +367,16 @@ class DeviceSlot:
                     w = WorkerProcess(self.lane, self)
                     self.worker = w
                     self.info = await trio.to_thread.run_sync(w.wait_ready, START_TIMEOUT)
-                except (StartFailed, OSError) as e:
+                except Exception as e:  # StartFailed (reaped, closed), or the spawn itself (OSError)
                     log.error("lane %s: device %d: a new worker could not start: %s", self.lane.name,
                               self.ordinal, e)
-                    if self.worker is not None:
-                        self.worker.alive = False
-                        self.worker.close_fds()
-                        self.worker = None
+                    w = self.worker
+                    if w is not None and w.pidfd is not None:
+                        w.alive = False
+                        w.kill()
+                        w.proc.wait()
+                        w.close_fds()
+                    self.worker = None
                     young += 1
                     continue
                 log.info("lane worker %s started", w.name)
@@ -367,9 +387,8 @@ class DeviceSlot:
             self.done.set()
 
 
-def exit_text(rc: int | None) -> str:
-    if rc is None:
-        return "is still running"
+def exit_text(rc: int) -> str:
+    """How a process ended, from its return code: ``exited with status 3``, ``was killed by SIGKILL (9)``."""
     if rc < 0:
         try:
             name = signal.Signals(-rc).name
