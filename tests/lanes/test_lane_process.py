@@ -247,3 +247,32 @@ def test_sigterm_with_frames_in_flight_answers_each_and_leaves_no_worker(p01):
             dd.close()
     finally:
         d.close()
+
+
+def test_a_worker_that_cannot_be_started_makes_the_lane_unavailable(monkeypatch):
+    """No pidfd to be had (a sandbox's syscall filter, say): the lane is unavailable, in one line naming why,
+    and the process it had spawned is reaped."""
+    load_runtime("emu")
+    from types import SimpleNamespace
+
+    from vmafxd.lanes import LaneUnavailable, create_lane
+    from vmafxd.lanes.device import LaneServices
+    from vmafxd.lanes.process import worker
+
+    spawned = []
+    real_popen = worker.subprocess.Popen
+
+    def popen(*a, **kw):
+        spawned.append(real_popen(*a, **kw))
+        return spawned[-1]
+
+    def refused(pid):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(worker.subprocess, "Popen", popen)
+    monkeypatch.setattr(worker.os, "pidfd_open", refused)
+    config = SimpleNamespace(lane_process=True, gpu_batch=4, gpu_devices=None, log_level="info")
+    with pytest.raises(LaneUnavailable) as e:
+        create_lane("emu", config, LaneServices())
+    assert "cannot start its worker process" in str(e.value) and "Operation not permitted" in str(e.value)
+    assert len(spawned) == 1 and spawned[0].returncode is not None  # killed and reaped

@@ -240,6 +240,9 @@ class ProcessLane(Lane):
         except StartFailed as e:
             self._kill_all()
             raise RuntimeUnavailable(name, str(e)) from None  # create_lane: LaneUnavailable
+        except OSError as e:  # no process, socketpair or pidfd to be had (a sandbox's filter, limits)
+            self._kill_all()
+            raise RuntimeUnavailable(name, f"cannot start its worker process: {e}") from None
         except BaseException:
             self._kill_all()
             raise
