@@ -16,7 +16,7 @@ import pytest
 
 from vmafx.formats import PixelFormat
 from vmafx.transport import TransportClosed
-from vmafx.protocol import BufferUnregistered, Error, ErrorCode, FrameError, Result, Status
+from vmafx.protocol import BufferUnregistered, Error, ErrorCode, FrameError, OpenSession, Result, Status
 
 from ..daemon.conftest import Daemon
 from ..daemon.rawclient import RawClient, frame_memfd
@@ -50,11 +50,11 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _worker_pid(socket_path: str) -> int:
-    """The device 0 worker's pid, from a hello of a client of its own."""
+def _worker_pid(socket_path: str) -> int | None:
+    """The device 0 worker's pid, from a hello of a client of its own (None while none runs)."""
     c = RawClient(socket_path, "process-pid")
     try:
-        return c.hello().lanes[0]["devices"][0]["worker_pid"]
+        return c.hello().lanes[0]["devices"][0].get("worker_pid")
     finally:
         c.close()
 
@@ -181,6 +181,19 @@ def test_a_killed_worker_costs_each_frame_one_outcome_and_its_release(p01):
         # a new worker, and a new session on it scores correctly
         new_pid = _worker_pid(d.socket)
         assert new_pid != pid and new_pid in _children(d.pid) and not _alive(pid)
+        # a worker killed while it opens a session (compiling its kernels): the open is refused, E_INTERNAL
+        seq = c.conn.next_seq()
+        c.send(OpenSession(seq=seq, width=576, height=324, pixel_format="yuv420p", bitdepth=8,
+                           features=("adm", "cambi")))
+        time.sleep(0.3)
+        os.kill(new_pid, signal.SIGKILL)
+        refused = c.wait_for(lambda m: getattr(m, "re", None) == seq, timeout=60)
+        assert isinstance(refused, Error) and (refused.code, refused.field) == ("E_INTERNAL", "session"), refused
+        assert "was killed by SIGKILL" in refused.message
+        deadline = time.monotonic() + 30
+        while (newer := _worker_pid(d.socket)) in (new_pid, None) and time.monotonic() < deadline:
+            time.sleep(0.1)  # the second young death: the next worker starts after a 1 s back-off
+        assert newer != new_pid and newer in _children(d.pid)
         want, _ = reference_frames(refs, dists, models=(), features=("psnr", "vif"), n=3)
         got, closed = _score(c, refs, dists, 3, features=("psnr", "vif"))
         assert (closed.frames, closed.failed) == (3, 0)
