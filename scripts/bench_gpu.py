@@ -4,7 +4,7 @@
     python3 scripts/bench_gpu.py [--sizes 576x324,1920x1080,3840x2160] [--frames N] [--repeats R]
                                  [--lane cuda] [--batch B] [--inflight K] [--engine-only]
                                  [--models SPEC,...] [--features SPEC,...] [--memfd] [--producers N]
-                                 [--single-submits]
+                                 [--single-submits] [--lane-process]
 
 A daemon process runs the GPU lane; this process is the producer: it keeps a
 ring of VMM frame buffers in device memory (content: the bundled sample,
@@ -82,12 +82,16 @@ def make_frames(w: int, h: int, count: int = 2):
     return out
 
 
+#: more daemon flags (--lane-process)
+DAEMON_ARGS: list[str] = []
+
+
 def start_daemon(lane: str, batch: int, sock: str, limits: dict[str, int] | None = None) -> subprocess.Popen:
     r, wfd = os.pipe()
     lim = {"max_frames_in_flight": 256, **(limits or {})}
     proc = subprocess.Popen([sys.executable] + (["-m", "cProfile", "-o", os.environ["VX_PROF"]] if os.environ.get("VX_PROF") else []) + ["-m", "vmafxd", "--socket", sock, "--lane", lane, "--gpu-batch",
                              str(batch), "--ready-fd", str(wfd), "--log-level", "warning"]
-                            + [a for k, v in lim.items() for a in ("--limit", f"{k}={v}")],
+                            + [a for k, v in lim.items() for a in ("--limit", f"{k}={v}")] + DAEMON_ARGS,
                             pass_fds=(wfd,), cwd=str(ROOT))
     os.close(wfd)
     if os.read(r, 16) != b"READY\n":
@@ -112,6 +116,12 @@ def cpu_seconds(pid: int, main_thread: bool = False) -> float:
     with open(f"/proc/{pid}/task/{pid}/stat" if main_thread else f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()  # after "pid (comm)": comm may hold spaces
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def workers_cpu(pid: int) -> float:
+    """CPU seconds of a daemon's child processes (its lane workers with --lane-process)."""
+    kids = [int(k) for t in os.listdir(f"/proc/{pid}/task") for k in open(f"/proc/{pid}/task/{t}/children").read().split()]
+    return sum(cpu_seconds(k) for k in kids)
 
 
 @dataclass
@@ -405,7 +415,10 @@ def main() -> int:
                          "--frames and --inflight each): aggregate frames/s against one producer, each one's share")
     ap.add_argument("--single-submits", action="store_true",
                     help="one submit packet per frame (as older clients), not submit_many: the A/B of the two")
+    ap.add_argument("--lane-process", action="store_true",
+                    help="the daemon runs the GPU lane in a worker process per device (vmafxd --lane-process)")
     args = ap.parse_args()
+    DAEMON_ARGS.extend(["--lane-process"] if args.lane_process else [])
     if args.producers < 1 or args.inflight < 1 or args.frames < 1:
         ap.error("--producers, --inflight and --frames must be at least 1")
     sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes.split(",")]
@@ -436,9 +449,13 @@ def main() -> int:
             if args.producers > 1:
                 print(producers_line(args, proc.pid, sock, w, h, frames, ring, models, features, what), flush=True)
                 continue
+            workers0 = workers_cpu(proc.pid)
             runs = [bench_daemon(sock, w, h, frames, args.inflight, ring, args.memfd, models, features, proc.pid,
                                  submit_many=not args.single_submits)
                     for _ in range(args.repeats)]
+            if args.lane_process:  # the daemon's CPU below is its own process's; its lane workers' here
+                print(f"lane workers' CPU {(workers_cpu(proc.pid) - workers0) / (frames * args.repeats) * 1000:.2f}"
+                      f" s per 1,000 frames (all runs, with their sessions' setup)", flush=True)
             fps = [r.fps for r in runs]
             pct = {q: statistics.median(np.percentile(r.latencies, q) * 1000 for r in runs) for q in (50, 90, 95, 99)}
             print(f"daemon {args.lane} {what} {w}x{h}: {statistics.median(fps):.0f} fps (min {min(fps):.0f}, "

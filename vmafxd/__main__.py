@@ -1,6 +1,6 @@
 """``vmafxd``: the daemon's command line.
 
-    vmafxd [--socket PATH] [--lane auto|cpu|cuda|hip] [--config FILE] [--cpu-workers N]
+    vmafxd [--socket PATH] [--lane auto|cpu|cuda|hip] [--lane-process] [--config FILE] [--cpu-workers N]
            [--log-level LEVEL] [--fence-timeout-ms MS] [--limit NAME=VALUE ...]
            [--shutdown-timeout S] [--ready-fd N]
 
@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cpu-workers", type=int, help="CPU lane worker threads (default min(cpus, 8))")
     p.add_argument("--gpu-batch", type=int, help="most frames a GPU lane scores in one batch (default 32)")
     p.add_argument("--gpu-devices", help="GPU ordinals to use, e.g. 0,1 (default all)")
+    p.add_argument("--lane-process", action=argparse.BooleanOptionalAction, default=None,
+                   help="run a GPU lane's device work in one worker process per device (default off; "
+                        "config key lane_process)")
     p.add_argument("--log-level", choices=LOG_LEVELS, help="default info")
     p.add_argument("--fence-timeout-ms", type=int, help="bounded wait on an acquire fence (default 5000)")
     p.add_argument("--limit", action="append", metavar="NAME=VALUE",
@@ -223,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     flags = {
         "socket": args.socket, "lane": args.lane, "cpu_workers": args.cpu_workers,
-        "gpu_batch": args.gpu_batch, "gpu_devices": args.gpu_devices,
+        "gpu_batch": args.gpu_batch, "gpu_devices": args.gpu_devices, "lane_process": args.lane_process,
         "log_level": args.log_level, "fence_timeout_ms": args.fence_timeout_ms, "limit": args.limit,
         "shutdown_timeout_s": args.shutdown_timeout,
     }

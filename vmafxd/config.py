@@ -6,6 +6,7 @@ The file (``--config FILE``, else ``/etc/vmafx/vmafxd.toml`` when it exists)::
     lane = "auto"                 # auto | cpu | cuda | hip  (emu: the GPU lane on the CPU emulator, tests)
     gpu_batch = 32                # most frames a GPU lane scores in one batch
     gpu_devices = [0, 1]          # GPU ordinals to use (default: all)
+    lane_process = false          # a GPU lane's device work in one worker process per device
     cpu_workers = 8
     log_level = "info"            # debug | info | warning | error
     shutdown_timeout_s = 10.0     # SIGTERM: how long in-flight frames may take
@@ -62,6 +63,8 @@ class Config:
     cpu_workers: int = field(default_factory=default_cpu_workers)
     gpu_batch: int = 32
     gpu_devices: tuple[int, ...] | None = None
+    #: run a GPU lane's device work in one worker process per device (vmafxd/lanes/process/)
+    lane_process: bool = False
     log_level: str = "info"
     shutdown_timeout_s: float = 10.0
     socket_mode: int = 0o660
@@ -148,6 +151,10 @@ def apply_mapping(cfg: Config, doc: Mapping[str, Any], source: str) -> Config:
             if not isinstance(v, list) or not v or not all(isinstance(x, int) and x >= 0 for x in v):
                 raise ConfigError(key, "expected a list of device ordinals")
             kw[key] = tuple(v)
+        elif key == "lane_process":
+            if not isinstance(v, bool):
+                raise ConfigError(key, f"expected true or false, got {v!r}")
+            kw[key] = v
         elif key == "log_level":
             kw[key] = _choice(key, v, LOG_LEVELS)
         elif key == "shutdown_timeout_s":

@@ -33,6 +33,7 @@ def test_file_then_flags(tmp_path):
     ("socket = [", "--config"),
     ("[limits]\nmax_fds_per_message = 254", "limits.max_fds_per_message"),  # above SCM_MAX_FD
     ("[limits]\nmax_frames_per_submit = 1025", "limits.max_frames_per_submit"),
+    ("lane_process = 'yes'", "lane_process"),
 ])
 def test_errors_name_the_key(tmp_path, text, field):
     with pytest.raises(ConfigError) as e:
@@ -53,3 +54,11 @@ def test_defaults():
     cfg = Config()
     assert cfg.socket == "/run/vmafx/vmafxd.sock" and cfg.lane == "auto" and 1 <= cfg.cpu_workers <= 8
     assert cfg.socket_mode == 0o660 and cfg.shutdown_timeout_s == 10.0
+
+
+def test_lane_process_is_off_unless_the_file_or_the_flag_says(tmp_path):
+    assert load_config(_write(tmp_path, 'lane = "emu"\n'), {}).lane_process is False
+    path = _write(tmp_path, 'lane = "emu"\nlane_process = true\n')
+    assert load_config(path, {}).lane_process is True
+    assert load_config(path, {"lane_process": False}).lane_process is False  # --no-lane-process
+    assert load_config(_write(tmp_path, ""), {"lane_process": True}).lane_process is True

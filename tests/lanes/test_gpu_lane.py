@@ -38,9 +38,11 @@ def runtime(request):
     return rt.name
 
 
-@pytest.fixture(scope="module")
-def gpu_daemon(runtime):
-    d = Daemon("--lane", runtime, "--gpu-batch", "4", workers=1, fence_timeout_ms=2000)
+@pytest.fixture(scope="module", params=["in-process", "lane-process"])
+def gpu_daemon(runtime, request):
+    """The lane in the daemon, and in a worker process per device (--lane-process)."""
+    extra = ("--lane-process",) if request.param == "lane-process" else ()
+    d = Daemon("--lane", runtime, "--gpu-batch", "4", *extra, workers=1, fence_timeout_ms=2000)
     try:
         yield d
     finally:

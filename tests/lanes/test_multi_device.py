@@ -16,10 +16,12 @@ from ..reference import vendored_pairs
 from .conftest import load_runtime
 
 
-@pytest.fixture(scope="module")
-def two_device_daemon():
+@pytest.fixture(scope="module", params=["in-process", "lane-process"])
+def two_device_daemon(request):
+    """The lane in the daemon, and in worker processes (--lane-process: one per device)."""
     load_runtime("emu")
-    d = Daemon("--lane", "emu", "--gpu-batch", "4", workers=1, env={"VMAFXD_EMU_DEVICES": "2"})
+    extra = ("--lane-process",) if request.param == "lane-process" else ()
+    d = Daemon("--lane", "emu", "--gpu-batch", "4", *extra, workers=1, env={"VMAFXD_EMU_DEVICES": "2"})
     try:
         yield d
     finally:
@@ -88,3 +90,32 @@ def test_a_buffer_on_another_device_is_refused_naming_the_device(two_device_daem
     c.close()
     rb.close()
     db.close()
+
+
+@pytest.mark.parametrize("mode", ["in-process", "lane-process"])
+def test_a_subset_of_devices_keeps_their_ordinals(p01, mode):
+    """--gpu-devices 1: the lane has device 1 (not 0), takes buffers and sessions there, and scores."""
+    load_runtime("emu")
+    refs, dists = p01
+    extra = ("--lane-process",) if mode == "lane-process" else ()
+    d = Daemon("--lane", "emu", "--gpu-devices", "1", *extra, workers=1, env={"VMAFXD_EMU_DEVICES": "2"})
+    try:
+        c = RawClient(d.socket, "subset")
+        assert [dev["device"] for dev in c.hello().lanes[0]["devices"]] == [1]
+        s = c.open_ok(features=["psnr"], device=1)
+        assert s.device == 1
+        rb, db = frame_memfd(refs[0]), frame_memfd(dists[0])
+        rid, did = c.register_ok(rb, device=1), c.register_ok(db)  # no device: the lane's first, 1
+        c.submit(s.session, 0, rid, did)
+        out = c.outcome(s.session, 0, timeout=60)
+        assert isinstance(out, Result) and out.metrics == reference_frames(refs, dists, features=("psnr",),
+                                                                           models=(), n=1)[0][0]
+        assert c.register(rb, device=0).code == "E_INVAL"
+        assert c.open_session(features=["psnr"], device=0).code == "E_NOTSUP"
+        c.close_session(s.session)
+        c.close()
+        rb.close()
+        db.close()
+        assert d.stop() == 0
+    finally:
+        d.close()

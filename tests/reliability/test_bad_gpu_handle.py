@@ -36,15 +36,17 @@ def _psnr_y() -> float:
     return min(10 * math.log10(255.0 ** 2 / mse), 60.0)
 
 
-@pytest.fixture
-def emu_daemon():
+@pytest.fixture(params=["in-process", "lane-process"])
+def emu_daemon(request):
+    """The lane in the daemon, and in a worker process (--lane-process: the handles cross to it)."""
     pytest.importorskip("vmafxd.lanes.emulated")
     try:
         from vmafxd.lanes.emulated import EmulatedRuntime
         EmulatedRuntime()
     except Exception as e:  # no g++: the emulator cannot run here
         pytest.skip(f"the emulated lane is not available: {e}")
-    d = Daemon("--lane", "emu", "--gpu-batch", "8", workers=1, fence_timeout_ms=2000,
+    extra = ("--lane-process",) if request.param == "lane-process" else ()
+    d = Daemon("--lane", "emu", "--gpu-batch", "8", *extra, workers=1, fence_timeout_ms=2000,
                env={"VMAFXD_EMU_IPC_EVENTS": "1"})
     try:
         yield d

@@ -10,6 +10,10 @@ reported the same way).  Adding the CUDA or HIP
 lane is one line in the table (or :func:`register_lane`); ``auto`` picks the
 first lane of :data:`AUTO_ORDER` that builds.
 
+With ``lane_process = true`` in the configuration (``--lane-process``), a GPU lane
+(:data:`PROCESS_LANES`) is built as :class:`vmafxd.lanes.process.proxy.ProcessLane`:
+the same lane, its device work in one worker process per device.
+
 The interface every lane implements is documented in :mod:`vmafxd.lanes.device`.
 """
 
@@ -38,6 +42,8 @@ log = logging.getLogger("vmafxd.lanes")
 LANE_NAMES = ("cpu", "cuda", "hip", "emu")
 #: what ``--lane auto`` tries, best first
 AUTO_ORDER = ("cuda", "hip", "cpu")
+#: the lanes that can run in worker processes (``lane_process``); the CPU lane is the daemon's threads
+PROCESS_LANES = ("cuda", "hip", "emu")
 
 Factory = Callable[[Any, LaneServices], Lane]
 
@@ -96,6 +102,10 @@ def create_lane(name: str, config: Any, services: LaneServices) -> Lane:
             return lane
         raise LaneUnavailable("auto", "; ".join(reasons))
     try:
+        if name in PROCESS_LANES and getattr(config, "lane_process", False):
+            from .process.proxy import ProcessLane
+
+            return ProcessLane(name, config, services)
         return _factory(name)(config, services)
     except ImportError as e:
         raise LaneUnavailable(name, f"its runtime cannot be imported ({e})") from None

@@ -296,11 +296,17 @@ class GpuLane(Lane):
 
     # -- imports ---------------------------------------------------------------------
     def _device_for(self, layout: BufferLayout) -> int:
-        d = 0 if layout.device is None else layout.device
-        if not 0 <= d < len(self.devices):
-            raise InvalidInput("device",
-                               f"the {self.name} lane has devices 0..{len(self.devices) - 1}, not {d}")
+        """The device ordinal the layout names (as describe() numbers them; None: the first)."""
+        ordinals = [w.index for w in self.workers]
+        d = ordinals[0] if layout.device is None else layout.device
+        if d not in ordinals:
+            raise InvalidInput("device", f"the {self.name} lane has devices "
+                                         f"{', '.join(map(str, ordinals))}, not {d}")
         return d
+
+    def _device(self, ordinal: int):
+        """The device of that ordinal (``gpu_devices`` may list a subset: ordinals are not positions)."""
+        return next(dev for w, dev in zip(self.workers, self.devices) if w.index == ordinal)
 
     def import_buffer(self, layout: BufferLayout, fds: Mapping[int, OwnedFd]) -> GpuImport:
         kind = layout.kind
@@ -311,7 +317,7 @@ class GpuLane(Lane):
                               f"the {self.name} lane cannot import {kind} buffers "
                               f"(it imports {', '.join(self.device_kinds + ('dmabuf', 'memfd'))})")
         d = self._device_for(layout)
-        dev = self.devices[d]
+        dev = self._device(d)
         dev.make_current()
         try:
             if kind.endswith("_ipc"):
@@ -331,7 +337,7 @@ class GpuLane(Lane):
 
         d = self._device_for(layout)
         if layout.kind == "dmabuf" and len(layout.fd_indices()) == 1:
-            dev = self.devices[d]
+            dev = self._device(d)
             fd = fds[layout.fd_indices()[0]].fileno()
             try:
                 dev.make_current()
@@ -370,7 +376,7 @@ class GpuLane(Lane):
             if self._pinned_bytes + view.nbytes > self.PIN_BUDGET:
                 return None
             self._pinned_bytes += view.nbytes
-        dev = self.devices[d]
+        dev = self._device(d)
         try:
             dev.make_current()
             return dev.host_register(view)
@@ -397,10 +403,10 @@ class GpuLane(Lane):
         if self._token is None:
             raise RuntimeError(f"the {self.name} lane is not running")
         if spec.device is not None:
-            if not 0 <= spec.device < len(self.workers):
-                raise Unsupported("device",
-                                  f"the {self.name} lane has devices 0..{len(self.workers) - 1}, not {spec.device}")
-            worker = self.workers[spec.device]
+            worker = next((w for w in self.workers if w.index == spec.device), None)  # by ordinal
+            if worker is None:
+                raise Unsupported("device", f"the {self.name} lane has devices "
+                                            f"{', '.join(str(w.index) for w in self.workers)}, not {spec.device}")
         else:
             worker = min(self.workers, key=lambda w: w.sessions)
         for inst in spec.plan.instances:

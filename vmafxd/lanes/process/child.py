@@ -1,0 +1,358 @@
+"""A lane's worker process: one device's GPU lane, run for the daemon over two sockets.
+
+    python -m vmafxd.lanes.process.child --lane emu --config JSON --stream-fd N --rpc-fd M
+
+The daemon (:mod:`.proxy`) starts one per device.  Here the real lane -- the
+GPU lane built through :func:`vmafxd.lanes.create_lane`, restricted to the one
+device by ``gpu_devices`` -- runs in a trio loop of its own: its device worker
+thread (imports, uploads, launches, the statistics' host arithmetic, model
+prediction, result building) shares this process's interpreter lock with
+this small message loop, not the daemon's.
+
+* trio thread: reads the stream (opens, submits, finishes, aborts), hands
+  frames to the lane's sessions, gathers what the lane reports through its
+  sinks and the frames whose release events completed, and sends them back
+  coalesced (one packet per wake-up, whatever it holds).  It plays the
+  daemon's reaper for the lane's release events: a frame's ``released`` is
+  sent once its event is recorded and complete (never asking one that is not
+  recorded, R5), and the event destroyed.
+* rpc thread: imports buffers (the fds arrive with ``SCM_RIGHTS`` and are
+  closed once the lane has kept what it needs, as in the daemon), closes
+  imports, answers the device-memory figures.
+
+End of file on the stream (the daemon went away) ends the process; so does
+the parent's death (``PR_SET_PDEATHSIG``).  ``STOP``: the lane's workers stop
+(queued frames are dropped with ``LaneStopped``), what they reported and
+released goes out, and the process exits 0.
+
+``VX_PROF_WORKER=FILE`` in the daemon's environment runs each worker's trio
+thread under cProfile into ``FILE.<pid>`` (as ``VX_PROF`` does the daemon in
+scripts/bench_gpu.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from types import SimpleNamespace
+from typing import Any, Mapping, Sequence
+
+import trio
+
+from vmafx.transport import TransportClosed, TrioPacketChannel
+
+from ..device import LaneFrame, LaneServices, SessionSpec
+from ..errors import LaneError, LaneFailure
+from . import wire
+
+log = logging.getLogger("vmafxd.lanes.process")
+
+#: how often pending release events are polled when no completion woke us (the daemon reaper's interval)
+POLL_INTERVAL = 0.002
+
+
+class _Sink:
+    """A session's sink in the worker: outcomes go to the outbox, to the daemon."""
+
+    def __init__(self, child: "Child", sid: int, client_name: str | None):
+        self.child = child
+        self.sid = sid
+        self.client_name = client_name  # the lane names the client in its warnings
+
+    def frames_scored(self, items: Sequence[tuple[int, Mapping[str, float]]]) -> None:
+        self.child.send([wire.SCORED, self.sid, [[i, dict(m)] for i, m in items]])
+
+    def frame_failed(self, index: int, error: LaneError) -> None:
+        self.child.send([wire.FAILED, self.sid, [[index, wire.error_to_wire(error)]]])
+
+
+class Child:
+    def __init__(self, lane, stream: socket.socket):
+        self.lane = lane
+        stream.setblocking(False)
+        self.stream = TrioPacketChannel(trio.socket.from_stdlib_socket(stream), wire.INLINE_MAX + 16, wire.MAX_FDS + 1)
+        self.sessions: dict[int, Any] = {}
+        self.imports: dict[int, Any] = {}
+        self._outbox: list = []
+        self._kick = trio.Event()
+        #: (token, release event) of frames handed to the lane whose release was not sent yet
+        self._pending: list[tuple[int, Any]] = []
+        self._reap = trio.Event()
+        self._token: trio.lowlevel.TrioToken | None = None
+
+    # -- sending (trio thread) ---------------------------------------------------------
+    def send(self, message: list) -> None:
+        self._outbox.append(message)
+        self._kick.set()
+
+    async def sender(self) -> None:
+        while True:
+            await self._kick.wait()
+            self._kick = trio.Event()
+            try:
+                await self.flush()
+            except (TransportClosed, OSError):
+                return  # the daemon is gone: the receiver sees the end of the stream too
+
+    async def flush(self) -> None:
+        while self._outbox:
+            messages, self._outbox = self._outbox, []
+            data, fds = wire.packet_bytes(wire.encode(messages))
+            try:
+                await self.stream.send(data, fds)
+            finally:
+                for f in fds:
+                    f.close()
+
+    # -- releases ----------------------------------------------------------------------
+    def wake_threadsafe(self) -> None:
+        token = self._token
+        if token is not None:
+            try:
+                token.run_sync_soon(self._wake)
+            except trio.RunFinishedError:
+                pass
+
+    def _wake(self) -> None:
+        self._reap.set()  # the event of the moment (the reaper replaces it after each pass)
+
+    def reap(self) -> None:
+        """Send ``released`` for every pending event recorded and complete; destroy each once."""
+        done, left = [], []
+        for token, ev in self._pending:
+            if ev.recorded and ev.query():
+                ev.destroy()
+                done.append(token)
+            else:
+                left.append((token, ev))
+        self._pending = left
+        if done:
+            self.send([wire.RELEASED, done])
+
+    async def reaper(self) -> None:
+        while True:
+            if self._pending:
+                with trio.move_on_after(POLL_INTERVAL):
+                    await self._reap.wait()
+            else:
+                await self._reap.wait()
+            self._reap = trio.Event()
+            self.reap()
+
+    # -- receiving ---------------------------------------------------------------------
+    async def receive(self, nursery: trio.Nursery) -> None:
+        """Until STOP or end of file."""
+        while True:
+            try:
+                pkt = await self.stream.receive()
+            except (TransportClosed, OSError):
+                return
+            body, fds = wire.unpack_packet(pkt)
+            for f in fds:
+                f.close()
+            for msg in wire.decode(body):
+                if msg[0] == wire.STOP:
+                    return
+                self.dispatch(msg, nursery)
+
+    def dispatch(self, msg: list, nursery: trio.Nursery) -> None:
+        code = msg[0]
+        if code == wire.SUBMIT:
+            _, sid, token, index, ref, dist, rf, df = msg
+            session = self.sessions.get(sid)
+            ref_imp, dist_imp = self.imports.get(ref), self.imports.get(dist)
+            if session is None or ref_imp is None or dist_imp is None:
+                # Cannot happen with a daemon that keeps its side of the wire; say so per frame.
+                self.send([wire.FAILED, sid, [[index, ["LaneFailure", "", "the worker has no such session "
+                                                       "or buffer"]]]])
+                self.send([wire.RELEASED, [token]])
+                return
+            try:
+                ev = session.submit(LaneFrame(index, ref_imp, dist_imp, wire.fence_from_wire(rf),
+                                              wire.fence_from_wire(df)))
+            except Exception as e:
+                log.exception("submit of frame %d failed", index)
+                self.send([wire.FAILED, sid, [[index, wire.error_to_wire(LaneFailure("", str(e)))]]])
+                self.send([wire.RELEASED, [token]])
+                return
+            self._pending.append((token, ev))
+            if not self._reap.is_set() and len(self._pending) == 1:
+                self._reap.set()  # the reaper parks without a timeout while nothing is pending
+        elif code == wire.OPEN:
+            nursery.start_soon(self.open_session, *msg[1:])
+        elif code == wire.FINISH:
+            session = self.sessions.get(msg[1])
+            if session is not None:
+                nursery.start_soon(self.finish_session, msg[1], session)
+        elif code == wire.ABORT:
+            session = self.sessions.pop(msg[1], None)
+            if session is not None:
+                session.abort()
+        else:
+            log.error("unknown message %r from the daemon", code)
+
+    async def open_session(self, sid: int, plan: bytes, geometry: list, name: str | None,
+                           client_name: str | None) -> None:
+        try:
+            spec = SessionSpec(wire.plan_from_wire(plan), wire.geometry_from_wire(geometry), None, name)
+            session = await self.lane.open_session(spec, _Sink(self, sid, client_name))
+        except Exception as e:
+            self.send([wire.OPENED, sid, wire.error_to_wire(e), None])
+            return
+        self.sessions[sid] = session
+        self.send([wire.OPENED, sid, None, session.device])
+
+    async def finish_session(self, sid: int, session) -> None:
+        summary = await session.finish()
+        self.sessions.pop(sid, None)
+        self.send([wire.FINISHED, sid, summary.pooled, summary.aggregate])
+
+    # -- rpc (its own thread) ----------------------------------------------------------
+    def serve_rpc(self, rpc: socket.socket) -> None:
+        while True:
+            try:
+                msg, fds = wire.recv_blocking(rpc)
+            except (TransportClosed, OSError):
+                return
+            try:
+                reply = [0, self.rpc(msg, fds)]
+            except Exception as e:
+                if not isinstance(e, LaneError) and not isinstance(e, ValueError):
+                    log.exception("rpc %r failed", msg[0])
+                reply = [1, wire.error_to_wire(e)]
+            finally:
+                for f in fds:
+                    f.close()  # the lane kept what it needs (a dup, a mapping), as in the daemon
+            try:
+                wire.send_blocking(rpc, reply)
+            except (TransportClosed, OSError):
+                return
+
+    def rpc(self, msg: list, fds) -> Any:
+        code = msg[0]
+        if code == wire.RPC_IMPORT:
+            _, import_id, layout, keys = msg
+            imp = self.lane.import_buffer(wire.layout_from_wire(layout), wire.fd_map(keys, fds))
+            self.imports[import_id] = imp
+            return {"zero_copy": bool(imp.zero_copy), "implicit_fences": bool(imp.implicit_fence_fds())}
+        if code == wire.RPC_CLOSE:
+            for import_id in msg[1]:
+                imp = self.imports.pop(import_id, None)
+                if imp is not None:
+                    imp.close()
+            return None
+        if code == wire.RPC_STATS:
+            return {"host_copies": self.lane.host_copies, "device_memory": self.lane.device_memory(),
+                    "memory_budget": self.lane.memory_budget()}
+        raise LaneFailure("", f"unknown request {code!r}")
+
+
+def _ready_info(lane) -> dict:
+    runtime = getattr(lane, "runtime", None)
+    return {
+        "describe": lane.describe(),
+        "features": list(lane.features()),
+        "device_count": int(runtime.device_count()) if runtime is not None else 1,
+        "event_kind": getattr(lane, "event_kind", None),
+        "memory_budget": lane.memory_budget(),
+        "pid": os.getpid(),
+    }
+
+
+async def _serve(lane, stream: socket.socket, rpc: socket.socket, wake_target: list) -> None:
+    child = Child(lane, stream)
+    wake_target.append(child.wake_threadsafe)
+    child._token = trio.lowlevel.current_trio_token()
+    lane_scope = trio.CancelScope()
+    lane_done = trio.Event()
+
+    async def run_lane(task_status=trio.TASK_STATUS_IGNORED):
+        try:
+            with lane_scope:
+                await lane.run(task_status=task_status)
+        finally:
+            lane_done.set()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(run_lane)
+        threading.Thread(target=child.serve_rpc, args=(rpc,), name="vmafxd-lane-rpc", daemon=True).start()
+        nursery.start_soon(child.sender)
+        nursery.start_soon(child.reaper)
+        child.send([wire.READY, _ready_info(lane)])
+        await child.receive(nursery)
+        # STOP or end of file: the workers stop (what is queued is dropped with LaneStopped and its
+        # events complete), their last reports hop here; then send what is left and leave.
+        lane_scope.cancel()
+        with trio.move_on_after(30):
+            await lane_done.wait()
+        for _ in range(3):
+            await trio.lowlevel.checkpoint()  # the workers' last hops (run_sync_soon) run
+        child.reap()
+        with trio.move_on_after(2):
+            try:
+                await child.flush()
+            except (TransportClosed, OSError):
+                pass
+        nursery.cancel_scope.cancel()
+
+
+def _die_with_parent(parent: int) -> None:
+    """SIGKILL when the daemon dies (Linux), in case it could not close our sockets."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # it died before the prctl
+        os._exit(1)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="vmafxd.lanes.process.child")
+    ap.add_argument("--lane", required=True)
+    ap.add_argument("--config", required=True, help="JSON: the lane's configuration values")
+    ap.add_argument("--stream-fd", type=int, required=True)
+    ap.add_argument("--rpc-fd", type=int, required=True)
+    ap.add_argument("--parent", type=int, required=True)
+    args = ap.parse_args(argv)
+    _die_with_parent(args.parent)
+    values = json.loads(args.config)
+    logging.basicConfig(level=getattr(logging, str(values.get("log_level", "info")).upper(), logging.INFO),
+                        stream=sys.stderr,
+                        format="%(asctime)s vmafxd-lane-worker[%(process)d] %(levelname)s %(name)s: %(message)s")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the daemon stops us (a terminal's ^C reaches the group)
+    stream = socket.socket(fileno=args.stream_fd)
+    rpc = socket.socket(fileno=args.rpc_fd)
+    if values.get("gpu_devices") is not None:
+        values["gpu_devices"] = tuple(values["gpu_devices"])
+    config = SimpleNamespace(**values)
+    from .. import LaneUnavailable, create_lane
+
+    # The lane wakes "the reaper" when a batch's reads complete: here, the worker's own reaper
+    # (set once the trio loop runs; the lane calls it only from then on).
+    wake_target: list = []
+    services = LaneServices(wake_reaper=lambda: wake_target[0]() if wake_target else None)
+    try:
+        lane = create_lane(args.lane, config, services)
+    except (LaneUnavailable, ValueError) as e:
+        wire.send_blocking(stream, [[wire.READY, None, getattr(e, "reason", str(e))]])
+        return 0
+    if os.environ.get("VX_PROF_WORKER"):  # cProfile of the worker's trio thread into FILE.<pid> (benchmarks)
+        import cProfile
+
+        cProfile.runctx("trio.run(_serve, lane, stream, rpc, wake_target)", globals(), locals(),
+                        f"{os.environ['VX_PROF_WORKER']}.{os.getpid()}")
+        return 0
+    trio.run(_serve, lane, stream, rpc, wake_target)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
