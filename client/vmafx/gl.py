@@ -1081,6 +1081,29 @@ class GlFrameExporter(ClosedOnExit):
     state guard, so every refusal leaves the producer's GL state as it was.
     """
 
+    # The state before the first export: immutable starting values, so class-level defaults
+    # serve every exporter until it sets its own (the mutable state is made in __init__).
+    display: int | None = None
+    context: int | None = None
+    _info: _GlContextInfo | None = None
+    _ready = False
+    _closed = False
+    _in_flight = False
+    _read_fbo = 0
+    # dma-buf path
+    render_node: str | None = None
+    render_node_pci: str | None = None
+    _linear_buffer: FrameBuffer | None = None
+    _gbm_device: int | None = None
+    _node_fd: OwnedFd | None = None
+    # memory-object path
+    _own_producer: Any = None
+    _own_memory: Any = None
+    _memory: Any = None
+    _memory_object = 0
+    _pack_buffer = 0
+    _vmm_buffer: FrameBuffer | None = None
+
     def __init__(self, width: int, height: int, pixel_format: PixelFormat | str = PixelFormat.YUV420P,
                  bitdepth: int | None = None, *, device: DaemonDevice, flags: int = 0, path: str = "auto",
                  producer: Any = None, memory: Any = None, trace: Callable[[str], None] | None = None,
@@ -1104,29 +1127,10 @@ class GlFrameExporter(ClosedOnExit):
         self._trace_cb = trace
         self.implicit_fence_timeout_s = implicit_fence_timeout_s
         self.copy_fence_timeout_s = copy_fence_timeout_s
-        self.display: int | None = None
-        self.context: int | None = None
-        self._info: _GlContextInfo | None = None
-        self._ready = False
-        self._closed = False
-        self._in_flight = False
-        self._read_fbo = 0
-        # dma-buf path
-        self.render_node: str | None = None
-        self.render_node_pci: str | None = None
+        # what is mutable is made per exporter (the rest of the state starts as the class says)
         self._in_place: dict[tuple[int, ...], tuple[FrameBuffer, list[_DmabufExport]]] = {}
         self._blit_textures: dict[tuple[int, ...], tuple[int, ...]] = {}
         self._linear: list[_LinearPlane] = []
-        self._linear_buffer: FrameBuffer | None = None
-        self._gbm_device: int | None = None
-        self._node_fd: OwnedFd | None = None
-        # memory-object path
-        self._own_producer = None
-        self._own_memory = None
-        self._memory = None
-        self._memory_object = 0
-        self._pack_buffer = 0
-        self._vmm_buffer: FrameBuffer | None = None
         self._handed_out: set[int] = set()
 
     # -- bookkeeping ------------------------------------------------------------------------

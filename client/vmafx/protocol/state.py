@@ -153,6 +153,21 @@ def check_send(sender: Role, state: State, msg: m.Message, error: type[ProtocolE
                     f"a {sender.value} does not send {msg.TYPE} in state {state.value}")
 
 
+def _check_submit_many(msg: m.SubmitMany, taken: bool, untaken: str, limits: Limits, error: type[ProtocolError],
+                       codes: tuple[ErrorCode, ErrorCode]) -> None:
+    """Raise ``error`` unless this connection takes submit_many (``taken``; ``untaken`` says why
+    not) and ``msg`` keeps to ``max_frames_per_submit``; ``codes``: the code for each refusal.
+
+    Both sides keep the one rule: the daemon receiving (the client broke its word: E_PROTO both),
+    the client sending (nothing sent: E_STATE, then E_INVAL for the caller's frames).
+    """
+    if not taken:
+        raise error(codes[0], "t", untaken)
+    if len(msg.frames) > limits.max_frames_per_submit:
+        raise error(codes[1], "frames", f"{len(msg.frames)} frames exceed the limit of "
+                    f"{limits.max_frames_per_submit} (max_frames_per_submit)")
+
+
 # ---------------------------------------------------------------------------
 # the per-frame promise
 
@@ -265,11 +280,8 @@ class ServerConnection(_Connection):
                                               "(one hello per connection; connect again to start over)")
                 raise RemoteProtocolError(ErrorCode.E_PROTO, "t", f"a client does not send {msg.TYPE}")
             if type(msg) is m.SubmitMany:
-                if not self.submit_many:
-                    raise RemoteProtocolError(ErrorCode.E_PROTO, "t", "submit_many, but the hello did not ask for it")
-                if len(msg.frames) > self.limits.max_frames_per_submit:
-                    raise RemoteProtocolError(ErrorCode.E_PROTO, "frames", f"{len(msg.frames)} frames exceed the "
-                                              f"limit of {self.limits.max_frames_per_submit} (max_frames_per_submit)")
+                _check_submit_many(msg, self.submit_many, "submit_many, but the hello did not ask for it",
+                                   self.limits, RemoteProtocolError, (ErrorCode.E_PROTO, ErrorCode.E_PROTO))
         except RemoteProtocolError as e:
             if e.fatal:
                 self._to(Event.PROTOCOL_ERROR)
@@ -379,11 +391,8 @@ class ClientConnection(_Connection):
             raise LocalProtocolError(ErrorCode.E_STATE, "message",
                                      f"cannot send {msg.TYPE} in state {self.state.value}") from None
         if type(msg) is m.SubmitMany:
-            if not self.submit_many:
-                raise LocalProtocolError(ErrorCode.E_STATE, "t", "the daemon did not say it takes submit_many")
-            if len(msg.frames) > self.limits.max_frames_per_submit:
-                raise LocalProtocolError(ErrorCode.E_INVAL, "frames", f"{len(msg.frames)} frames exceed the "
-                                         f"daemon's max_frames_per_submit ({self.limits.max_frames_per_submit})")
+            _check_submit_many(msg, self.submit_many, "the daemon did not say it takes submit_many",
+                               self.limits, LocalProtocolError, (ErrorCode.E_STATE, ErrorCode.E_INVAL))
             if len(msg.fds) > self.limits.max_fds_per_message:
                 raise LocalProtocolError(ErrorCode.E_INVAL, "fds", f"{len(msg.fds)} fds exceed the daemon's "
                                          f"max_fds_per_message ({self.limits.max_fds_per_message})")

@@ -152,13 +152,18 @@ VX_KERNEL void vx_speed_means(const u8* stats, i64 record_bytes, int pics, int t
     }
 }
 
-// Covariance k (x_index >= y_index, k = x (x + 1) / 2 + y): its two submatrix offsets.
-VX_DEVICE void sp_pair(int k, int* xi, int* yi)
+// Covariance k (x_index >= y_index, k = x (x + 1) / 2 + y): its two submatrices (their first
+// samples in `pic`) and their means (`means`: this picture's 25, as vx_speed_means left them).
+VX_DEVICE void sp_pair(int k, const float* pic, int tw, const float* means, const float** px, const float** py,
+                       double* mx, double* my)
 {
     int x = 0;
     while ((x + 1) * (x + 2) / 2 <= k) ++x;
-    *xi = x;
-    *yi = k - x * (x + 1) / 2;
+    const int y = k - x * (x + 1) / 2;
+    *px = pic + (i64)(x / SP_BLOCK) * tw + x % SP_BLOCK;
+    *py = pic + (i64)(y / SP_BLOCK) * tw + y % SP_BLOCK;
+    *mx = (double)means[x];
+    *my = (double)means[y];
 }
 
 // One accumulator lane of compute_cov_kernel_avx512 for one covariance: lanes 0..7 are acc0,
@@ -172,12 +177,9 @@ VX_KERNEL void vx_speed_lanes(const u8* stats, i64 record_bytes, int pics, int t
     const int n16 = sw / 16, has8 = sw - 16 * n16 >= 8;
     for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < SP_PAIRS * 16; t += gridDim.x * blockDim.x) {
         const int k = t / 16, lane = t % 16;
-        int xi, yi;
-        sp_pair(k, &xi, &yi);
-        const float* px = pic + (i64)(xi / SP_BLOCK) * tw + xi % SP_BLOCK;
-        const float* py = pic + (i64)(yi / SP_BLOCK) * tw + yi % SP_BLOCK;
-        const double mx = (double)means[(i64)z * SP_BLOCK * SP_BLOCK + xi];
-        const double my = (double)means[(i64)z * SP_BLOCK * SP_BLOCK + yi];
+        const float *px, *py;
+        double mx, my;
+        sp_pair(k, pic, tw, means + (i64)z * SP_BLOCK * SP_BLOCK, &px, &py, &mx, &my);
         double acc = 0.0;
         for (int i = 0; i < sh; ++i) {
             const float* rx = px + (i64)i * tw;
@@ -213,12 +215,9 @@ VX_KERNEL void vx_speed_reduce(const u8* stats_in, i64 record_bytes, int pics, i
         for (int l = 0; l < 2; ++l) quarter[l] = half[2 + l] + half[l];
         double total = quarter[0] + quarter[1];
         if (tail0 < sw) {
-            int xi, yi;
-            sp_pair(k, &xi, &yi);
-            const float* px = pic + (i64)(xi / SP_BLOCK) * tw + xi % SP_BLOCK;
-            const float* py = pic + (i64)(yi / SP_BLOCK) * tw + yi % SP_BLOCK;
-            const double mx = (double)means[(i64)z * SP_BLOCK * SP_BLOCK + xi];
-            const double my = (double)means[(i64)z * SP_BLOCK * SP_BLOCK + yi];
+            const float *px, *py;
+            double mx, my;
+            sp_pair(k, pic, tw, means + (i64)z * SP_BLOCK * SP_BLOCK, &px, &py, &mx, &my);
             double tail = 0.0;
             for (int i = 0; i < sh; ++i)
                 for (int j = tail0; j < sw; ++j) {

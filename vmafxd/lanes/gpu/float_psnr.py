@@ -14,6 +14,7 @@ import numpy as np
 from ...features import float_psnr as cpu
 from .float_util import GpuFloatFeature
 from .launch import F32, I32, I64, U64
+from .psnr import PlaneSse
 
 __all__ = ["make"]
 
@@ -25,22 +26,19 @@ class GpuFloatPsnr(GpuFloatFeature):
         self.exact = stg.bitdepth in cpu.EXACT_BITDEPTHS
         self.stats_bytes = 8
         if self.exact:
-            kernel = "vx_psnr_sse_u8" if stg.elem == 1 else "vx_psnr_sse_u16"
-            self._launch = scorer.kernels.launcher("psnr.cu", kernel, [U64, U64, I32, I32, I64, I64, U64, I32, I32])
+            self._sse = PlaneSse(scorer)
         else:
             self._launch = scorer.kernels.launcher("float_psnr.cu", "vx_fpsnr_noise_seq_u16",
                                                    [U64, U64, I32, I32, I64, I64, F32, U64, I32, I32])
 
     def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
-        stg, st = self.scorer.staging, self.scorer.stream
-        ref, dis = stg.plane_ptr(staging, 0, 0, 0), stg.plane_ptr(staging, 0, 1, 0)
-        w, h, pitch = self.width, self.height, stg.pitches[0]
         if self.exact:
-            self._launch((min(h, 128), 1, n), (256,), st, ref, dis, w, h, pitch, stg.frame_stride_elems,
-                         stats + self.stats_offset, record_bytes // 8, 0)
-        else:
-            self._launch((1, 1, n), (1,), st, ref, dis, w, h, pitch, stg.frame_stride_elems, self.div,
-                         stats + self.stats_offset, record_bytes // 8, 0)
+            self._sse(staging, n, 0, stats + self.stats_offset, record_bytes)
+            return
+        stg = self.scorer.staging
+        self._launch((1, 1, n), (1,), self.scorer.stream, stg.plane_ptr(staging, 0, 0, 0),
+                     stg.plane_ptr(staging, 0, 1, 0), self.width, self.height, stg.pitches[0],
+                     stg.frame_stride_elems, self.div, stats + self.stats_offset, record_bytes // 8, 0)
 
     def metrics(self, stats: np.ndarray, first_seq: int, count: int):
         record = stats[:count, self.stats_offset:self.stats_offset + 8]

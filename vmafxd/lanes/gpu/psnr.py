@@ -12,7 +12,25 @@ from ...features import psnr as cpu
 from .engine import GpuFeature
 from .launch import I32, I64, U64
 
-__all__ = ["make"]
+__all__ = ["make", "PlaneSse"]
+
+
+class PlaneSse:
+    """psnr.cu's ``vx_psnr_sse``: plane ``p``'s int64 sum of squared sample differences (exact, any
+    order) per frame of a batch, into int64 ``p`` of each frame's record at ``stats`` (float_psnr's
+    exact path takes the luma's)."""
+
+    def __init__(self, scorer):
+        self.scorer = scorer
+        kernel = "vx_psnr_sse_u8" if scorer.staging.elem == 1 else "vx_psnr_sse_u16"
+        self._launch = scorer.kernels.launcher("psnr.cu", kernel, [U64, U64, I32, I32, I64, I64, U64, I32, I32])
+
+    def __call__(self, staging: int, n: int, p: int, stats: int, record_bytes: int) -> None:
+        stg = self.scorer.staging
+        w, h = stg.shapes[p]
+        self._launch((min(h, 128), 1, n), (256,), self.scorer.stream,
+                     stg.plane_ptr(staging, 0, 0, p), stg.plane_ptr(staging, 0, 1, p), w, h,
+                     stg.pitches[p], stg.frame_stride_elems, stats, record_bytes // 8, p)
 
 
 class GpuPsnr(GpuFeature):
@@ -29,17 +47,11 @@ class GpuPsnr(GpuFeature):
         self._pixels_total = [0, 0, 0]
         self.stats_bytes = 8 * self.nplanes
         self.stats_offset = 0
-        kernel = "vx_psnr_sse_u8" if stg.elem == 1 else "vx_psnr_sse_u16"
-        self._launch = scorer.kernels.launcher("psnr.cu", kernel, [U64, U64, I32, I32, I64, I64, U64, I32, I32])
+        self._sse = PlaneSse(scorer)
 
     def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
-        stg, st = self.scorer.staging, self.scorer.stream
         for p in range(self.nplanes):
-            w, h = stg.shapes[p]
-            self._launch((min(h, 128), 1, n), (256,), st,
-                         stg.plane_ptr(staging, 0, 0, p), stg.plane_ptr(staging, 0, 1, p), w, h,
-                         stg.pitches[p], stg.frame_stride_elems, stats + self.stats_offset,
-                         record_bytes // 8, p)
+            self._sse(staging, n, p, stats + self.stats_offset, record_bytes)
 
     def metrics(self, stats: np.ndarray, first_seq: int, count: int):
         sse = stats[:, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.int64)

@@ -47,7 +47,7 @@ from vmafx.transport import OwnedFd
 from ...core.layout import BufferLayout
 from ..device import FrameSink, Lane, LaneFrame, LaneImport, LaneServices, LaneSession, LaneSummary, SessionSpec
 from ..errors import InvalidInput, LaneError, LaneFailure, Unsupported
-from ..gpu.lane import GpuLane
+from ..gpu.lane import BatchReleaseHandle, GpuLane
 from ..runtime import RuntimeUnavailable
 from . import wire
 from .worker import START_TIMEOUT, STOP_TIMEOUT, DeviceSlot, StartFailed, WorkerProcess
@@ -58,51 +58,41 @@ log = logging.getLogger("vmafxd.lanes.process")
 
 
 
-class ProxyReleaseEvent:
-    """A frame's release event in the daemon: recorded and complete once its worker says the frame's
-    last reader finished (or the worker is gone).  It announces itself (the receiver wakes the reaper)."""
+class ProxyReleaseEvent(BatchReleaseHandle):
+    """A frame's release event in the daemon: the worker's :class:`BatchReleaseHandle` seen from here,
+    never bound to a device event but completed on the host once the worker says the frame's last
+    reader finished (or the worker is gone).  It announces itself (the receiver wakes the reaper)."""
 
-    __slots__ = ("recorded", "_done")
+    __slots__ = ()
     signals_completion = True
 
-    def __init__(self) -> None:
-        self.recorded = False
-        self._done = False
-
-    def complete(self) -> None:
-        self._done = True
-        self.recorded = True
-
-    def query(self) -> bool:
-        return self._done
-
-    def destroy(self) -> None:
-        pass
+    complete = BatchReleaseHandle.complete_on_host
 
 
+@dataclasses.dataclass(eq=False)
 class ProxyImport(LaneImport):
     """A buffer imported by one worker process; ``close`` (the reaper's thread) frees it there."""
 
-    def __init__(self, worker: "WorkerProcess", import_id: int, zero_copy: bool, fence_fds: list[OwnedFd]):
-        self.worker = worker
-        self.id = import_id
-        self.zero_copy = zero_copy
-        #: the daemon's own dups of a host-read dma-buf's fds, for its implicit fences (R8)
-        self._fence_fds = fence_fds
-        self._closed = False
+    worker: "WorkerProcess"
+    id: int
+    #: the daemon's own dups of a host-read dma-buf's fds, for its implicit fences (R8)
+    fence_fds: list[OwnedFd]
+    #: the worker's import's own (LaneImport's)
+    zero_copy: bool = True
+    closed: bool = False
 
     @property
     def device(self) -> int:
         return self.worker.slot.ordinal
 
     def implicit_fence_fds(self):
-        return [f.fileno() for f in self._fence_fds if not f.closed]
+        return [f.fileno() for f in self.fence_fds if not f.closed]
 
     def close(self) -> None:
-        if self._closed:
+        if self.closed:
             return
-        self._closed = True
-        for f in self._fence_fds:
+        self.closed = True
+        for f in self.fence_fds:
             f.close()
         if self.worker.alive:
             try:
@@ -328,7 +318,7 @@ class ProcessLane(Lane):
         fence_fds: list[OwnedFd] = []
         if reply.get("implicit_fences"):
             fence_fds = [fds[k].dup() for k in layout.fd_indices()]
-        return ProxyImport(w, import_id, bool(reply.get("zero_copy")), fence_fds)
+        return ProxyImport(w, import_id, fence_fds, zero_copy=bool(reply.get("zero_copy")))
 
     # -- sessions --------------------------------------------------------------------------------
     async def open_session(self, spec: SessionSpec, sink: FrameSink) -> ProxySession:
