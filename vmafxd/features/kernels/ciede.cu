@@ -38,12 +38,26 @@
 // The float of a double d is glibc's whenever |d - midpoint| >= DOUBT ulps and
 // |d - d_glibc| < DOUBT ulps (d_glibc: the same expression evaluated with
 // glibc's functions), as both then lie on the same side of the midpoint.
-// Bounds used: the CUDA Math API's double table (pow, sin, cos, atan2 2 ulp,
-// exp 1 ulp) and glibc's manual table (1 ulp for these on x86_64), taken as
-// 2 ulp each, so one call differs by at most 4 ulp (relative 4 * 2^-52);
-// +, -, *, /, sqrt are IEEE, so an operation on inputs that differ adds at
-// most 1 ulp of its result to the difference.  A relative difference r of d
-// is at most r * 2^24 float ulps.  Per checked site:
+// Bounds used: the CUDA Math API's double table (sin, cos, atan2 2 ulp; exp,
+// log, cbrt 1 ulp) and glibc's manual table (pow, what libvmaf calls, 1 ulp on
+// x86_64), taken as 2 ulp each (cbrt as 4: the emulator's glibc cbrt); +, -,
+// *, /, sqrt are IEEE, so an operation on inputs that differ adds at most 1 ulp
+// of its result to the difference.  A relative difference r of d is at most
+// r * 2^24 float ulps.  The device replaces pow, its slowest call (about 80
+// double operations each, 14 a pixel), where a cheaper form has a bound:
+//   pow(x, 7) (x a float): x2 = x x exact (48 bits), x3 = x2 x, x4 = x2 x2,
+//     x7 = x4 x3: three roundings, 1.5 ulp from x^7 (glibc's: 2), so the two
+//     differ by 3.5 < 4 ulp, the bound the sites below take for one call;
+//   pow(x, 2.4) (sRGB gamma, x in (0.089, 2.3)): x^2 * exp(e log x) with
+//     e = 2.4 - 2 exact (Sterbenz), so its exact value is x^2.4 (the double
+//     2.4) itself; |e log x| <= 0.97: log's 1 ulp and the product's rounding
+//     are <= 1.5 |t| 2^-52 absolute in t = e log x, relative in exp(t), +1 ulp
+//     for exp, +0.5 for x^2 and +0.5 for the last product: <= 3.5 ulp, so
+//     device vs glibc <= 5.5 ulp (6 below);
+//   pow(c, 1.0 / 3.0) (c > 216/24389): cbrt(c); the double 1/3 is 1/3 - d,
+//     d = 2^-54 / 3, so c^(1/3 - d) / c^(1/3) is within d |ln c| <= 0.4 ulp of
+//     1 (c in (0.0088, 8)): device vs glibc <= 4 (cbrt) + 0.4 + 2 (pow) ulp.
+// Per checked site:
 //   ap' = a + (a/2) g, g = 1 - sqrt(c7 / (c7 + 25^7)), c7 = pow(C, 7):
 //     c7 4 ulp -> quotient <= 6 ulp -> sqrt <= 4 ulp (< 1, so 4 * 2^-52
 //     absolute) -> g <= 4.5 * 2^-52 absolute; |ap'| >= |a| (g >= 0), so ap'
@@ -57,15 +71,15 @@
 //     4 sums (partials < 2: 4 * 2^-52): 8.7 * 2^-52 absolute; T >= 0.362 for
 //     every hue (its minimum on a 3e-7 grid is 0.36206 and |T'| <= 2.41), so
 //     its float ulp is >= 2^-25: 8.7 * 2^-27 = 6.5e-8 float ulps;
-//   L*a*b*'s f(c) = pow(c, 1/3) (c > 216/24389) or (k c + 16) / 116: c is a
-//     sum of three gamma-expanded channels (pow, 4 ulp) of which the negative
+//   L*a*b*'s f(c) = cbrt(c) (c > 216/24389) or (k c + 16) / 116: c is a
+//     sum of three gamma-expanded channels (6 ulp) of which the negative
 //     (linear-segment) ones are >= -0.41 / 12.92 each, so sum(k_i |ch_i|) <=
 //     c + 2 * 0.032 * sum(k_i) <= 8.3 c at c >= 216/24389 * 0.95: c differs by
-//     <= 8.3 (4 + 1 + 2) + 1 = 59 ulps relative; the cube root takes a third
-//     and adds its own 4: 24 * 2^-28 = 9e-8 float ulps (the linear segment,
-//     value >= 16/116, stays below that too); the branch test on c (1e-12
-//     relative) is 75 times c's 1.3e-14.
-// The largest is 9e-8 float ulps; 1e-6 keeps a factor 11 over it.  (The CPU
+//     <= 8.3 (6 + 1 + 2) + 1 = 76 ulps relative; the cube root takes a third
+//     (25.3) and adds 6.4 (above): 32 * 2^-28 = 1.2e-7 float ulps (the linear
+//     segment, value >= 16/116, stays below that too: 76 / 3 + 3); the branch
+//     test on c (1e-12 relative) is 50 times c's 1.7e-14.
+// The largest is 1.2e-7 float ulps; 1e-6 keeps a factor 8 over it.  (The CPU
 // twin keeps 1e-5 for numpy's functions, whose bounds are not documented.)
 // HIP's device libm has its own table (ROCm's "HIP math API" page), not checked
 // against this bound here: on a HIP device, tests/lanes/test_ciede_kernel.py (every
@@ -91,10 +105,20 @@ VX_DEVICE float ciede_round(double d, double window, int* doubt)
     return f;
 }
 
+// pow(x, 7) for a float x, 1.5 ulp (header)
+VX_DEVICE double ciede_pow7(double x)
+{
+    const double x2 = x * x;
+    return (x2 * x2) * (x2 * x);
+}
+
 VX_DEVICE double ciede_rgb_map(double c)
 {
-    if (c > 10.0 / 255.0)
-        return pow((c + 0.055) * (1.0 / 1.055), 2.4);
+    if (c > 10.0 / 255.0) {
+        // pow(x, 2.4) as x^2 x^(2.4 - 2), 3.5 ulp (header)
+        const double x = (c + 0.055) * (1.0 / 1.055);
+        return (x * x) * exp((2.4 - 2.0) * log(x));
+    }
     return c * (1.0 / 12.92);
 }
 
@@ -104,7 +128,7 @@ VX_DEVICE float ciede_lab_map(double c, int* doubt)
     const double kappa = 24389.0 / 27.0;
     if (fabs(c - eps) < CIEDE_DOUBT_BRANCH * eps)
         *doubt = 1;
-    const double d = c > eps ? pow(c, 1.0 / 3.0) : (kappa * c + 16.0) * (1.0 / 116.0);
+    const double d = c > eps ? cbrt(c) : (kappa * c + 16.0) * (1.0 / 116.0);  // pow(c, 1/3): header
     return ciede_round(d, CIEDE_DOUBT, doubt);
 }
 
@@ -156,7 +180,7 @@ VX_DEVICE float ciede_de00(const float* c1, const float* c2, int* doubt)
     const float cc1 = (float)sqrt(a1d * a1d + b1d * b1d);
     const float cc2 = (float)sqrt(a2d * a2d + b2d * b2d);
     const float c_bar = (cc1 + cc2) / 2.0f;
-    const double cb7 = pow((double)c_bar, 7.0);
+    const double cb7 = ciede_pow7((double)c_bar);
     const double g = 1.0 - sqrt(cb7 / (cb7 + 6103515625.0));
     const float ap1 = ciede_round(a1d + (double)(a1 / 2.0f) * g, CIEDE_DOUBT, doubt);
     const float ap2 = ciede_round(a2d + (double)(a2 / 2.0f) * g, CIEDE_DOUBT, doubt);
@@ -199,7 +223,7 @@ VX_DEVICE float ciede_de00(const float* c1, const float* c2, int* doubt)
     // except within 0.01 ulps of a midpoint (about 2 % of pixels); there both
     // neighbours are tried, and only a pixel whose result depends on the
     // choice is left to the host (glibc's powf is one of the two)
-    const double pw = pow((double)cbp, 7.0);
+    const double pw = ciede_pow7((double)cbp);
     int near_mid = 0;
     const float p7 = ciede_round(pw, CIEDE_POWF_DOUBT, &near_mid);
     const float de = ciede_tail(p7, rad, light, chroma, hue, doubt);
@@ -269,9 +293,15 @@ VX_DEVICE void ciede_impl(const T* ry, const T* ru, const T* rv, const T* dy, co
                              (double)dy[f + (i64)i * pitch0 + j],
                              ciede_chroma<T>(du + f, dv + f, pitchc, cw, ch, mode, i, j, 0),
                              ciede_chroma<T>(du + f, dv + f, pitchc, cw, ch, mode, i, j, 1)};
-        ciede_lab(s[0], s[1], s[2], scale, lab1, &doubt);
-        ciede_lab(s[3], s[4], s[5], scale, lab2, &doubt);
-        const float de = ciede_de00(lab1, lab2, &doubt);
+        // equal samples give equal L*a*b* and a difference of exactly 0 in libvmaf
+        // (every term is 0 times a finite factor, S_L, S_C, S_H >= 1), whatever
+        // the rounding of the intermediate values: no arithmetic, never doubtful
+        float de = 0.0f;
+        if (s[0] != s[3] || s[1] != s[4] || s[2] != s[5]) {
+            ciede_lab(s[0], s[1], s[2], scale, lab1, &doubt);
+            ciede_lab(s[3], s[4], s[5], scale, lab2, &doubt);
+            de = ciede_de00(lab1, lab2, &doubt);
+        }
         out[(i64)blockIdx.z * w * h + (i64)i * w + j] = doubt ? -1.0f : de;
         if (doubt) {
             const u64 k = atomicAdd((u64*)(frec + CIEDE_REC_DOUBT), 1ull);
