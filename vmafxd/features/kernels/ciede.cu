@@ -23,7 +23,7 @@
 // lowest set bit; the frame's exact total equals the sequential double sum
 // whenever all partial sums are doubles, which the host checks (otherwise, or
 // when a float has bits below 2^-32, it adds the floats kept in out[] itself).
-// Atomics: one per block and per doubtful pixel, never one per pixel.
+// Atomics: one per block and two per doubtful pixel, never one per pixel.
 //
 // Contraction into FMA is off (kernels.py): the double and float arithmetic
 // rounds as written, as in the C.
@@ -270,12 +270,15 @@ static inline int ciede_ffsll(long long x) { return __builtin_ffsll(x); }
 #define CIEDE_REC_DOUBT 2  // doubtful pixels (listed while there is room)
 #define CIEDE_REC_LOW 3    // 13 counters: blocks whose lowest set bit is 2^(k - 32), k = 0..12 (12: higher)
 #define CIEDE_REC_WORDS 16
-#define CIEDE_LIST_WORDS 8 // a listed pixel: index, then ref y, u, v and dist y, u, v as used
+// The batch's doubtful pixels: one list for all its frames, in no particular
+// order, filled through one counter (listed[0]) while there is room, so the
+// host copies back only its head (the count and the head: a few KiB a frame).
+#define CIEDE_LIST_WORDS 8 // a listed pixel: index, ref y, u, v and dist y, u, v as used, its frame
 
 template <typename T>
 VX_DEVICE void ciede_impl(const T* ry, const T* ru, const T* rv, const T* dy, const T* du, const T* dv, int w,
                           int h, int cw, int ch, i64 pitch0, i64 pitchc, i64 frame_stride, int mode, int bitdepth,
-                          float* out, i64* rec, int* list, int capacity)
+                          float* out, i64* rec, u64* listed, int* list, int capacity)
 {
     __shared__ i64 scratch[256];
     const int i = blockIdx.y;
@@ -304,12 +307,14 @@ VX_DEVICE void ciede_impl(const T* ry, const T* ru, const T* rv, const T* dy, co
         }
         out[(i64)blockIdx.z * w * h + (i64)i * w + j] = doubt ? -1.0f : de;
         if (doubt) {
-            const u64 k = atomicAdd((u64*)(frec + CIEDE_REC_DOUBT), 1ull);
+            atomicAdd((u64*)(frec + CIEDE_REC_DOUBT), 1ull);
+            const u64 k = atomicAdd(listed, 1ull);
             if (k < (u64)capacity) {
-                int* e = list + ((i64)blockIdx.z * capacity + (i64)k) * CIEDE_LIST_WORDS;
+                int* e = list + (i64)k * CIEDE_LIST_WORDS;
                 e[0] = i * w + j;
                 for (int q = 0; q < 6; q++)
                     e[1 + q] = (int)s[q];
+                e[7] = blockIdx.z;
             }
         } else if (de != 0.0f) {
             const double m = (double)de * 4294967296.0;  // exact: a power-of-two scaling
@@ -351,16 +356,16 @@ VX_DEVICE void ciede_impl(const T* ry, const T* ru, const T* rv, const T* dy, co
 
 VX_KERNEL void vx_ciede_u8(const u8* ry, const u8* ru, const u8* rv, const u8* dy, const u8* du, const u8* dv,
                            int w, int h, int cw, int ch, i64 pitch0, i64 pitchc, i64 frame_stride, int mode,
-                           int bitdepth, float* out, i64* rec, int* list, int capacity)
+                           int bitdepth, float* out, i64* rec, u64* listed, int* list, int capacity)
 {
     ciede_impl<u8>(ry, ru, rv, dy, du, dv, w, h, cw, ch, pitch0, pitchc, frame_stride, mode, bitdepth, out, rec,
-                   list, capacity);
+                   listed, list, capacity);
 }
 
 VX_KERNEL void vx_ciede_u16(const u16* ry, const u16* ru, const u16* rv, const u16* dy, const u16* du,
                             const u16* dv, int w, int h, int cw, int ch, i64 pitch0, i64 pitchc, i64 frame_stride,
-                            int mode, int bitdepth, float* out, i64* rec, int* list, int capacity)
+                            int mode, int bitdepth, float* out, i64* rec, u64* listed, int* list, int capacity)
 {
     ciede_impl<u16>(ry, ru, rv, dy, du, dv, w, h, cw, ch, pitch0, pitchc, frame_stride, mode, bitdepth, out, rec,
-                    list, capacity);
+                    listed, list, capacity);
 }
