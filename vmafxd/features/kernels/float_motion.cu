@@ -6,8 +6,9 @@
 // into `tmp`, then horizontal), each output `acc = 0; acc += taps[k] * x[k]`
 // with k ascending and edges mirrored without repeating the edge sample.
 // The SAD is summed as libvmaf sums it: a float per row, left to right, then
-// the rows top to bottom into one float (one thread per row, then one thread
-// per frame): the same additions in the same order as the CPU twin.  The host
+// the rows top to bottom into one float (vx_staged_row_sums: the values staged
+// in shared memory by the block, one thread a row adding them in order): the
+// same additions in the same order as the CPU twin.  The host
 // divides by w * h and applies the temporal rules (the CPU twin's push_score).
 
 #define FM_COLS 256
@@ -62,32 +63,28 @@ VX_KERNEL void vx_fmotion_horiz(const float* tmp, i64 stride, i64 pitch, int w, 
 
 // Row sums of |prev - cur| for frames first .. of the batch: frame f compares
 // blurred[f - 1] with blurred[f]; frame 0 of the batch compares `history`
-// (the previous batch's last blurred frame) with blurred[0].
+// (the previous batch's last blurred frame) with blurred[0].  Block (x, 0, f)
+// sums VX_SUM_ROWS rows (vx_staged_row_sums: each row left to right in one float).
 VX_KERNEL void vx_fmotion_rows(const float* blurred, const float* history, i64 stride, i64 pitch, int w, int h,
                                int first, float* rows, i64 rows_stride)
 {
     const int f = blockIdx.z + first;
     const float* cur = blurred + f * stride;
     const float* prev = f == 0 ? history : blurred + (f - 1) * stride;
-    for (int i = threadIdx.x; i < FM_COLS; i += blockDim.x) {
-        const int y = blockIdx.x * FM_COLS + i;
-        if (y >= h) break;
-        const float* a = prev + y * pitch;
-        const float* b = cur + y * pitch;
-        float s = 0.0f;
-        for (int x = 0; x < w; ++x) {
-            const float d = a[x] - b[x];
-            s = s + (d < 0.0f ? -d : d);
-        }
-        rows[f * rows_stride + y] = s;
-    }
+    const int y0 = blockIdx.x * VX_SUM_ROWS;
+    const int nrows = h - y0 < VX_SUM_ROWS ? h - y0 : VX_SUM_ROWS;
+    vx_staged_row_sums(y0, nrows, w, [&](int y, int x) {
+        const float d = prev[(i64)y * pitch + x] - cur[(i64)y * pitch + x];
+        return d < 0.0f ? -d : d;
+    }, rows + f * rows_stride + y0, 1);
 }
 
-// The rows of each frame added top to bottom into one float, into the frame's record.
+// The rows of each frame added top to bottom into one float, into the frame's record
+// (block (0, 0, f), staged as the rows are).
 VX_KERNEL void vx_fmotion_total(const float* rows, i64 rows_stride, int h, int first, float* out, int out_stride,
                                 int out_index)
 {
     const int f = blockIdx.z + first;
-    if (threadIdx.x != 0) return;
-    out[f * out_stride + out_index] = vx_float_sum(rows + f * rows_stride, h);
+    const float* r = rows + f * rows_stride;
+    vx_staged_row_sums(0, 1, h, [&](int, int x) { return r[x]; }, out + f * out_stride + out_index, 1);
 }

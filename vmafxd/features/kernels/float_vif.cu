@@ -149,15 +149,15 @@ VX_KERNEL void vx_fvif_dec(const float* v2, i64 fstride, int w, i64 pitch, i64 p
     }
 }
 
-// Row sums of `count` maps (maps `plane` elements apart), one thread a row.
+// Row sums of `count` maps (maps `plane` elements apart), VX_SUM_ROWS rows a block (vx_staged_row_sums).
 VX_KERNEL void vx_fvif_rows(const float* maps, i64 fstride, i64 pitch, i64 plane, int w, int h, float* rows,
                             i64 rows_fstride)
 {
-    vx_float_map_rows<FV_COLS>(maps, fstride, pitch, plane, w, h, rows, rows_fstride);
+    vx_float_map_rows_staged(maps, fstride, pitch, plane, w, h, rows, rows_fstride);
 }
 
 // Each map's rows added top to bottom into one float, at out[frame][index + m].
 VX_KERNEL void vx_fvif_total(const float* rows, i64 rows_fstride, int h, float* out, int out_stride, int out_index)
 {
-    vx_float_map_totals(rows, rows_fstride, h, out, out_stride, out_index);
+    vx_float_map_totals_staged(rows, rows_fstride, h, out, out_stride, out_index);
 }

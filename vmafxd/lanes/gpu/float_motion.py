@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...features import float_motion as cpu
-from .float_util import GpuFloatFeature, Planes, upload
+from .float_util import SUM_THREADS, GpuFloatFeature, Planes, sum_grid, upload
 from .launch import F32, I32, I64, U64
 
 __all__ = ["make"]
@@ -59,9 +59,9 @@ class GpuFloatMotion(GpuFloatFeature):
         self._horiz(grid, (256,), st, tmp, lay.frame, lay.pitch, w, self._taps, len(self.taps), blurred)
         first = 1 if first_seq == 0 else 0
         if first < n:
-            self._rows(((h + _COLS - 1) // _COLS, 1, n - first), (256,), st, blurred, self._history, lay.frame,
+            self._rows(sum_grid(h, 1, n - first), (SUM_THREADS,), st, blurred, self._history, lay.frame,
                        lay.pitch, w, h, first, rows, h)
-            self._total((1, 1, n - first), (1,), st, rows, h, h, first, stats + self.stats_offset,
+            self._total((1, 1, n - first), (SUM_THREADS,), st, rows, h, h, first, stats + self.stats_offset,
                         record_bytes // 4, 0)
         dev.copy_dtod_async(self._history, lay.ptr(blurred, n - 1), lay.frame * 4, st)
         dev.free_async(rows, st)

@@ -13,7 +13,7 @@ import numpy as np
 from ...features import float_vif as cpu
 from ...features._adm_csf import powf
 from ...features._float_vif_core import gaussian_filter
-from .float_util import FloatConvert, GpuFloatFeature, Planes, upload
+from .float_util import SUM_THREADS, FloatConvert, GpuFloatFeature, Planes, sum_grid, upload
 from .launch import F32, F64, I32, I64, U64
 
 __all__ = ["make"]
@@ -93,9 +93,9 @@ class GpuFloatVif(GpuFloatFeature):
                        sw, sh, cur.pitch, taps, fw, 1, vbuf, v5.frame, v5.pitch, v5.plane)
             self._stat(grid, (256,), st, vbuf, v5.frame, sw, v5.pitch, v5.plane, taps, fw, self.gain, self.nsq,
                        self.max_inv, m2.ptr(maps, 0, 0), m2.ptr(maps, 0, 1), m2.frame, m2.pitch)
-            self._rows(((sh + _COLS - 1) // _COLS, 2, n), (256,), st, maps, m2.frame, m2.pitch, m2.plane, sw, sh,
+            self._rows(sum_grid(sh, 2, n), (SUM_THREADS,), st, maps, m2.frame, m2.pitch, m2.plane, sw, sh,
                        rows, 2 * sh)
-            self._total((1, 2, n), (1,), st, rows, 2 * sh, sh, out, record_bytes // 4, 2 * s)
+            self._total((1, 2, n), (SUM_THREADS,), st, rows, 2 * sh, sh, out, record_bytes // 4, 2 * s)
         for p in (*pic_bufs, rows, maps, vbuf):
             dev.free_async(p, st)
 
