@@ -258,6 +258,10 @@ VX_DEVICE double ciede_chroma(const T* u, const T* v, i64 pitch, int cw, int ch,
     return c < cw ? (double)src[r * pitch + c] : 0.0;
 }
 
+// 256 threads (ciede.py's _THREADS) and three blocks an SM: 80 registers, no
+// spills for sm_90 (ptxas -v), against 126 and two blocks left to itself
+#define CIEDE_BOUNDS VX_BOUNDS(256, 3)
+
 #if defined(VX_EMU)
 static inline int ciede_ffsll(long long x) { return __builtin_ffsll(x); }
 #else
@@ -354,7 +358,7 @@ VX_DEVICE void ciede_impl(const T* ry, const T* ru, const T* rv, const T* dy, co
     }
 }
 
-VX_KERNEL void vx_ciede_u8(const u8* ry, const u8* ru, const u8* rv, const u8* dy, const u8* du, const u8* dv,
+VX_KERNEL void CIEDE_BOUNDS vx_ciede_u8(const u8* ry, const u8* ru, const u8* rv, const u8* dy, const u8* du, const u8* dv,
                            int w, int h, int cw, int ch, i64 pitch0, i64 pitchc, i64 frame_stride, int mode,
                            int bitdepth, float* out, i64* rec, u64* listed, int* list, int capacity)
 {
@@ -362,7 +366,7 @@ VX_KERNEL void vx_ciede_u8(const u8* ry, const u8* ru, const u8* rv, const u8* d
                    listed, list, capacity);
 }
 
-VX_KERNEL void vx_ciede_u16(const u16* ry, const u16* ru, const u16* rv, const u16* dy, const u16* du,
+VX_KERNEL void CIEDE_BOUNDS vx_ciede_u16(const u16* ry, const u16* ru, const u16* rv, const u16* dy, const u16* du,
                             const u16* dv, int w, int h, int cw, int ch, i64 pitch0, i64 pitchc, i64 frame_stride,
                             int mode, int bitdepth, float* out, i64* rec, u64* listed, int* list, int capacity)
 {

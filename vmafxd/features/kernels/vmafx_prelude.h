@@ -59,6 +59,16 @@ typedef long long i64;
 typedef unsigned long long u64;
 
 #define VX_KERNEL extern "C" __global__
+// VX_BOUNDS(threads, blocks): at most `threads` a block, and registers for at
+// least `blocks` blocks an SM (CUDA's __launch_bounds__; HIP takes the thread
+// count only, its second argument means something else; nothing on the emulator).
+#if defined(VX_EMU)
+#define VX_BOUNDS(threads, blocks)
+#elif defined(VX_HIP)
+#define VX_BOUNDS(threads, blocks) __launch_bounds__(threads)
+#else
+#define VX_BOUNDS(threads, blocks) __launch_bounds__(threads, blocks)
+#endif
 #define VX_DEVICE static __device__ __forceinline__
 
 // Block-wide sum of one value per thread (every thread gets the sum).
