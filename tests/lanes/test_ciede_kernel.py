@@ -67,6 +67,19 @@ def test_the_fast_path_was_taken_and_met_doubtful_pixels():
     assert sum(_listed) > 0
 
 
+@pytest.mark.parametrize("pair", [p for p in vendored_pairs() if p.id.startswith(("p16", "p15"))],
+                         ids=lambda p: p.id)
+def test_without_the_gamma_table_equals_the_cpu_twin(gpu, pair, monkeypatch):
+    """Red and blue computed a pixel (as for 12- and 16-bit pictures) instead of
+    read from the session's table: the same scores (8 and 10 bits)."""
+    rt, dev = gpu
+    dev.make_current()
+    monkeypatch.setattr(gpu_ciede, "_GAMMA_TABLE_MAX_BITS", 0)
+    plan = ScoringPlan.build([], [FeatureRequest("ciede")])
+    cut = _cut(pair, 2)
+    assert gpu_scores(rt, dev, plan, cut, batch=2) == cpu_scores(plan, cut)
+
+
 @pytest.mark.parametrize("pair", [p for p in vendored_pairs() if p.id.startswith(("p16", "p18"))],
                          ids=lambda p: p.id)
 def test_slow_path_equals_the_cpu_twin(gpu, pair, monkeypatch):

@@ -43,7 +43,7 @@
 // x86_64), taken as 2 ulp each (cbrt as 4: the emulator's glibc cbrt); +, -,
 // *, /, sqrt are IEEE, so an operation on inputs that differ adds at most 1 ulp
 // of its result to the difference.  A relative difference r of d is at most
-// r * 2^24 float ulps.  The device replaces pow, its slowest call (about 80
+// r * 2^24 float ulps.  The device replaces pow, its slowest call (about 150
 // double operations each, 14 a pixel), where a cheaper form has a bound:
 //   pow(x, 7) (x a float): x2 = x x exact (48 bits), x3 = x2 x, x4 = x2 x2,
 //     x7 = x4 x3: three roundings, 1.5 ulp from x^7 (glibc's: 2), so the two
@@ -132,14 +132,41 @@ VX_DEVICE float ciede_lab_map(double c, int* doubt)
     return ciede_round(d, CIEDE_DOUBT, doubt);
 }
 
-VX_DEVICE void ciede_lab(double y, double u, double v, double scale, float* lab, int* doubt)
+// The samples scaled as libvmaf scales them, and the two channels that depend
+// on two samples only: red on Y and V, blue on Y and U.
+VX_DEVICE double ciede_norm_y(double y, double scale) { return (y - 16.0 * scale) * (1.0 / (219.0 * scale)); }
+VX_DEVICE double ciede_norm_c(double c, double scale) { return (c - 128.0 * scale) * (1.0 / (224.0 * scale)); }
+VX_DEVICE double ciede_red(double y, double v) { return ciede_rgb_map(y + 1.28033 * v); }
+VX_DEVICE double ciede_blue(double y, double u) { return ciede_rgb_map(y + 2.12798 * u); }
+
+// Red and blue for every pair of samples of a bit depth (n = 2^bitdepth):
+// gamma[Y n + V] the red, gamma[n n + Y n + U] the blue.  Built once a session
+// for 8- and 10-bit pictures (1 and 16 MiB) by the functions above, so a read
+// of it is the same double the pixel's own call would give: 4 of the 6 gamma
+// expansions a pixel (a log and an exp each) become reads, no bound changes.
+VX_KERNEL void vx_ciede_gamma(double* gamma, int bitdepth)
 {
-    y = (y - 16.0 * scale) * (1.0 / (219.0 * scale));
-    u = (u - 128.0 * scale) * (1.0 / (224.0 * scale));
-    v = (v - 128.0 * scale) * (1.0 / (224.0 * scale));
-    const double r = ciede_rgb_map(y + 1.28033 * v);
+    const i64 n = (i64)1 << bitdepth;
+    const double scale = (double)(1 << (bitdepth - 8));
+    for (i64 k = (i64)blockIdx.x * blockDim.x + threadIdx.x; k < n * n; k += (i64)gridDim.x * blockDim.x) {
+        const double y = ciede_norm_y((double)(k >> bitdepth), scale);
+        const double c = ciede_norm_c((double)(k & (n - 1)), scale);
+        gamma[k] = ciede_red(y, c);
+        gamma[n * n + k] = ciede_blue(y, c);
+    }
+}
+
+// L*a*b* of samples (sy, su, sv); `gamma`: vx_ciede_gamma's table for `bitdepth`, or null
+VX_DEVICE void ciede_lab(double sy, double su, double sv, double scale, const double* gamma, int bitdepth,
+                         float* lab, int* doubt)
+{
+    const double y = ciede_norm_y(sy, scale), u = ciede_norm_c(su, scale), v = ciede_norm_c(sv, scale);
+    const i64 n = (i64)1 << bitdepth;
+    // samples above the bit depth (stray high bits in a 16-bit word) are computed
+    const bool table = gamma != 0 && sy < (double)n && su < (double)n && sv < (double)n;
+    const double r = table ? gamma[(i64)sy * n + (i64)sv] : ciede_red(y, v);
     const double g = ciede_rgb_map(y - 0.21482 * u - 0.38059 * v);
-    const double b = ciede_rgb_map(y + 2.12798 * u);
+    const double b = table ? gamma[n * n + (i64)sy * n + (i64)su] : ciede_blue(y, u);
     const double x = r * 0.4124564390896921 + g * 0.357576077643909 + b * 0.18043748326639894;
     const double yy = r * 0.21267285140562248 + g * 0.715152155287818 + b * 0.07217499330655958;
     const double z = r * 0.019333895582329317 + g * 0.119192025881303 + b * 0.9503040785363677;
@@ -246,15 +273,32 @@ VX_DEVICE double ciede_chroma(const T* u, const T* v, i64 pitch, int cw, int ch,
         return (double)(which ? v : u)[(i64)i * pitch + j];
     const i64 stride = (cw + 31) & ~31;
     const i64 plane = stride * ch;
-    i64 idx = (i64)(i / 2) * stride + (mode == 1 ? j / 2 : j) + (which ? plane : 0);
     const T* src = u;
-    if (idx >= plane) {
-        idx -= plane;
-        src = v;
-        if (idx >= plane)
-            return 0.0;
+    i64 r, c;
+    if (plane < ((i64)1 << 30)) {
+        // every index below 2^31 (2 planes + a row): the division in 32 bits,
+        // a fraction of the 64-bit one's instructions (4 a pixel)
+        u32 idx = (u32)(i / 2) * (u32)stride + (u32)(mode == 1 ? j / 2 : j) + (which ? (u32)plane : 0u);
+        if (idx >= (u32)plane) {
+            idx -= (u32)plane;
+            src = v;
+            if (idx >= (u32)plane)
+                return 0.0;
+        }
+        const u32 q = idx / (u32)stride;
+        r = q;
+        c = idx - q * (u32)stride;
+    } else {
+        i64 idx = (i64)(i / 2) * stride + (mode == 1 ? j / 2 : j) + (which ? plane : 0);
+        if (idx >= plane) {
+            idx -= plane;
+            src = v;
+            if (idx >= plane)
+                return 0.0;
+        }
+        r = idx / stride;
+        c = idx % stride;
     }
-    const i64 r = idx / stride, c = idx % stride;
     return c < cw ? (double)src[r * pitch + c] : 0.0;
 }
 
@@ -282,7 +326,7 @@ static inline int ciede_ffsll(long long x) { return __builtin_ffsll(x); }
 template <typename T>
 VX_DEVICE void ciede_impl(const T* ry, const T* ru, const T* rv, const T* dy, const T* du, const T* dv, int w,
                           int h, int cw, int ch, i64 pitch0, i64 pitchc, i64 frame_stride, int mode, int bitdepth,
-                          float* out, i64* rec, u64* listed, int* list, int capacity)
+                          const double* gamma, float* out, i64* rec, u64* listed, int* list, int capacity)
 {
     __shared__ i64 scratch[256];
     const int i = blockIdx.y;
@@ -305,8 +349,8 @@ VX_DEVICE void ciede_impl(const T* ry, const T* ru, const T* rv, const T* dy, co
         // the rounding of the intermediate values: no arithmetic, never doubtful
         float de = 0.0f;
         if (s[0] != s[3] || s[1] != s[4] || s[2] != s[5]) {
-            ciede_lab(s[0], s[1], s[2], scale, lab1, &doubt);
-            ciede_lab(s[3], s[4], s[5], scale, lab2, &doubt);
+            ciede_lab(s[0], s[1], s[2], scale, gamma, bitdepth, lab1, &doubt);
+            ciede_lab(s[3], s[4], s[5], scale, gamma, bitdepth, lab2, &doubt);
             de = ciede_de00(lab1, lab2, &doubt);
         }
         out[(i64)blockIdx.z * w * h + (i64)i * w + j] = doubt ? -1.0f : de;
@@ -360,16 +404,18 @@ VX_DEVICE void ciede_impl(const T* ry, const T* ru, const T* rv, const T* dy, co
 
 VX_KERNEL void CIEDE_BOUNDS vx_ciede_u8(const u8* ry, const u8* ru, const u8* rv, const u8* dy, const u8* du, const u8* dv,
                            int w, int h, int cw, int ch, i64 pitch0, i64 pitchc, i64 frame_stride, int mode,
-                           int bitdepth, float* out, i64* rec, u64* listed, int* list, int capacity)
+                           int bitdepth, const double* gamma, float* out, i64* rec, u64* listed, int* list,
+                           int capacity)
 {
-    ciede_impl<u8>(ry, ru, rv, dy, du, dv, w, h, cw, ch, pitch0, pitchc, frame_stride, mode, bitdepth, out, rec,
-                   listed, list, capacity);
+    ciede_impl<u8>(ry, ru, rv, dy, du, dv, w, h, cw, ch, pitch0, pitchc, frame_stride, mode, bitdepth, gamma, out,
+                   rec, listed, list, capacity);
 }
 
 VX_KERNEL void CIEDE_BOUNDS vx_ciede_u16(const u16* ry, const u16* ru, const u16* rv, const u16* dy, const u16* du,
                             const u16* dv, int w, int h, int cw, int ch, i64 pitch0, i64 pitchc, i64 frame_stride,
-                            int mode, int bitdepth, float* out, i64* rec, u64* listed, int* list, int capacity)
+                            int mode, int bitdepth, const double* gamma, float* out, i64* rec, u64* listed,
+                            int* list, int capacity)
 {
-    ciede_impl<u16>(ry, ru, rv, dy, du, dv, w, h, cw, ch, pitch0, pitchc, frame_stride, mode, bitdepth, out, rec,
-                    listed, list, capacity);
+    ciede_impl<u16>(ry, ru, rv, dy, du, dv, w, h, cw, ch, pitch0, pitchc, frame_stride, mode, bitdepth, gamma, out,
+                    rec, listed, list, capacity);
 }

@@ -15,8 +15,9 @@
 //                     products in double), and the reference's CSF-weighted
 //                     detail cubed (adm_csf_den_scale_s): nine maps.
 //   vx_fadm_rows/total the sums in libvmaf's order: a float per row, left to
-//                     right, then the rows top to bottom (one thread a row,
-//                     then one thread a map).
+//                     right, then the rows top to bottom (the prelude's
+//                     vx_staged_row_sums: staged in shared memory, one thread
+//                     a row adding in order; then a block a map).
 // p-norm 3 only (other p-norms use powf, whose device and glibc results differ).
 
 #define FA_COLS 256

@@ -8,8 +8,9 @@
 // the moments x*x, y*y, x*y filtered the same way (the product before the
 // tap), libvmaf's vif_statistic_s per pixel (with its double steps and its
 // polynomial log2), and the sums in libvmaf's order: a float per row, left to
-// right, then the rows top to bottom into one float (one thread a row, then
-// one thread a frame).  Scales: the filtered pictures at even rows and
+// right, then the rows top to bottom into one float (the prelude's
+// vx_staged_row_sums: staged in shared memory, one thread a row adding in
+// order; then a block a map).  Scales: the filtered pictures at even rows and
 // columns.  The host computes the scores (the CPU twin's metrics_from_stats).
 //
 // Plane layouts: float planes with a pitch, frame f at f * fstride; the five

@@ -146,7 +146,8 @@ VX_DEVICE float vx_float_sum(const float* p, int n)
 }
 
 // Row sums of maps `plane` elements apart, one thread a row: block (x, m, f)
-// sums COLS rows of map m of frame f into rows[f][m][y].
+// sums COLS rows of map m of frame f into rows[f][m][y].  (Its strided reads are
+// slow: vx_float_map_rows_staged below does the same additions faster.)
 template <int COLS>
 VX_DEVICE void vx_float_map_rows(const float* maps, i64 fstride, i64 pitch, i64 plane, int w, int h, float* rows,
                                  i64 rows_fstride)

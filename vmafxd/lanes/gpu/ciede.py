@@ -40,7 +40,7 @@ from .launch import I32, I64, U64
 __all__ = ["make", "GpuCiede"]
 
 _THREADS = 256
-_TYPES = [U64] * 6 + [I32] * 4 + [I64] * 3 + [I32, I32, U64, U64, U64, U64, I32]
+_TYPES = [U64] * 6 + [I32] * 4 + [I64] * 3 + [I32, I32, U64, U64, U64, U64, U64, I32]
 _MODES = {Subsampling.S444: 0, Subsampling.S420: 1, Subsampling.S422: 2}
 # keep in step with ciede.cu
 _REC_WORDS, _REC_SUM, _REC_FINE, _REC_DOUBT, _REC_LOW = 16, 0, 1, 2, 3
@@ -49,6 +49,7 @@ _LIST_FRAME = 7
 #: listed pixels a frame copied back with the records (the rest only when needed)
 _HEAD = 256
 _UNIT = 32  # the sum's unit is 2^-32
+_GAMMA_TABLE_MAX_BITS = 10
 
 
 class GpuCiede(GpuFeature):
@@ -70,6 +71,14 @@ class GpuCiede(GpuFeature):
         self.stats_offset = 0
         kernel = "vx_ciede_u8" if stg.elem == 1 else "vx_ciede_u16"
         self._launch = scorer.kernels.launcher("ciede.cu", kernel, _TYPES)
+        #: the red and blue gamma expansions of every sample pair (8- and 10-bit: 1 and 16 MiB),
+        #: built once on the stream before any batch (``vx_ciede_gamma``); 0: computed a pixel
+        self._gamma = 0
+        if stg.bitdepth <= _GAMMA_TABLE_MAX_BITS:
+            pairs = 1 << (2 * stg.bitdepth)
+            self._gamma = self.own(scorer.device.alloc(2 * pairs * 8))
+            build = scorer.kernels.launcher("ciede.cu", "vx_ciede_gamma", [U64, I32])
+            build(((pairs + _THREADS - 1) // _THREADS,), (_THREADS,), scorer.stream, self._gamma, stg.bitdepth)
         self._host_bytes = scorer.max_batch * (_REC_WORDS * 8 + _HEAD * _LIST_WORDS * 4) + 8
         self._free: list[np.ndarray] = []
         self._pending: dict[int, tuple] = {}
@@ -87,8 +96,8 @@ class GpuCiede(GpuFeature):
         dev.memset_async(rec, 0, rec_bytes, st)
         ptrs = [stg.plane_ptr(staging, 0, role, p) for role in (0, 1) for p in range(3)]
         self._launch(((w + _THREADS - 1) // _THREADS, h, n), (_THREADS,), st, *ptrs, w, h, cw, ch,
-                     stg.pitches[0], stg.pitches[1], stg.frame_stride_elems, self.mode, stg.bitdepth, diffs,
-                     rec, rec + rec_bytes - 8, rec + rec_bytes, n * self.capacity)
+                     stg.pitches[0], stg.pitches[1], stg.frame_stride_elems, self.mode, stg.bitdepth, self._gamma,
+                     diffs, rec, rec + rec_bytes - 8, rec + rec_bytes, n * self.capacity)
         host = self._free.pop() if self._free else dev.alloc_host(self._host_bytes)
         dev.copy_dtoh_async(host, rec, rec_bytes + n * _HEAD * _LIST_WORDS * 4, st)
         self._pending[first_seq] = (diffs, kept, rec, host, n)
