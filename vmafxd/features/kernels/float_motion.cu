@@ -3,7 +3,7 @@
 //
 // Device twin of vmafxd.features.float_motion: the luma as floats
 // (sample / div - 128, div 0 meaning none), a separable filter (vertical pass
-// into `tmp`, then horizontal), each output `acc = 0; acc += taps[k] * x[k]`
+// into shared memory, then horizontal: fm_blur), each output `acc = 0; acc += taps[k] * x[k]`
 // with k ascending and edges mirrored without repeating the edge sample.
 // The SAD is summed as libvmaf sums it: a float per row, left to right, then
 // the rows top to bottom into one float (vx_staged_row_sums: the values staged
@@ -20,45 +20,50 @@ VX_DEVICE int fm_cols_end(int w)
     return end < w ? end : w;
 }
 
+// The widest filter's radius (5 taps)
+#define FM_HALO 2
+
+// The blur of row y: block (x, y, f) runs the vertical pass of the columns its
+// FM_COLS pixels' horizontal pass reads (x0 - r .. x0 + FM_COLS - 1 + r, each
+// mirrored as the horizontal pass mirrors it) into shared memory, then the
+// horizontal pass from there: the same operations on the same values as a
+// vertical pass into a plane and a horizontal pass over it, without the plane.
 template <typename T>
-VX_DEVICE void fm_vert(const T* luma, i64 fstride, int w, int h, i64 pitch, float div, const float* taps, int fw,
-                       float* tmp, i64 tstride, i64 tpitch)
+VX_DEVICE void fm_blur(const T* luma, i64 fstride, int w, int h, i64 pitch, float div, const float* taps, int fw,
+                       float* out, i64 ostride, i64 opitch)
 {
+    __shared__ float tile[FM_COLS + 2 * FM_HALO];
     const int f = blockIdx.z, y = blockIdx.y, r = fw / 2;
+    const int x0 = blockIdx.x * FM_COLS;
+    const int end = fm_cols_end(w);
     const T* src = luma + f * fstride;
-    float* dst = tmp + f * tstride + y * tpitch;
-    for (int x = blockIdx.x * FM_COLS + threadIdx.x; x < fm_cols_end(w); x += blockDim.x) {
+    for (int i = threadIdx.x; i < end - x0 + 2 * r; i += blockDim.x) {
+        const int x = vx_mirror(x0 - r + i, w);
         float acc = 0.0f;
         for (int k = 0; k < fw; ++k)
             acc = acc + taps[k] * vx_float_sample(src[(i64)vx_mirror(y - r + k, h) * pitch + x], div);
-        dst[x] = acc;
+        tile[i] = acc;
     }
-}
-
-VX_KERNEL void vx_fmotion_vert_u8(const u8* luma, i64 fstride, int w, int h, i64 pitch, float div, const float* taps,
-                                  int fw, float* tmp, i64 tstride, i64 tpitch)
-{
-    fm_vert<u8>(luma, fstride, w, h, pitch, div, taps, fw, tmp, tstride, tpitch);
-}
-
-VX_KERNEL void vx_fmotion_vert_u16(const u16* luma, i64 fstride, int w, int h, i64 pitch, float div,
-                                   const float* taps, int fw, float* tmp, i64 tstride, i64 tpitch)
-{
-    fm_vert<u16>(luma, fstride, w, h, pitch, div, taps, fw, tmp, tstride, tpitch);
-}
-
-// Horizontal pass: tmp row y -> out row y (same layout).
-VX_KERNEL void vx_fmotion_horiz(const float* tmp, i64 stride, i64 pitch, int w, const float* taps, int fw, float* out)
-{
-    const int f = blockIdx.z, y = blockIdx.y, r = fw / 2;
-    const float* src = tmp + f * stride + y * pitch;
-    float* dst = out + f * stride + y * pitch;
-    for (int x = blockIdx.x * FM_COLS + threadIdx.x; x < fm_cols_end(w); x += blockDim.x) {
+    __syncthreads();
+    float* dst = out + f * ostride + y * opitch;
+    for (int i = threadIdx.x; i < end - x0; i += blockDim.x) {
         float acc = 0.0f;
         for (int k = 0; k < fw; ++k)
-            acc = acc + taps[k] * src[vx_mirror(x - r + k, w)];
-        dst[x] = acc;
+            acc = acc + taps[k] * tile[i + k];
+        dst[x0 + i] = acc;
     }
+}
+
+VX_KERNEL void vx_fmotion_blur_u8(const u8* luma, i64 fstride, int w, int h, i64 pitch, float div, const float* taps,
+                                  int fw, float* out, i64 ostride, i64 opitch)
+{
+    fm_blur<u8>(luma, fstride, w, h, pitch, div, taps, fw, out, ostride, opitch);
+}
+
+VX_KERNEL void vx_fmotion_blur_u16(const u16* luma, i64 fstride, int w, int h, i64 pitch, float div,
+                                   const float* taps, int fw, float* out, i64 ostride, i64 opitch)
+{
+    fm_blur<u16>(luma, fstride, w, h, pitch, div, taps, fw, out, ostride, opitch);
 }
 
 // Row sums of |prev - cur| for frames first .. of the batch: frame f compares
