@@ -72,11 +72,20 @@
 //   dH = 2 sqrt(.) sin(.), R_T = -2 sqrt(.) sin(.), e60 = 60 exp(.): one call
 //     and one product of differing inputs: 5 * 2^-28 (a subnormal float only
 //     widens the float ulp);
-//   T = 1 - .17 cos + .24 cos + .32 cos - .20 cos: 4 calls (coefficients sum
-//     .93, values <= 1: 3.72 * 2^-52 absolute), 4 products (.93 * 2^-52) and
-//     4 sums (partials < 2: 4 * 2^-52): 8.7 * 2^-52 absolute; T >= 0.362 for
-//     every hue (its minimum on a 3e-7 grid is 0.36206 and |T'| <= 2.41), so
-//     its float ulp is >= 2^-25: 8.7 * 2^-27 = 6.5e-8 float ulps;
+//   T = 1 - .17 cos(h - pi/6) + .24 cos(2h) + .32 cos(3h + pi/30) - .20
+//     cos(4h - 7pi/20), h = h_bar in [0, 3 pi) (not wrapped): glibc's cos of
+//     rounded arguments (the roundings of h - pi/6 < 9, 3h + pi/30 < 29 and
+//     4h - 7pi/20 < 37, constants included: 9.8e-16, 3.6e-15, 3.8e-15,
+//     weighted 9.4 * 2^-52), its 4 calls (.93 * 2^-52) and its 4 products and 4
+//     sums (partials < 2: 4.5 * 2^-52) put it within 14.8 * 2^-52 of the exact
+//     T(h).  The device (ciede_t): one sincos (2 ulp: 2^-52 each), then
+//     cos 2h = c c - s s (8.7 eps, eps = 2^-53, propagated and rounded), sin 2h
+//     6.7, 3h 18, 4h 25 and 23, each shift by literals 6, 23 and 35 eps:
+//     weighted 17.5 eps = 8.8 * 2^-52, plus its own products and sums 4.5:
+//     13.3 * 2^-52.  Together 28.1 * 2^-52 absolute (5.0 the largest seen
+//     over 5e7 float hues); T >= 0.362 for every hue (its minimum on a 3e-7
+//     grid is 0.36206 and |T'| <= 2.41), so its float ulp is >= 2^-25:
+//     28.1 * 2^-27 = 2.1e-7 float ulps;
 //   L*a*b*'s f(c) = cbrt(c) (c > 216/24389) or (k c + 16) / 116: c is a
 //     sum of three gamma-expanded channels (6 ulp) of which the negative
 //     (linear-segment) ones are >= -0.41 / 12.92 each, so sum(k_i |ch_i|) <=
@@ -85,7 +94,7 @@
 //     (25.3) and adds 6.4 (above): 32 * 2^-28 = 1.2e-7 float ulps (the linear
 //     segment, value >= 16/116, stays below that too: 76 / 3 + 3); the branch
 //     test on c (1e-12 relative) is 50 times c's 1.7e-14.
-// The largest is 1.2e-7 float ulps; 1e-6 keeps a factor 8 over it.  (The CPU
+// The largest is 2.1e-7 float ulps (T); 1e-6 keeps a factor 4.8 over it.  (The CPU
 // twin keeps 1e-5 for numpy's functions, whose bounds are not documented.)
 // HIP's device libm has its own table (ROCm's "HIP math API" page), not checked
 // against this bound here: on a HIP device, tests/lanes/test_ciede_kernel.py (every
@@ -207,6 +216,22 @@ VX_DEVICE float ciede_h_prime(float x, float y, int* doubt)
     return hue;
 }
 
+// T = 1 - .17 cos(h - 30deg) + .24 cos(2h) + .32 cos(3h + 6deg) - .20 cos(4h - 63deg)
+// from one sincos(h): the multiple angles by products, the shifts by the
+// shifts' cosines and sines (correctly rounded literals; header for the bound)
+VX_DEVICE double ciede_t(double h)
+{
+    double s, c;
+    sincos(h, &s, &c);
+    const double c2 = c * c - s * s, s2 = 2.0 * (s * c);
+    const double c3 = c2 * c - s2 * s, s3 = s2 * c + c2 * s;
+    const double c4 = c2 * c2 - s2 * s2, s4 = 2.0 * (s2 * c2);
+    const double t1 = c * 0.8660254037844386 + s * 0.5;                      // cos(h - pi/6)
+    const double t3 = c3 * 0.9945218953682733 - s3 * 0.10452846326765347;    // cos(3h + pi/30)
+    const double t4 = c4 * 0.4539904997395468 + s4 * 0.8910065241883679;     // cos(4h - 7pi/20)
+    return 1.0 - 0.17 * t1 + 0.24 * c2 + 0.32 * t3 - 0.20 * t4;
+}
+
 // ratio, R_T and the final difference for one choice of powf(c_bar_prime, 7)
 VX_DEVICE float ciede_tail(float p7, float rad, float light, float chroma, float hue, int* doubt)
 {
@@ -252,10 +277,7 @@ VX_DEVICE float ciede_de00(const float* c1, const float* c2, int* doubt)
     const double hsum = (double)(h1 + h2);
     const float h_bar = (float)((double)fabsf(h1 - h2) > CIEDE_PI ? (hsum + 2.0 * CIEDE_PI) / 2.0 : hsum / 2.0);
     const double hb = h_bar;
-    const float t = ciede_round(1.0 - 0.17 * cos(hb - CIEDE_PI / 6.0) + 0.24 * cos(2.0 * hb)
-                                    + 0.32 * cos(3.0 * hb + CIEDE_PI / 30.0)
-                                    - 0.20 * cos(4.0 * hb - 7.0 * CIEDE_PI / 20.0),
-                                CIEDE_DOUBT, doubt);
+    const float t = ciede_round(ciede_t(hb), CIEDE_DOUBT, doubt);
     const float s_h = (float)(1.0 + 0.015 * (double)cbp * (double)t);
     float deg = (float)(hb * (180.0 / CIEDE_PI));
     deg = (float)(((double)deg - 275.0) * (1.0 / 25.0));
@@ -321,8 +343,9 @@ VX_DEVICE double ciede_chroma(const T* u, const T* v, i64 pitch, int cw, int ch,
     return c < cw ? (double)src[r * pitch + c] : 0.0;
 }
 
-// 256 threads (ciede.py's _THREADS) and three blocks an SM: 80 registers, no
-// spills for sm_90 (ptxas -v), against 126 and two blocks left to itself
+// 256 threads (ciede.py's _THREADS) and three blocks an SM: 80 registers and
+// 36 bytes of spills a thread for sm_90 (ptxas -v); (256, 2) gives two blocks
+// of 96 registers with no spills.  Which is faster is the device's to say (ncu).
 #define CIEDE_BOUNDS VX_BOUNDS(256, 3)
 
 #if defined(VX_EMU)
