@@ -214,3 +214,71 @@ def test_batched_host_step_equals_the_scalar_one_on_fabricated_records():
     assert sum(g is not None for g in got) == 5
     # the first frames of a batch alone (a short final batch): the other frames' entries ignored
     assert twin._redo_listed(recs[:3], entries) == listed[:3]
+
+
+def _device_values(rt, dev, which: int, x: np.ndarray) -> np.ndarray:
+    """``vx_ciede_functions`` (ciede.cu's replacements of libvmaf's calls) at ``x`` on a device."""
+    from vmafxd.lanes.gpu.engine import KernelSet
+    from vmafxd.lanes.gpu.launch import I32, U64
+
+    ks = KernelSet(rt, dev)
+    stream = dev.create_stream()
+    x = np.ascontiguousarray(x, np.float64)
+    host = dev.alloc_host(x.nbytes)
+    out = dev.alloc_host(x.nbytes)
+    d_in, d_out = dev.alloc(x.nbytes), dev.alloc(x.nbytes)
+    try:
+        host[:] = x.view(np.uint8)
+        dev.copy_htod_async(d_in, host, x.nbytes, stream)
+        launch = ks.launcher("ciede.cu", "vx_ciede_functions", [U64, U64, I32, I32])
+        launch(((x.size + 255) // 256,), (256,), stream, d_in, d_out, x.size, which)
+        dev.copy_dtoh_async(out, d_out, x.nbytes, stream)
+        stream.synchronize()
+        return out.view(np.float64).copy()
+    finally:
+        dev.free(d_in)
+        dev.free(d_out)
+        dev.free_host(host)
+        dev.free_host(out)
+        stream.close()
+        ks.close()
+
+
+@pytest.mark.parametrize("which", [0, 1, 2, 3], ids=["gamma", "cube_root", "T", "pow7"])
+def test_device_replacements_of_libm_calls_stay_within_their_bounds(gpu, which):
+    """ciede.cu replaces libvmaf's pow (gamma, cube root, x^7) and T's four cos calls
+    by cheaper forms whose difference from glibc's result its header bounds; the
+    device's values against glibc's (Python's math) at 20,000 points of each input
+    range, within those bounds (on the emulator the device functions are glibc's
+    too, so this checks the forms; on a GPU, its libm as well)."""
+    import math
+
+    rt, dev = gpu
+    dev.make_current()
+    rng = np.random.default_rng(11 + which)
+    n = 20000
+    eps = 2.0**-52
+    if which == 0:  # the sRGB gamma, c > 10/255 (x = (c + 0.055) / 1.055 in (0.089, 2.3))
+        x = rng.uniform(10 / 255 + 1e-9, 2.298, n)
+        want = np.array([math.pow((c + 0.055) * (1.0 / 1.055), 2.4) for c in x.tolist()])
+        bound = 4.9 * eps * np.abs(want)
+    elif which == 1:  # the cube root, c > 216/24389
+        x = rng.uniform(216 / 24389, 8.0, n)
+        want = np.array([math.pow(c, 1.0 / 3.0) for c in x.tolist()])
+        bound = 6.4 * eps * np.abs(want)
+    elif which == 2:  # T at float hues in [0, 3 pi)
+        x = rng.uniform(0.0, 3 * math.pi, n).astype(np.float32).astype(np.float64)
+        pi = 3.141592653589793
+        want = np.array([1.0 - 0.17 * math.cos(h - pi / 6.0) + 0.24 * math.cos(2.0 * h)
+                         + 0.32 * math.cos(3.0 * h + pi / 30.0) - 0.20 * math.cos(4.0 * h - 7.0 * pi / 20.0)
+                         for h in x.tolist()])
+        bound = np.full(n, 28.1 * eps)
+    else:  # pow(x, 7) of floats
+        x = rng.uniform(0.0, 200.0, n).astype(np.float32).astype(np.float64)
+        want = np.array([math.pow(v, 7.0) for v in x.tolist()])
+        bound = 3.5 * eps * np.abs(want)
+    got = _device_values(rt, dev, which, x)
+    err = np.abs(got - want)
+    assert np.all(err <= bound), (which, float(np.max(err / np.maximum(bound, 1e-300))))
+    # and not trivially: the forms are not glibc's calls, so some values differ
+    assert np.count_nonzero(got != want) > 0

@@ -303,6 +303,17 @@ VX_DEVICE float ciede_de00(const float* c1, const float* c2, int* doubt)
     return de;
 }
 
+// The replacements of libvmaf's calls above, element by element, for the tests
+// that hold them to the header's bounds against glibc on each device: which 0
+// the sRGB gamma (pow(x, 2.4)), 1 the cube root, 2 T, 3 pow(x, 7).
+VX_KERNEL void vx_ciede_functions(const double* in, double* out, int n, int which)
+{
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
+        const double x = in[k];
+        out[k] = which == 0 ? ciede_rgb_map(x) : which == 1 ? cbrt(x) : which == 2 ? ciede_t(x) : ciede_pow7(x);
+    }
+}
+
 // libvmaf's upsampled chroma sample for output (i, j) from plane `which` (0: U, 1: V):
 // a flat index into its picture (U rows, then V rows, `stride` samples apart,
 // zeros after), mapped back onto our planes.
