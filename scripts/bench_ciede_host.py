@@ -4,7 +4,7 @@
     python3 scripts/bench_ciede_host.py [--size 1920x1080] [--frames 4] [--repeats 5]
                                         [--windows 1e-5,default] [--lane emu] [--pair ID]
 
-The kernel (``ciede.cu``) lists, per frame, the pixels whose rounding it could
+The kernel (``ciede.cu``) lists, for the batch, the pixels whose rounding it could
 not trust; the host redoes them with the C library and adds them to the exact
 sum (``GpuCiede.metrics``).  This runs one batch of ``--frames`` frames (the
 bundled sample scaled to the size, with noise as the distortion, as
@@ -55,15 +55,16 @@ def pair_frames(pair_id: str, count: int):
     return frames, pair.width, pair.height
 
 
-def scalar_totals(twin, recs, lists):
+def scalar_totals(twin, recs, batch_entries):
     """The former host step: per frame, per listed pixel, the scalar C transcription."""
     from vmafxd.features._ciede_color import ciede2000_scalar, lab_scalar
 
     bd = twin.scorer.staging.bitdepth
     out = []
-    for rec, entries in zip(recs, lists):
+    for i, rec in enumerate(recs):
+        entries = batch_entries[batch_entries[:, 7] == i]
         doubtful = int(rec[2])
-        if rec[1] or doubtful > twin.capacity:
+        if rec[1] or doubtful != len(entries):
             out.append(None)
             continue
         total = int(rec[0])
@@ -92,8 +93,8 @@ def scalar_totals(twin, recs, lists):
     return out
 
 
-def batched_totals(twin, recs, lists):
-    redone = twin._redo_listed(recs, lists)
+def batched_totals(twin, recs, entries):
+    redone = twin._redo_listed(recs, entries)
     return [None if r is None else twin._exact_total(rec, r) for rec, r in zip(recs, redone)]
 
 
@@ -122,10 +123,9 @@ def run_window(lane: str, window: str, w: int, h: int, frames, repeats: int) -> 
     kept, live = [], []
     redo_listed, metrics = twin._redo_listed, twin.metrics
 
-    def keeping(recs, lists):
-        used = max(1, min(int(recs[:, 2].max()), lists.shape[1]))  # only the listed part: a small copy
-        kept.append((recs.copy(), lists[:, :used].copy()))
-        return redo_listed(recs, lists)
+    def keeping(recs, entries):
+        kept.append((recs.copy(), entries.copy()))
+        return redo_listed(recs, entries)
 
     def timed(*args):
         t = time.perf_counter()

@@ -27,7 +27,7 @@ max: 1.00 is fair).  The daemon is started with per-uid limits that let N
 connections of one user hold their rings (all producers run as one uid).
 
 On the CPU or emulated lane (``--lane cpu --memfd``, tiny ``--sizes``) every
-mode but ``--engine-only`` runs without a GPU: a smoke test of the script.
+mode runs without a GPU (``--engine-only`` with ``--lane emu``): a smoke test of the script.
 
 ``--engine-only`` times the engine alone in this process (no daemon, no
 protocol), frames already on the device: the kernels' own ceiling; with
@@ -345,18 +345,22 @@ def latency_text(latencies: list[float]) -> str:
     return f"latency p50 {p50:.1f} ms, p90 {p90:.1f} ms, p99 {p99:.1f} ms, max {max(latencies) * 1000:.1f} ms"
 
 
-def bench_engine(w: int, h: int, frames: int, batch: int, models=("version=vmaf_v0.6.1",), features=()):
+def bench_engine(w: int, h: int, frames: int, batch: int, models=("version=vmaf_v0.6.1",), features=(),
+                 lane: str = "cuda"):
     from vmafx.formats import PixelFormat, Subsampling
-    from vmafxd.lanes import cuda
     from vmafxd.lanes.gpu.engine import FrameSource, GpuFrame, GpuScorer, KernelSet
-    from vmafxd.lanes.gpu.kernels import NVRTC_OPTIONS
     from vmafxd.model import load_model
     from vmafxd.core.scoring import ScoringPlan, parse_feature_spec
 
-    rt = cuda.load()
+    if lane == "emu":  # a smoke test of this mode (the emulator's times mean nothing)
+        from vmafxd.lanes import emulated as binding
+    else:
+        from vmafxd.lanes import cuda as binding
+    rt = binding.load()
     dev = rt.device(0)
+    dev.make_current()
     stream = dev.create_stream()
-    ks = KernelSet(rt, dev, NVRTC_OPTIONS)
+    ks = KernelSet(rt, dev, rt.compile_options)
     plan = ScoringPlan.build([load_model(m) for m in models], [parse_feature_spec(f) for f in features])
     sc = GpuScorer(dev, ks, stream, plan, w, h, 8, Subsampling.S420, max_batch=batch)
     srcs = []
@@ -427,7 +431,8 @@ def main() -> int:
         for w, h in sizes:
             models = [m for m in args.models.split(",") if m]
             features = [f for f in args.features.split(",") if f]
-            fps = [bench_engine(w, h, args.frames, args.batch, models, features) for _ in range(args.repeats)]
+            fps = [bench_engine(w, h, args.frames, args.batch, models, features, args.lane)
+                   for _ in range(args.repeats)]
             rows.append((f"{w}x{h}", "engine", statistics.median(fps), min(fps), max(fps), None, None))
             what = "+".join(x for x in (args.models, args.features) if x)
             print(f"engine {what} {w}x{h}: {statistics.median(fps):.0f} fps (min {min(fps):.0f}, "

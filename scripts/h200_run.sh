@@ -3,6 +3,8 @@
 #   scripts/h200_run.sh tests    GPU lane tests (cuda), GL tests
 #   scripts/h200_run.sh bench    benchmarks (daemon and engine), GL scoring script
 #   scripts/h200_run.sh engine   the engine alone per feature at 1080p, each kernel's time (ncu), VIF tile shapes
+#   scripts/h200_run.sh kernels  chosen features alone at 1080p (ENGINE_FEATURES), then each one's kernels (ncu)
+#   scripts/h200_run.sh sanitize compute-sanitizer memcheck (ciede, float kernels) and racecheck (staged float sums)
 # Expects carried: .whl (trio, pytest-trio, PyOpenGL wheels), .gl (GL loader debs), and
 # optionally .h200ref (a copy of reference pairs in ../shared/reference's layout).
 # Logs go to $OUT; each step is bounded so one slow step cannot eat the run.
@@ -57,6 +59,26 @@ case "$phase" in
                 python3 scripts/bench_gpu.py --engine-only --sizes 1920x1080 --frames 256 --repeats 1
         fi
         [ -d .vifbench ] && TAIL=20 step vif_tiles 60 bash scripts/bench_vif_tiles.sh run
+        ;;
+    sanitize)
+        # out-of-bounds reads/writes on odd sizes and every chroma layout; races in the shared-memory sums
+        step memcheck ${MEMCHECK_S:-420} compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest \
+            -p no:cacheprovider -q tests/lanes/test_ciede_kernel.py tests/lanes/test_float_kernels.py \
+            -k "cuda and (p16 or p17 or p18 or p15) and not every_frame"
+        step racecheck ${RACECHECK_S:-300} compute-sanitizer --tool racecheck --error-exitcode 9 python3 -m pytest \
+            -p no:cacheprovider -q tests/lanes/test_float_kernels.py -k "cuda and p16 and model"
+        ;;
+    kernels)
+        # a few features alone at 1080p (µs a frame), then where each one's device time goes (ncu per kernel)
+        for f in ${ENGINE_FEATURES:-ciede float_motion float_vif float_adm}; do
+            TAIL=3 step "engine_$f" ${FEATURE_S:-60} python3 scripts/bench_gpu.py --engine-only --sizes 1920x1080 --models '' \
+                --features "$f" --frames 256 --repeats 3
+            if command -v ncu > /dev/null; then
+                TAIL=30 step "ncu_$f" ${NCU_S:-90} ncu --clock-control none --print-summary per-kernel --launch-skip 20 \
+                    --launch-count 40 python3 scripts/bench_gpu.py --engine-only --sizes 1920x1080 --models '' \
+                    --features "$f" --frames 128 --repeats 1
+            fi
+        done
         ;;
 esac
 cat "$OUT/summary.txt"

@@ -67,6 +67,19 @@ def test_the_fast_path_was_taken_and_met_doubtful_pixels():
     assert sum(_listed) > 0
 
 
+@pytest.mark.parametrize("pair", [p for p in vendored_pairs() if p.id.startswith(("p16", "p15"))],
+                         ids=lambda p: p.id)
+def test_without_the_gamma_table_equals_the_cpu_twin(gpu, pair, monkeypatch):
+    """Red and blue computed a pixel (as for 12- and 16-bit pictures) instead of
+    read from the session's table: the same scores (8 and 10 bits)."""
+    rt, dev = gpu
+    dev.make_current()
+    monkeypatch.setattr(gpu_ciede, "_GAMMA_TABLE_MAX_BITS", 0)
+    plan = ScoringPlan.build([], [FeatureRequest("ciede")])
+    cut = _cut(pair, 2)
+    assert gpu_scores(rt, dev, plan, cut, batch=2) == cpu_scores(plan, cut)
+
+
 @pytest.mark.parametrize("pair", [p for p in vendored_pairs() if p.id.startswith(("p16", "p18"))],
                          ids=lambda p: p.id)
 def test_slow_path_equals_the_cpu_twin(gpu, pair, monkeypatch):
@@ -81,7 +94,8 @@ def test_slow_path_equals_the_cpu_twin(gpu, pair, monkeypatch):
 
 def test_many_doubtful_pixels_redone_as_the_scalar_c_transcription(gpu, monkeypatch):
     """The device's doubt window widened 100-fold (a -D build knob of ciede.cu):
-    hundreds of listed pixels per frame, redone in one call for the batch, each
+    hundreds of listed pixels per frame (more than the head copied with the
+    records), redone in one call for the batch, each
     equal to the scalar C-library transcription of its samples; the scores
     equal the CPU twin's."""
     rt, dev = gpu
@@ -90,9 +104,9 @@ def test_many_doubtful_pixels_redone_as_the_scalar_c_transcription(gpu, monkeypa
     listed, redone = [], []
     original_listed, original_libm = gpu_ciede.GpuCiede._redo_listed, gpu_ciede.ciede2000_libm
 
-    def listing(self, recs, lists):
+    def listing(self, recs, entries):
         listed.extend(int(r[2]) for r in recs)
-        return original_listed(self, recs, lists)
+        return original_listed(self, recs, entries)
 
     def redoing(samples, bitdepth):
         got = original_libm(samples, bitdepth)
@@ -109,6 +123,7 @@ def test_many_doubtful_pixels_redone_as_the_scalar_c_transcription(gpu, monkeypa
     assert len(redone) == 1  # one call for the batch
     samples, de = redone[0]
     assert samples.shape == (sum(listed), 6)
+    assert sum(listed) > 2 * gpu_ciede._HEAD  # so the list's rest (beyond the head) was copied too
     want = [ciede2000_scalar(lab_scalar(*r[:3], pair.bitdepth), lab_scalar(*r[3:], pair.bitdepth))
             for r in samples.tolist()]
     assert np.array_equal(de, np.array(want, np.float32))
@@ -128,24 +143,23 @@ def test_every_frame_of_the_reference_pairs_equals_the_cpu_twin(gpu, pair):
     assert gpu_scores(rt, dev, plan, pair, batch=8) == cpu_scores(plan, pair)
 
 
-def _fabricated_twin(capacity):
+def _fabricated_twin():
     """A GpuCiede with just what its host step reads (no device)."""
     from types import SimpleNamespace
 
     twin = object.__new__(gpu_ciede.GpuCiede)
-    twin.capacity = capacity
     twin.scorer = SimpleNamespace(staging=SimpleNamespace(bitdepth=8))
     return twin
 
 
-def _scalar_total(rec, entries, capacity):
+def _scalar_total(rec, entries):
     """The host step one pixel at a time, with the scalar C transcription (the reference)."""
-    if rec[1] or rec[2] > capacity:
+    if rec[1] or rec[2] != len(entries):
         return None
     total = int(rec[0])
     lows = [k for k in range(13) if rec[3 + k]]
     low = lows[0] - 32 if lows else 64
-    for e in entries[: int(rec[2])].tolist():
+    for e in entries.tolist():
         de = ciede2000_scalar(lab_scalar(*map(float, e[1:4]), 8), lab_scalar(*map(float, e[4:7]), 8))
         if de == 0.0:
             continue
@@ -160,35 +174,111 @@ def _scalar_total(rec, entries, capacity):
 
 
 def test_batched_host_step_equals_the_scalar_one_on_fabricated_records():
-    """Fabricated records and lists (frames with many, few and no listed pixels,
-    identical pixels, an overflowed list, a frame with bits below 2^-32, device
-    sums that leave the listed pixels' low bits decisive either way): the
-    batched redo and sum equal the one-pixel-at-a-time reference per frame."""
+    """Fabricated records and a batch list in no order (frames with many, few and
+    no listed pixels, identical pixels, a frame the list had no room for, a frame
+    with bits below 2^-32, device sums that leave the listed pixels' low bits
+    decisive either way): the batched redo and sum equal the one-pixel-at-a-time
+    reference per frame."""
     rng = np.random.default_rng(5)
-    capacity = 400
     counts = [400, 0, 37, 1, 250, 401, 120, 40]
     n = len(counts)
     recs = np.zeros((n, 16), np.int64)
-    lists = np.zeros((n, capacity, 8), np.int32)
+    per_frame = []
     for i, c in enumerate(counts):
-        k = min(c, capacity)
-        lists[i, :k, 1:7] = rng.integers(0, 256, (k, 6))
-        lists[i, : k // 4, 4:7] = lists[i, : k // 4, 1:4]  # identical pixels: difference 0
+        k = min(c, 400)  # frame 5: one doubtful pixel missing from the list
+        e = np.zeros((k, 8), np.int32)
+        e[:, 1:7] = rng.integers(0, 256, (k, 6))
+        e[: k // 4, 4:7] = e[: k // 4, 1:4]  # identical pixels: difference 0
+        e[:, 7] = i
+        per_frame.append(e)
         recs[i, 2] = c
         recs[i, 0] = int(rng.integers(1, 1 << 40)) << int(rng.integers(0, 20))
         recs[i, 3 + int(rng.integers(0, 13))] = 1
     recs[6, 1] = 3  # differences below 2^-32 on the device: no fast path
     # near-identical pixels (differences below 1, bits down to 2^-25) under a total of 2^29:
     # a partial sum would round off their low bits, so the slow path
-    lists[7, :40, 4:7] = lists[7, :40, 1:4]
-    lists[7, :40, 4] = np.minimum(lists[7, :40, 1] + 1, 255)
+    e = per_frame[7]
+    e[:40, 4:7] = e[:40, 1:4]
+    e[:40, 4] = np.minimum(e[:40, 1] + 1, 255)
     recs[7, 0] = 1 << 61
     recs[7, 3:16] = 0
     recs[7, 3 + 12] = 1
-    twin = _fabricated_twin(capacity)
-    listed = twin._redo_listed(recs, lists)
+    entries = np.concatenate(per_frame)
+    entries = entries[rng.permutation(len(entries))]  # the device lists in any order
+    twin = _fabricated_twin()
+    listed = twin._redo_listed(recs, entries)
     got = [None if x is None else twin._exact_total(r, x) for r, x in zip(recs, listed)]
-    want = [_scalar_total(r, e, capacity) for r, e in zip(recs, lists)]
+    want = [_scalar_total(r, e) for r, e in zip(recs, per_frame)]
     assert got == want
     assert got[1] is not None and got[5] is None and got[6] is None and got[7] is None
     assert sum(g is not None for g in got) == 5
+    # the first frames of a batch alone (a short final batch): the other frames' entries ignored
+    assert twin._redo_listed(recs[:3], entries) == listed[:3]
+
+
+def _device_values(rt, dev, which: int, x: np.ndarray) -> np.ndarray:
+    """``vx_ciede_functions`` (ciede.cu's replacements of libvmaf's calls) at ``x`` on a device."""
+    from vmafxd.lanes.gpu.engine import KernelSet
+    from vmafxd.lanes.gpu.launch import I32, U64
+
+    ks = KernelSet(rt, dev)
+    stream = dev.create_stream()
+    x = np.ascontiguousarray(x, np.float64)
+    host = dev.alloc_host(x.nbytes)
+    out = dev.alloc_host(x.nbytes)
+    d_in, d_out = dev.alloc(x.nbytes), dev.alloc(x.nbytes)
+    try:
+        host[:] = x.view(np.uint8)
+        dev.copy_htod_async(d_in, host, x.nbytes, stream)
+        launch = ks.launcher("ciede.cu", "vx_ciede_functions", [U64, U64, I32, I32])
+        launch(((x.size + 255) // 256,), (256,), stream, d_in, d_out, x.size, which)
+        dev.copy_dtoh_async(out, d_out, x.nbytes, stream)
+        stream.synchronize()
+        return out.view(np.float64).copy()
+    finally:
+        dev.free(d_in)
+        dev.free(d_out)
+        dev.free_host(host)
+        dev.free_host(out)
+        stream.close()
+        ks.close()
+
+
+@pytest.mark.parametrize("which", [0, 1, 2, 3], ids=["gamma", "cube_root", "T", "pow7"])
+def test_device_replacements_of_libm_calls_stay_within_their_bounds(gpu, which):
+    """ciede.cu replaces libvmaf's pow (gamma, cube root, x^7) and T's four cos calls
+    by cheaper forms whose difference from glibc's result its header bounds; the
+    device's values against glibc's (Python's math) at 20,000 points of each input
+    range, within those bounds (on the emulator the device functions are glibc's
+    too, so this checks the forms; on a GPU, its libm as well)."""
+    import math
+
+    rt, dev = gpu
+    dev.make_current()
+    rng = np.random.default_rng(11 + which)
+    n = 20000
+    eps = 2.0**-52
+    if which == 0:  # the sRGB gamma, c > 10/255 (x = (c + 0.055) / 1.055 in (0.089, 2.3))
+        x = rng.uniform(10 / 255 + 1e-9, 2.298, n)
+        want = np.array([math.pow((c + 0.055) * (1.0 / 1.055), 2.4) for c in x.tolist()])
+        bound = 4.9 * eps * np.abs(want)
+    elif which == 1:  # the cube root, c > 216/24389
+        x = rng.uniform(216 / 24389, 8.0, n)
+        want = np.array([math.pow(c, 1.0 / 3.0) for c in x.tolist()])
+        bound = 6.4 * eps * np.abs(want)
+    elif which == 2:  # T at float hues in [0, 3 pi)
+        x = rng.uniform(0.0, 3 * math.pi, n).astype(np.float32).astype(np.float64)
+        pi = 3.141592653589793
+        want = np.array([1.0 - 0.17 * math.cos(h - pi / 6.0) + 0.24 * math.cos(2.0 * h)
+                         + 0.32 * math.cos(3.0 * h + pi / 30.0) - 0.20 * math.cos(4.0 * h - 7.0 * pi / 20.0)
+                         for h in x.tolist()])
+        bound = np.full(n, 28.1 * eps)
+    else:  # pow(x, 7) of floats
+        x = rng.uniform(0.0, 200.0, n).astype(np.float32).astype(np.float64)
+        want = np.array([math.pow(v, 7.0) for v in x.tolist()])
+        bound = 3.5 * eps * np.abs(want)
+    got = _device_values(rt, dev, which, x)
+    err = np.abs(got - want)
+    assert np.all(err <= bound), (which, float(np.max(err / np.maximum(bound, 1e-300))))
+    # and not trivially: the forms are not glibc's calls, so some values differ
+    assert np.count_nonzero(got != want) > 0

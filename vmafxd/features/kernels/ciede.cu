@@ -23,7 +23,7 @@
 // lowest set bit; the frame's exact total equals the sequential double sum
 // whenever all partial sums are doubles, which the host checks (otherwise, or
 // when a float has bits below 2^-32, it adds the floats kept in out[] itself).
-// Atomics: one per block and per doubtful pixel, never one per pixel.
+// Atomics: one per block and two per doubtful pixel, never one per pixel.
 //
 // Contraction into FMA is off (kernels.py): the double and float arithmetic
 // rounds as written, as in the C.
@@ -38,12 +38,32 @@
 // The float of a double d is glibc's whenever |d - midpoint| >= DOUBT ulps and
 // |d - d_glibc| < DOUBT ulps (d_glibc: the same expression evaluated with
 // glibc's functions), as both then lie on the same side of the midpoint.
-// Bounds used: the CUDA Math API's double table (pow, sin, cos, atan2 2 ulp,
-// exp 1 ulp) and glibc's manual table (1 ulp for these on x86_64), taken as
-// 2 ulp each, so one call differs by at most 4 ulp (relative 4 * 2^-52);
-// +, -, *, /, sqrt are IEEE, so an operation on inputs that differ adds at
-// most 1 ulp of its result to the difference.  A relative difference r of d
-// is at most r * 2^24 float ulps.  Per checked site:
+// Bounds used: the CUDA Math API's double table (sin, cos, atan2 2 ulp; exp,
+// log, cbrt 1 ulp) and glibc's manual table (pow, what libvmaf calls, 1 ulp on
+// x86_64), taken as 2 ulp each (cbrt as 4: the emulator's glibc cbrt); +, -,
+// *, /, sqrt are IEEE, so an operation on inputs that differ adds at most 1 ulp
+// of its result to the difference.  A relative difference r of d is at most
+// r * 2^24 float ulps.  The device replaces pow, its slowest call (about 150
+// double operations each, 14 a pixel), where a cheaper form has a bound
+// (log and exp, about 86 together, likewise):
+//   pow(x, 7) (x a float): x2 = x x exact (48 bits), x3 = x2 x, x4 = x2 x2,
+//     x7 = x4 x3: three roundings, 1.5 ulp from x^7 (glibc's: 2), so the two
+//     differ by 3.5 < 4 ulp, the bound the sites below take for one call;
+//   pow(x, 2.4) (sRGB gamma, x in (0.089, 2.3)): x^2 y, y = x^(2/5) the root
+//     of y^5 = a, a = x^2 (0.5 ulp, a fifth of it in y), by two Newton steps
+//     from a float guess (exp2f(0.4f log2f(x)): relative error e0 < 2^-20 for
+//     the float functions' few ulps; measured 2^-22.8); a step takes e to
+//     2 e^2 (f''/2f' = 2/y): 2^-39, then 2^-77.  The last step's rounding:
+//     y^5 by three products (1.5 ulp of a), minus a exactly (Sterbenz: y^5 is
+//     within 2^-37 of a), over 5 y^4 = 0.3 ulp of y, and the subtraction 0.5:
+//     y within 0.9 ulp of x^(2/5), x^2 y within 1.9 ulp of x^2.4; the double
+//     2.4 is 2.4 - 0.4 * 2^-52, so pow(x, 2.4) is within 0.4 * 2^-52 |ln x| <=
+//     1 ulp more: device vs glibc <= 2.9 + 2 = 4.9 ulp (6 below; 4.0 the
+//     largest seen against glibc over 3e7 random x);
+//   pow(c, 1.0 / 3.0) (c > 216/24389): cbrt(c); the double 1/3 is 1/3 - d,
+//     d = 2^-54 / 3, so c^(1/3 - d) / c^(1/3) is within d |ln c| <= 0.4 ulp of
+//     1 (c in (0.0088, 8)): device vs glibc <= 4 (cbrt) + 0.4 + 2 (pow) ulp.
+// Per checked site:
 //   ap' = a + (a/2) g, g = 1 - sqrt(c7 / (c7 + 25^7)), c7 = pow(C, 7):
 //     c7 4 ulp -> quotient <= 6 ulp -> sqrt <= 4 ulp (< 1, so 4 * 2^-52
 //     absolute) -> g <= 4.5 * 2^-52 absolute; |ap'| >= |a| (g >= 0), so ap'
@@ -52,20 +72,29 @@
 //   dH = 2 sqrt(.) sin(.), R_T = -2 sqrt(.) sin(.), e60 = 60 exp(.): one call
 //     and one product of differing inputs: 5 * 2^-28 (a subnormal float only
 //     widens the float ulp);
-//   T = 1 - .17 cos + .24 cos + .32 cos - .20 cos: 4 calls (coefficients sum
-//     .93, values <= 1: 3.72 * 2^-52 absolute), 4 products (.93 * 2^-52) and
-//     4 sums (partials < 2: 4 * 2^-52): 8.7 * 2^-52 absolute; T >= 0.362 for
-//     every hue (its minimum on a 3e-7 grid is 0.36206 and |T'| <= 2.41), so
-//     its float ulp is >= 2^-25: 8.7 * 2^-27 = 6.5e-8 float ulps;
-//   L*a*b*'s f(c) = pow(c, 1/3) (c > 216/24389) or (k c + 16) / 116: c is a
-//     sum of three gamma-expanded channels (pow, 4 ulp) of which the negative
+//   T = 1 - .17 cos(h - pi/6) + .24 cos(2h) + .32 cos(3h + pi/30) - .20
+//     cos(4h - 7pi/20), h = h_bar in [0, 3 pi) (not wrapped): glibc's cos of
+//     rounded arguments (the roundings of h - pi/6 < 9, 3h + pi/30 < 29 and
+//     4h - 7pi/20 < 37, constants included: 9.8e-16, 3.6e-15, 3.8e-15,
+//     weighted 9.4 * 2^-52), its 4 calls (.93 * 2^-52) and its 4 products and 4
+//     sums (partials < 2: 4.5 * 2^-52) put it within 14.8 * 2^-52 of the exact
+//     T(h).  The device (ciede_t): one sincos (2 ulp: 2^-52 each), then
+//     cos 2h = c c - s s (8.7 eps, eps = 2^-53, propagated and rounded), sin 2h
+//     6.7, 3h 18, 4h 25 and 23, each shift by literals 6, 23 and 35 eps:
+//     weighted 17.5 eps = 8.8 * 2^-52, plus its own products and sums 4.5:
+//     13.3 * 2^-52.  Together 28.1 * 2^-52 absolute (5.0 the largest seen
+//     over 5e7 float hues); T >= 0.362 for every hue (its minimum on a 3e-7
+//     grid is 0.36206 and |T'| <= 2.41), so its float ulp is >= 2^-25:
+//     28.1 * 2^-27 = 2.1e-7 float ulps;
+//   L*a*b*'s f(c) = cbrt(c) (c > 216/24389) or (k c + 16) / 116: c is a
+//     sum of three gamma-expanded channels (6 ulp) of which the negative
 //     (linear-segment) ones are >= -0.41 / 12.92 each, so sum(k_i |ch_i|) <=
 //     c + 2 * 0.032 * sum(k_i) <= 8.3 c at c >= 216/24389 * 0.95: c differs by
-//     <= 8.3 (4 + 1 + 2) + 1 = 59 ulps relative; the cube root takes a third
-//     and adds its own 4: 24 * 2^-28 = 9e-8 float ulps (the linear segment,
-//     value >= 16/116, stays below that too); the branch test on c (1e-12
-//     relative) is 75 times c's 1.3e-14.
-// The largest is 9e-8 float ulps; 1e-6 keeps a factor 11 over it.  (The CPU
+//     <= 8.3 (6 + 1 + 2) + 1 = 76 ulps relative; the cube root takes a third
+//     (25.3) and adds 6.4 (above): 32 * 2^-28 = 1.2e-7 float ulps (the linear
+//     segment, value >= 16/116, stays below that too: 76 / 3 + 3); the branch
+//     test on c (1e-12 relative) is 50 times c's 1.7e-14.
+// The largest is 2.1e-7 float ulps (T); 1e-6 keeps a factor 4.8 over it.  (The CPU
 // twin keeps 1e-5 for numpy's functions, whose bounds are not documented.)
 // HIP's device libm has its own table (ROCm's "HIP math API" page), not checked
 // against this bound here: on a HIP device, tests/lanes/test_ciede_kernel.py (every
@@ -91,10 +120,33 @@ VX_DEVICE float ciede_round(double d, double window, int* doubt)
     return f;
 }
 
+// pow(x, 7) for a float x, 1.5 ulp (header)
+VX_DEVICE double ciede_pow7(double x)
+{
+    const double x2 = x * x;
+    return (x2 * x2) * (x2 * x);
+}
+
+// x^(2/5) for x in (0.089, 2.3), given x2 = x * x: two Newton steps on y^5 = x2
+// from a float guess (header)
+VX_DEVICE double ciede_pow_2_5(double x, double x2)
+{
+    double y = (double)exp2f(0.4f * log2f((float)x));
+    for (int k = 0; k < 2; ++k) {
+        const double y2 = y * y, y4 = y2 * y2;
+        y = y - (y4 * y - x2) / (5.0 * y4);
+    }
+    return y;
+}
+
 VX_DEVICE double ciede_rgb_map(double c)
 {
-    if (c > 10.0 / 255.0)
-        return pow((c + 0.055) * (1.0 / 1.055), 2.4);
+    if (c > 10.0 / 255.0) {
+        // pow(x, 2.4) as x^2 x^(2/5), 2.9 ulp (header)
+        const double x = (c + 0.055) * (1.0 / 1.055);
+        const double x2 = x * x;
+        return x2 * ciede_pow_2_5(x, x2);
+    }
     return c * (1.0 / 12.92);
 }
 
@@ -104,18 +156,45 @@ VX_DEVICE float ciede_lab_map(double c, int* doubt)
     const double kappa = 24389.0 / 27.0;
     if (fabs(c - eps) < CIEDE_DOUBT_BRANCH * eps)
         *doubt = 1;
-    const double d = c > eps ? pow(c, 1.0 / 3.0) : (kappa * c + 16.0) * (1.0 / 116.0);
+    const double d = c > eps ? cbrt(c) : (kappa * c + 16.0) * (1.0 / 116.0);  // pow(c, 1/3): header
     return ciede_round(d, CIEDE_DOUBT, doubt);
 }
 
-VX_DEVICE void ciede_lab(double y, double u, double v, double scale, float* lab, int* doubt)
+// The samples scaled as libvmaf scales them, and the two channels that depend
+// on two samples only: red on Y and V, blue on Y and U.
+VX_DEVICE double ciede_norm_y(double y, double scale) { return (y - 16.0 * scale) * (1.0 / (219.0 * scale)); }
+VX_DEVICE double ciede_norm_c(double c, double scale) { return (c - 128.0 * scale) * (1.0 / (224.0 * scale)); }
+VX_DEVICE double ciede_red(double y, double v) { return ciede_rgb_map(y + 1.28033 * v); }
+VX_DEVICE double ciede_blue(double y, double u) { return ciede_rgb_map(y + 2.12798 * u); }
+
+// Red and blue for every pair of samples of a bit depth (n = 2^bitdepth):
+// gamma[Y n + V] the red, gamma[n n + Y n + U] the blue.  Built once a session
+// for 8- and 10-bit pictures (1 and 16 MiB) by the functions above, so a read
+// of it is the same double the pixel's own call would give: 4 of the 6 gamma
+// expansions a pixel (a log and an exp each) become reads, no bound changes.
+VX_KERNEL void vx_ciede_gamma(double* gamma, int bitdepth)
 {
-    y = (y - 16.0 * scale) * (1.0 / (219.0 * scale));
-    u = (u - 128.0 * scale) * (1.0 / (224.0 * scale));
-    v = (v - 128.0 * scale) * (1.0 / (224.0 * scale));
-    const double r = ciede_rgb_map(y + 1.28033 * v);
+    const i64 n = (i64)1 << bitdepth;
+    const double scale = (double)(1 << (bitdepth - 8));
+    for (i64 k = (i64)blockIdx.x * blockDim.x + threadIdx.x; k < n * n; k += (i64)gridDim.x * blockDim.x) {
+        const double y = ciede_norm_y((double)(k >> bitdepth), scale);
+        const double c = ciede_norm_c((double)(k & (n - 1)), scale);
+        gamma[k] = ciede_red(y, c);
+        gamma[n * n + k] = ciede_blue(y, c);
+    }
+}
+
+// L*a*b* of samples (sy, su, sv); `gamma`: vx_ciede_gamma's table for `bitdepth`, or null
+VX_DEVICE void ciede_lab(double sy, double su, double sv, double scale, const double* gamma, int bitdepth,
+                         float* lab, int* doubt)
+{
+    const double y = ciede_norm_y(sy, scale), u = ciede_norm_c(su, scale), v = ciede_norm_c(sv, scale);
+    const i64 n = (i64)1 << bitdepth;
+    // samples above the bit depth (stray high bits in a 16-bit word) are computed
+    const bool table = gamma != 0 && sy < (double)n && su < (double)n && sv < (double)n;
+    const double r = table ? gamma[(i64)sy * n + (i64)sv] : ciede_red(y, v);
     const double g = ciede_rgb_map(y - 0.21482 * u - 0.38059 * v);
-    const double b = ciede_rgb_map(y + 2.12798 * u);
+    const double b = table ? gamma[n * n + (i64)sy * n + (i64)su] : ciede_blue(y, u);
     const double x = r * 0.4124564390896921 + g * 0.357576077643909 + b * 0.18043748326639894;
     const double yy = r * 0.21267285140562248 + g * 0.715152155287818 + b * 0.07217499330655958;
     const double z = r * 0.019333895582329317 + g * 0.119192025881303 + b * 0.9503040785363677;
@@ -137,6 +216,22 @@ VX_DEVICE float ciede_h_prime(float x, float y, int* doubt)
     return hue;
 }
 
+// T = 1 - .17 cos(h - 30deg) + .24 cos(2h) + .32 cos(3h + 6deg) - .20 cos(4h - 63deg)
+// from one sincos(h): the multiple angles by products, the shifts by the
+// shifts' cosines and sines (correctly rounded literals; header for the bound)
+VX_DEVICE double ciede_t(double h)
+{
+    double s, c;
+    sincos(h, &s, &c);
+    const double c2 = c * c - s * s, s2 = 2.0 * (s * c);
+    const double c3 = c2 * c - s2 * s, s3 = s2 * c + c2 * s;
+    const double c4 = c2 * c2 - s2 * s2, s4 = 2.0 * (s2 * c2);
+    const double t1 = c * 0.8660254037844386 + s * 0.5;                      // cos(h - pi/6)
+    const double t3 = c3 * 0.9945218953682733 - s3 * 0.10452846326765347;    // cos(3h + pi/30)
+    const double t4 = c4 * 0.4539904997395468 + s4 * 0.8910065241883679;     // cos(4h - 7pi/20)
+    return 1.0 - 0.17 * t1 + 0.24 * c2 + 0.32 * t3 - 0.20 * t4;
+}
+
 // ratio, R_T and the final difference for one choice of powf(c_bar_prime, 7)
 VX_DEVICE float ciede_tail(float p7, float rad, float light, float chroma, float hue, int* doubt)
 {
@@ -156,7 +251,7 @@ VX_DEVICE float ciede_de00(const float* c1, const float* c2, int* doubt)
     const float cc1 = (float)sqrt(a1d * a1d + b1d * b1d);
     const float cc2 = (float)sqrt(a2d * a2d + b2d * b2d);
     const float c_bar = (cc1 + cc2) / 2.0f;
-    const double cb7 = pow((double)c_bar, 7.0);
+    const double cb7 = ciede_pow7((double)c_bar);
     const double g = 1.0 - sqrt(cb7 / (cb7 + 6103515625.0));
     const float ap1 = ciede_round(a1d + (double)(a1 / 2.0f) * g, CIEDE_DOUBT, doubt);
     const float ap2 = ciede_round(a2d + (double)(a2 / 2.0f) * g, CIEDE_DOUBT, doubt);
@@ -182,10 +277,7 @@ VX_DEVICE float ciede_de00(const float* c1, const float* c2, int* doubt)
     const double hsum = (double)(h1 + h2);
     const float h_bar = (float)((double)fabsf(h1 - h2) > CIEDE_PI ? (hsum + 2.0 * CIEDE_PI) / 2.0 : hsum / 2.0);
     const double hb = h_bar;
-    const float t = ciede_round(1.0 - 0.17 * cos(hb - CIEDE_PI / 6.0) + 0.24 * cos(2.0 * hb)
-                                    + 0.32 * cos(3.0 * hb + CIEDE_PI / 30.0)
-                                    - 0.20 * cos(4.0 * hb - 7.0 * CIEDE_PI / 20.0),
-                                CIEDE_DOUBT, doubt);
+    const float t = ciede_round(ciede_t(hb), CIEDE_DOUBT, doubt);
     const float s_h = (float)(1.0 + 0.015 * (double)cbp * (double)t);
     float deg = (float)(hb * (180.0 / CIEDE_PI));
     deg = (float)(((double)deg - 275.0) * (1.0 / 25.0));
@@ -199,7 +291,7 @@ VX_DEVICE float ciede_de00(const float* c1, const float* c2, int* doubt)
     // except within 0.01 ulps of a midpoint (about 2 % of pixels); there both
     // neighbours are tried, and only a pixel whose result depends on the
     // choice is left to the host (glibc's powf is one of the two)
-    const double pw = pow((double)cbp, 7.0);
+    const double pw = ciede_pow7((double)cbp);
     int near_mid = 0;
     const float p7 = ciede_round(pw, CIEDE_POWF_DOUBT, &near_mid);
     const float de = ciede_tail(p7, rad, light, chroma, hue, doubt);
@@ -209,6 +301,17 @@ VX_DEVICE float ciede_de00(const float* c1, const float* c2, int* doubt)
             *doubt = 1;
     }
     return de;
+}
+
+// The replacements of libvmaf's calls above, element by element, for the tests
+// that hold them to the header's bounds against glibc on each device: which 0
+// the sRGB gamma (pow(x, 2.4)), 1 the cube root, 2 T, 3 pow(x, 7).
+VX_KERNEL void vx_ciede_functions(const double* in, double* out, int n, int which)
+{
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
+        const double x = in[k];
+        out[k] = which == 0 ? ciede_rgb_map(x) : which == 1 ? cbrt(x) : which == 2 ? ciede_t(x) : ciede_pow7(x);
+    }
 }
 
 // libvmaf's upsampled chroma sample for output (i, j) from plane `which` (0: U, 1: V):
@@ -222,17 +325,39 @@ VX_DEVICE double ciede_chroma(const T* u, const T* v, i64 pitch, int cw, int ch,
         return (double)(which ? v : u)[(i64)i * pitch + j];
     const i64 stride = (cw + 31) & ~31;
     const i64 plane = stride * ch;
-    i64 idx = (i64)(i / 2) * stride + (mode == 1 ? j / 2 : j) + (which ? plane : 0);
     const T* src = u;
-    if (idx >= plane) {
-        idx -= plane;
-        src = v;
-        if (idx >= plane)
-            return 0.0;
+    i64 r, c;
+    if (plane < ((i64)1 << 30)) {
+        // every index below 2^31 (2 planes + a row): the division in 32 bits,
+        // a fraction of the 64-bit one's instructions (4 a pixel)
+        u32 idx = (u32)(i / 2) * (u32)stride + (u32)(mode == 1 ? j / 2 : j) + (which ? (u32)plane : 0u);
+        if (idx >= (u32)plane) {
+            idx -= (u32)plane;
+            src = v;
+            if (idx >= (u32)plane)
+                return 0.0;
+        }
+        const u32 q = idx / (u32)stride;
+        r = q;
+        c = idx - q * (u32)stride;
+    } else {
+        i64 idx = (i64)(i / 2) * stride + (mode == 1 ? j / 2 : j) + (which ? plane : 0);
+        if (idx >= plane) {
+            idx -= plane;
+            src = v;
+            if (idx >= plane)
+                return 0.0;
+        }
+        r = idx / stride;
+        c = idx % stride;
     }
-    const i64 r = idx / stride, c = idx % stride;
     return c < cw ? (double)src[r * pitch + c] : 0.0;
 }
+
+// 256 threads (ciede.py's _THREADS) and three blocks an SM: 80 registers and
+// 36 bytes of spills a thread for sm_90 (ptxas -v); (256, 2) gives two blocks
+// of 96 registers with no spills.  Which is faster is the device's to say (ncu).
+#define CIEDE_BOUNDS VX_BOUNDS(256, 3)
 
 #if defined(VX_EMU)
 static inline int ciede_ffsll(long long x) { return __builtin_ffsll(x); }
@@ -246,12 +371,15 @@ static inline int ciede_ffsll(long long x) { return __builtin_ffsll(x); }
 #define CIEDE_REC_DOUBT 2  // doubtful pixels (listed while there is room)
 #define CIEDE_REC_LOW 3    // 13 counters: blocks whose lowest set bit is 2^(k - 32), k = 0..12 (12: higher)
 #define CIEDE_REC_WORDS 16
-#define CIEDE_LIST_WORDS 8 // a listed pixel: index, then ref y, u, v and dist y, u, v as used
+// The batch's doubtful pixels: one list for all its frames, in no particular
+// order, filled through one counter (listed[0]) while there is room, so the
+// host copies back only its head (the count and the head: a few KiB a frame).
+#define CIEDE_LIST_WORDS 8 // a listed pixel: index, ref y, u, v and dist y, u, v as used, its frame
 
 template <typename T>
 VX_DEVICE void ciede_impl(const T* ry, const T* ru, const T* rv, const T* dy, const T* du, const T* dv, int w,
                           int h, int cw, int ch, i64 pitch0, i64 pitchc, i64 frame_stride, int mode, int bitdepth,
-                          float* out, i64* rec, int* list, int capacity)
+                          const double* gamma, float* out, i64* rec, u64* listed, int* list, int capacity)
 {
     __shared__ i64 scratch[256];
     const int i = blockIdx.y;
@@ -269,17 +397,25 @@ VX_DEVICE void ciede_impl(const T* ry, const T* ru, const T* rv, const T* dy, co
                              (double)dy[f + (i64)i * pitch0 + j],
                              ciede_chroma<T>(du + f, dv + f, pitchc, cw, ch, mode, i, j, 0),
                              ciede_chroma<T>(du + f, dv + f, pitchc, cw, ch, mode, i, j, 1)};
-        ciede_lab(s[0], s[1], s[2], scale, lab1, &doubt);
-        ciede_lab(s[3], s[4], s[5], scale, lab2, &doubt);
-        const float de = ciede_de00(lab1, lab2, &doubt);
+        // equal samples give equal L*a*b* and a difference of exactly 0 in libvmaf
+        // (every term is 0 times a finite factor, S_L, S_C, S_H >= 1), whatever
+        // the rounding of the intermediate values: no arithmetic, never doubtful
+        float de = 0.0f;
+        if (s[0] != s[3] || s[1] != s[4] || s[2] != s[5]) {
+            ciede_lab(s[0], s[1], s[2], scale, gamma, bitdepth, lab1, &doubt);
+            ciede_lab(s[3], s[4], s[5], scale, gamma, bitdepth, lab2, &doubt);
+            de = ciede_de00(lab1, lab2, &doubt);
+        }
         out[(i64)blockIdx.z * w * h + (i64)i * w + j] = doubt ? -1.0f : de;
         if (doubt) {
-            const u64 k = atomicAdd((u64*)(frec + CIEDE_REC_DOUBT), 1ull);
+            atomicAdd((u64*)(frec + CIEDE_REC_DOUBT), 1ull);
+            const u64 k = atomicAdd(listed, 1ull);
             if (k < (u64)capacity) {
-                int* e = list + ((i64)blockIdx.z * capacity + (i64)k) * CIEDE_LIST_WORDS;
+                int* e = list + (i64)k * CIEDE_LIST_WORDS;
                 e[0] = i * w + j;
                 for (int q = 0; q < 6; q++)
                     e[1 + q] = (int)s[q];
+                e[7] = blockIdx.z;
             }
         } else if (de != 0.0f) {
             const double m = (double)de * 4294967296.0;  // exact: a power-of-two scaling
@@ -319,18 +455,20 @@ VX_DEVICE void ciede_impl(const T* ry, const T* ru, const T* rv, const T* dy, co
     }
 }
 
-VX_KERNEL void vx_ciede_u8(const u8* ry, const u8* ru, const u8* rv, const u8* dy, const u8* du, const u8* dv,
+VX_KERNEL void CIEDE_BOUNDS vx_ciede_u8(const u8* ry, const u8* ru, const u8* rv, const u8* dy, const u8* du, const u8* dv,
                            int w, int h, int cw, int ch, i64 pitch0, i64 pitchc, i64 frame_stride, int mode,
-                           int bitdepth, float* out, i64* rec, int* list, int capacity)
+                           int bitdepth, const double* gamma, float* out, i64* rec, u64* listed, int* list,
+                           int capacity)
 {
-    ciede_impl<u8>(ry, ru, rv, dy, du, dv, w, h, cw, ch, pitch0, pitchc, frame_stride, mode, bitdepth, out, rec,
-                   list, capacity);
+    ciede_impl<u8>(ry, ru, rv, dy, du, dv, w, h, cw, ch, pitch0, pitchc, frame_stride, mode, bitdepth, gamma, out,
+                   rec, listed, list, capacity);
 }
 
-VX_KERNEL void vx_ciede_u16(const u16* ry, const u16* ru, const u16* rv, const u16* dy, const u16* du,
+VX_KERNEL void CIEDE_BOUNDS vx_ciede_u16(const u16* ry, const u16* ru, const u16* rv, const u16* dy, const u16* du,
                             const u16* dv, int w, int h, int cw, int ch, i64 pitch0, i64 pitchc, i64 frame_stride,
-                            int mode, int bitdepth, float* out, i64* rec, int* list, int capacity)
+                            int mode, int bitdepth, const double* gamma, float* out, i64* rec, u64* listed,
+                            int* list, int capacity)
 {
-    ciede_impl<u16>(ry, ru, rv, dy, du, dv, w, h, cw, ch, pitch0, pitchc, frame_stride, mode, bitdepth, out, rec,
-                    list, capacity);
+    ciede_impl<u16>(ry, ru, rv, dy, du, dv, w, h, cw, ch, pitch0, pitchc, frame_stride, mode, bitdepth, gamma, out,
+                    rec, listed, list, capacity);
 }

@@ -15,8 +15,9 @@
 //                     products in double), and the reference's CSF-weighted
 //                     detail cubed (adm_csf_den_scale_s): nine maps.
 //   vx_fadm_rows/total the sums in libvmaf's order: a float per row, left to
-//                     right, then the rows top to bottom (one thread a row,
-//                     then one thread a map).
+//                     right, then the rows top to bottom (the prelude's
+//                     vx_staged_row_sums: staged in shared memory, one thread
+//                     a row adding in order; then a block a map).
 // p-norm 3 only (other p-norms use powf, whose device and glibc results differ).
 
 #define FA_COLS 256
@@ -237,15 +238,15 @@ VX_KERNEL void vx_fadm_cm(const float* bands, const float* ra, i64 fstride, i64 
     }
 }
 
-// Row sums of the nine maps, one thread a row.
+// Row sums of the nine maps, VX_SUM_ROWS rows a block (vx_staged_row_sums).
 VX_KERNEL void vx_fadm_rows(const float* maps, i64 mfstride, i64 mpitch, i64 mplane, int rw, int rh, float* rows,
                             i64 rows_fstride)
 {
-    vx_float_map_rows<FA_COLS>(maps, mfstride, mpitch, mplane, rw, rh, rows, rows_fstride);
+    vx_float_map_rows_staged(maps, mfstride, mpitch, mplane, rw, rh, rows, rows_fstride);
 }
 
 // Each map's rows top to bottom into one float, at out[frame][index + m].
 VX_KERNEL void vx_fadm_total(const float* rows, i64 rows_fstride, int rh, float* out, int out_stride, int out_index)
 {
-    vx_float_map_totals(rows, rows_fstride, rh, out, out_stride, out_index);
+    vx_float_map_totals_staged(rows, rows_fstride, rh, out, out_stride, out_index);
 }

@@ -59,6 +59,16 @@ typedef long long i64;
 typedef unsigned long long u64;
 
 #define VX_KERNEL extern "C" __global__
+// VX_BOUNDS(threads, blocks): at most `threads` a block, and registers for at
+// least `blocks` blocks an SM (CUDA's __launch_bounds__; HIP takes the thread
+// count only, its second argument means something else; nothing on the emulator).
+#if defined(VX_EMU)
+#define VX_BOUNDS(threads, blocks)
+#elif defined(VX_HIP)
+#define VX_BOUNDS(threads, blocks) __launch_bounds__(threads)
+#else
+#define VX_BOUNDS(threads, blocks) __launch_bounds__(threads, blocks)
+#endif
 #define VX_DEVICE static __device__ __forceinline__
 
 // Block-wide sum of one value per thread (every thread gets the sum).
@@ -136,7 +146,8 @@ VX_DEVICE float vx_float_sum(const float* p, int n)
 }
 
 // Row sums of maps `plane` elements apart, one thread a row: block (x, m, f)
-// sums COLS rows of map m of frame f into rows[f][m][y].
+// sums COLS rows of map m of frame f into rows[f][m][y].  (Its strided reads are
+// slow: vx_float_map_rows_staged below does the same additions faster.)
 template <int COLS>
 VX_DEVICE void vx_float_map_rows(const float* maps, i64 fstride, i64 pitch, i64 plane, int w, int h, float* rows,
                                  i64 rows_fstride)
@@ -157,4 +168,64 @@ VX_DEVICE void vx_float_map_totals(const float* rows, i64 rows_fstride, int h, f
     const int f = blockIdx.z, m = blockIdx.y;
     if (threadIdx.x != 0) return;
     out[f * out_stride + out_index + m] = vx_float_sum(rows + f * rows_fstride + m * h, h);
+}
+
+// Row sums in libvmaf's order (a float per row, left to right), the fast way:
+// nrows (<= VX_SUM_ROWS) rows from y0 of the values value(y, x), x < w, into
+// out[r * out_step].  The block's threads stage VX_SUM_COLS columns of the rows
+// at a time in shared memory (coalesced reads, the per-value work in parallel),
+// then one thread a row adds the staged values to its running float in order:
+// the same additions in the same order as one thread walking the row, without
+// its strided reads (one thread a row reads 32 rows' cache lines per warp load).
+// Launch with a power-of-two block of at least VX_SUM_ROWS threads (128 fits).
+#define VX_SUM_ROWS 32
+#define VX_SUM_COLS 128
+template <typename F>
+VX_DEVICE void vx_staged_row_sums(int y0, int nrows, int w, F value, float* out, i64 out_step)
+{
+    __shared__ float chunk[VX_SUM_ROWS][VX_SUM_COLS + 1];  // + 1: a row's adder reads its own bank
+    __shared__ float acc[VX_SUM_ROWS];
+    const int t = threadIdx.x, n = blockDim.x;
+    for (int r = t; r < nrows; r += n)
+        acc[r] = 0.0f;
+    for (int x0 = 0; x0 < w; x0 += VX_SUM_COLS) {
+        const int cols = w - x0 < VX_SUM_COLS ? w - x0 : VX_SUM_COLS;
+        __syncthreads();  // the previous chunk added
+        for (int i = t; i < VX_SUM_ROWS * VX_SUM_COLS; i += n) {
+            const int r = i / VX_SUM_COLS, c = i % VX_SUM_COLS;
+            if (r < nrows && c < cols)
+                chunk[r][c] = value(y0 + r, x0 + c);
+        }
+        __syncthreads();
+        for (int r = t; r < nrows; r += n) {
+            float s = acc[r];
+            for (int c = 0; c < cols; ++c)
+                s = s + chunk[r][c];
+            acc[r] = s;
+        }
+    }
+    for (int r = t; r < nrows; r += n)
+        out[r * out_step] = acc[r];
+}
+
+// vx_float_map_rows the fast way: block (x, m, f) sums VX_SUM_ROWS rows of map m
+// of frame f into rows[f][m][y] (grid x: ceil(h / VX_SUM_ROWS); 128 threads).
+VX_DEVICE void vx_float_map_rows_staged(const float* maps, i64 fstride, i64 pitch, i64 plane, int w, int h,
+                                        float* rows, i64 rows_fstride)
+{
+    const int f = blockIdx.z, m = blockIdx.y, y0 = blockIdx.x * VX_SUM_ROWS;
+    const float* map = maps + f * fstride + m * plane;
+    const int nrows = h - y0 < VX_SUM_ROWS ? h - y0 : VX_SUM_ROWS;
+    vx_staged_row_sums(y0, nrows, w, [&](int y, int x) { return map[(i64)y * pitch + x]; },
+                       rows + f * rows_fstride + m * h + y0, 1);
+}
+
+// vx_float_map_totals the fast way: block (0, m, f) (128 threads) adds map m's
+// row sums top to bottom into out[frame][index + m].
+VX_DEVICE void vx_float_map_totals_staged(const float* rows, i64 rows_fstride, int h, float* out, int out_stride,
+                                          int out_index)
+{
+    const int f = blockIdx.z, m = blockIdx.y;
+    const float* r = rows + f * rows_fstride + m * h;
+    vx_staged_row_sums(0, 1, h, [&](int, int x) { return r[x]; }, out + f * out_stride + out_index + m, 1);
 }

@@ -3,11 +3,14 @@ fixed-point sum on the device; the host finishes with the CPU twin's arithmetic.
 
 One launch per batch (one thread per pixel, all frames).  The kernel leaves,
 per frame, the sum of the pixels' float differences in units of 2^-32 (exact
-integers), a histogram of the lowest set bit, and a list of the few pixels it
-could not trust (a transcendental function's double too close to a float
-rounding midpoint for the device's libm; see the kernel's header) with the
-samples they used.  The host redoes the listed pixels of every frame of the
-batch at once with the C library's functions
+integers), a histogram of the lowest set bit and the count of pixels it could
+not trust (a transcendental function's double too close to a float rounding
+midpoint for the device's libm; see the kernel's header), and for the batch
+one list of those pixels with the samples they used.  The host copies back the
+records and the list's head in one copy (the list's rest, copied only when the
+head did not hold it, is rare: about a dozen pixels a 1080p frame on real
+content) and redoes the listed pixels of every frame of the batch at once with
+the C library's functions
 (:func:`~vmafxd.features._ciede_color.ciede2000_libm`, equal element for
 element to the CPU twin's scalar transcription) and adds them exactly.
 
@@ -37,12 +40,16 @@ from .launch import I32, I64, U64
 __all__ = ["make", "GpuCiede"]
 
 _THREADS = 256
-_TYPES = [U64] * 6 + [I32] * 4 + [I64] * 3 + [I32, I32, U64, U64, U64, I32]
+_TYPES = [U64] * 6 + [I32] * 4 + [I64] * 3 + [I32, I32, U64, U64, U64, U64, U64, I32]
 _MODES = {Subsampling.S444: 0, Subsampling.S420: 1, Subsampling.S422: 2}
 # keep in step with ciede.cu
 _REC_WORDS, _REC_SUM, _REC_FINE, _REC_DOUBT, _REC_LOW = 16, 0, 1, 2, 3
-_LIST_WORDS = 8
+_LIST_WORDS = 8  # pixel index, the six samples, the frame
+_LIST_FRAME = 7
+#: listed pixels a frame copied back with the records (the rest only when needed)
+_HEAD = 256
 _UNIT = 32  # the sum's unit is 2^-32
+_GAMMA_TABLE_MAX_BITS = 10
 
 
 class GpuCiede(GpuFeature):
@@ -56,7 +63,7 @@ class GpuCiede(GpuFeature):
         self.mode = _MODES[stg.subsampling]
         self.upsample = cpu.ChromaUpsampler(stg.subsampling, self.width, self.height, (ch, cw))
         pixels = self.width * self.height
-        #: listed doubtful pixels per frame (about one in 10,000 is doubtful)
+        #: listed doubtful pixels per frame of a batch (about one in 100,000 is doubtful)
         self.capacity = max(1024, pixels // 256)
         #: the fixed-point sum cannot overflow 63 bits (each difference is below 2^40 units)
         self.exact_sum = pixels < (1 << 23)
@@ -64,7 +71,15 @@ class GpuCiede(GpuFeature):
         self.stats_offset = 0
         kernel = "vx_ciede_u8" if stg.elem == 1 else "vx_ciede_u16"
         self._launch = scorer.kernels.launcher("ciede.cu", kernel, _TYPES)
-        self._host_bytes = scorer.max_batch * (_REC_WORDS * 8 + self.capacity * _LIST_WORDS * 4)
+        #: the red and blue gamma expansions of every sample pair (8- and 10-bit: 1 and 16 MiB),
+        #: built once on the stream before any batch (``vx_ciede_gamma``); 0: computed a pixel
+        self._gamma = 0
+        if stg.bitdepth <= _GAMMA_TABLE_MAX_BITS:
+            pairs = 1 << (2 * stg.bitdepth)
+            self._gamma = self.own(scorer.device.alloc(2 * pairs * 8))
+            build = scorer.kernels.launcher("ciede.cu", "vx_ciede_gamma", [U64, I32])
+            build(((pairs + _THREADS - 1) // _THREADS,), (_THREADS,), scorer.stream, self._gamma, stg.bitdepth)
+        self._host_bytes = scorer.max_batch * (_REC_WORDS * 8 + _HEAD * _LIST_WORDS * 4) + 8
         self._free: list[np.ndarray] = []
         self._pending: dict[int, tuple] = {}
         self.slow_frames = 0  # frames that took the slow path (for tests and curiosity)
@@ -76,28 +91,27 @@ class GpuCiede(GpuFeature):
         diffs = dev.alloc_async(n * w * h * 4, st)
         kept = dev.alloc_async(n * stg.frame_bytes, st)  # the samples, for the slow path
         dev.copy_dtod_async(kept, staging, n * stg.frame_bytes, st)
-        rec_bytes, list_bytes = n * _REC_WORDS * 8, n * self.capacity * _LIST_WORDS * 4
-        rec = dev.alloc_async(rec_bytes + list_bytes, st)
+        rec_bytes = n * _REC_WORDS * 8 + 8  # the records, then the batch's list count
+        rec = dev.alloc_async(rec_bytes + n * self.capacity * _LIST_WORDS * 4, st)
         dev.memset_async(rec, 0, rec_bytes, st)
         ptrs = [stg.plane_ptr(staging, 0, role, p) for role in (0, 1) for p in range(3)]
         self._launch(((w + _THREADS - 1) // _THREADS, h, n), (_THREADS,), st, *ptrs, w, h, cw, ch,
-                     stg.pitches[0], stg.pitches[1], stg.frame_stride_elems, self.mode, stg.bitdepth, diffs,
-                     rec, rec + rec_bytes, self.capacity)
+                     stg.pitches[0], stg.pitches[1], stg.frame_stride_elems, self.mode, stg.bitdepth, self._gamma,
+                     diffs, rec, rec + rec_bytes - 8, rec + rec_bytes, n * self.capacity)
         host = self._free.pop() if self._free else dev.alloc_host(self._host_bytes)
-        dev.copy_dtoh_async(host, rec, rec_bytes + list_bytes, st)
-        dev.free_async(rec, st)
-        self._pending[first_seq] = (diffs, kept, host, n)
+        dev.copy_dtoh_async(host, rec, rec_bytes + n * _HEAD * _LIST_WORDS * 4, st)
+        self._pending[first_seq] = (diffs, kept, rec, host, n)
 
     # -- results -----------------------------------------------------------------------
     def metrics(self, stats: np.ndarray, first_seq: int, count: int):
-        diffs, kept, host, n = self._pending.pop(first_seq)
+        diffs, kept, rec, host, n = self._pending.pop(first_seq)
         dev, st = self.scorer.device, self.scorer.stream
         w, h = self.width, self.height
         try:
-            recs = host[: n * _REC_WORDS * 8].view(np.int64).reshape(n, _REC_WORDS)
-            lists = host[n * _REC_WORDS * 8: n * (_REC_WORDS * 8 + self.capacity * _LIST_WORDS * 4)]
-            lists = lists.view(np.int32).reshape(n, self.capacity, _LIST_WORDS)
-            redone = self._redo_listed(recs[:count], lists[:count]) if self.exact_sum else [None] * count
+            rec_bytes = n * _REC_WORDS * 8 + 8
+            recs = host[: rec_bytes - 8].view(np.int64).reshape(n, _REC_WORDS)
+            entries = self._entries(host, rec, rec_bytes, n) if self.exact_sum else None
+            redone = self._redo_listed(recs[:count], entries) if self.exact_sum else [None] * count
             out = []
             for i in range(count):
                 total = None if redone[i] is None else self._exact_total(recs[i], redone[i])
@@ -109,38 +123,63 @@ class GpuCiede(GpuFeature):
         finally:
             dev.free_async(diffs, st)
             dev.free_async(kept, st)
+            dev.free_async(rec, st)
             self._free.append(host)
 
-    def _redo_listed(self, recs: np.ndarray, lists: np.ndarray) -> list[tuple[int, int] | None]:
-        """The listed pixels of every frame of the batch, redone with the C library in one call.
+    def _entries(self, host: np.ndarray, rec: int, rec_bytes: int, n: int) -> np.ndarray:
+        """The batch's listed pixels, (m, 8) int32: the head copied with the records, the
+        rest (when the head did not hold them: rare) copied now."""
+        listed = min(int(host[rec_bytes - 8: rec_bytes].view(np.int64)[0]), n * self.capacity)
+        head = n * _HEAD
+        entries = host[rec_bytes: rec_bytes + head * _LIST_WORDS * 4].view(np.int32).reshape(head, _LIST_WORDS)
+        if listed <= head:
+            return entries[:listed]
+        dev, st = self.scorer.device, self.scorer.stream
+        word = _LIST_WORDS * 4
+        rest = dev.alloc_host((listed - head) * word)
+        try:
+            dev.copy_dtoh_async(rest, rec + rec_bytes + head * word, (listed - head) * word, st)
+            st.synchronize()
+            return np.concatenate([entries, rest.view(np.int32).reshape(-1, _LIST_WORDS)])
+        finally:
+            dev.free_host(rest)
 
-        Per frame: the sum of their differences in units of 2^-32 (exact) and the
-        lowest set bit among them (as a power of two; 64 when none), or None for a
-        frame that cannot take the fast path (a device difference below 2^-32, a
-        list that overflowed, or a redone difference off the 2^-32 grid or >= 2^8).
+    def _redo_listed(self, recs: np.ndarray, entries: np.ndarray) -> list[tuple[int, int] | None]:
+        """The listed pixels of the batch's frames, redone with the C library in one call.
+
+        ``entries``: the batch's list (rows of ``_LIST_WORDS`` int32, any order; word
+        ``_LIST_FRAME`` the frame).  Per frame: the sum of their differences in units of
+        2^-32 (exact) and the lowest set bit among them (as a power of two; 64 when
+        none), or None for a frame that cannot take the fast path (a device difference
+        below 2^-32, pixels the list had no room for, or a redone difference off the
+        2^-32 grid or >= 2^8).
         """
-        doubtful = recs[:, _REC_DOUBT]
-        fast = (recs[:, _REC_FINE] == 0) & (doubtful <= self.capacity)
-        counts = np.where(fast, doubtful, 0)
-        if not counts.any():
+        n = len(recs)
+        frames = entries[:, _LIST_FRAME]
+        entries = entries[frames < n]
+        frames = entries[:, _LIST_FRAME]
+        # every doubtful pixel of the frame listed (the list may have run out of room)
+        complete = np.bincount(frames, minlength=n)[:n] == recs[:, _REC_DOUBT]
+        fast = (recs[:, _REC_FINE] == 0) & complete
+        if not len(entries):
             return [(0, 64) if ok else None for ok in fast.tolist()]
-        listed = [lists[i, :c, 1:7] for i, c in enumerate(counts.tolist()) if c]  # frame by frame, in list order
-        de = ciede2000_libm(np.concatenate(listed), self.scorer.staging.bitdepth).astype(np.float64)
+        order = np.argsort(frames, kind="stable")
+        frames = frames[order]
+        counts = np.bincount(frames, minlength=n)
+        de = ciede2000_libm(entries[order, 1:7], self.scorer.staging.bitdepth).astype(np.float64)
         units = de * 2.0**_UNIT  # exact: a power-of-two scaling
         off_grid = (units != np.floor(units)) | ~(units < 2.0**40)  # (NaN too)
         v = np.where(off_grid, 0.0, units).astype(np.int64)
         # each one's lowest set bit: v & -v is a power of two 2^k, frexp gives k + 1
         bits = np.where(v > 0, np.frexp((v & -v).astype(np.float64))[1] - 1, 64 + _UNIT)
-        n = counts.size
-        frame_of = np.repeat(np.arange(n), counts)
         ends = np.cumsum(counts)
-        # a frame's sum is below 2^55 (2^40 each, at most 2^15 a frame); the running sum may wrap
-        # past 2^63 over a long batch, but differences of wrapped int64 sums are exact
+        # a frame's sum is below 2^63 (2^40 each, below 2^23 pixels); the running sum may wrap
+        # past 2^63 over a batch, but differences of wrapped int64 sums are exact
         partial = np.concatenate(([0], np.cumsum(v)))
         sums = partial[ends] - partial[ends - counts]
         lowest = np.full(n, 64 + _UNIT)
-        np.minimum.at(lowest, frame_of, bits)
-        bad = np.bincount(frame_of, weights=off_grid, minlength=n) > 0
+        np.minimum.at(lowest, frames, bits)
+        bad = np.bincount(frames, weights=off_grid, minlength=n) > 0
         return [(s, b - _UNIT) if ok and not x else None
                 for ok, x, s, b in zip(fast.tolist(), bad.tolist(), sums.tolist(), lowest.tolist())]
 
@@ -200,9 +239,10 @@ class GpuCiede(GpuFeature):
     def close(self) -> None:
         super().close()
         dev, st = self.scorer.device, self.scorer.stream
-        for diffs, kept, host, _ in self._pending.values():
+        for diffs, kept, rec, host, _ in self._pending.values():
             dev.free_async(diffs, st)
             dev.free_async(kept, st)
+            dev.free_async(rec, st)
             self._free.append(host)
         self._pending.clear()
         for host in self._free:

@@ -16,7 +16,7 @@ import numpy as np
 from ...features import _float_adm_core as core
 from ...features import float_adm as cpu
 from ...features._rcp import RCP_MANTISSA
-from .float_util import FloatConvert, GpuFloatFeature, Planes, upload
+from .float_util import SUM_THREADS, FloatConvert, GpuFloatFeature, Planes, sum_grid, upload
 from .launch import F32, F64, I32, I64, U64
 
 __all__ = ["make"]
@@ -82,9 +82,9 @@ class GpuFloatAdm(GpuFloatFeature):
             self._cm(((rw + _COLS - 1) // _COLS, rh, n), (256,), st, bb, ra_buf, b.frame, ra.frame, bw, bh,
                      b.pitch, b.plane, float(rf[0]), float(rf[1]), float(rf[2]), top, left, rw, self.bypass,
                      maps_buf, maps.frame, maps.pitch, maps.plane)
-            self._rows(((rh + _COLS - 1) // _COLS, 9, n), (256,), st, maps_buf, maps.frame, maps.pitch, maps.plane,
+            self._rows(sum_grid(rh, 9, n), (SUM_THREADS,), st, maps_buf, maps.frame, maps.pitch, maps.plane,
                        rw, rh, rows_buf, 9 * rh)
-            self._total((1, 9, n), (1,), st, rows_buf, 9 * rh, rh, out, record_bytes // 4, 9 * s)
+            self._total((1, 9, n), (SUM_THREADS,), st, rows_buf, 9 * rh, rh, out, record_bytes // 4, 9 * s)
         for p in (rows_buf, maps_buf, ra_buf, *band_bufs, pic_buf):
             dev.free_async(p, st)
 

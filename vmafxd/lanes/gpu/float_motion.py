@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...features import float_motion as cpu
-from .float_util import GpuFloatFeature, Planes, upload
+from .float_util import SUM_THREADS, GpuFloatFeature, Planes, sum_grid, upload
 from .launch import F32, I32, I64, U64
 
 __all__ = ["make"]
@@ -39,9 +39,8 @@ class GpuFloatMotion(GpuFloatFeature):
         self._history = self.own(dev.alloc(self.layout.nbytes(1)))
         ks = scorer.kernels
         sfx = "_u8" if stg.elem == 1 else "_u16"
-        self._vert = ks.launcher("float_motion.cu", "vx_fmotion_vert" + sfx,
+        self._blur = ks.launcher("float_motion.cu", "vx_fmotion_blur" + sfx,
                                  [U64, I64, I32, I32, I64, F32, U64, I32, U64, I64, I64])
-        self._horiz = ks.launcher("float_motion.cu", "vx_fmotion_horiz", [U64, I64, I64, I32, U64, I32, U64])
         self._rows = ks.launcher("float_motion.cu", "vx_fmotion_rows",
                                  [U64, U64, I64, I64, I32, I32, I32, U64, I64])
         self._total = ks.launcher("float_motion.cu", "vx_fmotion_total", [U64, I64, I32, I32, U64, I32, I32])
@@ -51,23 +50,20 @@ class GpuFloatMotion(GpuFloatFeature):
             return
         stg, st, dev = self.scorer.staging, self.scorer.stream, self.scorer.device
         w, h, lay = self.width, self.height, self.layout
-        tmp = dev.alloc_async(lay.nbytes(n), st)
         blurred = dev.alloc_async(lay.nbytes(n), st)
         rows = dev.alloc_async(max(256, n * h * 4), st)
         grid = ((w + _COLS - 1) // _COLS, h, n)
-        self._vert(grid, (256,), st, stg.plane_ptr(staging, 0, 0, 0), stg.frame_stride_elems, w, h,
-                   stg.pitches[0], self.div, self._taps, len(self.taps), tmp, lay.frame, lay.pitch)
-        self._horiz(grid, (256,), st, tmp, lay.frame, lay.pitch, w, self._taps, len(self.taps), blurred)
+        self._blur(grid, (256,), st, stg.plane_ptr(staging, 0, 0, 0), stg.frame_stride_elems, w, h,
+                   stg.pitches[0], self.div, self._taps, len(self.taps), blurred, lay.frame, lay.pitch)
         first = 1 if first_seq == 0 else 0
         if first < n:
-            self._rows(((h + _COLS - 1) // _COLS, 1, n - first), (256,), st, blurred, self._history, lay.frame,
+            self._rows(sum_grid(h, 1, n - first), (SUM_THREADS,), st, blurred, self._history, lay.frame,
                        lay.pitch, w, h, first, rows, h)
-            self._total((1, 1, n - first), (1,), st, rows, h, h, first, stats + self.stats_offset,
+            self._total((1, 1, n - first), (SUM_THREADS,), st, rows, h, h, first, stats + self.stats_offset,
                         record_bytes // 4, 0)
         dev.copy_dtod_async(self._history, lay.ptr(blurred, n - 1), lay.frame * 4, st)
         dev.free_async(rows, st)
         dev.free_async(blurred, st)
-        dev.free_async(tmp, st)
 
     def metrics(self, stats: np.ndarray, first_seq: int, count: int):
         sums = stats[:count, self.stats_offset:self.stats_offset + 4].view(np.float32)[:, 0]

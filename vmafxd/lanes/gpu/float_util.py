@@ -9,9 +9,17 @@ import numpy as np
 from .engine import GpuFeature, GpuUnsupported
 from .launch import F32, I32, I64, U64
 
-__all__ = ["sample_divisor", "upload", "Planes", "FloatConvert", "GpuFloatFeature"]
+__all__ = ["sample_divisor", "upload", "Planes", "FloatConvert", "GpuFloatFeature", "sum_grid", "SUM_THREADS"]
 
 _CONVERT_COLS = 256  # VX_FLOAT_COLS in convert.cu
+#: the prelude's vx_staged_row_sums: VX_SUM_ROWS rows a block of SUM_THREADS threads
+_SUM_ROWS = 32
+SUM_THREADS = 128
+
+
+def sum_grid(rows: int, maps: int, frames: int) -> tuple[int, int, int]:
+    """The grid of a kernel over vx_float_map_rows_staged (one block per VX_SUM_ROWS rows of a map)."""
+    return ((rows + _SUM_ROWS - 1) // _SUM_ROWS, maps, frames)
 
 #: picture_copy's divisor per bit depth; 0 means the sample is used as it is
 _DIVISORS = {8: 0.0, 10: 4.0, 12: 16.0, 16: 256.0}

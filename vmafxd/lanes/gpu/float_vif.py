@@ -13,7 +13,7 @@ import numpy as np
 from ...features import float_vif as cpu
 from ...features._adm_csf import powf
 from ...features._float_vif_core import gaussian_filter
-from .float_util import FloatConvert, GpuFloatFeature, Planes, upload
+from .float_util import SUM_THREADS, FloatConvert, GpuFloatFeature, Planes, sum_grid, upload
 from .launch import F32, F64, I32, I64, U64
 
 __all__ = ["make"]
@@ -53,7 +53,7 @@ class GpuFloatVif(GpuFloatFeature):
         self._vert = ks.launcher("float_vif.cu", "vx_fvif_vert",
                                  [U64, U64, I64, I32, I32, I64, U64, I32, I32, U64, I64, I64, I64])
         self._stat = ks.launcher("float_vif.cu", "vx_fvif_stat",
-                                 [U64, I64, I32, I64, I64, U64, I32, F32, F64, F32, U64, U64, I64, I64])
+                                 [U64, U64, I64, I32, I32, I64, U64, I32, F32, F64, F32, U64, U64, I64, I64])
         self._dec = ks.launcher("float_vif.cu", "vx_fvif_dec",
                                 [U64, I64, I32, I64, I64, U64, I32, U64, U64, I64, I64, I32])
         self._rows = ks.launcher("float_vif.cu", "vx_fvif_rows", [U64, I64, I64, I64, I32, I32, U64, I64])
@@ -62,8 +62,7 @@ class GpuFloatVif(GpuFloatFeature):
     def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
         st, dev = self.scorer.stream, self.scorer.device
         w0, h0 = self.sizes[0]
-        big5 = Planes(w0, h0, 5)
-        vbuf = dev.alloc_async(big5.nbytes(n), st)
+        vbuf = dev.alloc_async(Planes(w0, h0, 2).nbytes(n), st)  # the decimation's vertical pass
         maps = dev.alloc_async(Planes(w0, h0, 2).nbytes(n), st)
         rows = dev.alloc_async(max(256, n * 2 * h0 * 4), st)
         pics = [Planes(sw, sh, 2) for sw, sh in self.sizes]
@@ -75,7 +74,7 @@ class GpuFloatVif(GpuFloatFeature):
             taps, fw = self._tap_ptr[s], len(self.taps[s])
             if s > 0:
                 prev = pics[s - 1]
-                v2 = Planes(prev.w, prev.h, 5)
+                v2 = Planes(prev.w, prev.h, 2)
                 self._vert(((prev.w + _COLS - 1) // _COLS, prev.h, n), (256,), st,
                            prev.ptr(pic_bufs[s - 1], 0, 0), prev.ptr(pic_bufs[s - 1], 0, 1), prev.frame,
                            prev.w, prev.h, prev.pitch, taps, fw, 0, vbuf, v2.frame, v2.pitch, v2.plane)
@@ -86,16 +85,14 @@ class GpuFloatVif(GpuFloatFeature):
             if s == 0 and self.skip0:
                 continue
             cur = pics[s]
-            v5 = Planes(sw, sh, 5)
             m2 = Planes(sw, sh, 2)
-            grid = ((sw + _COLS - 1) // _COLS, sh, n)
-            self._vert(grid, (256,), st, cur.ptr(pic_bufs[s], 0, 0), cur.ptr(pic_bufs[s], 0, 1), cur.frame,
-                       sw, sh, cur.pitch, taps, fw, 1, vbuf, v5.frame, v5.pitch, v5.plane)
-            self._stat(grid, (256,), st, vbuf, v5.frame, sw, v5.pitch, v5.plane, taps, fw, self.gain, self.nsq,
+            # both passes and the statistic in one kernel (the five filtered planes in shared memory)
+            self._stat(((sw + _COLS - 1) // _COLS, sh, n), (256,), st, cur.ptr(pic_bufs[s], 0, 0),
+                       cur.ptr(pic_bufs[s], 0, 1), cur.frame, sw, sh, cur.pitch, taps, fw, self.gain, self.nsq,
                        self.max_inv, m2.ptr(maps, 0, 0), m2.ptr(maps, 0, 1), m2.frame, m2.pitch)
-            self._rows(((sh + _COLS - 1) // _COLS, 2, n), (256,), st, maps, m2.frame, m2.pitch, m2.plane, sw, sh,
+            self._rows(sum_grid(sh, 2, n), (SUM_THREADS,), st, maps, m2.frame, m2.pitch, m2.plane, sw, sh,
                        rows, 2 * sh)
-            self._total((1, 2, n), (1,), st, rows, 2 * sh, sh, out, record_bytes // 4, 2 * s)
+            self._total((1, 2, n), (SUM_THREADS,), st, rows, 2 * sh, sh, out, record_bytes // 4, 2 * s)
         for p in (*pic_bufs, rows, maps, vbuf):
             dev.free_async(p, st)
 
