@@ -184,6 +184,8 @@ def _launch_private(args):
     from .private_daemon import PrivateDaemon
 
     extra = ["--cpu-workers", str(args.threads)] if args.threads else []
+    if getattr(args, "cpu_engine", None):
+        extra += ["--cpu-engine", args.cpu_engine]
     daemon = PrivateDaemon(lane=args.lane, extra_args=extra)
     daemon.launch()
     return daemon
@@ -239,7 +241,8 @@ def _score(args, ref, dist, read_dist, specs, progress):
     lane = args.lane if args.in_process else "cpu"
     try:
         report, read = in_process.score_in_process(ref, wrapped, specs, args.feature, lane=lane,
-                                                   max_frames=args.frame_cnt or None, progress=progress)
+                                                   max_frames=args.frame_cnt or None, progress=progress,
+                                                   cpu_engine=getattr(args, "cpu_engine", None) or "auto")
     except in_process.LaneUnavailableHere as e:
         raise CliError(f"--in-process --lane {lane}: {e}; score through a daemon (without --in-process) "
                        f"or on --lane cpu", EXIT_UNAVAILABLE) from None
