@@ -110,7 +110,7 @@ def make_cpu_scorer(plan, width: int, height: int, bitdepth: int, subsampling: S
         return CpuScorer(plan, width, height, bitdepth)
     try:
         return CompiledScorer(plan, width, height, bitdepth, subsampling, features=features)
-    except (CompileError, RuntimeUnavailable) as e:
+    except (CompileError, RuntimeUnavailable, OSError) as e:  # OSError: a library that cannot be loaded
         if engine == "compiled":
             raise
         if not _fallback_said:

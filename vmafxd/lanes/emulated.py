@@ -169,17 +169,18 @@ class EmuDevice:
     def alloc(self, nbytes: int) -> int:
         raw = np.zeros(max(1, nbytes) + 256, dtype=np.uint8)
         ptr = (raw.ctypes.data + 255) // 256 * 256
-        self._buffers[ptr] = raw
-        self.allocated_bytes += raw.nbytes
+        with self._pool_lock:  # several host threads allocate at once (the CPU lane's workers)
+            self._buffers[ptr] = raw
+            self.allocated_bytes += raw.nbytes
         return ptr
 
     def free(self, ptr: int) -> None:
         with self._pool_lock:  # a pool block freed at once (cuMemFree takes those too)
             if self._pool_sizes.pop(ptr, None) is not None:
                 self._pool_free = [b for b in self._pool_free if b[1] != ptr]
-        raw = self._buffers.pop(ptr, None)
-        if raw is not None:
-            self.allocated_bytes -= raw.nbytes
+            raw = self._buffers.pop(ptr, None)
+            if raw is not None:
+                self.allocated_bytes -= raw.nbytes
 
     def alloc_async(self, nbytes: int, stream) -> int:
         """From the pool: the smallest unused block that fits, else a new one (kept by the pool)."""
