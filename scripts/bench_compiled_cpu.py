@@ -9,7 +9,9 @@ Everything is CPU time (see scripts/bench_cpu.py for how libvmaf's cost per
 frame is isolated: its run minus a no-feature run, each paired).  Our two
 engines are timed on pictures already in memory, one thread, the compiled one
 after a warm-up push (the kernels are compiled once a process, not timed).
-Without ``--libvmaf`` the libvmaf column is left out.
+Without ``--libvmaf`` the libvmaf column is left out.  ``auto`` is the CPU lane's
+default engine (the features of AUTO_FEATURES compiled, the rest on the twins): it
+differs from both columns only for a model.
 """
 
 from __future__ import annotations
@@ -30,14 +32,16 @@ import bench_cpu  # noqa: E402  (the pairs, the configs, libvmaf's timing)
 def _time_engine(engine: str, plan, w: int, h: int, rr, dd) -> float:
     """CPU seconds of one run of an engine over the frames (the compiled one warmed up first)."""
     from vmafxd.core.scoring import CpuScorer
-    from vmafxd.lanes.compiled import CompiledScorer
+    from vmafxd.lanes.compiled import CompiledScorer, make_cpu_scorer
 
     def make():
         if engine == "numpy":
             return CpuScorer(plan, w, h, rr[0].bitdepth)
+        if engine == "auto":  # the CPU lane's default: compiled where faster, the twins elsewhere
+            return make_cpu_scorer(plan, w, h, rr[0].bitdepth, rr[0].subsampling, "auto")
         return CompiledScorer(plan, w, h, rr[0].bitdepth, rr[0].subsampling)
 
-    if engine == "compiled":
+    if engine != "numpy":
         warm = make()
         warm.push(0, rr[0], dd[0])
         warm.close()
@@ -47,7 +51,7 @@ def _time_engine(engine: str, plan, w: int, h: int, rr, dd) -> float:
         sc.push(i, a, b)
     sc.finish()
     spent = time.process_time() - c
-    if engine == "compiled":
+    if hasattr(sc, "close"):
         sc.close()
     return spent
 
@@ -91,7 +95,7 @@ def main() -> int:
         print(f"libvmaf {(v.stdout + v.stderr).strip()} --threads 1, minus its no-feature run; ", end="")
     print(f"numpy twins and compiled engine, 1 thread; CPU time; median of {args.repeats}", flush=True)
     head = (f"{'size':10} {'feature':14} {'libvmaf':>9} {'numpy':>8} {'compiled':>9} {'comp/numpy':>10} "
-            f"{'numpy/lv':>9} {'comp/lv':>8} {'5x':>4}")
+            f"{'numpy/lv':>9} {'comp/lv':>8} {'5x':>4} {'auto':>7} {'auto/lv':>8}")
     print("(fps)", flush=True)
     print(head, flush=True)
     rows = []
@@ -114,21 +118,28 @@ def main() -> int:
                     except RuntimeError as e:
                         print(f"  libvmaf cannot run {name}: {e}", flush=True)
                 fps = {}
-                for engine in ("numpy", "compiled"):
+                # auto differs from both only for a model (some of its features compiled)
+                for engine in ("numpy", "compiled") + (("auto",) if models else ()):
                     fps[engine] = len(rr) / statistics.median(
                         _time_engine(engine, plan, w, h, rr, dd) for _ in range(args.repeats))
+                from vmafxd.lanes.compiled import AUTO_FEATURES
+
+                if not models:
+                    fps["auto"] = fps["compiled" if name in AUTO_FEATURES else "numpy"]
                 cn = fps["compiled"] / fps["numpy"]
                 nl, cl = fps["numpy"] / lv, fps["compiled"] / lv
                 rb = "<" if bound else ""
                 ok = "?" if cl != cl or (bound and cl >= 0.2) else ("yes" if cl >= 0.2 else "no")
+                al = fps["auto"] / lv
                 row = (size, name, f"{bound}{lv:.1f}", f"{fps['numpy']:.1f}", f"{fps['compiled']:.1f}", f"{cn:.1f}x",
-                       f"{rb}{nl:.3f}", f"{rb}{cl:.3f}", ok)
+                       f"{rb}{nl:.3f}", f"{rb}{cl:.3f}", ok, f"{fps['auto']:.1f}", f"{rb}{al:.3f}")
                 rows.append(row)
                 print(f"{row[0]:10} {row[1]:14} {row[2]:>9} {row[3]:>8} {row[4]:>9} {row[5]:>10} {row[6]:>9} "
-                      f"{row[7]:>8} {row[8]:>4}", flush=True)
+                      f"{row[7]:>8} {row[8]:>4} {row[9]:>7} {row[10]:>8}", flush=True)
     if args.markdown:
         print("\n| size | feature | libvmaf fps | numpy fps | compiled fps | compiled/numpy | numpy/libvmaf "
-              "| compiled/libvmaf | compiled within 5x |\n|---|---|---:|---:|---:|---:|---:|---:|---|")
+              "| compiled/libvmaf | compiled within 5x | auto fps | auto/libvmaf |\n"
+              "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|")
         for row in rows:
             print("| " + " | ".join(row) + " |")
     return 0

@@ -36,12 +36,13 @@ log = logging.getLogger("vmafxd.lanes.compiled")
 ENGINES = ("auto", "compiled", "numpy")
 
 #: the features whose compiled kernels beat their numpy twins at 576x324 and at 1080p on
-#: one core (scripts/bench_compiled_cpu.py; docs/performance.md).  The others' kernels are
-#: shaped for thousands of GPU threads (a tile and its halo per block, an index divided
-#: per sample) and lose to the vectorised twins on a CPU: motion, vif, psnr, float_motion.
+#: one core (scripts/bench_compiled_cpu.py; docs/performance.md, "The compiled engine").
+#: The others' kernels are shaped for thousands of GPU threads (a tile and its halo per
+#: block, an index divided per sample) and lose to the vectorised twins on a CPU at one
+#: size or both: motion, vif, psnr, float_motion; cambi, float_vif and float_psnr win at
+#: one size only.
 AUTO_FEATURES = frozenset({
-    "adm", "ciede", "float_adm", "float_ansnr", "float_moment", "float_ms_ssim", "float_psnr", "float_ssim",
-    "psnr_hvs",
+    "adm", "ciede", "float_adm", "float_ansnr", "float_moment", "float_ms_ssim", "float_ssim", "psnr_hvs",
 })
 
 #: the planar format a Picture's planes are stored in, by subsampling
