@@ -122,3 +122,13 @@ def test_score_files_with_each_engine_gives_the_same_report():
     assert len(frames) == 3 and "vmaf" in frames[0][1] and "psnr_hvs" in frames[0][1]
     for e in ("compiled", "auto"):
         assert reports[e].frames == frames and reports[e].pooled == reports["numpy"].pooled
+
+
+def test_a_plan_the_kernels_do_not_take_is_scored_by_the_twins(tmp_path):
+    """CAMBI's heatmaps are the CPU twin's alone: the session falls back to the twins."""
+    load_runtime("emu")
+    from vmafxd.lanes.compiled import make_cpu_scorer
+
+    plan = ScoringPlan.build([], [FeatureRequest("cambi", {"heatmaps_path": str(tmp_path)})])
+    for engine in ("compiled", "auto"):
+        assert type(make_cpu_scorer(plan, 576, 324, 8, refs_subsampling(), engine)) is CpuScorer

@@ -4,14 +4,15 @@ The emulated GPU runtime (:mod:`.emulated`) compiles every kernel source with th
 host C++ compiler and runs a launch's blocks in one C loop, one thread a block.
 The GPU engine over it (:class:`~.gpu.engine.GpuScorer`) scores frames exactly
 as the numpy twins do -- the emu tests in tests/lanes prove it cell by cell --
-and several times faster (docs/performance.md).  :class:`CompiledScorer` gives
+and, for some features, 1.2-3x faster on one core (others' kernels lose to
+their twins; docs/performance.md).  :class:`CompiledScorer` gives
 it :class:`~vmafxd.core.scoring.CpuScorer`'s interface (``push`` a picture pair,
 ``finish``, ``pooled``, ``aggregate``), so the CPU lane and ``vmafxctl score``
 can run it in place of the twins; the twins stay the reference.
 
 One scorer belongs to one thread at a time (a session is pinned to a worker);
 launches of several scorers run at once (the emulator keeps no lock: a block's
-``blockIdx`` and shared memory are ``thread_local``).  The kernels are compiled
+shared memory is its call's stack, ``blockIdx`` is ``thread_local``).  The kernels are compiled
 once a process, at the first scorer, and shared by all.
 """
 
@@ -100,9 +101,11 @@ def resolve_engine(engine: str) -> str:
 def make_cpu_scorer(plan, width: int, height: int, bitdepth: int, subsampling: Subsampling, engine: str = "auto"):
     """The CPU lane's scorer of ``plan`` for ``engine`` (see ENGINES): a :class:`CompiledScorer`,
     or the twins' ``CpuScorer`` when nothing of the plan is to run compiled.  With ``auto``, a
-    build that fails is said once in the log and the twins score instead."""
+    build that fails is said once in the log and the twins score instead.  A plan the
+    kernels do not take (GpuUnsupported: e.g. CAMBI's heatmaps) is the twins' with either."""
     from ..core.scoring import CpuScorer
     from .errors import CompileError
+    from .gpu.engine import GpuUnsupported
 
     global _fallback_said
     chosen = resolve_engine(engine)
@@ -111,6 +114,9 @@ def make_cpu_scorer(plan, width: int, height: int, bitdepth: int, subsampling: S
         return CpuScorer(plan, width, height, bitdepth)
     try:
         return CompiledScorer(plan, width, height, bitdepth, subsampling, features=features)
+    except GpuUnsupported as e:
+        log.info("cpu engine: %s (%s): this session on the numpy twins", e.field, e)
+        return CpuScorer(plan, width, height, bitdepth)
     except (CompileError, RuntimeUnavailable, OSError) as e:  # OSError: a library that cannot be loaded
         if engine == "compiled":
             raise
