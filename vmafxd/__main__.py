@@ -1,6 +1,7 @@
 """``vmafxd``: the daemon's command line.
 
     vmafxd [--socket PATH] [--lane auto|cpu|cuda|hip] [--lane-process] [--config FILE] [--cpu-workers N]
+           [--cpu-engine E]
            [--log-level LEVEL] [--fence-timeout-ms MS] [--limit NAME=VALUE ...]
            [--shutdown-timeout S] [--ready-fd N]
 
@@ -64,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "CPU emulator of its kernels, for tests)")
     p.add_argument("--config", help="TOML configuration (default /etc/vmafx/vmafxd.toml if it exists)")
     p.add_argument("--cpu-workers", type=int, help="CPU lane worker threads (default min(cpus, 8))")
+    p.add_argument("--cpu-engine", choices=("auto", "compiled", "numpy"),
+                   help="the CPU lane's scorer (default auto: the compiled kernels where they are faster, "
+                        "when a host C++ compiler is found; numpy: the twins only)")
     p.add_argument("--gpu-batch", type=int, help="most frames a GPU lane scores in one batch (default 32)")
     p.add_argument("--gpu-devices", help="GPU ordinals to use, e.g. 0,1 (default all)")
     p.add_argument("--lane-process", action=argparse.BooleanOptionalAction, default=None,
@@ -226,6 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     flags = {
         "socket": args.socket, "lane": args.lane, "cpu_workers": args.cpu_workers,
+        "cpu_engine": args.cpu_engine,
         "gpu_batch": args.gpu_batch, "gpu_devices": args.gpu_devices, "lane_process": args.lane_process,
         "log_level": args.log_level, "fence_timeout_ms": args.fence_timeout_ms, "limit": args.limit,
         "shutdown_timeout_s": args.shutdown_timeout,

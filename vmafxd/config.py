@@ -8,6 +8,7 @@ The file (``--config FILE``, else ``/etc/vmafx/vmafxd.toml`` when it exists)::
     gpu_devices = [0, 1]          # GPU ordinals to use (default: all)
     lane_process = false          # a GPU lane's device work in one worker process per device
     cpu_workers = 8
+    cpu_engine = "auto"           # auto | compiled | numpy  (the CPU lane's scorer; docs/lanes.md)
     log_level = "info"            # debug | info | warning | error
     shutdown_timeout_s = 10.0     # SIGTERM: how long in-flight frames may take
     socket_mode = "0660"
@@ -46,6 +47,8 @@ DEFAULT_CONFIG_PATH = "/etc/vmafx/vmafxd.toml"
 DEFAULT_SOCKET = "/run/vmafx/vmafxd.sock"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LANES = ("auto", "cpu", "cuda", "hip", "emu")
+#: the CPU lane's engines (vmafxd/lanes/compiled.py ENGINES)
+CPU_ENGINES = ("auto", "compiled", "numpy")
 
 
 class ConfigError(FieldError):
@@ -61,6 +64,8 @@ class Config:
     socket: str = DEFAULT_SOCKET
     lane: str = "auto"
     cpu_workers: int = field(default_factory=default_cpu_workers)
+    #: auto: the compiled kernels where they are faster, when a host C++ compiler is found
+    cpu_engine: str = "auto"
     gpu_batch: int = 32
     gpu_devices: tuple[int, ...] | None = None
     #: run a GPU lane's device work in one worker process per device (vmafxd/lanes/process/)
@@ -140,6 +145,8 @@ def apply_mapping(cfg: Config, doc: Mapping[str, Any], source: str) -> Config:
             kw[key] = _choice(key, v, LANES)
         elif key == "cpu_workers":
             kw[key] = _int(key, v, minimum=1)
+        elif key == "cpu_engine":
+            kw[key] = _choice(key, v, CPU_ENGINES)
         elif key == "gpu_batch":
             kw[key] = _int(key, v, minimum=1)
         elif key == "gpu_devices":

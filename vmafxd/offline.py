@@ -23,7 +23,10 @@ from .model import ModelSet, load_model, parse_model_spec
 # parse_feature_spec is re-exported: the client's in-process scoring parses
 # --feature through this module, its one way into vmafxd.
 __all__ = ["Report", "score_files", "score_frames", "score_frames_on_gpu", "resolve_models", "parse_feature_spec",
-           "GeometryError", "GpuUnavailable"]
+           "GeometryError", "GpuUnavailable", "cpu_scorer", "CPU_ENGINES"]
+
+#: the CPU lane's engines (vmafxd/lanes/compiled.py): auto | compiled | numpy
+CPU_ENGINES = ("auto", "compiled", "numpy")
 
 
 #: the two files disagree on a dimension or format (``field`` names it)
@@ -93,6 +96,14 @@ def score_frames(
     return n
 
 
+def cpu_scorer(plan: ScoringPlan, info: VideoInfo, engine: str = "auto"):
+    """The CPU lane's scorer for a video of ``info``: the numpy twins, or the compiled kernels
+    for the features ``engine`` asks them for (vmafxd/lanes/compiled.py make_cpu_scorer)."""
+    from .lanes.compiled import make_cpu_scorer
+
+    return make_cpu_scorer(plan, info.width, info.height, info.bitdepth, info.pixel_format.subsampling, engine)
+
+
 class GpuUnavailable(RuntimeError):
     """The GPU lane asked for cannot run in this process (no binding, driver or device)."""
 
@@ -122,6 +133,7 @@ def score_files(
     bitdepth: int | None = None,
     max_frames: int | None = None,
     progress: Callable[[int], None] | None = None,
+    engine: str = "auto",
 ) -> Report:
     plan = ScoringPlan.build(models, features)
     geo = dict(width=width, height=height, pixel_format=pixel_format, bitdepth=bitdepth)
@@ -129,7 +141,7 @@ def score_files(
     with open_video(reference, **geo) as rr, open_video(distorted, **geo) as dr:
         _check_pair(rr.info, dr.info)
         info = rr.info
-        scorer = CpuScorer(plan, info.width, info.height, info.bitdepth)
+        scorer = cpu_scorer(plan, info, engine)
         n = score_frames(scorer, rr, dr, max_frames=max_frames, progress=progress)
     elapsed = time.perf_counter() - t0
     return Report(

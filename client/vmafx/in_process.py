@@ -114,10 +114,12 @@ def score_in_process(
     max_frames: int | None = None,
     progress: Callable[[int], None] | None = None,
     lane: str = "cpu",
+    cpu_engine: str = "auto",
 ) -> tuple[InProcessReport, int]:
     """Score two open inputs (``read_frame()`` -> stored planes, ``read_frame_into`` where
     they can, ``.info``) here: on the CPU lane, or on a GPU (``lane`` cuda, hip; emu, the
-    kernels' CPU emulator) with no daemon in between.
+    kernels' CPU emulator) with no daemon in between.  ``cpu_engine``: the CPU lane's scorer
+    (auto | compiled | numpy, as the daemon's ``cpu_engine``).
 
     Returns the report and how many frames were read from both.
     """
@@ -127,7 +129,7 @@ def score_in_process(
     info = reference.info
     t0 = time.perf_counter()
     if lane in ("auto", "cpu"):
-        scorer = offline.CpuScorer(plan, info.width, info.height, info.bitdepth)
+        scorer = offline.cpu_scorer(plan, info, cpu_engine)
         n = offline.score_frames(scorer, reference, distorted, max_frames=max_frames, progress=progress)
     else:
         try:

@@ -163,6 +163,9 @@ def add_score_arguments(p: argparse.ArgumentParser) -> None:
                    help="print min, 1st and 5th percentile, mean, harmonic mean and max per model")
     v.add_argument("--lane", default="auto", choices=("auto", "cpu", "cuda", "hip"),
                    help="where to score (default auto: a GPU lane if the daemon has one, else cpu)")
+    v.add_argument("--cpu-engine", choices=("auto", "compiled", "numpy"), default=None,
+                   help="the CPU lane's scorer, in this process or a private daemon (default auto: the "
+                        "kernels compiled for the host where they beat the numpy twins, when g++ is found)")
     where = v.add_mutually_exclusive_group()
     where.add_argument("--socket", metavar="PATH",
                        help=f"score through the daemon at PATH (else $VMAFX_SOCKET, else {DEFAULT_SOCKET}, "

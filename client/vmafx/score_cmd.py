@@ -184,6 +184,8 @@ def _launch_private(args):
     from .private_daemon import PrivateDaemon
 
     extra = ["--cpu-workers", str(args.threads)] if args.threads else []
+    if getattr(args, "cpu_engine", None):
+        extra += ["--cpu-engine", args.cpu_engine]
     daemon = PrivateDaemon(lane=args.lane, extra_args=extra)
     daemon.launch()
     return daemon
@@ -241,7 +243,8 @@ def _score(args, ref, dist, read_dist, specs, progress):
     lane = "cpu" if args.lane == "auto" else args.lane
     try:
         report, read = in_process.score_in_process(ref, wrapped, specs, args.feature, lane=lane,
-                                                   max_frames=args.frame_cnt or None, progress=progress)
+                                                   max_frames=args.frame_cnt or None, progress=progress,
+                                                   cpu_engine=getattr(args, "cpu_engine", None) or "auto")
     except in_process.LaneUnavailableHere as e:
         where = "score through a daemon (without --in-process)" if args.in_process else \
             "start vmafxd (systemctl start vmafxd), or score with --private"

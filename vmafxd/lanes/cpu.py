@@ -1,9 +1,15 @@
-"""The CPU lane: numpy twins of every feature, run by N worker threads.
+"""The CPU lane: every feature on the host, run by N worker threads.
+
+A session's scorer is the numpy twins' (``CpuScorer``) or, with the ``cpu_engine``
+setting ``auto`` (the default) or ``compiled``, the compiled engine's
+(:mod:`.compiled`: the GPU kernels built for the host, equal to the twins bit
+for bit) for the features it runs faster; without a host C++ compiler ``auto``
+is the twins.
 
 Each session is pinned to one :class:`~vmafxd.lanes.device.DeviceWorker`
 (the one with the fewest sessions when it opens), so its frames run in
 order on one thread, and sessions spread over the workers.  The heavy numpy
-work releases the GIL, so N workers use N cores.
+work and the compiled launches release the GIL, so N workers use N cores.
 
 A frame's life on a worker (:class:`_FrameJob`):
 
@@ -40,6 +46,7 @@ from .. import features as feature_registry
 from ..core.layout import BufferLayout
 from ..core.release import HostReleaseEvent
 from ..core.scoring import CpuScorer
+from .compiled import make_cpu_scorer
 from .cpu_import import CpuImport, import_host_buffer
 from .device import (
     DeviceWorker, FrameSink, Job, Lane, LaneFrame, LaneServices, LaneSummary, SessionSpec, WorkerLaneSession,
@@ -55,10 +62,11 @@ log = logging.getLogger("vmafxd.lanes.cpu")
 class CpuLane(Lane):
     name = "cpu"
 
-    def __init__(self, workers: int, services: LaneServices):
+    def __init__(self, workers: int, services: LaneServices, engine: str = "auto"):
         if workers < 1:
             raise ValueError("the cpu lane needs at least one worker")
         self.services = services
+        self.engine = engine
         self.workers = [DeviceWorker(i, f"vmafxd-cpu{i}") for i in range(workers)]
         self._copies = 0
         self._copies_lock = threading.Lock()
@@ -111,7 +119,10 @@ class CpuLane(Lane):
             worker = min(self.workers, key=lambda w: w.sessions)
         geo = spec.geometry
         # Builds every feature's CPU twin: a size a feature cannot take raises ValueError here.
-        scorer = CpuScorer(spec.plan, geo.width, geo.height, geo.bitdepth)
+        # In a thread: the compiled engine's first session in a fresh cache builds its kernels.
+        scorer = await trio.to_thread.run_sync(
+            make_cpu_scorer, spec.plan, geo.width, geo.height, geo.bitdepth, geo.pixel_format.subsampling,
+            self.engine)
         worker.sessions += 1
         return CpuLaneSession(self, worker, scorer, sink, self._token)
 
@@ -234,4 +245,4 @@ class _AbortJob(Job):
 
 
 def create_lane(config: Any, services: LaneServices) -> CpuLane:
-    return CpuLane(int(getattr(config, "cpu_workers", 1)), services)
+    return CpuLane(int(getattr(config, "cpu_workers", 1)), services, str(getattr(config, "cpu_engine", "auto")))

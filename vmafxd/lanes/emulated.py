@@ -13,8 +13,16 @@ show is a race between threads or a wrong barrier — the runs on a real GPU
 
 "Device memory" is host memory (numpy buffers; pointers are their
 addresses); streams are synchronous, so an event is complete once recorded.
-A memfd buffer imports zero-copy by mapping it.  It is slow (a ctypes call
-per block) and meant for small pictures.
+A memfd buffer imports zero-copy by mapping it.
+
+A launch is one host call: the build appends, per kernel, an ``extern "C"``
+``vx_launch_<kernel>(gx, gy, gz, args)`` (the prelude's ``VX_EMU_LAUNCHER``)
+that runs the grid's blocks in a C loop, reading the arguments from the
+launcher's packed record as the driver does.  ``blockIdx`` and the
+``__shared__`` arrays are ``thread_local``, so host threads launch at once
+(no process-wide lock; ctypes lets go of the GIL during the call).  Built
+with ``-O3`` but ``-ffp-contract=off`` and no ``-ffast-math``: the float
+kernels' operations stay the written IEEE ones, in the written order.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import ctypes
 import hashlib
 import mmap
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -41,25 +50,20 @@ from .runtime import (
 __all__ = ["EmulatedRuntime", "load"]
 
 _runtime = OnePerProcess(lambda: EmulatedRuntime())
-#: One launch at a time in the whole process: a kernel library is loaded once
-#: (dlopen shares it), so its blockIdx globals and its __shared__ statics are
-#: shared by every thread; two devices' workers must not interleave blocks.
-_launch_lock = threading.Lock()
+
+#: The host compiler's flags.  Exactness: no contraction into FMA (the device
+#: builds say --fmad=false), no -ffast-math (no reassociation), no aliasing
+#: games.  They are part of a library's digest, so a change of flags rebuilds.
+BUILD_FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fno-strict-aliasing",
+               "-DVX_EMULATE=1")
+
+#: a kernel as the preprocessor leaves it: ``VX_KERNEL`` is ``extern "C" __global__``
+_KERNEL_DECL = re.compile(r'extern\s+"C"\s+void\s+([A-Za-z_]\w*)\s*\(')
 
 
 def load() -> "EmulatedRuntime":
     """The process's CPU emulator of the GPU runtime (made once)."""
     return _runtime.get()
-
-
-_CTYPES = {
-    np.dtype(np.uint64): ctypes.c_uint64,
-    np.dtype(np.int64): ctypes.c_int64,
-    np.dtype(np.int32): ctypes.c_int32,
-    np.dtype(np.uint32): ctypes.c_uint32,
-    np.dtype(np.float64): ctypes.c_double,
-    np.dtype(np.float32): ctypes.c_float,
-}
 
 
 #: VMAFXD_EMU_IPC_EVENTS=1 lets the emulator take ``cuda_ipc_event`` fences (tests of a bad
@@ -69,10 +73,6 @@ EMU_IPC_EVENT_PREFIX = b"vmafx-emu-ipc-event\0"
 
 def _emu_ipc_events() -> bool:
     return os.environ.get("VMAFXD_EMU_IPC_EVENTS") == "1"
-
-
-class _Dim3(ctypes.Structure):
-    _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint)]
 
 
 class _EmuDriver:
@@ -107,14 +107,14 @@ _DRIVER = _EmuDriver()
 
 
 class EmuFunction:
+    """A kernel's launch entry: ``vx_launch_<name>(gx, gy, gz, args)``, the whole grid in one call."""
+
     def __init__(self, lib, name: str):
         self.lib = lib
         self.name = name
-        self.fn = getattr(lib, name)
-        self.fn.restype = None
-        self._types: tuple | None = None
-        self.block = _Dim3.in_dll(lib, "vx_emu_blockIdx")
-        self.grid = _Dim3.in_dll(lib, "vx_emu_gridDim")
+        self.launch = getattr(lib, f"vx_launch_{name}")
+        self.launch.restype = None
+        self.launch.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
 
 
 def _unregister_nothing(ptr: int) -> None:
@@ -169,17 +169,18 @@ class EmuDevice:
     def alloc(self, nbytes: int) -> int:
         raw = np.zeros(max(1, nbytes) + 256, dtype=np.uint8)
         ptr = (raw.ctypes.data + 255) // 256 * 256
-        self._buffers[ptr] = raw
-        self.allocated_bytes += raw.nbytes
+        with self._pool_lock:  # several host threads allocate at once (the CPU lane's workers)
+            self._buffers[ptr] = raw
+            self.allocated_bytes += raw.nbytes
         return ptr
 
     def free(self, ptr: int) -> None:
         with self._pool_lock:  # a pool block freed at once (cuMemFree takes those too)
             if self._pool_sizes.pop(ptr, None) is not None:
                 self._pool_free = [b for b in self._pool_free if b[1] != ptr]
-        raw = self._buffers.pop(ptr, None)
-        if raw is not None:
-            self.allocated_bytes -= raw.nbytes
+            raw = self._buffers.pop(ptr, None)
+            if raw is not None:
+                self.allocated_bytes -= raw.nbytes
 
     def alloc_async(self, nbytes: int, stream) -> int:
         """From the pool: the smallest unused block that fits, else a new one (kept by the pool)."""
@@ -250,26 +251,10 @@ class EmuDevice:
 
     def launch_packed(self, function: EmuFunction, grid: Sequence[int], block: Sequence[int], shared: int,
                       stream, args_address: int, types: Sequence[np.dtype] = ()) -> None:
-        if not types:
-            raise ValueError("the emulator needs the argument types")
-        if function._types != tuple(types):
-            function.fn.argtypes = [_CTYPES[np.dtype(t)] for t in types]
-            function._types = tuple(types)
-        record = np.ctypeslib.as_array((ctypes.c_uint64 * len(types)).from_address(
-            int(np.ctypeslib.as_array((ctypes.c_uint64 * len(types)).from_address(args_address))[0])))
-        values = [record[i:i + 1].view(np.dtype(t))[0].item() for i, t in enumerate(types)]
+        # the kernel reads its arguments by its own signature from the packed record (as the
+        # driver does), so ``types`` is not needed here
         gx, gy, gz = (list(grid) + [1, 1])[:3]
-        with _launch_lock:
-            function.grid.x, function.grid.y, function.grid.z = gx, gy, gz
-            blk = function.block
-            fn = function.fn
-            for z in range(gz):
-                blk.z = z
-                for y in range(gy):
-                    blk.y = y
-                    for x in range(gx):
-                        blk.x = x
-                        fn(*values)
+        function.launch(gx, gy, gz, args_address)
 
     def import_vmm_fd(self, fd: int, size: int):
         raise RuntimeUnavailable("emu", "the emulator imports memfds, not CUDA VMM fds")
@@ -316,7 +301,8 @@ class EmulatedRuntime(DeviceTable):
     ipc_event_kind = None
     #: its device memory is host memory: a checked host mapping is read in place
     device_reads_host = True
-    #: its "binary" is a library path in its own temp directory: never cache it on disk
+    #: its "binary" is a library path (in the kernel cache's ``emu/``, see :meth:`compile`): the
+    #: engine's cache of binaries is not for it
     caches_binaries = False
     compile_options: tuple[str, ...] = ()
 
@@ -332,7 +318,8 @@ class EmulatedRuntime(DeviceTable):
         self._devices: dict[int, EmuDevice] = {}
         if _emu_ipc_events():
             self.ipc_event_kind = "cuda_ipc_event"
-        self._libdir = Path(tempfile.mkdtemp(prefix="vmafxd-emu-"))
+        self._libdir: Path | None = None
+        self._version: str | None = None
 
     def device_count(self) -> int:
         return self._count
@@ -343,21 +330,57 @@ class EmulatedRuntime(DeviceTable):
         return super().device(ordinal)
 
     def compiler_version(self) -> str:
-        out = subprocess.run([self._cxx, "--version"], capture_output=True, text=True).stdout.splitlines()
-        return out[0] if out else self._cxx
+        if self._version is None:
+            out = subprocess.run([self._cxx, "--version"], capture_output=True, text=True).stdout.splitlines()
+            self._version = out[0] if out else self._cxx
+        return self._version
+
+    def _library_dir(self) -> Path:
+        """``emu/`` in the kernel cache (kernels.cache_dir: a restart loads, not builds), else a
+        temporary directory of this process when the cache cannot be written."""
+        if self._libdir is None:
+            from .gpu.kernels import cache_dir
+
+            root = cache_dir()
+            if root is not None:
+                try:
+                    (root / "emu").mkdir(parents=True, exist_ok=True)
+                    if os.access(root / "emu", os.W_OK | os.X_OK):
+                        self._libdir = root / "emu"
+                except OSError:
+                    pass
+            if self._libdir is None:
+                self._libdir = Path(tempfile.mkdtemp(prefix="vmafxd-emu-"))
+        return self._libdir
 
     def compile(self, source: str, name: str, arch: str, options: Sequence[str]) -> bytes:
-        """Build a shared library; the 'binary' returned (and cached) is its path."""
-        digest = hashlib.sha256(source.encode() + "\0".join(options).encode()).hexdigest()[:20]
-        lib = self._libdir / f"{Path(name).stem}-{digest}.so"
+        """Build a shared library; the 'binary' returned is its path.
+
+        Its name holds the SHA-256 of the source, the compiler's version and every
+        build flag, so a change of any of them builds a new library.  The source is
+        preprocessed first to find its kernels (a macro may make some), and one
+        ``VX_EMU_LAUNCHER`` per kernel is appended before the build."""
+        defines = [o for o in options if o.startswith("-D")]
+        flags = [*BUILD_FLAGS, *defines]
+        key = "\0".join([source, self.compiler_version(), *flags])
+        digest = hashlib.sha256(key.encode()).hexdigest()[:20]
+        libdir = self._library_dir()
+        lib = libdir / f"{Path(name).stem}-{digest}.so"
         if not lib.exists():
-            src = self._libdir / f"{Path(name).stem}-{digest}.cpp"
+            # per caller: two threads building the same source write their own files
+            stem = libdir / f".{lib.stem}.{os.getpid()}.{threading.get_ident()}"
+            src, tmp = Path(f"{stem}.cpp"), Path(f"{stem}.so")
             src.write_text(source)
-            defines = [o for o in options if o.startswith("-D")]
-            cmd = [self._cxx, "-O2", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fno-strict-aliasing",
-                   "-DVX_EMULATE=1", *defines, "-o", str(lib), str(src)]
-            res = subprocess.run(cmd, capture_output=True, text=True)
+            pre = subprocess.run([self._cxx, "-E", "-P", "-x", "c++", "-std=c++17", "-DVX_EMULATE=1", *defines,
+                                  str(src)], capture_output=True, text=True)
+            if pre.returncode != 0:
+                src.unlink(missing_ok=True)
+                raise CompileError("emu", name, pre.stderr)
+            kernels = sorted(set(_KERNEL_DECL.findall(pre.stdout)))
+            src.write_text(source + "\n" + "".join(f"VX_EMU_LAUNCHER({k})\n" for k in kernels))
+            res = subprocess.run([self._cxx, *flags, "-o", str(tmp), str(src)], capture_output=True, text=True)
+            src.unlink(missing_ok=True)
             if res.returncode != 0:
                 raise CompileError("emu", name, res.stderr)
+            os.replace(tmp, lib)  # whole or absent: a concurrent build of the same source reads no half file
         return str(lib).encode()
-

@@ -17,22 +17,50 @@
 // cannot show is a race between threads (the GPU runs decide that).  Kernels
 // therefore stride their loops by blockDim, never by a constant.
 #include <stdint.h>
+#include <cstddef>
+#include <utility>
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __shared__ static
+// A block's shared memory lives as long as the block: with one thread a block
+// and the block one call of the kernel, that is the call's own stack (every
+// __shared__ array is declared in the function a block runs once; the device
+// caps them at 48 KiB).  So several host threads may run launches at once,
+// and the arrays cost no thread_local lookups.  blockIdx is the thread's own.
+#define __shared__
 #define __constant__ static const
 struct vx_dim3 { unsigned x, y, z; };
-extern "C" {
-vx_dim3 vx_emu_blockIdx = {0, 0, 0};
-vx_dim3 vx_emu_threadIdx = {0, 0, 0};
-vx_dim3 vx_emu_blockDim = {1, 1, 1};
-vx_dim3 vx_emu_gridDim = {1, 1, 1};
-}
+static thread_local vx_dim3 vx_emu_blockIdx = {0, 0, 0};
+static thread_local vx_dim3 vx_emu_gridDim = {1, 1, 1};
+static constexpr vx_dim3 vx_emu_threadIdx = {0, 0, 0};
+static constexpr vx_dim3 vx_emu_blockDim = {1, 1, 1};
 #define blockIdx vx_emu_blockIdx
 #define threadIdx vx_emu_threadIdx
 #define blockDim vx_emu_blockDim
 #define gridDim vx_emu_gridDim
+// A launch: every block of the grid in turn, the kernel's arguments read from
+// CUDA's packed form (args[i] points at argument i).  The emulator appends one
+// VX_EMU_LAUNCHER(kernel) per kernel: ``vx_launch_<kernel>``, one host call a launch.
+template <typename... A, std::size_t... I>
+static void vx_emu_grid(void (*kernel)(A...), unsigned gx, unsigned gy, unsigned gz, void* const* args,
+                        std::index_sequence<I...>)
+{
+    vx_emu_gridDim = {gx, gy, gz};
+    for (unsigned z = 0; z < gz; ++z)
+        for (unsigned y = 0; y < gy; ++y)
+            for (unsigned x = 0; x < gx; ++x) {
+                vx_emu_blockIdx = {x, y, z};
+                kernel(*static_cast<A*>(args[I])...);
+            }
+}
+template <typename... A>
+static void vx_emu_grid(void (*kernel)(A...), unsigned gx, unsigned gy, unsigned gz, void* const* args)
+{
+    vx_emu_grid(kernel, gx, gy, gz, args, std::index_sequence_for<A...>());
+}
+#define VX_EMU_LAUNCHER(k) \
+    extern "C" void vx_launch_##k(unsigned gx, unsigned gy, unsigned gz, void* const* args) \
+    { vx_emu_grid(k, gx, gy, gz, args); }
 static inline void __syncthreads() {}
 static inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v)
 {
