@@ -44,6 +44,7 @@ ENGINES = ("auto", "compiled", "numpy")
 #: one size only.
 AUTO_FEATURES = frozenset({
     "adm", "ciede", "float_adm", "float_ansnr", "float_moment", "float_ms_ssim", "float_ssim", "psnr_hvs",
+    "speed_chroma", "speed_temporal",
 })
 
 #: the planar format a Picture's planes are stored in, by subsampling
