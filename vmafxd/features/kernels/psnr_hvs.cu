@@ -55,6 +55,12 @@
 #define HVS_TERMS_MIN_BLOCKS 1
 #endif
 
+// 1: the terms kernel's DCTs and its masking variances in two phases (fewer registers);
+// 0: both in one pass over the samples
+#ifndef HVS_SPLIT_PHASES
+#define HVS_SPLIT_PHASES 1
+#endif
+
 // The sum kernel runs HVS_SUM_THREADS threads a block: the compiler keeps its registers
 // within what that allows (64 a thread at 1024 on NVIDIA's 64K-register SMs).
 #if defined(VX_EMU)
@@ -182,19 +188,20 @@ VX_DEVICE float hvs_energy(const int* c, int plane)
     return energy;
 }
 
-// One picture's 8x8 block at p: its coefficients into c, its masking level
-// (psnr_hvs._masking) returned.
+// A picture's 8x8 block at p: its 64 samples into x.
 template <typename T>
-VX_DEVICE float hvs_picture_block(const T* p, i64 pitch, int plane, int* c)
+VX_DEVICE void hvs_load(const T* p, i64 pitch, int* x)
 {
-    int x[64];
 #pragma unroll
     for (int i = 0; i < 8; i++)
 #pragma unroll
         for (int j = 0; j < 8; j++)
             x[i * 8 + j] = (int)p[(i64)i * pitch + j];
-    const float gvar = hvs_variance_ratio(x);
-    hvs_fdct8x8(x, c);
+}
+
+// A block's masking level (psnr_hvs._masking) from its variance ratio and its coefficients.
+VX_DEVICE float hvs_level(float gvar, const int* c, int plane)
+{
     return (float)(sqrt((double)(hvs_energy(c, plane) * gvar)) / 32.0);
 }
 
@@ -242,11 +249,34 @@ VX_DEVICE void hvs_terms(const T* r0, const T* r1, const T* r2, const T* d0, con
     const i64 pitch = plane ? pitchc : pitch0;
     for (int k = threadIdx.x; k < 128; k += blockDim.x)
         table[k] = k < 64 ? hvs_mask[plane][k] : hvs_csf[plane][k - 64];
+    // thread i: picture i & 1 (reference, distorted) of 8x8 block first + i / 2
+#define HVS_PICTURE(i) (((i) & 1 ? dist : ref) + (i64)(((first + ((i) >> 1)) / nx) * HVS_STEP) * pitch \
+                        + ((first + ((i) >> 1)) % nx) * HVS_STEP)
+#if HVS_SPLIT_PHASES
+    // the DCTs, then (after a barrier, so that the compiler cannot interleave them) the
+    // variances from the samples read again (from the cache) and the levels: each phase
+    // needs far fewer live registers than both at once (occupancy)
     for (int i = threadIdx.x; i < 2 * cnt; i += blockDim.x) {
-        const int b = first + (i >> 1);
-        const i64 at = (i64)((b / nx) * HVS_STEP) * pitch + (b % nx) * HVS_STEP;
-        level[i] = hvs_picture_block<T>(((i & 1) ? dist : ref) + at, pitch, plane, coef + i * 65);
+        int x[64];
+        hvs_load<T>(HVS_PICTURE(i), pitch, x);
+        hvs_fdct8x8(x, coef + i * 65);
     }
+    __syncthreads();
+    for (int i = threadIdx.x; i < 2 * cnt; i += blockDim.x) {
+        int x[64];
+        hvs_load<T>(HVS_PICTURE(i), pitch, x);
+        level[i] = hvs_level(hvs_variance_ratio(x), coef + i * 65, plane);
+    }
+#else
+    for (int i = threadIdx.x; i < 2 * cnt; i += blockDim.x) {
+        int x[64];
+        hvs_load<T>(HVS_PICTURE(i), pitch, x);
+        const float gvar = hvs_variance_ratio(x);
+        hvs_fdct8x8(x, coef + i * 65);
+        level[i] = hvs_level(gvar, coef + i * 65, plane);
+    }
+#endif
+#undef HVS_PICTURE
     __syncthreads();
     float* out = terms + (i64)blockIdx.z * frame_terms + hvs_plane_offset(plane, w0, h0, wc, hc) + (i64)first * 64;
     for (int q = threadIdx.x; q < cnt * 64; q += blockDim.x) {
