@@ -6,11 +6,12 @@
 // Two launches per batch:
 //
 // 1. vx_psnr_hvs_terms: every 8x8 block (every 7 samples) of every plane of
-//    every frame at once, one thread a block: its 64 weighted squared errors
-//    exactly as the CPU twin computes them (float sums in C's order, Daala's
-//    integer DCT, float masks), staged in shared memory and written coalesced
-//    to a scratch array, each plane's errors in libvmaf's order (block-major,
-//    blocks in raster order).  All the arithmetic is here, on every SM.
+//    every frame at once: a thread per picture of a block (Daala's integer DCT,
+//    the masking level's float sums in C's order) into shared memory, then a
+//    thread per coefficient: the 64 weighted squared errors of each block
+//    exactly as the CPU twin computes them, written coalesced to a scratch
+//    array, each plane's errors in libvmaf's order (block-major, blocks in
+//    raster order).  All the arithmetic is here, on every SM.
 // 2. vx_psnr_hvs_sum: one block per plane of a frame adds that plane's errors
 //    as libvmaf does, into ONE float, one after another.
 //
@@ -304,9 +305,14 @@ VX_DEVICE void hvs_terms(const T* r0, const T* r1, const T* r2, const T* d0, con
 
 // ---- the plane's sequential float sum ------------------------------------------------
 
-// Step counts saturate at HVS_CAP: no count that stays in a binade exceeds 2^24
-// (see hvs_grid), and saturating keeps "leaves the binade" true.  Two counts up
-// to HVS_CAP add to at most 2^31 < 2^32 before the saturation, so u32 holds them.
+// Step counts are u32, saturated at HVS_CAP = 2^30.  Why that changes no result:
+// hvs_sum uses a count c only through the test c < room, room = 2^24 - at <= 2^24.
+// Counts only grow as maps compose (a + c' >= a), so a count that passes the test
+// (< 2^24 < HVS_CAP) was never saturated on the way, and is the true count.  A
+// saturated count is >= HVS_CAP > room, so it fails the test as the true count
+// (>= HVS_CAP) would, and stays >= HVS_CAP under any later composition (its parity
+// is then not the true one, but whatever it selects, the sum saturates again).
+// No overflow: a composition adds two counts <= 2^30, at most 2^31 < 2^32.
 #define HVS_CAP (1u << 30)
 
 // A float t >= 0 as m * 2^k, k >= -149, m < 2^24: the mantissa with its hidden bit
@@ -328,7 +334,10 @@ VX_DEVICE void hvs_steps(float t, int ku, u32* b0, u32* b1)
     int kt;
     const u32 m = hvs_split(t, &kt);
     const int sh = kt - ku;
-    if (sh >= 0) {  // t is a whole number of steps, m << sh (< 2^30 for sh <= 6)
+    // sh >= 0: t is a whole number of steps, m << sh: below 2^24 * 2^6 = 2^30 for
+    // sh <= 6; for sh >= 7, t is normal (a subnormal has kt = -149 <= ku, so sh <= 0),
+    // so m >= 2^23 and m << sh >= 2^30: saturated either way, without a shift past 31
+    if (sh >= 0) {
         const u32 q = sh > 6 ? HVS_CAP : (m << sh < HVS_CAP ? m << sh : HVS_CAP);
         *b0 = *b1 = q;
         return;
@@ -396,6 +405,24 @@ VX_DEVICE void hvs_block_scan(u32 m0, u32 m1, u32* wsum, u32* i0, u32* i1, u32* 
     hvs_compose(w0, w1, x0, x1, e0, e1);
 }
 
+// A thread's HVS_CHUNK errors from terms[from ...] (from a multiple of 4, terms 16-byte
+// aligned: float4 loads), zeros past n: they add nothing (s + 0 == s, also at s == +0).
+VX_DEVICE void hvs_load_chunk(const float* terms, i64 n, i64 from, float* dst)
+{
+#pragma unroll
+    for (int c = 0; c < HVS_CHUNK; c += 4) {
+        if (from + c < n) {  // n is a multiple of 64, so the whole float4 is inside
+            const hvs_float4 q = *(const hvs_float4*)(terms + from + c);
+            dst[c] = q.x;
+            dst[c + 1] = q.y;
+            dst[c + 2] = q.z;
+            dst[c + 3] = q.w;
+        } else {
+            dst[c] = dst[c + 1] = dst[c + 2] = dst[c + 3] = 0.0f;
+        }
+    }
+}
+
 // The sequential float sum of terms[0 .. n - 1] (n a multiple of 64), into *out.
 // Windows of blockDim x HVS_CHUNK errors, thread t holding errors t * HVS_CHUNK ...
 VX_DEVICE void hvs_sum(const float* terms, i64 n, double* out)
@@ -408,27 +435,13 @@ VX_DEVICE void hvs_sum(const float* terms, i64 n, double* out)
     if (t == 0)
         state = 0.0f;
     float v[HVS_CHUNK], next[HVS_CHUNK];
-    // zeros past the end add nothing (s + 0 == s, also at s == +0)
-#define HVS_LOAD(dst, base)                                                      \
-    for (int c = 0; c < HVS_CHUNK; c += 4) {                                     \
-        const i64 at = (base) + (i64)t * HVS_CHUNK + c;                          \
-        if (at < n) {                                                            \
-            const hvs_float4 q = *(const hvs_float4*)(terms + at);               \
-            dst[c] = q.x; dst[c + 1] = q.y; dst[c + 2] = q.z; dst[c + 3] = q.w;  \
-        } else {                                                                 \
-            dst[c] = dst[c + 1] = dst[c + 2] = dst[c + 3] = 0.0f;                \
-        }                                                                        \
-    }
-#pragma unroll
-    HVS_LOAD(next, 0)
+    hvs_load_chunk(terms, n, (i64)t * HVS_CHUNK, next);
     for (i64 base = 0; base < n; base += window) {
 #pragma unroll
         for (int c = 0; c < HVS_CHUNK; c++)
             v[c] = next[c];
-        if (base + window < n) {  // the next window's errors load while this one is added
-#pragma unroll
-            HVS_LOAD(next, base + window)
-        }
+        if (base + window < n)  // the next window's errors load while this one is added
+            hvs_load_chunk(terms, n, base + window + (i64)t * HVS_CHUNK, next);
         int start = 0;  // threads before start have added their errors
         while (start < nt) {
             __syncthreads();  // state is final; nobody reads last round's hit any more
@@ -471,7 +484,6 @@ VX_DEVICE void hvs_sum(const float* terms, i64 n, double* out)
         }
         __syncthreads();  // the window's loads of wsum/hit/state are done before the next one's
     }
-#undef HVS_LOAD
     if (t == 0)
         out[0] = (double)state;
 }
