@@ -56,8 +56,7 @@ int main() {
     const long long frame_terms = 64 * (nb0 + 2 * nbc);
     float* terms;
     cudaMalloc(&terms, (size_t)n * frame_terms * 4);
-    const long long most = nb0 > nbc ? nb0 : nbc;
-    const dim3 tgrid((unsigned)((most + HVS_TERM_BLOCKS - 1) / HVS_TERM_BLOCKS), 3, n);
+    const dim3 tgrid((unsigned)((nb0 + HVS_TERM_BLOCKS - 1) / HVS_TERM_BLOCKS + 2 * ((nbc + HVS_TERM_BLOCKS - 1) / HVS_TERM_BLOCKS)), 1, n);
 #endif
     cudaEvent_t a, m, b;
     cudaEventCreate(&a);

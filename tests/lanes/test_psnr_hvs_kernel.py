@@ -90,6 +90,32 @@ def test_long_chains_with_ties_equal_the_cpu_twin(gpu, bitdepth):
     assert got == want
 
 
+@pytest.mark.parametrize("size", [(14, 14), (9, 30), (30, 18)])
+def test_planes_with_few_or_no_blocks_equal_the_cpu_twin(gpu, size):
+    """Chroma under 8 samples (no block: a plane of 0 errors, NaN scores on both lanes) or with 2,
+    and Y with one row or column of blocks: the terms kernel's grid edges."""
+    rt, dev = gpu
+    dev.make_current()
+    w, h = size
+    rng = np.random.default_rng(w * h)
+    pics = []
+    for _ in range(4):
+        planes = [rng.integers(0, 256, (h, w)).astype(np.uint8)] + \
+            [rng.integers(0, 256, (h // 2, w // 2)).astype(np.uint8) for _ in range(2)]
+        pics.append(_picture(planes, 8, Subsampling.S420))
+
+    class Pair:
+        width, height, bitdepth, pix_fmt, id = w, h, 8, "yuv420p", "tiny"
+
+        def pictures(self):
+            return pics[:2], pics[2:]
+
+    plan = ScoringPlan.build([], [FeatureRequest("psnr_hvs")])
+    want = cpu_scores(plan, Pair())
+    got = gpu_scores(rt, dev, plan, Pair(), batch=2)
+    assert repr(got) == repr(want)  # NaN where a plane has no block, on both lanes
+
+
 def test_kernel_tables_are_the_cpu_twins():
     """The CSF table is generated into the kernel's source from the CPU twin's (no copy in the .cu),
     every value written so that it reads back as the same float32."""

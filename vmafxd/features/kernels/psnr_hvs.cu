@@ -220,7 +220,8 @@ VX_DEVICE i64 hvs_plane_offset(int plane, int w0, int h0, int wc, int hc)
     return plane == 0 ? 0 : 64 * ((i64)hvs_blocks(w0, h0) + (plane == 2 ? (i64)hvs_blocks(wc, hc) : 0));
 }
 
-// Block (x, plane, frame): the plane's 8x8 blocks x * HVS_TERM_BLOCKS ... + HVS_TERM_BLOCKS - 1.
+// Block (x, 0, frame): HVS_TERM_BLOCKS 8x8 blocks of one plane of the frame (a grid of
+// ceil(Y's blocks / HVS_TERM_BLOCKS) + 2 ceil(Cb's / HVS_TERM_BLOCKS) blocks across, at least 1).
 // Phase 1, a thread per picture of an 8x8 block (reference, distorted): its DCT and
 // masking level, into shared memory.  Phase 2, a thread per error: the 64 errors of
 // each 8x8 block from both pictures' coefficients, written coalesced.
@@ -236,12 +237,16 @@ VX_DEVICE void hvs_terms(const T* r0, const T* r1, const T* r2, const T* d0, con
     // the plane's masks then CSF weights: phase 2's lanes read different k at once,
     // which the constant cache would serialise
     __shared__ float table[128];
-    const int plane = blockIdx.y;
+    // blockIdx.x runs over Y's groups of HVS_TERM_BLOCKS 8x8 blocks, then Cb's, then Cr's
+    const int gy = (hvs_blocks(w0, h0) + HVS_TERM_BLOCKS - 1) / HVS_TERM_BLOCKS;
+    const int gc = (hvs_blocks(wc, hc) + HVS_TERM_BLOCKS - 1) / HVS_TERM_BLOCKS;
+    const int gx = blockIdx.x;
+    const int plane = gx < gy ? 0 : gx < gy + gc ? 1 : 2;
     const int w = plane ? wc : w0, h = plane ? hc : h0;
     const int nblocks = hvs_blocks(w, h);
-    const int first = blockIdx.x * HVS_TERM_BLOCKS;
+    const int first = (gx - (plane == 0 ? 0 : plane == 1 ? gy : gy + gc)) * HVS_TERM_BLOCKS;
     if (first >= nblocks)
-        return;  // the whole block (the plane with the most blocks sizes the grid)
+        return;  // the whole block: only the grid of 1 block when no plane has any
     const int cnt = nblocks - first < HVS_TERM_BLOCKS ? nblocks - first : HVS_TERM_BLOCKS;
     const int nx = (w - 1) / HVS_STEP;
     const i64 f = (i64)blockIdx.z * frame_stride;

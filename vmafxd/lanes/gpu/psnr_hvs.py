@@ -1,7 +1,7 @@
 """PSNR-HVS on the GPU (``psnr_hvs.cu``); the host half is the CPU twin's own.
 
 Two launches per batch: every 8x8 block's 64 errors into a scratch array
-(grid: the Y plane's blocks / 64 x 3 planes x frames), then each plane's
+(grid: the planes' 8x8 blocks / 64 x frames), then each plane's
 float sum of them (grid: 3 planes x frames).  Record per frame: three
 doubles, each the plane's float error sum as libvmaf adds it (one float,
 error after error; the kernel reproduces that sequential sum to the bit, see
@@ -51,8 +51,9 @@ class GpuPsnrHvs(GpuFeature):
         (w0, h0), (wc, hc) = stg.shapes[0], stg.shapes[1]
         ptrs = [stg.plane_ptr(staging, 0, role, p) for role in (0, 1) for p in range(3)]
         terms = dev.alloc_async(max(256, n * self.frame_terms * 4), st)
-        most = max(self.coefficients) // 64  # blocks of the plane with the most (a grid of >= 1 block)
-        self._terms((max(1, -(-most // _TERM_BLOCKS)), 3, n), (_TERM_THREADS,), st, *ptrs, w0, h0, wc, hc,
+        # Y's groups of 8x8 blocks, then Cb's, then Cr's (a grid of at least 1 block)
+        groups = sum(-(-(c // 64) // _TERM_BLOCKS) for c in self.coefficients)
+        self._terms((max(1, groups), 1, n), (_TERM_THREADS,), st, *ptrs, w0, h0, wc, hc,
                     stg.pitches[0], stg.pitches[1], stg.frame_stride_elems, terms, self.frame_terms)
         self._sum((3, 1, n), (_SUM_THREADS,), st, terms, self.frame_terms, w0, h0, wc, hc,
                   stats + self.stats_offset, record_bytes // 8, 0)
