@@ -447,6 +447,11 @@ VX_DEVICE void hvs_sum(const float* terms, i64 n, double* out)
             v[c] = next[c];
         if (base + window < n)  // the next window's errors load while this one is added
             hvs_load_chunk(terms, n, base + window + (i64)t * HVS_CHUNK, next);
+        // whether this thread has an error other than +0 (a warp of zeros skips the maps)
+        u32 nonzero = 0;
+#pragma unroll
+        for (int c = 0; c < HVS_CHUNK; c++)
+            nonzero |= vx_float_bits(v[c]);
         int start = 0;  // threads before start have added their errors
         while (start < nt) {
             __syncthreads();  // state is final; nobody reads last round's hit any more
@@ -459,7 +464,7 @@ VX_DEVICE void hvs_sum(const float* terms, i64 n, double* out)
             if (t == 0)
                 hit = nt;
             u32 m0 = 0, m1 = 0;
-            if (t >= start) {
+            if (t >= start && nonzero) {  // zeros are the identity map (0, 0)
 #pragma unroll
                 for (int c = 0; c < HVS_CHUNK; c++) {
                     u32 c0, c1;
