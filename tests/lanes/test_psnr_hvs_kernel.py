@@ -116,16 +116,16 @@ def test_planes_with_few_or_no_blocks_equal_the_cpu_twin(gpu, size):
     assert repr(got) == repr(want)  # NaN where a plane has no block, on both lanes
 
 
-def test_kernel_tables_are_the_cpu_twins():
-    """The CSF table is generated into the kernel's source from the CPU twin's (no copy in the .cu),
-    every value written so that it reads back as the same float32."""
-    assert "hvs_csf[3][64] =" not in resources.files("vmafxd.features").joinpath("kernels", "psnr_hvs.cu").read_text()
+@pytest.mark.parametrize("name,want", [("hvs_csf", tables.CSF), ("hvs_mask", tables.MASK)])
+def test_kernel_tables_are_the_cpu_twins(name, want):
+    """The CSF and masking tables are generated into the kernel's source from the CPU twin's
+    (no copy in the .cu), every value written so that it reads back as the same float32."""
+    assert f"{name}[3][64] =" not in resources.files("vmafxd.features").joinpath("kernels", "psnr_hvs.cu").read_text()
     text = kernels.source("psnr_hvs.cu")
-    body = text[text.index("__constant__ float hvs_csf[3][64] = {"):]
+    body = text[text.index(f"__constant__ float {name}[3][64] = {{"):]
     body = body[: body.index("};")]
     values = [float(v) for v in re.findall(r"[0-9]+\.[0-9]+(?:e[-+]?[0-9]+)?", body)]
-    want = np.concatenate([tables.CSF_Y.ravel(), tables.CSF_CB.ravel(), tables.CSF_CR.ravel()])
-    assert values == want.astype(np.float64).tolist()  # exactly: no rounding left to the compiler
+    assert values == want.ravel().astype(np.float64).tolist()  # exactly: no rounding left to the compiler
     assert body.count("{") == 4  # one brace per plane inside the outer one
 
 

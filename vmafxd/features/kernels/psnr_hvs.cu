@@ -51,7 +51,8 @@
 #endif
 #define HVS_STEP 7
 // blocks of the terms kernel an SM should hold at once: 1 leaves its registers
-// uncapped (217 on sm_90, no spills); 4 caps them at 128 (with spills)
+// uncapped (150 on sm_90 with HVS_SPLIT_PHASES, 217 without; no spills); 4 caps them
+// at 128 (a few spills)
 #ifndef HVS_TERMS_MIN_BLOCKS
 #define HVS_TERMS_MIN_BLOCKS 1
 #endif
