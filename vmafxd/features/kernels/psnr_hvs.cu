@@ -334,28 +334,33 @@ VX_DEVICE u32 hvs_split(float t, int* k)
 
 // The steps of 2^ku that adding t (>= 0, finite) moves a float sum on the
 // grid 2^ku, for an even (b0) and an odd (b1) sum: t / 2^ku rounded to the
-// nearest integer, ties to the sum's even neighbour.
-VX_DEVICE void hvs_steps(float t, int ku, u32* b0, u32* b1)
+// nearest integer, ties to the sum's even neighbour.  kb = ku + 150.  Branch-free:
+// t = m * 2^kt, and r = ku - kt is how many of m's low bits fall below one step.
+VX_DEVICE void hvs_steps(float t, int kb, u32* b0, u32* b1)
 {
-    int kt;
-    const u32 m = hvs_split(t, &kt);
-    const int sh = kt - ku;
-    // sh >= 0: t is a whole number of steps, m << sh: below 2^24 * 2^6 = 2^30 for
-    // sh <= 6; for sh >= 7, t is normal (a subnormal has kt = -149 <= ku, so sh <= 0),
-    // so m >= 2^23 and m << sh >= 2^30: saturated either way, without a shift past 31
-    if (sh >= 0) {
-        const u32 q = sh > 6 ? HVS_CAP : (m << sh < HVS_CAP ? m << sh : HVS_CAP);
-        *b0 = *b1 = q;
-        return;
+    const u32 bits = vx_float_bits(t);
+    const int ex = (int)(bits >> 23);
+    const u32 m = (bits & 0x7fffffu) | (ex ? 0x800000u : 0u);  // m < 2^24 (hvs_split)
+    const int r = kb - (ex > 1 ? ex : 1);                       // ku - kt
+    u32 q, frac;
+    if (r > 0) {
+        // q = m >> r, and the bits below the step as a 32-bit fraction (half: 2^31).
+        // r is clamped to 31 (no shift past 31): for r >= 24 q is 0 either way, and
+        // m << (32 - r) < 2^24 * 2^7 = 2^31 for r >= 25 is below half, as is the true
+        // fraction m / 2^r < 2^24 / 2^25
+        const int rr = r < 31 ? r : 31;
+        q = m >> rr;
+        frac = m << (32 - rr);
+    } else {
+        // t is a whole number of steps, m << -r: below 2^24 * 2^6 = 2^30 for -r <= 6;
+        // for -r >= 7, t is normal (a subnormal has kt = -149 <= ku, so -r <= 0), so
+        // m >= 2^23 and m << 7 >= 2^30 (< 2^31, no overflow): saturated either way
+        const int l = -r < 7 ? -r : 7;
+        q = m << l < HVS_CAP ? m << l : HVS_CAP;
+        frac = 0u;
     }
-    const int r = -sh;
-    if (r >= 25) {  // m < 2^24 <= 2^(r - 1): below half a step
-        *b0 = *b1 = 0;
-        return;
-    }
-    const u32 q = m >> r, rem = m & ((1u << r) - 1u), half = 1u << (r - 1);
-    const u32 up = rem > half;
-    const u32 tie = rem == half;
+    const u32 up = frac > 0x80000000u;
+    const u32 tie = frac == 0x80000000u;
     // a tie goes to the even sum: from an even sum q + (q odd), from an odd one q + (q even)
     *b0 = q + (up | (tie & (q & 1u)));
     *b1 = q + (up | (tie & ((q & 1u) ^ 1u)));
@@ -469,7 +474,7 @@ VX_DEVICE void hvs_sum(const float* terms, i64 n, double* out)
 #pragma unroll
                 for (int c = 0; c < HVS_CHUNK; c++) {
                     u32 c0, c1;
-                    hvs_steps(v[c], ku, &c0, &c1);
+                    hvs_steps(v[c], ku + 150, &c0, &c1);
                     hvs_compose(m0, m1, c0, c1, &m0, &m1);
                 }
             }
