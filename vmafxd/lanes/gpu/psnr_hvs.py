@@ -1,13 +1,13 @@
 """PSNR-HVS on the GPU (``psnr_hvs.cu``); the host half is the CPU twin's own.
 
 Two launches per batch: every 8x8 block's 64 errors into a scratch array
-(grid: the planes' 8x8 blocks / 64 x frames), then each plane's
-float sum of them (grid: 3 planes x frames).  Record per frame: three
-doubles, each the plane's float error sum as libvmaf adds it (one float,
-error after error; the kernel reproduces that sequential sum to the bit, see
-its header).  The scratch holds 64 floats per scored block: about 16 MB per
-1080p 4:2:0 frame, for the batch's duration.  ``psnr_hvs.scores_from_sums`` (the batch at once) and
-``metrics_from_stats`` turn them into the CPU lane's doubles.
+(grid: the planes' groups of 64 blocks x frames), then each plane's float sum
+of them (grid: 3 planes x frames).  Record per frame: three doubles, each the
+plane's float error sum as libvmaf adds it (one float, error after error; the
+kernel reproduces that sequential sum to the bit, see its header).
+``psnr_hvs.scores_from_sums`` (the batch at once) and ``metrics_from_stats``
+turn them into the CPU lane's doubles.  The scratch holds 64 floats per
+scored block, about 16 MB per 1080p 4:2:0 frame, for the batch's duration.
 """
 
 from __future__ import annotations
