@@ -46,7 +46,8 @@ case "$phase" in
         ;;
     engine)
         # the engine alone at 1080p: the model, then every feature by itself; each kernel's share (ncu);
-        # the VIF statistics kernel's tile shapes (built here beforehand: scripts/bench_vif_tiles.sh build)
+        # the VIF statistics kernel's tile shapes and PSNR-HVS's variants (built here beforehand:
+        # scripts/bench_vif_tiles.sh build; scripts/bench_psnr_hvs.sh build)
         for f in ${ENGINE_FEATURES:-vif adm motion float_vif float_adm float_motion cambi psnr_hvs ciede float_ssim float_ms_ssim psnr \
                 float_psnr float_ansnr float_moment}; do
             TAIL=3 step "engine_$f" ${FEATURE_S:-60} python3 scripts/bench_gpu.py --engine-only --sizes 1920x1080 --models '' \
@@ -59,6 +60,7 @@ case "$phase" in
                 python3 scripts/bench_gpu.py --engine-only --sizes 1920x1080 --frames 256 --repeats 1
         fi
         [ -d .vifbench ] && TAIL=20 step vif_tiles 60 bash scripts/bench_vif_tiles.sh run
+        [ -d .hvsbench ] && TAIL=20 step hvs_variants 60 bash scripts/bench_psnr_hvs.sh run
         ;;
     sanitize)
         # out-of-bounds reads/writes on odd sizes and every chroma layout; races in the shared-memory sums

@@ -90,79 +90,129 @@ def test_long_chains_with_ties_equal_the_cpu_twin(gpu, bitdepth):
     assert got == want
 
 
-def test_kernel_tables_are_the_cpu_twins():
-    """The CSF table is generated into the kernel's source from the CPU twin's (no copy in the .cu),
-    every value written so that it reads back as the same float32."""
-    assert "hvs_csf[3][64] =" not in resources.files("vmafxd.features").joinpath("kernels", "psnr_hvs.cu").read_text()
+@pytest.mark.parametrize("size", [(14, 14), (9, 30), (30, 18)])
+def test_planes_with_few_or_no_blocks_equal_the_cpu_twin(gpu, size):
+    """Chroma under 8 samples (no block: a plane of 0 errors, NaN scores on both lanes) or with 2,
+    and Y with one row or column of blocks: the terms kernel's grid edges."""
+    rt, dev = gpu
+    dev.make_current()
+    w, h = size
+    rng = np.random.default_rng(w * h)
+    pics = []
+    for _ in range(4):
+        planes = [rng.integers(0, 256, (h, w)).astype(np.uint8)] + \
+            [rng.integers(0, 256, (h // 2, w // 2)).astype(np.uint8) for _ in range(2)]
+        pics.append(_picture(planes, 8, Subsampling.S420))
+
+    class Pair:
+        width, height, bitdepth, pix_fmt, id = w, h, 8, "yuv420p", "tiny"
+
+        def pictures(self):
+            return pics[:2], pics[2:]
+
+    plan = ScoringPlan.build([], [FeatureRequest("psnr_hvs")])
+    want = cpu_scores(plan, Pair())
+    got = gpu_scores(rt, dev, plan, Pair(), batch=2)
+    assert repr(got) == repr(want)  # NaN where a plane has no block, on both lanes
+
+
+@pytest.mark.parametrize("name,want", [("hvs_csf", tables.CSF), ("hvs_mask", tables.MASK)])
+def test_kernel_tables_are_the_cpu_twins(name, want):
+    """The CSF and masking tables are generated into the kernel's source from the CPU twin's
+    (no copy in the .cu), every value written so that it reads back as the same float32."""
+    assert f"{name}[3][64] =" not in resources.files("vmafxd.features").joinpath("kernels", "psnr_hvs.cu").read_text()
     text = kernels.source("psnr_hvs.cu")
-    body = text[text.index("__constant__ float hvs_csf[3][64] = {"):]
+    body = text[text.index(f"__constant__ float {name}[3][64] = {{"):]
     body = body[: body.index("};")]
     values = [float(v) for v in re.findall(r"[0-9]+\.[0-9]+(?:e[-+]?[0-9]+)?", body)]
-    want = np.concatenate([tables.CSF_Y.ravel(), tables.CSF_CB.ravel(), tables.CSF_CR.ravel()])
-    assert values == want.astype(np.float64).tolist()  # exactly: no rounding left to the compiler
+    assert values == want.ravel().astype(np.float64).tolist()  # exactly: no rounding left to the compiler
     assert body.count("{") == 4  # one brace per plane inside the outer one
 
 
-# -- the scan's arithmetic with many threads (the emulator runs one) ------------------
+# -- the sum kernel's arithmetic with many threads (the emulator runs one) ------------
+
+_CAP = 1 << 30  # HVS_CAP
 
 
-def _step_map(t: float, u: float) -> tuple[int, int]:
-    x = float(t) / u
-    q = np.floor(x)
-    if q >= 2.0**40:
-        return 2**40, 2**40
-    r, qi = x - q, int(q)
-    if r < 0.5:
-        return qi, qi
-    if r > 0.5:
-        return qi + 1, qi + 1
-    return qi + (qi & 1), qi + ((qi + 1) & 1)
+def _split(x: np.ndarray):
+    """hvs_split, element-wise: float32 x >= 0 as (m, k), x = m * 2^k."""
+    b = np.asarray(x, np.float32).view(np.uint32).astype(np.int64)
+    ex = b >> 23
+    k = np.where(ex > 0, ex, 1) - 150
+    m = np.where(ex > 0, (b & 0x7FFFFF) | 0x800000, b)
+    return m, k
+
+
+def _steps(t: np.ndarray, ku: int):
+    """hvs_steps, element-wise: (b0, b1) for adding t to a sum on the grid 2^ku."""
+    m, kt = _split(t)
+    sh = kt - ku
+    left = np.minimum(m << np.clip(sh, 0, 6), _CAP)
+    whole = np.where(sh > 6, _CAP, left)
+    r = np.clip(-sh, 1, 24)
+    q = m >> r
+    rem = m & ((1 << r) - 1)
+    half = 1 << (r - 1)
+    up, tie = rem > half, rem == half
+    b0 = q + (up | (tie & (q & 1 == 1)))
+    b1 = q + (up | (tie & (q & 1 == 0)))
+    small = -sh >= 25
+    b0 = np.where(sh >= 0, whole, np.where(small, 0, b0))
+    b1 = np.where(sh >= 0, whole, np.where(small, 0, b1))
+    return b0, b1
 
 
 def _compose(a, c):
-    return a[0] + c[a[0] & 1], a[1] + c[(1 + a[1]) & 1]
+    """hvs_compose: A then C, saturating (vectorised over threads)."""
+    a0, a1 = a
+    c0, c1 = c
+    x0 = a0 + np.where(a0 & 1 == 1, c1, c0)
+    x1 = a1 + np.where(a1 & 1 == 1, c0, c1)
+    return np.minimum(x0, _CAP), np.minimum(x1, _CAP)
 
 
-def _scan_sum(terms: np.ndarray, threads: int) -> np.float32:
-    """psnr_hvs.cu's hvs_plane, step for step, with ``threads`` threads of 64 errors each."""
+def _scan_sum(terms: np.ndarray, threads: int, chunk: int) -> np.float32:
+    """psnr_hvs.cu's hvs_sum, step for step, with ``threads`` threads of ``chunk`` errors."""
     f32 = np.float32
     state = f32(0)
-    per = terms.reshape(-1, 64)
-    for base in range(0, len(per), threads):
-        chunk = per[base:base + threads]
-        cnt, start = len(chunk), 0
-        while start < cnt:
+    window = threads * chunk
+    for base in range(0, len(terms), window):
+        part = np.zeros(window, f32)
+        got = terms[base:base + window]
+        part[:len(got)] = got
+        per = part.reshape(threads, chunk)
+        start = 0
+        while start < threads:
             s = state
-            if s < f32(1.17549435e-38):
-                u, top = 2.0**-149, 2.0**-126
-            else:
-                e = int(np.frexp(float(s))[1])
-                u, top = 2.0 ** (e - 24), 2.0**e
-            parity = int(float(s) / u) & 1
-            maps = []
-            for t in range(threads):
-                m = (0, 0)
-                if start <= t < cnt:
-                    for v in chunk[t]:
-                        m = _compose(m, _step_map(v, u))
-                maps.append(m)
-            prefix, acc = [], (0, 0)
-            for m in maps:  # the inclusive scan's result (associative, so any tree gives it)
-                acc = _compose(acc, m)
-                prefix.append(acc)
-            reached = [float(s) + prefix[t][parity] * u for t in range(threads)]
-            j = start + sum(1 for t in range(start, cnt) if reached[t] < top)
-            v = f32(reached[j - 1]) if j > start else s
-            if j < cnt:
-                for x in chunk[j]:
-                    v = f32(v + x)
-            state = v
-            start = j + 1 if j < cnt else cnt
+            at_, ku_ = _split(np.array([s]))
+            at, ku = int(at_[0]), int(ku_[0])  # s = at * 2^ku
+            room = (1 << 24) - at
+            m = (np.zeros(threads, np.int64), np.zeros(threads, np.int64))
+            for c in range(chunk):
+                m = _compose(m, _steps(per[:, c], ku))
+            active = np.arange(threads) >= start
+            m = (np.where(active, m[0], 0), np.where(active, m[1], 0))
+            incl, excl, acc = [], [], (0, 0)
+            for t in range(threads):  # the block scan's result (associative: any tree gives it)
+                excl.append(acc[at & 1])
+                acc = tuple(int(v) for v in _compose((np.int64(acc[0]), np.int64(acc[1])), (m[0][t], m[1][t])))
+                incl.append(acc[at & 1])
+            hits = [t for t in range(start, threads) if excl[t] < room <= incl[t]]
+            assert len(hits) <= 1
+            if not hits:
+                state = f32(float(s) + incl[-1] * 2.0**ku)
+                break
+            j = hits[0]
+            x = f32(float(s) + excl[j] * 2.0**ku)
+            for v in per[j]:
+                x = f32(x + v)
+            state = x
+            start = j + 1
     return state
 
 
-@pytest.mark.parametrize("threads", [1, 4, 128])
-def test_scan_arithmetic_equals_the_sequential_float_sum(threads):
+@pytest.mark.parametrize("threads,chunk", [(1, 16), (4, 4), (1024, 16), (256, 32)])
+def test_scan_arithmetic_equals_the_sequential_float_sum(threads, chunk):
     rng = np.random.default_rng(threads)
     # errors like the kernel's: many zeros, small values, a few huge ones, and
     # values with few significant bits (exact ties on the sum's grid)
@@ -176,7 +226,11 @@ def test_scan_arithmetic_equals_the_sequential_float_sum(threads):
     want = np.cumsum(terms, dtype=np.float32)[-1]
     # the data must exercise what the scan is about: ties and many binades
     assert want > 2**24 and want != np.float32(terms.astype(np.float64).sum())
-    assert _scan_sum(terms, threads) == want
-    # and with a tie-heavy prefix of equal powers of two
+    assert _scan_sum(terms, threads, chunk) == want
+    # a tie-heavy run of equal powers of two
     terms2 = np.full(64 * 40, np.float32(0.5))
-    assert _scan_sum(terms2, threads) == np.cumsum(terms2, dtype=np.float32)[-1]
+    assert _scan_sum(terms2, threads, chunk) == np.cumsum(terms2, dtype=np.float32)[-1]
+    # subnormal and tiny errors first (the 2^-149 grid, then the binades above it)
+    terms3 = np.concatenate([np.float32(2.0**-149) * rng.integers(0, 5, 64 * 20).astype(np.float32),
+                             (rng.random(64 * 20) * 1e-30).astype(np.float32), terms[:64 * 40]])
+    assert _scan_sum(terms3, threads, chunk) == np.cumsum(terms3, dtype=np.float32)[-1]

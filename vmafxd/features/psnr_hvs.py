@@ -205,7 +205,7 @@ DECLARATION = FeatureDeclaration(
     provides=NAMES,
     kernel="psnr_hvs.cu",
     gpu="psnr_hvs",
-    kernel_tables=(("float hvs_csf[3][64]", CSF.reshape(3, 64)),),
+    kernel_tables=(("float hvs_csf[3][64]", CSF.reshape(3, 64)), ("float hvs_mask[3][64]", MASK.reshape(3, 64))),
     cpu=PsnrHvs,
     help="PSNR-HVS per plane and combined (Xiph: 8x8 integer DCT, CSF weights, contrast masking)",
 )

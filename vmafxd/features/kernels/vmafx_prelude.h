@@ -99,6 +99,22 @@ typedef unsigned long long u64;
 #endif
 #define VX_DEVICE static __device__ __forceinline__
 
+// A float's bits, and warp shuffles for in-warp scans (VX_WARP lanes; the
+// emulator's "warp" is its one thread, so a shuffle there is never read).
+#if defined(VX_EMU)
+#define VX_WARP 1
+static inline u32 vx_float_bits(float f) { union { float f; u32 u; } c; c.f = f; return c.u; }
+static inline u32 vx_shfl_up_u32(u32 v, int) { return v; }
+#elif defined(VX_HIP)
+#define VX_WARP warpSize
+VX_DEVICE u32 vx_float_bits(float f) { return __float_as_uint(f); }
+VX_DEVICE u32 vx_shfl_up_u32(u32 v, int d) { return __shfl_up(v, d); }
+#else
+#define VX_WARP 32
+VX_DEVICE u32 vx_float_bits(float f) { return __float_as_uint(f); }
+VX_DEVICE u32 vx_shfl_up_u32(u32 v, int d) { return __shfl_up_sync(0xffffffffu, v, d); }
+#endif
+
 // Block-wide sum of one value per thread (every thread gets the sum).
 // Tree reduction in shared memory, portable across warp sizes 32 and 64;
 // the block's thread count must be a power of two.  `scratch` holds one
