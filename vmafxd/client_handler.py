@@ -112,7 +112,7 @@ class ClientHost(Protocol):
 
     def session_closed(self, session: Session) -> None: ...
 
-    def outcome_sent(self, msg: Message) -> None: ...
+    def outcome_sent(self, scored: bool) -> None: ...
 
     def status(self, viewer: PeerCreds | None = None) -> dict[str, Any]: ...
 
@@ -394,6 +394,23 @@ class ClientHandler:
         return bool(poller.poll(0))
 
     # ------------------------------------------------------------------ sending
+
+    def emit_packet(self, cls: type[Message], data: bytes) -> None:
+        """Queue a message the ledger encoded itself (a frame's result or released): what
+        :meth:`emit` does, without the message object and its encoding."""
+        if self.closed:
+            return
+        conn = self.conn
+        if cls not in SERVER_SENDS[conn.state]:
+            if not conn.finished:  # cannot happen (frames exist only once open): loud, as conn.send is
+                log.error("client %s: refusing to send a %s in state %s", self.label, cls.TYPE, conn.state.value)
+            return  # closed: dropped, as emit drops it
+        if len(data) > self.limits.max_message_bytes:
+            log.error("client %s: refusing to send an invalid %s: %d bytes exceed the limit of %d",
+                      self.label, cls.TYPE, len(data), self.limits.max_message_bytes)
+            return
+        if not self.outgoing.put(data):
+            self.abort(f"it is not reading (more than {self.outgoing.bound} packets queued)")
 
     def emit(self, msg: Message) -> None:
         """Queue a message for this client (dropped once the connection is closing)."""
@@ -678,9 +695,13 @@ class ClientHandler:
                                           f"wait for outcomes")
             if not frame.placed:
                 raise RemoteProtocolError(ErrorCode.E_NOMEM, "index", "too many unanswered frames")
-            self._sync()  # a bundle's earlier submits count
-            self.admission.check_frame(self.uid, self.held.bytes, self._frame_cost.get(session.id, 0))
+            cost = self._frame_cost.get(sid, 0)
+            self.admission.check_frame(self.uid, self.held.bytes, cost)
             session.accept(frame)
+            if frame.accepted:
+                # In the uid's account at once (the next frame of the packet is checked against it):
+                # what _sync would find, without its sums over the sessions per frame.
+                self._count_frame(1, cost)
         except RemoteProtocolError as e:
             self._refuse_frame(frame, session, e)
 
@@ -703,9 +724,20 @@ class ClientHandler:
 
     # ------------------------------------------------------------------ SessionHost
 
-    def outcome_sent(self, msg: Message) -> None:
-        self.server.outcome_sent(msg)
-        self._sync()
+    def outcome_sent(self, session: int, scored: bool, accepted: bool) -> None:
+        self.server.outcome_sent(scored)
+        if accepted:
+            self._count_frame(-1, -self._frame_cost.get(session, 0))
+
+    def _count_frame(self, frames: int, nbytes: int) -> None:
+        """A frame came into flight (+1) or left it (-1): this client's holdings and its uid's account
+        follow at once, as :meth:`_sync` would set them (it still runs per packet and per batch of
+        outcomes, and finds nothing to change)."""
+        if self.closed:
+            return  # the server took everything back when the client went
+        self.held.frames += frames
+        self.held.bytes += nbytes
+        self.admission.count_frames(self.uid, frames, nbytes)
 
     def outcomes_settled(self) -> None:
         self._sync()

@@ -61,7 +61,8 @@ class PendingRelease:
     event: ReleaseEvent
     #: runs once, in the trio thread, after the event completed (sends ``released``, drops references)
     on_complete: Callable[[], None]
-    label: str = ""
+    #: what it is, for log lines: any object (a frame labels itself: formatted only when logged)
+    label: Any = ""
 
 
 class PendingReleases:
@@ -78,7 +79,7 @@ class PendingReleases:
         """The reaper's wake-up (trio thread), called when an entry is added that it must see (see add)."""
         self._wake = wake
 
-    def add(self, event: ReleaseEvent, on_complete: Callable[[], None], label: str = "") -> PendingRelease:
+    def add(self, event: ReleaseEvent, on_complete: Callable[[], None], label: Any = "") -> PendingRelease:
         entry = PendingRelease(event, on_complete, label)
         self._entries[id(entry)] = entry
         if event.signals_completion:
