@@ -92,6 +92,9 @@ class BufferRecord:
         self.registered = True
         #: the seq of the unregister_buffer to answer once the import is freed
         self.unregister_seq: int | None = None
+        #: the last session geometry this buffer was found to match (checked per frame: an
+        #: identity test instead of comparing two dataclasses each time)
+        self.matched: Geometry | None = None
 
     @property
     def geometry(self) -> Geometry:

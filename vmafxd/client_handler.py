@@ -689,9 +689,10 @@ class ClientHandler:
             if session is None:
                 raise RemoteProtocolError(ErrorCode.E_NOENT, "session", f"no session {sid}")
             session.check(frame, self.buffers)
-            if self.in_flight >= self.limits.max_frames_in_flight:
+            # held.frames: the in_flight sum over the sessions, kept per frame (_count_frame)
+            if self.held.frames >= self.limits.max_frames_in_flight:
                 raise RemoteProtocolError(ErrorCode.E_NOMEM, "index",
-                                          f"{self.in_flight} frames are in flight (max_frames_in_flight); "
+                                          f"{self.held.frames} frames are in flight (max_frames_in_flight); "
                                           f"wait for outcomes")
             if not frame.placed:
                 raise RemoteProtocolError(ErrorCode.E_NOMEM, "index", "too many unanswered frames")

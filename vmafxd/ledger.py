@@ -122,6 +122,12 @@ RELEASE_TRANSITIONS: dict[tuple[ReleaseState, FrameEvent], ReleaseState] = {
 }
 #: the events of the release track (the others move the outcome track)
 _RELEASE_EVENTS = frozenset(e for _, e in RELEASE_TRANSITIONS)
+#: the two tables indexed by event, for step(): (it moves the release track, {state: next state})
+_BY_EVENT: dict[FrameEvent, tuple[bool, dict]] = {
+    e: (e in _RELEASE_EVENTS, {s: n for (s, ev), n in (RELEASE_TRANSITIONS if e in _RELEASE_EVENTS
+                                                       else OUTCOME_TRANSITIONS).items() if ev is e})
+    for e in FrameEvent
+}
 #: states whose outcome is decided (nothing more may be decided for the frame)
 DECIDED = frozenset({_F.SCORED, _F.FAILED, _F.ANSWERED})
 #: states whose outcome may leave (its turn in the order came)
@@ -179,14 +185,16 @@ class FrameRecord:
 
     def step(self, event: FrameEvent) -> None:
         """Move along the outcome track, or the release track, as the tables say."""
-        # Called several times per frame: one dict lookup picks the track, no tuple of tables built.
-        if event in _RELEASE_EVENTS:
-            nxt = RELEASE_TRANSITIONS.get((self.release, event))
+        # Called six times per frame: the event's own row of its table (_BY_EVENT), no
+        # (state, event) tuple built and hashed.
+        release, moves = _BY_EVENT[event]
+        if release:
+            nxt = moves.get(self.release)
             if nxt is None:
                 self._no_transition(self.release, event)
             self.release = nxt
         else:
-            nxt = OUTCOME_TRANSITIONS.get((self.state, event))
+            nxt = moves.get(self.state)
             if nxt is None:
                 self._no_transition(self.state, event)
             self.state = nxt
