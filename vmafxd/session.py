@@ -466,8 +466,9 @@ class Session:
         """The frame has a fence to wait for on the host: an fd fence, or a dma-buf's implicit ones."""
         if frame.ref_fence is not None or frame.dist_fence is not None:
             return True
-        return bool((frame.ref_gpu_fence is None and frame.ref.imp.implicit_fence_fds())
-                    or (frame.dist_gpu_fence is None and frame.dist.imp.implicit_fence_fds()))
+        ref, dist = frame.ref, frame.dist
+        return bool((frame.ref_gpu_fence is None and ref.implicit_fences and ref.imp.implicit_fence_fds())
+                    or (frame.dist_gpu_fence is None and dist.implicit_fences and dist.imp.implicit_fence_fds()))
 
     async def _hand_over(self, frame: FrameRecord) -> None:
         limits = self.host.limits
