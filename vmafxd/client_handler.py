@@ -395,9 +395,9 @@ class ClientHandler:
 
     # ------------------------------------------------------------------ sending
 
-    def emit_packet(self, cls: type[Message], data: bytes) -> None:
-        """Queue a message the ledger encoded itself (a frame's result or released): what
-        :meth:`emit` does, without the message object and its encoding."""
+    def emit_packet(self, cls: type[Message], packets: tuple[bytes, ...]) -> None:
+        """Queue messages the ledger encoded itself (a frame's result, or its two released): what
+        :meth:`emit` does for each, without the message objects and their encoding."""
         if self.closed:
             return
         conn = self.conn
@@ -405,12 +405,14 @@ class ClientHandler:
             if not conn.finished:  # cannot happen (frames exist only once open): loud, as conn.send is
                 log.error("client %s: refusing to send a %s in state %s", self.label, cls.TYPE, conn.state.value)
             return  # closed: dropped, as emit drops it
-        if len(data) > self.limits.max_message_bytes:
-            log.error("client %s: refusing to send an invalid %s: %d bytes exceed the limit of %d",
-                      self.label, cls.TYPE, len(data), self.limits.max_message_bytes)
-            return
-        if not self.outgoing.put(data):
-            self.abort(f"it is not reading (more than {self.outgoing.bound} packets queued)")
+        put = self.outgoing.put
+        for data in packets:
+            if len(data) > self.limits.max_message_bytes:
+                log.error("client %s: refusing to send an invalid %s: %d bytes exceed the limit of %d",
+                          self.label, cls.TYPE, len(data), self.limits.max_message_bytes)
+            elif not put(data):
+                self.abort(f"it is not reading (more than {self.outgoing.bound} packets queued)")
+                return
 
     def emit(self, msg: Message) -> None:
         """Queue a message for this client (dropped once the connection is closing)."""

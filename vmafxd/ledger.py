@@ -142,7 +142,7 @@ class LedgerError(LocalProtocolError):
 
 
 #: ``LedgerHost.emit_packet``
-EmitPacket = Callable[[type, bytes], None]
+EmitPacket = Callable[[type, tuple[bytes, ...]], None]
 
 
 class FrameRecord:
@@ -227,7 +227,7 @@ class FrameRecord:
         if scored:
             data = _PACKETS.result(self.session, self.index, outcome) if emit_packet is not None else None
             if data is not None:
-                emit_packet(Result, data)
+                emit_packet(Result, (data,))
             else:  # the general way (it names what is wrong, should a metric be)
                 emit(Result(session=self.session, index=self.index, metrics=outcome))
         else:
@@ -244,8 +244,7 @@ class FrameRecord:
             pair = _PACKETS.released_pair(self.session, self.index, self.ref_id, self.dist_id)
             if pair is not None:
                 unreleased.clear()
-                emit_packet(Released, pair[0])
-                emit_packet(Released, pair[1])
+                emit_packet(Released, pair)
                 return
         for role, bid in (("ref", self.ref_id), ("dist", self.dist_id)):
             if role in unreleased:
@@ -274,8 +273,8 @@ class LedgerHost(Protocol):
 
     def emit(self, msg: Message) -> None: ...
 
-    def emit_packet(self, cls: type[Message], data: bytes) -> None:
-        """A ``cls`` message the ledger encoded itself (a frame's result or released)."""
+    def emit_packet(self, cls: type[Message], packets: tuple[bytes, ...]) -> None:
+        """``cls`` messages the ledger encoded itself (a frame's result, or its two released)."""
 
     def outcome_sent(self, session: int, scored: bool, accepted: bool) -> None:
         """A frame's outcome left (``scored``: a result, else a frame_error; ``accepted``: it was

@@ -40,10 +40,11 @@ class Host:
     def emit(self, msg):
         self.sent.append(msg)
 
-    def emit_packet(self, cls, data):
-        msg = decode(data)  # the ledger's own encoding: what a client reads
-        assert type(msg) is cls and encode(msg)[0] == data  # the general path's bytes
-        self.sent.append(msg)
+    def emit_packet(self, cls, packets):
+        for data in packets:
+            msg = decode(data)  # the ledger's own encoding: what a client reads
+            assert type(msg) is cls and encode(msg)[0] == data  # the general path's bytes
+            self.sent.append(msg)
 
     def outcome_sent(self, session, scored, accepted):
         self.counted.append((session, scored, accepted))

@@ -77,8 +77,9 @@ class Host:
     def emit(self, msg):
         self.sent.append(("released", msg.index) if isinstance(msg, Released) else msg)
 
-    def emit_packet(self, cls, data):
-        self.emit(decode(data))  # the ledger's own encoding of a result or a released
+    def emit_packet(self, cls, packets):
+        for data in packets:
+            self.emit(decode(data))  # the ledger's own encoding of a result or a released
 
     def outcome_sent(self, session, scored, accepted):
         pass
