@@ -686,8 +686,10 @@ class ClientHandler:
         frame, session = self._arrived(sid, msg.index, msg.ref, msg.dist)
         try:
             # Then the fences: their fds are consumed whatever becomes of the frame.
-            frame.ref_fence, frame.ref_gpu_fence = self._take_fence(msg.ref_fence, pkt, "ref_fence")
-            frame.dist_fence, frame.dist_gpu_fence = self._take_fence(msg.dist_fence, pkt, "dist_fence")
+            if msg.ref_fence is not None:
+                frame.ref_fence, frame.ref_gpu_fence = self._take_fence(msg.ref_fence, pkt, "ref_fence")
+            if msg.dist_fence is not None:
+                frame.dist_fence, frame.dist_gpu_fence = self._take_fence(msg.dist_fence, pkt, "dist_fence")
             if session is None:
                 raise RemoteProtocolError(ErrorCode.E_NOENT, "session", f"no session {sid}")
             session.check(frame, self.buffers)
