@@ -52,11 +52,12 @@ from functools import partial
 from typing import Any, Callable, Mapping, Protocol
 
 from vmafx.protocol import (
-    ErrorCode, FramePackets, FrameError, LocalProtocolError, Message, Released, RemoteProtocolError, Result,
+    ErrorCode, FrameError, LocalProtocolError, Message, Released, RemoteProtocolError, Result,
 )
 from vmafx.protocol.state import FramePromise, IdentityEnum
 
 from .buffers import BufferRecord
+from .frame_packets import FramePackets
 from .fences import AcquireFence
 from .core.release import HostReleaseEvent, ReleaseEvent
 from .reaper import PendingReleases

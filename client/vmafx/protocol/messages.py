@@ -25,7 +25,7 @@ from .errors import ErrorCode, LocalProtocolError, RemoteProtocolError
 from .limits import MAX_FDS_PER_PACKET, MAX_FRAMES_PER_SUBMIT
 
 __all__ = [
-    "Message", "Request", "Reply", "FramePackets", "encode", "decode", "decode_packet", "bundle", "peek", "MESSAGE_TYPES",
+    "Message", "Request", "Reply", "encode", "decode", "decode_packet", "bundle", "peek", "MESSAGE_TYPES",
     "Hello", "HelloReply", "OpenSession", "SessionOpened", "CloseSession", "SessionClosed",
     "RegisterBuffer", "BufferRegistered", "UnregisterBuffer", "BufferUnregistered",
     "Submit", "SubmitMany", "SubmitFrame", "BadFrame", "Result", "FrameError", "Released", "Status", "StatusReply",
@@ -737,36 +737,6 @@ def _result_map(msg: "Result") -> dict | None:
 #: same checks as check_wire's for the values a daemon makes (ints, metric floats), the same
 #: map as to_wire's; anything else (None) goes the general way, which names the field.
 _PLAIN_MAPS: dict[type, Callable[[Any], dict | None]] = {Released: _released_map, Result: _result_map}
-
-
-class FramePackets:
-    """The daemon's messages of every frame, encoded straight from their values: no message object,
-    no to_wire.  Each method returns the bytes :func:`encode` gives for the same message (tests
-    check), or None when a value is not plainly what ``check_wire`` takes (then the general way,
-    which names the field).  One per thread: it keeps its own msgpack packer (a fresh one per
-    packet, as ``msgpack.packb`` makes, costs more than the packing)."""
-
-    __slots__ = ("_pack",)
-
-    def __init__(self) -> None:
-        self._pack = msgpack.Packer(use_bin_type=True).pack
-
-    def released_pair(self, session: int, index: int, ref: Any, dist: Any) -> tuple[bytes, bytes] | None:
-        """A frame's two ``released`` (ref, then dist)."""
-        if _u32s(session, index, ref, dist):
-            pack = self._pack
-            return (pack({"t": "released", "buffer": ref, "session": session, "index": index, "role": "ref"}),
-                    pack({"t": "released", "buffer": dist, "session": session, "index": index, "role": "dist"}))
-        return None
-
-    def result(self, session: int, index: int, metrics: dict) -> bytes | None:
-        """A frame's ``result`` (metrics: str -> float or None)."""
-        if not _u32s(session, index) or type(metrics) is not dict or len(metrics) > 4096:
-            return None
-        for k, v in metrics.items():
-            if type(k) is not str or (v is not None and type(v) is not float):
-                return None
-        return self._pack({"t": "result", "session": session, "index": index, "metrics": metrics})
 
 
 def _released_read(d: dict) -> "Released | None":
