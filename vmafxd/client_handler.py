@@ -702,13 +702,11 @@ class ClientHandler:
                 raise RemoteProtocolError(ErrorCode.E_NOMEM, "index", "too many unanswered frames")
             cost = self._frame_cost.get(sid, 0)
             self.admission.check_frame(self.uid, self.held.bytes, cost)
-            # In the uid's account at once (the next frame of the packet is checked against it):
-            # what _sync would find, without its sums over the sessions per frame.  Counted
-            # before accept, which may hand the frame to a lane that answers inside submit.
-            self._count_frame(1, cost)
             session.accept(frame)
-            if not frame.accepted:
-                self._count_frame(-1, -cost)
+            if frame.accepted:
+                # In the uid's account at once (the next frame of the packet is checked against it):
+                # what _sync would find, without its sums over the sessions per frame.
+                self._count_frame(1, cost)
         except RemoteProtocolError as e:
             self._refuse_frame(frame, session, e)
 

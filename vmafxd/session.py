@@ -7,9 +7,7 @@ decoded ``submit`` messages as :class:`~vmafxd.ledger.FrameRecord` objects.
 :meth:`Session.check` refuses what cannot be scored (index not increasing,
 unknown buffer, wrong geometry); :meth:`Session.accept` has the ledger take
 references on the two buffers and queues the frame for the session's own
-task, :meth:`Session.run` (a frame with no fence to wait for and no frame
-ahead of it in the queue or in the task's hands goes straight to step 2,
-in the same order), which
+task, :meth:`Session.run`, which
 
 1. waits for the frame's acquire fences on the host, bounded (R2), or for a
    fence-less dma-buf's implicit write fences (R8) -- here, in the session's
@@ -169,21 +167,13 @@ class FrameQueue:
     (a fence wait still suspends it).
     """
 
-    __slots__ = ("_frames", "_wakeup", "closed", "_reader_gone", "_holding")
+    __slots__ = ("_frames", "_wakeup", "closed", "_reader_gone")
 
     def __init__(self) -> None:
         self._frames: deque[FrameRecord] = deque()
         self._wakeup = trio.Event()
         self.closed = False
         self._reader_gone = False
-        #: the task took a frame and has not asked for the next one (it may be waiting on its fences)
-        self._holding = False
-
-    @property
-    def idle(self) -> bool:
-        """No frame queued and none in the task's hands, and the task still reads (else ``put``
-        refuses): a frame put now would be the next one handed over."""
-        return not self._frames and not self._holding and not self.closed and not self._reader_gone
 
     def put(self, frame: FrameRecord) -> None:
         if self._reader_gone:
@@ -202,14 +192,12 @@ class FrameQueue:
 
     async def get(self) -> FrameRecord | None:
         """The next frame (waiting for one), or None once closed and empty."""
-        self._holding = False
         frames = self._frames
         while not frames:
             if self.closed:
                 return None
             self._wakeup = trio.Event()
             await self._wakeup.wait()
-        self._holding = True
         return frames.popleft()
 
     def take_all(self) -> list[FrameRecord]:
@@ -362,17 +350,7 @@ class Session:
         if self.early_release:
             # R15 plant: a deliberately early release (module docstring).
             self.ledger.release_early(frame)
-        queue = self._queue
-        if queue.idle and not self._waits(frame):
-            # Nothing to wait for and no frame ahead of it (none queued, none in the task's
-            # hands): handed to the lane now, in submit order all the same -- the task's hop
-            # (a wake-up and a scheduling round per packet) is only needed for a fence wait.
-            try:
-                self._deliver(frame)
-            except LedgerError as e:
-                self.ledger_broken(e)
-        else:
-            queue.put(frame)
+        self._queue.put(frame)
 
     def refuse(self, frame: FrameRecord, err: RemoteProtocolError) -> None:
         """A decoded submit that will not be scored: released at once, its frame_error in order."""
