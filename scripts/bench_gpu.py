@@ -35,7 +35,9 @@ protocol), frames already on the device: the kernels' own ceiling; with
 
 ``--models '' --features psnr --sizes 64x64`` measures the daemon's and the
 protocol's own cost per frame.  ``VX_PROF=FILE`` runs the daemon under cProfile
-(its trio thread; the figures drop while profiled).  Besides the daemon's CPU per
+(its trio thread; the figures drop while profiled); with ``VX_PROF_CPU=1`` too, the profile
+counts the trio thread's CPU time, not wall-clock time (on a loaded machine a wall-clock profile
+charges a call for the time the thread waited for a core).  Besides the daemon's CPU per
 1,000 frames, the line gives its trio thread's alone (requests, ledger, messages,
 reaper: the protocol's host path, without the lane's worker threads).
 
@@ -82,6 +84,21 @@ def make_frames(w: int, h: int, count: int = 2):
     return out
 
 
+#: cProfile on the trio thread's CPU clock (``VX_PROF_CPU=1``)
+_CPU_PROFILE = ("import cProfile,os,runpy,sys,time; p=cProfile.Profile(time.thread_time); sys.argv[:3]=['vmafxd']\n"
+                "try:\n p.runcall(runpy.run_module,'vmafxd',run_name='__main__',alter_sys=True)\n"
+                "except SystemExit: pass\nfinally: p.dump_stats(os.environ['VX_PROF'])")
+
+
+def _profiler() -> list[str]:
+    """The interpreter's arguments before ``-m vmafxd``: cProfile when ``VX_PROF`` names a file."""
+    if not os.environ.get("VX_PROF"):
+        return []
+    if os.environ.get("VX_PROF_CPU") == "1":
+        return ["-c", _CPU_PROFILE]
+    return ["-m", "cProfile", "-o", os.environ["VX_PROF"]]
+
+
 #: more daemon flags (--lane-process)
 DAEMON_ARGS: list[str] = []
 
@@ -89,7 +106,7 @@ DAEMON_ARGS: list[str] = []
 def start_daemon(lane: str, batch: int, sock: str, limits: dict[str, int] | None = None) -> subprocess.Popen:
     r, wfd = os.pipe()
     lim = {"max_frames_in_flight": 256, **(limits or {})}
-    proc = subprocess.Popen([sys.executable] + (["-m", "cProfile", "-o", os.environ["VX_PROF"]] if os.environ.get("VX_PROF") else []) + ["-m", "vmafxd", "--socket", sock, "--lane", lane, "--gpu-batch",
+    proc = subprocess.Popen([sys.executable] + _profiler() + ["-m", "vmafxd", "--socket", sock, "--lane", lane, "--gpu-batch",
                              str(batch), "--ready-fd", str(wfd), "--log-level", "warning"]
                             + [a for k, v in lim.items() for a in ("--limit", f"{k}={v}")] + DAEMON_ARGS,
                             pass_fds=(wfd,), cwd=str(ROOT))

@@ -92,6 +92,13 @@ class BufferRecord:
         self.registered = True
         #: the seq of the unregister_buffer to answer once the import is freed
         self.unregister_seq: int | None = None
+        #: the last session geometry this buffer was found to match (checked per frame: an
+        #: identity test instead of comparing two dataclasses each time)
+        self.matched: Geometry | None = None
+        #: its import has dma-buf fds whose implicit write fences a fence-less frame waits for
+        #: (R8).  An import's fds are fixed when it is made (they only close), so an import
+        #: without any (a memfd) is asked once, not per frame.
+        self.implicit_fences = bool(imp.implicit_fence_fds())
 
     @property
     def geometry(self) -> Geometry:

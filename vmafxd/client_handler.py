@@ -112,7 +112,7 @@ class ClientHost(Protocol):
 
     def session_closed(self, session: Session) -> None: ...
 
-    def outcome_sent(self, msg: Message) -> None: ...
+    def outcome_sent(self, scored: bool) -> None: ...
 
     def status(self, viewer: PeerCreds | None = None) -> dict[str, Any]: ...
 
@@ -395,6 +395,25 @@ class ClientHandler:
 
     # ------------------------------------------------------------------ sending
 
+    def emit_packet(self, cls: type[Message], packets: tuple[bytes, ...]) -> None:
+        """Queue messages the ledger encoded itself (a frame's result, or its two released): what
+        :meth:`emit` does for each, without the message objects and their encoding."""
+        if self.closed:
+            return
+        conn = self.conn
+        if cls not in SERVER_SENDS[conn.state]:
+            if not conn.finished:  # cannot happen (frames exist only once open): loud, as conn.send is
+                log.error("client %s: refusing to send a %s in state %s", self.label, cls.TYPE, conn.state.value)
+            return  # closed: dropped, as emit drops it
+        put = self.outgoing.put
+        for data in packets:
+            if len(data) > self.limits.max_message_bytes:
+                log.error("client %s: refusing to send an invalid %s: %d bytes exceed the limit of %d",
+                          self.label, cls.TYPE, len(data), self.limits.max_message_bytes)
+            elif not put(data):
+                self.abort(f"it is not reading (more than {self.outgoing.bound} packets queued)")
+                return
+
     def emit(self, msg: Message) -> None:
         """Queue a message for this client (dropped once the connection is closing)."""
         if self.closed:
@@ -667,20 +686,27 @@ class ClientHandler:
         frame, session = self._arrived(sid, msg.index, msg.ref, msg.dist)
         try:
             # Then the fences: their fds are consumed whatever becomes of the frame.
-            frame.ref_fence, frame.ref_gpu_fence = self._take_fence(msg.ref_fence, pkt, "ref_fence")
-            frame.dist_fence, frame.dist_gpu_fence = self._take_fence(msg.dist_fence, pkt, "dist_fence")
+            if msg.ref_fence is not None:
+                frame.ref_fence, frame.ref_gpu_fence = self._take_fence(msg.ref_fence, pkt, "ref_fence")
+            if msg.dist_fence is not None:
+                frame.dist_fence, frame.dist_gpu_fence = self._take_fence(msg.dist_fence, pkt, "dist_fence")
             if session is None:
                 raise RemoteProtocolError(ErrorCode.E_NOENT, "session", f"no session {sid}")
             session.check(frame, self.buffers)
-            if self.in_flight >= self.limits.max_frames_in_flight:
+            # held.frames: the in_flight sum over the sessions, kept per frame (_count_frame)
+            if self.held.frames >= self.limits.max_frames_in_flight:
                 raise RemoteProtocolError(ErrorCode.E_NOMEM, "index",
-                                          f"{self.in_flight} frames are in flight (max_frames_in_flight); "
+                                          f"{self.held.frames} frames are in flight (max_frames_in_flight); "
                                           f"wait for outcomes")
             if not frame.placed:
                 raise RemoteProtocolError(ErrorCode.E_NOMEM, "index", "too many unanswered frames")
-            self._sync()  # a bundle's earlier submits count
-            self.admission.check_frame(self.uid, self.held.bytes, self._frame_cost.get(session.id, 0))
+            cost = self._frame_cost.get(sid, 0)
+            self.admission.check_frame(self.uid, self.held.bytes, cost)
             session.accept(frame)
+            if frame.accepted:
+                # In the uid's account at once (the next frame of the packet is checked against it):
+                # what _sync would find, without its sums over the sessions per frame.
+                self._count_frame(1, cost)
         except RemoteProtocolError as e:
             self._refuse_frame(frame, session, e)
 
@@ -703,9 +729,20 @@ class ClientHandler:
 
     # ------------------------------------------------------------------ SessionHost
 
-    def outcome_sent(self, msg: Message) -> None:
-        self.server.outcome_sent(msg)
-        self._sync()
+    def outcome_sent(self, session: int, scored: bool, accepted: bool) -> None:
+        self.server.outcome_sent(scored)
+        if accepted:
+            self._count_frame(-1, -self._frame_cost.get(session, 0))
+
+    def _count_frame(self, frames: int, nbytes: int) -> None:
+        """A frame came into flight (+1) or left it (-1): this client's holdings and its uid's account
+        follow at once, as :meth:`_sync` would set them (it still runs per packet and per batch of
+        outcomes, and finds nothing to change)."""
+        if self.closed:
+            return  # the server took everything back when the client went
+        self.held.frames += frames
+        self.held.bytes += nbytes
+        self.admission.count_frames(self.uid, frames, nbytes)
 
     def outcomes_settled(self) -> None:
         self._sync()

@@ -57,6 +57,7 @@ from vmafx.protocol import (
 from vmafx.protocol.state import FramePromise, IdentityEnum
 
 from .buffers import BufferRecord
+from .frame_packets import FramePackets
 from .fences import AcquireFence
 from .core.release import HostReleaseEvent, ReleaseEvent
 from .reaper import PendingReleases
@@ -67,6 +68,10 @@ __all__ = [
 ]
 
 log = logging.getLogger("vmafxd.ledger")
+
+#: A frame's result and releases, encoded straight from their values (the same bytes as
+#: ``encode``; no message object per frame).  Ledgers run on the daemon's trio thread only.
+_PACKETS = FramePackets()
 
 
 class FrameState(IdentityEnum):
@@ -118,6 +123,12 @@ RELEASE_TRANSITIONS: dict[tuple[ReleaseState, FrameEvent], ReleaseState] = {
 }
 #: the events of the release track (the others move the outcome track)
 _RELEASE_EVENTS = frozenset(e for _, e in RELEASE_TRANSITIONS)
+#: the two tables indexed by event, for step(): (it moves the release track, {state: next state})
+_BY_EVENT: dict[FrameEvent, tuple[bool, dict]] = {
+    e: (e in _RELEASE_EVENTS, {s: n for (s, ev), n in (RELEASE_TRANSITIONS if e in _RELEASE_EVENTS
+                                                       else OUTCOME_TRANSITIONS).items() if ev is e})
+    for e in FrameEvent
+}
 #: states whose outcome is decided (nothing more may be decided for the frame)
 DECIDED = frozenset({_F.SCORED, _F.FAILED, _F.ANSWERED})
 #: states whose outcome may leave (its turn in the order came)
@@ -129,6 +140,10 @@ class LedgerError(LocalProtocolError):
 
     def __init__(self, message: str):
         super().__init__(ErrorCode.E_INTERNAL, "", message)
+
+
+#: ``LedgerHost.emit_packet``
+EmitPacket = Callable[[type, tuple[bytes, ...]], None]
 
 
 class FrameRecord:
@@ -152,8 +167,9 @@ class FrameRecord:
         self.state = FrameState.RECEIVED
         self.release = ReleaseState.HELD
         self.promise = FramePromise((session, index))
-        #: the frame's one outcome, once decided
-        self.outcome: Message | None = None
+        #: the frame's one outcome, once decided: a frame_error, or a scored frame's metrics
+        #: (its result is encoded straight from them when it leaves)
+        self.outcome: Message | dict | None = None
         #: it holds a place in its session's order of outcomes
         self.placed = False
         #: accepted for scoring (counts against max_frames_in_flight until answered)
@@ -164,16 +180,22 @@ class FrameRecord:
     def __repr__(self) -> str:
         return f"<frame {self.index} of session {self.session}: {self.state.value}, {self.release.value}>"
 
+    def __str__(self) -> str:
+        """Its label in the pending-release table (formatted only when a log line needs it)."""
+        return f"session {self.session} frame {self.index}"
+
     def step(self, event: FrameEvent) -> None:
         """Move along the outcome track, or the release track, as the tables say."""
-        # Called several times per frame: one dict lookup picks the track, no tuple of tables built.
-        if event in _RELEASE_EVENTS:
-            nxt = RELEASE_TRANSITIONS.get((self.release, event))
+        # Called six times per frame: the event's own row of its table (_BY_EVENT), no
+        # (state, event) tuple built and hashed.
+        release, moves = _BY_EVENT[event]
+        if release:
+            nxt = moves.get(self.release)
             if nxt is None:
                 self._no_transition(self.release, event)
             self.release = nxt
         else:
-            nxt = OUTCOME_TRANSITIONS.get((self.state, event))
+            nxt = moves.get(self.state)
             if nxt is None:
                 self._no_transition(self.state, event)
             self.state = nxt
@@ -189,25 +211,42 @@ class FrameRecord:
 
     # -- the two promises, kept through the protocol's FramePromise ---------------------
 
-    def decide(self, event: FrameEvent, msg: Message) -> None:
+    def decide(self, event: FrameEvent, outcome: Message | dict) -> None:
         self.step(event)
-        self.outcome = msg
+        self.outcome = outcome
 
-    def send_outcome(self, emit: Callable[[Message], None]) -> Message:
-        assert self.outcome is not None
+    def send_outcome(self, emit: Callable[[Message], None], emit_packet: EmitPacket | None = None) -> bool:
+        """The frame's one outcome leaves (through ``emit_packet`` as bytes when it can); True: a result."""
+        outcome = self.outcome
+        assert outcome is not None
+        scored = self.state is _F.SCORED
         self.step(_E.SEND)
         try:
             self.promise.answer(LocalProtocolError)
         except LocalProtocolError as e:
             raise LedgerError(e.message) from None
-        emit(self.outcome)
-        return self.outcome
+        if scored:
+            data = _PACKETS.result(self.session, self.index, outcome) if emit_packet is not None else None
+            if data is not None:
+                emit_packet(Result, (data,))
+            else:  # the general way (it names what is wrong, should a metric be)
+                emit(Result(session=self.session, index=self.index, metrics=outcome))
+        else:
+            emit(outcome)
+        return scored
 
-    def send_released(self, emit: Callable[[Message], None]) -> None:
+    def send_released(self, emit: Callable[[Message], None], emit_packet: EmitPacket | None = None) -> None:
         """The ``released`` messages not sent yet (the R15 plant sends them early, and only once)."""
         unreleased = self.promise.unreleased
         if not unreleased:
             return
+        if emit_packet is not None and len(unreleased) == 2:
+            # Both roles at once, the common case: neither was released (the promise's own check).
+            pair = _PACKETS.released_pair(self.session, self.index, self.ref_id, self.dist_id)
+            if pair is not None:
+                unreleased.clear()
+                emit_packet(Released, pair)
+                return
         for role, bid in (("ref", self.ref_id), ("dist", self.dist_id)):
             if role in unreleased:
                 try:
@@ -235,7 +274,12 @@ class LedgerHost(Protocol):
 
     def emit(self, msg: Message) -> None: ...
 
-    def outcome_sent(self, msg: Message) -> None: ...
+    def emit_packet(self, cls: type[Message], packets: tuple[bytes, ...]) -> None:
+        """``cls`` messages the ledger encoded itself (a frame's result, or its two released)."""
+
+    def outcome_sent(self, session: int, scored: bool, accepted: bool) -> None:
+        """A frame's outcome left (``scored``: a result, else a frame_error; ``accepted``: it was
+        counted in flight, and no longer is)."""
 
 
 class FrameLedger:
@@ -305,13 +349,13 @@ class FrameLedger:
 
     def release_early(self, frame: FrameRecord) -> None:
         """The R15 plant (vmafxd/session.py): ``released`` now; references still follow the real event."""
-        frame.send_released(self.host.emit)
+        frame.send_released(self.host.emit, self.host.emit_packet)
 
     def refuse(self, frame: FrameRecord, err: RemoteProtocolError) -> None:
         """A decoded submit that will not be scored: released at once, then its frame_error in order."""
         frame.close_fences()
         frame.step(_E.RELEASE_NOW)
-        frame.send_released(self.host.emit)
+        frame.send_released(self.host.emit, self.host.emit_packet)
         frame.decide(_E.FAIL, _refusal(frame, err))
         if frame.placed:
             self._flush()
@@ -334,8 +378,8 @@ class FrameLedger:
         frame.step(_E.TRACK)
         frame.event = event
         self._pending[id(frame)] = frame  # before adding: a table may complete the entry at once
-        self.host.pending.add(event, partial(self._complete, frame),
-                              label=f"session {frame.session} frame {frame.index}")
+        # labelled by the frame itself: str() formats it only if a log line needs it
+        self.host.pending.add(event, partial(self._complete, frame), label=frame)
 
     def release_unread(self, frame: FrameRecord) -> None:
         """An accepted frame that no lane will read: released through the table like any other."""
@@ -369,7 +413,8 @@ class FrameLedger:
         frame = self._in_lane.pop(index, None)
         if frame is None:
             return  # already failed (shutdown past its deadline), or not this session's
-        frame.decide(_E.SCORE, Result(session=self.session_id, index=index, metrics=dict(metrics)))
+        # its metrics, kept as they are when the session made them (a fresh dict of its own)
+        frame.decide(_E.SCORE, metrics if type(metrics) is dict else dict(metrics))
 
     def lane_failed(self, index: int, code: ErrorCode | str, field: str, message: str) -> None:
         frame = self._in_lane.pop(index, None)
@@ -394,21 +439,22 @@ class FrameLedger:
         """The reaper saw the frame's release event complete (or the frame was never read)."""
         self._pending.pop(id(frame), None)
         frame.step(_E.COMPLETE)
-        frame.send_released(self.host.emit)
+        frame.send_released(self.host.emit, self.host.emit_packet)
         for rec in (frame.ref, frame.dist):
             if rec is not None:
                 rec.unref()
         self._flush()
 
     def _send(self, frame: FrameRecord) -> None:
-        msg = frame.send_outcome(self.host.emit)
+        host = self.host
+        scored = frame.send_outcome(host.emit, host.emit_packet)
         if frame.accepted:
             self.in_flight -= 1
-        if isinstance(msg, Result):
+        if scored:
             self.scored += 1
         else:
             self.failed += 1
-        self.host.outcome_sent(msg)
+        host.outcome_sent(self.session_id, scored, frame.accepted)
 
     def _flush(self) -> None:
         while self._order and self._order[0].state in _SENDABLE:

@@ -38,6 +38,8 @@ class OutgoingQueue:
         self._idle = trio.Event()
         self._idle.set()
         self._pending = 0
+        #: bytes of the packets in the queue (a wake-up's bundle takes them all when they fit)
+        self._bytes = 0
         self.sent = 0
         self.dropped = 0
         self.closed = False
@@ -56,6 +58,7 @@ class OutgoingQueue:
             self.dropped += 1
             return False
         q.append(data)
+        self._bytes += len(data)
         self._pending += 1
         if len(q) == 1:  # it was empty: the sender may be waiting, and nothing is idle any more
             self._wakeup.set()
@@ -88,15 +91,24 @@ class OutgoingQueue:
                     self._wakeup = trio.Event()
                     await self._wakeup.wait()
                 data = q.popleft()
+                self._bytes -= len(data)
                 count = 1
                 if self.bundle_bytes and q:
-                    parts, size = [data], len(data) + 3
-                    while q and len(parts) < 0xFFFF:
-                        if size + len(q[0]) > self.bundle_bytes:
-                            break  # the rest goes in the next packet
-                        more = q.popleft()
-                        parts.append(more)
-                        size += len(more)
+                    if len(q) < 0xFFFF and self._bytes + len(data) + 3 <= self.bundle_bytes:
+                        # all of it fits one bundle (the common case): taken at once
+                        parts = [data]
+                        parts.extend(q)
+                        q.clear()
+                        self._bytes = 0
+                    else:
+                        parts, size = [data], len(data) + 3
+                        while q and len(parts) < 0xFFFF:
+                            if size + len(q[0]) > self.bundle_bytes:
+                                break  # the rest goes in the next packet
+                            more = q.popleft()
+                            self._bytes -= len(more)
+                            parts.append(more)
+                            size += len(more)
                     count = len(parts)
                     if count > 1:
                         data = bundle(parts)
@@ -114,4 +126,5 @@ class OutgoingQueue:
             self._pending -= len(q)
             self.dropped += len(q)
             q.clear()
+            self._bytes = 0
             self._idle.set()

@@ -61,7 +61,8 @@ class PendingRelease:
     event: ReleaseEvent
     #: runs once, in the trio thread, after the event completed (sends ``released``, drops references)
     on_complete: Callable[[], None]
-    label: str = ""
+    #: what it is, for log lines: any object (a frame labels itself: formatted only when logged)
+    label: Any = ""
 
 
 class PendingReleases:
@@ -78,11 +79,16 @@ class PendingReleases:
         """The reaper's wake-up (trio thread), called when an entry is added that it must see (see add)."""
         self._wake = wake
 
-    def add(self, event: ReleaseEvent, on_complete: Callable[[], None], label: str = "") -> PendingRelease:
+    def add(self, event: ReleaseEvent, on_complete: Callable[[], None], label: Any = "") -> PendingRelease:
         entry = PendingRelease(event, on_complete, label)
         self._entries[id(entry)] = entry
         if event.signals_completion:
-            self._wake()
+            # It wakes the reaper when it completes (after this entry is in the table); only
+            # one that has completed already needs a pass now.  A pass per frame handed over
+            # scanned the whole table once per submitted batch for nothing.  R5: an event
+            # not recorded is not asked.
+            if event.recorded and event.query():
+                self._wake()
         else:
             # A polled event: the reaper must start polling if it was not (it parks
             # without a timeout while nothing is polled); if it already polls, it finds
@@ -136,7 +142,7 @@ class ReleaseReaper:
     """The task that completes pending releases and frees imports (R4, R5).
 
     It parks while the table is empty and nothing is to be freed, wakes when
-    a host event's entry is added or completes, or the first device event's
+    a host event completes (or its entry is added complete already), or the first device event's
     entry is added, and polls every ``poll_interval`` seconds while an event
     that does not announce its completion (a device event) is pending (the
     lane's worker also wakes it when a batch's copy completes).  After every pass it sets an

@@ -36,7 +36,7 @@ from typing import Any
 import trio
 
 from vmafx.protocol import (
-    Error, ErrorCode, FrameError, Limits, Message, PROTOCOL_VERSION, RemoteProtocolError, Result,
+    Error, ErrorCode, Limits, PROTOCOL_VERSION, RemoteProtocolError,
 )
 from vmafx.protocol.messages import encode
 from vmafx.transport import TrioPacketChannel
@@ -240,10 +240,11 @@ class Server:
         log.debug("session %d closed: %d scored, %d failed", session.id, session.scored, session.failed)
         self.changed.set()
 
-    def outcome_sent(self, msg: Message) -> None:
-        if isinstance(msg, Result):
+    def outcome_sent(self, scored: bool) -> None:
+        """A frame's outcome left: a result (``scored``) or a frame_error."""
+        if scored:
             self.frames_scored += 1
-        elif isinstance(msg, FrameError):
+        else:
             self.frames_failed += 1
 
     # ------------------------------------------------------------------ status

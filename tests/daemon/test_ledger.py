@@ -5,6 +5,7 @@ import trio
 
 from vmafx.formats import PixelFormat
 from vmafx.protocol import ErrorCode, FrameError, Limits, Released, RemoteProtocolError, Result, SessionClosed
+from vmafx.protocol.messages import decode, encode
 from vmafxd.buffers import BufferRecord
 from vmafxd.core.layout import Geometry
 from vmafxd.lanes.device import LaneImport, LaneSession, LaneSummary
@@ -39,8 +40,14 @@ class Host:
     def emit(self, msg):
         self.sent.append(msg)
 
-    def outcome_sent(self, msg):
-        self.counted.append(msg)
+    def emit_packet(self, cls, packets):
+        for data in packets:
+            msg = decode(data)  # the ledger's own encoding: what a client reads
+            assert type(msg) is cls and encode(msg)[0] == data  # the general path's bytes
+            self.sent.append(msg)
+
+    def outcome_sent(self, session, scored, accepted):
+        self.counted.append((session, scored, accepted))
 
     def complete_all(self):
         for entry in self.pending.take_completed():
@@ -193,6 +200,7 @@ def test_outcomes_leave_in_order_and_the_final_message_waits_for_every_release()
     assert isinstance(host.sent[-1], SessionClosed) and (host.sent[-1].frames, host.sent[-1].failed) == (2, 2)
     assert finals == [host.sent[-1]] and ledger.closed and ledger.in_flight == 0
     assert len(host.counted) == 4  # every outcome counted once
+    assert sorted(scored for _, scored, _ in host.counted) == [False, False, True, True]
 
 
 def test_a_frame_of_no_session_is_released_and_answered_once():

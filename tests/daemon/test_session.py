@@ -8,6 +8,7 @@ import trio
 
 from vmafx.formats import PixelFormat
 from vmafx.protocol import FrameError, Limits, Released, RemoteProtocolError, Result, SessionClosed
+from vmafx.protocol.messages import decode
 from vmafxd.buffers import BufferRecord
 from vmafxd.core.layout import Geometry
 from vmafxd.core.release import HostReleaseEvent
@@ -76,7 +77,11 @@ class Host:
     def emit(self, msg):
         self.sent.append(("released", msg.index) if isinstance(msg, Released) else msg)
 
-    def outcome_sent(self, msg):
+    def emit_packet(self, cls, packets):
+        for data in packets:
+            self.emit(decode(data))  # the ledger's own encoding of a result or a released
+
+    def outcome_sent(self, session, scored, accepted):
         pass
 
     def outcomes_settled(self):
@@ -121,7 +126,7 @@ async def test_a_dmabuf_without_a_fence_waits_for_its_implicit_fences_and_gives_
     assert isinstance(res, Result) and res.index == 1 and res.metrics == {"psnr_y": 41.0}
     assert isinstance(closed, SessionClosed) and (closed.re, closed.frames, closed.failed) == (99, 1, 1)
     assert lane.submitted == [1]  # the timed-out frame never reached the lane
-    assert sorted(host.pending.added) == ["session 7 frame 0", "session 7 frame 1"]  # one entry per frame
+    assert sorted(map(str, host.pending.added)) == ["session 7 frame 0", "session 7 frame 1"]  # one entry per frame
     assert sorted(m[1] for m in host.sent if isinstance(m, tuple)) == [0, 0, 1, 1]  # released once per role
     os.close(busy)
     os.close(idle)

@@ -1,5 +1,6 @@
 """submit_many, sans I/O: round trip, a bad frame decoded as one, packet-level errors, limits, the hello."""
 
+import dataclasses
 import msgpack
 import pytest
 
@@ -179,6 +180,16 @@ def test_an_integer_metric_goes_the_general_way_and_arrives_a_float():
     msg = Result(session=1, index=2, metrics={"n": 3})
     assert _PLAIN_MAPS[Result](msg) is None
     assert decode(encode(msg)[0]).metrics == {"n": 3.0}
+
+
+def test_a_decoded_frame_is_the_frame_its_constructor_makes():
+    fence = Fence(kind="sync_file", fd=0)
+    for frame in (SubmitFrame(4, 1, 2), SubmitFrame(5, 1, 2, fence, None)):
+        got = SubmitFrame.check(frame.to_wire(), "frames[0]")
+        assert type(got) is SubmitFrame and got == frame and hash(got) == hash(frame)
+        assert vars(got) == vars(frame)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            got.index = 9
 
 
 @pytest.mark.parametrize("wire, field", [

@@ -480,6 +480,9 @@ class Submit(Message):
 _FRAME_KEYS = frozenset({"index", "ref", "dist", "ref_fence", "dist_fence"})
 
 
+_new_object = object.__new__
+
+
 def _u32_or_none(v) -> int | None:
     return v if type(v) is int and 0 <= v <= _U32 else None
 
@@ -513,7 +516,11 @@ class SubmitFrame:
             rf = Fence.check(rf, f"{path}.ref_fence")
         if df is not None:
             df = Fence.check(df, f"{path}.dist_fence")
-        return cls(index, ref, dist, rf, df)
+        # What __init__ leaves, without it: a frozen dataclass's __init__ sets each field
+        # through object.__setattr__, five calls for every frame received.
+        frame = _new_object(cls)
+        frame.__dict__.update(index=index, ref=ref, dist=dist, ref_fence=rf, dist_fence=df)
+        return frame
 
     def to_wire(self) -> dict:
         d: dict[str, Any] = {"index": self.index, "ref": self.ref, "dist": self.dist}

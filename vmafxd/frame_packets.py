@@ -1,0 +1,57 @@
+"""A frame's ``result`` and ``released`` packets, built straight from their values.
+
+Three messages leave the daemon for every frame.  Built as message objects, each was
+checked, turned into its wire map and packed: several Python calls per message on the
+trio thread.  The ledger (vmafxd/ledger.py) builds their bytes here instead, with the
+same checks written out for the values a daemon makes (u32 integers, float or nil
+metrics) and the same map as ``to_wire``'s, so the bytes are the general path's; a value
+outside them returns None and the ledger takes the general path, which names the field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+
+__all__ = ["FramePackets"]
+
+_U32 = (1 << 32) - 1
+
+
+def _u32s(*values) -> bool:
+    for v in values:
+        if type(v) is not int or not 0 <= v <= _U32:
+            return False
+    return True
+
+
+class FramePackets:
+    """The daemon's messages of every frame, encoded straight from their values: no message object,
+    no to_wire.  Each method returns the bytes ``vmafx.protocol.messages.encode`` gives for the
+    same message (tests/daemon/test_frame_packets.py checks), or None when a value is not plainly
+    what the message's ``check_wire`` takes (then the general way, which names the field).  One
+    per thread: it keeps its own msgpack packer (a fresh one per packet, as ``msgpack.packb``
+    makes, costs more than the packing)."""
+
+    __slots__ = ("_pack",)
+
+    def __init__(self) -> None:
+        self._pack = msgpack.Packer(use_bin_type=True).pack
+
+    def released_pair(self, session: int, index: int, ref: Any, dist: Any) -> tuple[bytes, bytes] | None:
+        """A frame's two ``released`` (ref, then dist)."""
+        if _u32s(session, index, ref, dist):
+            pack = self._pack
+            return (pack({"t": "released", "buffer": ref, "session": session, "index": index, "role": "ref"}),
+                    pack({"t": "released", "buffer": dist, "session": session, "index": index, "role": "dist"}))
+        return None
+
+    def result(self, session: int, index: int, metrics: dict) -> bytes | None:
+        """A frame's ``result`` (metrics: str -> float or None)."""
+        if not _u32s(session, index) or type(metrics) is not dict or len(metrics) > 4096:
+            return None
+        for k, v in metrics.items():
+            if type(k) is not str or (v is not None and type(v) is not float):
+                return None
+        return self._pack({"t": "result", "session": session, "index": index, "metrics": metrics})
