@@ -181,7 +181,9 @@ def test_a_killed_worker_costs_each_frame_one_outcome_and_its_release(p01):
         # a new worker, and a new session on it scores correctly
         new_pid = _worker_pid(d.socket)
         assert new_pid != pid and new_pid in _children(d.pid) and not _alive(pid)
-        # a worker killed while it opens a session (compiling its kernels): the open is refused, E_INTERNAL
+        # a worker killed while it opens a session: the open is refused, E_INTERNAL (the worker is
+        # stopped first, so the open is still in its hands whatever its kernels cost to load)
+        os.kill(new_pid, signal.SIGSTOP)
         seq = c.conn.next_seq()
         c.send(OpenSession(seq=seq, width=576, height=324, pixel_format="yuv420p", bitdepth=8,
                            features=("adm", "cambi")))
