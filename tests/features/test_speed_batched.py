@@ -81,6 +81,12 @@ def test_the_stacked_solve_is_the_scalar_one_bit_for_bit(n):
                 assert np.array_equal(_bits(x[i]), _bits(want)), i
     assert refused >= 1  # the low-rank matrix: the early return is exercised (the zero one gives NaNs)
     assert ok.sum() >= 6
+    # a stack of finite values only takes the products' shortcuts (the stack above, with the zero
+    # matrix's NaNs, takes the full products): the same values again
+    finite = [0, 1, 2, 3, 4, 5, 8, 9, 10]
+    x2, ok2 = solve_linear_system_batch(mats[finite], rhs[finite])
+    assert np.array_equal(ok2, ok[finite])
+    assert np.array_equal(_bits(x2[ok2]), _bits(x[finite][ok2]))
 
 
 def test_est_params_of_a_stack_is_each_picture_alone():

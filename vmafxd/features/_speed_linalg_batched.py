@@ -214,8 +214,10 @@ def symmetric_eigenvalues_batch(matrices: np.ndarray) -> np.ndarray:
 def _matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """``_matmul`` of each pair of a stack: ``acc = 0; acc += x[i, k] * y[k, j]`` for k ascending."""
     acc = np.zeros((x.shape[0], x.shape[1], y.shape[2]), np.float32)
+    term = np.empty_like(acc)
     for k in range(x.shape[2]):
-        acc += x[:, :, k, None] * y[:, None, k, :]
+        np.multiply(x[:, :, k, None], y[:, None, k, :], out=term)
+        acc += term
     return acc
 
 
@@ -224,23 +226,44 @@ def _norm(v: np.ndarray) -> np.ndarray:
 
 
 def _qr_decomposition(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``_qr_decomposition`` of each matrix of a stack: (Q, R).  Z and Q are multiplied by the same
-    H, column by column, so they go through one product side by side."""
+    """``_qr_decomposition`` of each matrix of a stack: (Q, R).
+
+    Two shortcuts, each exact:
+
+    * the scalar's Z after step k is cut to its minor at step k + 1 (its first k + 1 rows and
+      columns become the identity's), so only the product's rows and columns past k are formed;
+    * at step k the Householder vector's first k entries are zeros (Z's column k above row k is
+      the identity's), so H's entries outside its lower-right block are signed zeros (and ones on
+      the diagonal).  Where every value is finite, the terms ``H[i, m] * Y[m, j]`` with m < k are
+      signed zeros, and a float sum that starts at +0 is never -0 (round to nearest: x + -x is
+      +0), so adding a zero leaves it as it is: the sums can start at m = k, and the rows above k
+      of ``H Q`` are Q's own (plus +0, which turns a -0 into +0, as the sum of zeros does).  A
+      stack holding a NaN or an infinity takes the full products, like the scalar.
+    """
     p, n = a.shape[0], a.shape[1]
     eye = np.eye(n, dtype=np.float32)
-    zq = np.concatenate([a, np.broadcast_to(eye, a.shape)], axis=2)
+    z = a.copy()
+    q = np.broadcast_to(eye, a.shape).copy()
     diag = np.arange(n)
     for k in range(n - 1):
-        zq[:, :k, :n] = eye[:k, :]
-        zq[:, :, :k] = eye[:, :k]
-        vec = zq[:, :, k].copy()
+        vec = z[:, :, k].copy()
         norm = _norm(vec)
         vec[:, k] += _sign(a[:, k, k]) * norm
         vec /= _norm(vec)[:, None]
         h = (F32(-2.0) * vec)[:, :, None] * vec[:, None, :]
         h[:, diag, diag] += _ONE
-        zq = _matmul(h, zq)
-    q = zq[:, :, n:]
+        finite = bool(np.isfinite(vec).all() and np.isfinite(q).all() and np.isfinite(z).all())
+        m0 = k if finite else 0
+        if k < n - 2:
+            minor = _matmul(h[:, k + 1:, m0:], z[:, m0:, k + 1:])
+            z = np.broadcast_to(eye, a.shape).copy()
+            z[:, k + 1:, k + 1:] = minor
+        if finite:
+            lower = _matmul(h[:, k:, k:], q[:, k:, :])
+            q[:, :k] += _ZERO
+            q[:, k:] = lower
+        else:
+            q = _matmul(h, q)
     r = _matmul(q, a)
     return np.ascontiguousarray(q.transpose(0, 2, 1)), r
 
