@@ -109,14 +109,15 @@ def _chop_small(d: np.ndarray, sd: np.ndarray, a: np.ndarray, n: np.ndarray) -> 
 
 
 def _givens(x: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    zero = z == 0
-    big = np.abs(z) > np.abs(x)  # only read where z != 0, as in the scalar
-    t = np.where(big, -x / z, -z / x)
-    f = (1.0 / np.sqrt((_ONE + t * t).astype(np.float64))).astype(np.float32)
+    """``_givens``: (c, s).  Where z == 0, |z| > |x| is false too, so one test picks the branch."""
+    big = np.abs(z) > np.abs(x)
+    t = -np.where(big, x, z) / np.where(big, z, x)  # -x / z, or -z / x
+    f = (1.0 / np.sqrt(_ONE + t * t, dtype=np.float64)).astype(np.float32)
     ft = f * t
-    c = np.where(zero, _ONE, np.where(big, ft, f))
-    s = np.where(zero, _ZERO, np.where(big, f, ft))
-    return c, s
+    zero = z == 0
+    f1 = np.where(zero, _ONE, f)
+    ft0 = np.where(zero, _ZERO, ft)
+    return np.where(big, ft0, f1), np.where(big, f1, ft0)
 
 
 def _qr_step(d: np.ndarray, sd: np.ndarray, a: np.ndarray, n: np.ndarray) -> None:
@@ -126,9 +127,11 @@ def _qr_step(d: np.ndarray, sd: np.ndarray, a: np.ndarray, n: np.ndarray) -> Non
     block is shorter than the longest keeps stepping on garbage (its reads land in the padding or
     on values it no longer uses) and its writes go to the last padding column, so its real values
     are written only at the steps the scalar takes.  Its last state is stored at its own last step.
+    The flat indices of every step's reads and writes are tabled before the chase.
     """
-    r = np.arange(d.shape[0])
-    trash, strash = d.shape[1] - 1, sd.shape[1] - 1
+    rows, wd = d.shape
+    ws = sd.shape[1]
+    r = np.arange(rows)
     ta, tb, tab = d[r, a + n - 2], d[r, a + n - 1], sd[r, a + n - 2]
     dt = ((ta - tb).astype(np.float64) / 2.0).astype(np.float32)
     pyt = _pythagoras(dt, tab)
@@ -144,7 +147,18 @@ def _qr_step(d: np.ndarray, sd: np.ndarray, a: np.ndarray, n: np.ndarray) -> Non
     aq = d[r, a + 1]
     bq = sd[r, a + 1]  # unused where n == 2 (the scalar never reads it there)
     last = n - 2
-    for k in range(int(n.max()) - 1):
+    steps = int(n.max()) - 1
+    ks = np.arange(steps)[:, None]
+    col = a[None, :] + ks
+    run = ks <= last[None, :]
+    dflat, sflat = d.reshape(-1), sd.reshape(-1)
+    read_d = (r * wd)[None, :] + col + 2
+    read_s = (r * ws)[None, :] + col + 2
+    write_d = np.where(run, (r * wd)[None, :] + col, wd - 1)
+    write_prev = np.where(run & (ks > 0), (r * ws)[None, :] + col - 1, ws - 1)
+    write_next = np.where(ks < last[None, :], (r * ws)[None, :] + col + 1, ws - 1)
+    finals = {int(k): np.nonzero(last == k)[0] for k in np.unique(last)}
+    for k in range(steps):
         c, s = _givens(x, z)
         bk1 = c * bk - s * zk
         # the scalar's expressions; a product or sum that appears twice there is the same value here
@@ -155,16 +169,15 @@ def _qr_step(d: np.ndarray, sd: np.ndarray, a: np.ndarray, n: np.ndarray) -> Non
         zk = -s * bq
         ap = s * u3 + c * u4
         bp = c * bq
-        aq = d[r, a + k + 2]
-        bq = sd[r, a + k + 2]
-        d[r, np.where(k <= last, a + k, trash)] = ap1
-        if k > 0:
-            sd[r, np.where(k <= last, a + k - 1, strash)] = bk1
-        sd[r, np.where(k < last, a + k + 1, strash)] = bp
-        done = k == last
-        if done.any():
-            d[r[done], (a + n - 1)[done]] = ap[done]
-            sd[r[done], (a + n - 2)[done]] = bk[done]
+        aq = dflat[read_d[k]]
+        bq = sflat[read_s[k]]
+        dflat[write_d[k]] = ap1
+        sflat[write_prev[k]] = bk1
+        sflat[write_next[k]] = bp
+        done = finals.get(k)
+        if done is not None:
+            d[done, (a + n - 1)[done]] = ap[done]
+            sd[done, (a + n - 2)[done]] = bk[done]
         x, z = bk, zk
 
 
@@ -288,9 +301,10 @@ def solve_linear_system_batch(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray,
     return x, ok
 
 
-#: below this many matrices the scalar routine is the faster (numpy's per-call cost on a stack of a
-#: few rows exceeds the scalar's per-element cost: a Givens chase is sequential in each matrix)
-SCALAR_BELOW = 8
+#: below this many matrices the scalar eigenvalue routine is the faster (1080p chroma matrices, 2 shared
+#: cores: the stack's ~570 Givens steps cost about as much as 12 matrices' scalar steps; each matrix's
+#: chase is sequential, so numpy's per-call cost is paid once a step whatever the stack's size)
+SCALAR_BELOW = 12
 
 
 def eigenvalues_of(matrices: np.ndarray) -> np.ndarray:
