@@ -376,11 +376,9 @@ def _log2_each(args: np.ndarray) -> np.ndarray:
     """``c_log2`` of each element (glibc's log2, not numpy's), in args' shape, as float64."""
     values = np.asarray(args)
     flat = values.ravel().tolist()
-    if np.all(values > 0):  # the common case: math.log2 itself, without c_log2's tests
-        out = list(map(math.log2, flat))
-    else:
-        out = [c_log2(v) for v in flat]
-    return np.array(out, np.float64).reshape(values.shape)
+    # the common case: math.log2 itself, without c_log2's tests, straight into the array
+    each = map(math.log2 if np.all(values > 0) else c_log2, flat)
+    return np.fromiter(each, np.float64, count=len(flat)).reshape(values.shape)
 
 
 def speed_score(ref: SpeedParams, dis: SpeedParams, sigma_nn: np.float32, nn_floor: np.float32,
