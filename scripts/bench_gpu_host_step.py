@@ -10,8 +10,9 @@ the distortion; or at 1920x1080 the reference set's p14 pair, else that
 sample scaled up, as scripts/bench_cpu.py picks them) runs through the lane
 (the CPU emulator by default) to get real statistics records; the records of
 frames 1 and on are tiled to ``--batch`` frames and each feature's GPU twin's
-own ``metrics()`` is timed on them, medians (and minimum) over R calls.  What this measures is host Python only, the same on any lane; the
-kernels' time is not in it.  (CIEDE2000's host step, which depends on the
+own ``metrics()`` is timed on them, medians (and minimum) over R calls.
+What this measures is host Python only, the same on any lane; the kernels'
+time is not in it.  (CIEDE2000's host step, which depends on the
 doubtful-pixel lists, has its own: scripts/bench_ciede_host.py.)
 """
 

@@ -253,7 +253,7 @@ def _qr_decomposition(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
       of ``H Q`` are Q's own (plus +0, which turns a -0 into +0, as the sum of zeros does).  A
       stack holding a NaN or an infinity takes the full products, like the scalar.
     """
-    p, n = a.shape[0], a.shape[1]
+    n = a.shape[1]
     eye = np.eye(n, dtype=np.float32)
     z = a.copy()
     q = np.broadcast_to(eye, a.shape).copy()
