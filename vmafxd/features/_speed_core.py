@@ -41,7 +41,8 @@ import numpy as np
 
 from ._float_common import filter_stack
 from ._float_vif_core import filter_size, gaussian_filter, gaussian_kernel, valid_kernelscale
-from ._speed_linalg import EIGENVALUE_EPS, solve_linear_system, symmetric_eigenvalues
+from ._speed_linalg import EIGENVALUE_EPS
+from ._speed_linalg_batched import eigenvalues_of, solve_linear_system_batch
 from .declaration import Option, OptionError
 
 __all__ = ["SpeedGeometry", "geometry", "downscale", "est_params", "speed_score", "extract_scores",
@@ -337,30 +338,47 @@ class SpeedParams:
 
 def est_params(data: np.ndarray, cov: np.ndarray, g: SpeedGeometry, sigma_nn: np.float32) -> SpeedParams:
     """``est_params`` of one picture at the operating size, given its covariance matrix."""
-    eig = symmetric_eigenvalues(cov)
+    return est_params_many([data], [cov], g, sigma_nn)[0]
+
+
+def est_params_many(pictures: list[np.ndarray], covs: list[np.ndarray], g: SpeedGeometry,
+                    sigma_nn: np.float32) -> list[SpeedParams]:
+    """``est_params`` of each picture, the pictures' steps stacked (:mod:`._speed_linalg_batched`:
+    every value is the one-picture routine's, bit for bit)."""
+    count = len(pictures)
+    if count == 0:
+        return []
+    stack = np.stack([np.asarray(c, np.float32) for c in covs])
+    eig = eigenvalues_of(stack)
     th, tw = g.truncated
     # compute_independent_term: row (si*5 + sj), column (block row * blocks across + block column)
-    term = (data[:th, :tw].reshape(g.blocks_vertical, BLOCK, g.blocks_horizontal, BLOCK)
-            .transpose(1, 3, 0, 2).reshape(BLOCK * BLOCK, g.blocks))
-    regular = all(float(v) >= EIGENVALUE_EPS for v in eig)
-    sol = solve_linear_system(cov, term) if regular else None
-    singular = sol is None
-    if singular:
-        sol = np.zeros_like(term)
+    term = np.stack([d[:th, :tw] for d in pictures]).reshape(
+        count, g.blocks_vertical, BLOCK, g.blocks_horizontal, BLOCK).transpose(0, 2, 4, 1, 3).reshape(
+        count, BLOCK * BLOCK, g.blocks)
+    regular = (eig.astype(np.float64) >= EIGENVALUE_EPS).all(axis=1)
+    sol = np.zeros_like(term)
+    singular = ~regular
+    if regular.any():
+        x, ok = solve_linear_system_batch(stack[regular], term[regular])
+        sol[regular] = np.where(ok[:, None, None], x, _ZERO)
+        singular[regular] = ~ok
     z = (sol * term) / F32(BLOCK * BLOCK)
-    s = np.add.accumulate(z, axis=0, dtype=np.float32)[-1]  # sum_columns: rows added top to bottom
-    entropy = np.zeros(g.blocks, np.float32)
-    snn = F32(sigma_nn)
-    for lam in eig:
-        lam = _ZERO if lam < 0 else lam
-        arg = (lam * s + snn).tolist()
-        terms = np.array([c_log2(v) + _LOG2_2PIE for v in arg])
-        entropy = (entropy.astype(np.float64) + terms).astype(np.float32)
-    return SpeedParams(entropy, s, singular)
+    s = np.add.accumulate(z, axis=1, dtype=np.float32)[:, -1]  # sum_columns: rows added top to bottom
+    lam = np.where(eig < 0, _ZERO, eig)
+    logs = _log2_each(lam[:, :, None] * s[:, None, :] + F32(sigma_nn)) + _LOG2_2PIE
+    entropy = np.zeros((count, g.blocks), np.float32)
+    for k in range(BLOCK * BLOCK):  # the eigenvalues in libvmaf's order, each term added in double
+        entropy = (entropy.astype(np.float64) + logs[:, k]).astype(np.float32)
+    return [SpeedParams(entropy[i], s[i], bool(singular[i])) for i in range(count)]
 
 
-def _log2_each(args) -> np.ndarray:
-    return np.array([c_log2(v) for v in args.tolist()])
+def _log2_each(args: np.ndarray) -> np.ndarray:
+    """``c_log2`` of each element (glibc's log2, not numpy's), in args' shape, as float64."""
+    values = np.asarray(args)
+    flat = values.ravel().tolist()
+    # the common case: math.log2 itself, without c_log2's tests, straight into the array
+    each = map(math.log2 if np.all(values > 0) else c_log2, flat)
+    return np.fromiter(each, np.float64, count=len(flat)).reshape(values.shape)
 
 
 def speed_score(ref: SpeedParams, dis: SpeedParams, sigma_nn: np.float32, nn_floor: np.float32,
@@ -413,9 +431,9 @@ def finish_scores(pictures: list[np.ndarray], covs: list[np.ndarray], g: SpeedGe
     snn = F32(options["speed_sigma_nn"])
     out = []
     with np.errstate(all="ignore"):
+        params = est_params_many(pictures, covs, g, snn)
         for k in range(len(pictures) // 2):
-            rp = est_params(pictures[2 * k], covs[2 * k], g, snn)
-            dp = est_params(pictures[2 * k + 1], covs[2 * k + 1], g, snn)
+            rp, dp = params[2 * k], params[2 * k + 1]
             if rp.singular != dp.singular:
                 # one side numerically unstable (very rare): libvmaf scores 0 rather than an inflated value
                 out.append((_ZERO, True))

@@ -6,9 +6,11 @@ blocks, float32) and its 325 covariance sums (float64), in the order of
 ref, Cr dis; ``speed_temporal``: the reference's and the distorted's luma
 difference with the previous frame).  The host finishes each frame with the
 CPU twin's own functions (``covariance_from_sums``, ``finish_scores``,
-``speed_chroma.metrics_from_scores``): the 25 x 25 eigenvalues and linear
-system are scalar float code that a GPU thread would run alone, and keeping
-them on the host keeps them the CPU lane's, bit for bit.  ``speed_temporal``
+``speed_chroma.metrics_from_scores``), all frames of a batch in one call: the
+25 x 25 eigenvalues and linear system are sequential float code that a GPU
+thread would run alone; on the host they run on the stack of the batch's
+matrices (:mod:`vmafxd.features._speed_linalg_batched`), the CPU lane's
+values bit for bit.  ``speed_temporal``
 keeps the last frame of each batch on the device (the next batch's first
 frame needs it); its frame 0 scores 0 as libvmaf's does.
 """
@@ -124,19 +126,26 @@ class GpuSpeed(GpuFeature):
         th, tw = g.truncated
         rec = stats[:count, self.stats_offset:self.stats_offset + self.stats_bytes]
         mode = 0 if self.temporal else int(self.values["speed_weight_var_mode"])
+        # every scored frame of the batch in one finish_scores call: its linear algebra runs on the
+        # stack of all their pictures' matrices (the same values as frame by frame, fewer numpy calls)
+        scored = [i for i in range(count) if not (self.temporal and first_seq + i == 0)]
+        scores = []
+        if scored:
+            pics = rec[scored, :self.pics * th * tw * 4].view(np.float32).reshape(len(scored) * self.pics, th, tw)
+            sums = rec[scored, self.pic_bytes:].view(np.float64).reshape(len(scored) * self.pics, core.PAIRS)
+            scores = core.finish_scores(list(pics), core.covariance_from_sums(sums, g), g, self.values, mode)
+        per_frame = self.pics // 2
         out = []
         for i in range(count):
             seq = first_seq + i
-            if self.temporal and seq == 0:
+            if i not in scored:
                 out.append((seq, {"speed_temporal": 0.0}))
                 continue
-            pics = rec[i, :self.pics * th * tw * 4].view(np.float32).reshape(self.pics, th, tw)
-            sums = rec[i, self.pic_bytes:].view(np.float64).reshape(self.pics, core.PAIRS)
-            scores = core.finish_scores(list(pics), core.covariance_from_sums(sums, g), g, self.values, mode)
+            j = scored.index(i) * per_frame
             if self.temporal:
-                out.append((seq, {"speed_temporal": float(scores[0][0])}))
+                out.append((seq, {"speed_temporal": float(scores[j][0])}))
             else:
-                (su, eu), (sv, ev) = scores
+                (su, eu), (sv, ev) = scores[j:j + 2]
                 out.append((seq, speed_chroma.metrics_from_scores(su, eu, sv, ev,
                                                                   float(self.values["speed_max_val"]))))
         return out
