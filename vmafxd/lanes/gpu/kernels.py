@@ -28,9 +28,9 @@ ENGINE_SOURCES = ("convert.cu",)
 
 
 def _declared_sources() -> tuple[str, ...]:
-    from ...features import all_declarations
+    from ...features import kernel_sources
 
-    return tuple(sorted({d.kernel for d in all_declarations() if d.kernel}))
+    return kernel_sources()  # from the registry's index: no feature module imported
 
 
 #: every kernel source a GPU lane compiles (file names under features/kernels/): the
@@ -41,9 +41,21 @@ SOURCES = (*ENGINE_SOURCES, *_declared_sources())
 #: arithmetic that passes through double/float (VIF's g, ADM's angle test)
 #: rounds exactly as the CPU twin's.
 COMMON_OPTIONS = ("-DVX_KERNELS=1",)
-# each compiler's own options live with its binding (``runtime.compile_options``)
-from ..cuda import NVRTC_OPTIONS  # noqa: E402
-from ..hip import HIPRTC_OPTIONS  # noqa: E402
+
+
+def __getattr__(name: str):
+    """``NVRTC_OPTIONS`` and ``HIPRTC_OPTIONS``: each compiler's own options live with its
+    binding (``runtime.compile_options``); named here on first use, so that a lane on one
+    runtime (or the CPU lane's compiled engine) does not import the other bindings' modules."""
+    if name == "NVRTC_OPTIONS":
+        from ..cuda import NVRTC_OPTIONS
+
+        return NVRTC_OPTIONS
+    if name == "HIPRTC_OPTIONS":
+        from ..hip import HIPRTC_OPTIONS
+
+        return HIPRTC_OPTIONS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _read(name: str) -> str:
@@ -57,9 +69,9 @@ def available_sources() -> list[str]:
 
 def param_defines(name: str) -> str:
     """The generated ``#define``s of the parameter blocks of the features whose kernel is ``name``."""
-    from ...features import all_declarations
+    from ...features import kernel_declarations
 
-    blocks = {d.kernel_defines() for d in all_declarations() if d.kernel == name and d.kernel_params}
+    blocks = {d.kernel_defines() for d in kernel_declarations(name) if d.kernel_params}
     if len(blocks) > 1:
         raise ValueError(f"{name}: features sharing this kernel declare different kernel_params")
     return blocks.pop() if blocks else ""
@@ -67,9 +79,9 @@ def param_defines(name: str) -> str:
 
 def kernel_tables(name: str) -> str:
     """The generated ``__constant__`` tables of the features whose kernel is ``name``."""
-    from ...features import all_declarations
+    from ...features import kernel_declarations
 
-    tables = {d.kernel_table_source() for d in all_declarations() if d.kernel == name and d.kernel_tables}
+    tables = {d.kernel_table_source() for d in kernel_declarations(name) if d.kernel_tables}
     if len(tables) > 1:
         raise ValueError(f"{name}: features sharing this kernel declare different kernel_tables")
     return tables.pop() if tables else ""
