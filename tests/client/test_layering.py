@@ -26,8 +26,9 @@ def test_only_in_process_imports_vmafxd():
 def test_scoring_in_this_process_loads_no_daemon_side(tmp_path):
     # what `vmafxctl score` pays for at start-up without a daemon (docs/performance.md,
     # "Start-up"): no trio (the lanes' interface), no msgpack or wire protocol (the client's
-    # errors, only for a daemon), no urllib.request (an XML escape, only for an XML log), no PyAV
-    # (a y4m needs none), and of the features only the default model's three
+    # errors, only for a daemon), no urllib.request (an XML escape, only for an XML log), no
+    # log readers (xml.etree, csv: vmafxctl plot's), no PyAV (a y4m needs none), and of the
+    # features only the default model's three
     import os
     import subprocess
     import sys
@@ -51,8 +52,8 @@ def test_scoring_in_this_process_loads_no_daemon_side(tmp_path):
     lines = out.stdout.splitlines()
     assert lines[0].startswith("vmaf: ") and 0 < float(lines[0].split()[1]) <= 100  # a frame was scored
     loaded = set(lines[-1].split())
-    heavy = sorted(m for m in loaded if m.split(".")[0] in ("trio", "msgpack", "av", "http", "email")
-                   or m.startswith(("urllib.request", "vmafx.protocol", "vmafx.transport", "vmafxd.lanes.device")))
+    heavy = sorted(m for m in loaded if m.split(".")[0] in ("trio", "msgpack", "av", "http", "email", "csv")
+                   or m.startswith(("urllib.request", "xml.etree", "vmafx.protocol", "vmafx.transport", "vmafxd.lanes.device")))
     assert heavy == []
     features = sorted(m.rsplit(".", 1)[1] for m in loaded if m.startswith("vmafxd.features.")
                       and not m.rsplit(".", 1)[1].startswith("_") and m.rsplit(".", 1)[1] not in ("declaration", "names"))
