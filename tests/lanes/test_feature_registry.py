@@ -4,6 +4,7 @@ kernels' parameter blocks read (docs/lanes.md, "Adding a feature")."""
 from __future__ import annotations
 
 import importlib
+import importlib.resources
 import importlib.util
 import re
 
@@ -38,7 +39,7 @@ def test_the_gpu_lane_offers_exactly_the_declared_twins():
 
 
 def test_adm_parameter_indices_are_generated_not_written_by_hand():
-    raw = (kernels.resources.files("vmafxd.features") / "kernels" / "adm.cu").read_text()
+    raw = (importlib.resources.files("vmafxd.features") / "kernels" / "adm.cu").read_text()
     assert not re.search(r"^\s*#define\s+P_", raw, re.M), "adm.cu must not define its parameter indices itself"
     full = kernels.source("adm.cu")
     head, _, body = full.partition('#line 1 "adm.cu"')

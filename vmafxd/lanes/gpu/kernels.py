@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from importlib import resources
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -58,12 +57,26 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _kernels_dir():
+    """The kernel sources' folder: vmafxd/features/kernels, or its importlib.resources
+    Traversable where the package is not a folder (importing the resource readers costs
+    every start a few ms, so a plain folder is read as one)."""
+    from ... import features
+
+    folder = Path(features.__file__).parent / "kernels"
+    if folder.is_dir():
+        return folder
+    from importlib import resources
+
+    return resources.files("vmafxd.features").joinpath("kernels")
+
+
 def _read(name: str) -> str:
-    return resources.files("vmafxd.features").joinpath("kernels", name).read_text()
+    return _kernels_dir().joinpath(name).read_text()
 
 
 def available_sources() -> list[str]:
-    root = resources.files("vmafxd.features").joinpath("kernels")
+    root = _kernels_dir()
     return [n for n in SOURCES if root.joinpath(n).is_file()]
 
 
