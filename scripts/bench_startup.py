@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The command line's start-up: ``vmafxctl score --frames 1`` with no daemon, timed whole.
 
-    python3 scripts/bench_startup.py [--lane cpu|cuda|hip|emu] [--runs 5] [-r REF -d DIST]
+    python3 scripts/bench_startup.py [--lane cpu|cuda|hip] [--runs 5] [-r REF -d DIST]
 
 Prints the median wall time of ``--runs`` fresh processes scoring one frame in this
 process (``--in-process``: no daemon is looked for), then one more run under
@@ -48,7 +48,8 @@ def _run(argv: list[str], env: dict) -> tuple[float, str]:
     p = subprocess.run(argv, env=env, capture_output=True, text=True)
     dt = time.perf_counter() - t0
     if p.returncode != 0:
-        sys.exit(f"bench_startup: {' '.join(argv[:3])} ... exited {p.returncode}:\n{p.stdout}{p.stderr}")
+        said = "".join(line for line in (p.stdout + p.stderr).splitlines(True) if not line.startswith("MODULES "))
+        sys.exit(f"bench_startup: vmafxctl score ({' '.join(argv[3:])}) exited {p.returncode}:\n{said}")
     return dt, p.stderr
 
 
@@ -65,7 +66,7 @@ def _import_table(stderr: str):
             every = set(line.split()[1:])
         if not line.startswith("import time:") or "self [us]" in line:
             continue
-        _, _self, cum, name = line.split("|", 3) if line.count("|") == 3 else ("", *line[12:].split("|"))
+        _self, cum, name = line[len("import time:"):].split("|", 2)
         mod = name.rstrip()
         if mod.startswith(" ") and not mod.startswith("  "):
             # one space after the bar: a top-level import
@@ -76,7 +77,7 @@ def _import_table(stderr: str):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--lane", default="cpu")
+    ap.add_argument("--lane", default="cpu", choices=("cpu", "cuda", "hip"))
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--top", type=int, default=12, help="how many top-level imports to list")
     ap.add_argument("-r", dest="ref")
@@ -102,7 +103,7 @@ def main() -> int:
         print(f"  {us / 1e3:8.1f} ms  {mod}")
     print("imported: " + ", ".join(f"{m} {'yes' if m in every else 'no'}" for m in WATCH))
     feats = sorted(m.rsplit(".", 1)[1] for m in every if m.startswith("vmafxd.features.")
-                   and not m.rsplit(".", 1)[1].startswith("_") and m != "vmafxd.features.declaration")
+                   and not m.rsplit(".", 1)[1].startswith("_") and m.rsplit(".", 1)[1] not in ("declaration", "names"))
     print(f"feature modules: {len(feats)} ({', '.join(feats)})")
     return 0
 
