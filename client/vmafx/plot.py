@@ -8,11 +8,7 @@ the ``[plot]`` extra; it is imported only here.
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import os
-import xml.etree.ElementTree as ET
 
 from .stats import summary
 
@@ -21,6 +17,13 @@ __all__ = ["COMMAND", "read_log", "draw"]
 
 def read_log(path: str) -> dict[int, dict[str, float]]:
     """{frame number: {metric: value}} from a JSON, XML or CSV log."""
+    # the readers are imported here, not with the module: every vmafxctl command imports
+    # this one (COMMAND, to build its parser), and xml.etree and csv cost ~5 ms of its start
+    import csv
+    import io
+    import json
+    import xml.etree.ElementTree as ET
+
     with open(path, encoding="utf-8") as f:
         text = f.read()
     head = text.lstrip()[:1]

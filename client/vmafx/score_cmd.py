@@ -200,10 +200,14 @@ def _daemon_failure(e: BaseException) -> "CliError":
 
 
 def _score(args, ref, dist, read_dist, specs, progress):
-    from .exceptions import DaemonUnavailable, VmafxError
+    candidates = _candidates(args)
+    if candidates or args.private:
+        # the client's errors stand on the wire protocol (msgpack): imported only when a
+        # daemon is to be asked, so scoring in this process does not pay for them
+        from .exceptions import DaemonUnavailable, VmafxError
 
-    texts = _model_texts(specs)
-    for path, must, how in _candidates(args):
+        texts = _model_texts(specs)  # what a daemon is sent (its size limit is the protocol's)
+    for path, must, how in candidates:
         try:
             report = _remote(args, path, ref, dist, read_dist, specs, texts, progress)
         except DaemonUnavailable as e:

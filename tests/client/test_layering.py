@@ -21,3 +21,41 @@ def _imports_vmafxd(path: Path) -> bool:
 def test_only_in_process_imports_vmafxd():
     offenders = sorted(str(p.relative_to(CLIENT)) for p in CLIENT.rglob("*.py") if _imports_vmafxd(p))
     assert offenders == ["in_process.py"]
+
+
+def test_scoring_in_this_process_loads_no_daemon_side(tmp_path):
+    # what `vmafxctl score` pays for at start-up without a daemon (docs/performance.md,
+    # "Start-up"): no trio (the lanes' interface), no msgpack or wire protocol (the client's
+    # errors, only for a daemon), no urllib.request (an XML escape, only for an XML log), no
+    # log readers (xml.etree, csv: vmafxctl plot's), no PyAV (a y4m needs none), and of the
+    # features only the default model's three
+    import os
+    import subprocess
+    import sys
+
+    w, h = 176, 144
+    frame = b"FRAME\n" + bytes(range(256)) * (w * h * 3 // 2 // 256) + bytes(w * h * 3 // 2 % 256)
+    for name in ("ref.y4m", "dist.y4m"):
+        (tmp_path / name).write_bytes(f"YUV4MPEG2 W{w} H{h} F25:1 Ip A1:1 C420jpeg\n".encode() + frame)
+    code = (
+        "import sys\n"
+        "from vmafx.cli import main\n"
+        f"rc = main(['score', '-r', {str(tmp_path / 'ref.y4m')!r}, '-d', {str(tmp_path / 'dist.y4m')!r}, '-q',"
+        " '--in-process'])\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+        "sys.exit(rc)\n"
+    )
+    root = CLIENT.parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), str(root / "client"), *sys.path]))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("vmaf: ") and 0 < float(lines[0].split()[1]) <= 100  # a frame was scored
+    loaded = set(lines[-1].split())
+    unused = ("urllib.request", "xml.etree", "vmafx.protocol", "vmafx.transport", "vmafxd.lanes.device")
+    heavy = sorted(m for m in loaded if m.split(".")[0] in ("trio", "msgpack", "av", "http", "email", "csv")
+                   or m.startswith(unused))
+    assert heavy == []
+    leaves = [m.rsplit(".", 1)[1] for m in loaded if m.startswith("vmafxd.features.")]
+    features = sorted(n for n in leaves if not n.startswith("_") and n not in ("declaration", "names"))
+    assert features == ["adm", "motion", "vif"]

@@ -4,6 +4,7 @@ kernels' parameter blocks read (docs/lanes.md, "Adding a feature")."""
 from __future__ import annotations
 
 import importlib
+import importlib.resources
 import importlib.util
 import re
 
@@ -38,7 +39,7 @@ def test_the_gpu_lane_offers_exactly_the_declared_twins():
 
 
 def test_adm_parameter_indices_are_generated_not_written_by_hand():
-    raw = (kernels.resources.files("vmafxd.features") / "kernels" / "adm.cu").read_text()
+    raw = (importlib.resources.files("vmafxd.features") / "kernels" / "adm.cu").read_text()
     assert not re.search(r"^\s*#define\s+P_", raw, re.M), "adm.cu must not define its parameter indices itself"
     full = kernels.source("adm.cu")
     head, _, body = full.partition('#line 1 "adm.cu"')
@@ -86,3 +87,41 @@ def test_adm_without_its_generated_indices_does_not_compile():
     with pytest.raises(CompileError) as e:
         rt.compile(bare, "adm.cu", "emu", kernels.COMMON_OPTIONS)
     assert "generated parameter indices" in e.value.log
+
+
+def test_the_index_rows_are_the_declarations():
+    # the registry's index (module -> extractor names, kernel) lets a lookup import one
+    # module; each row must say what the module's DECLARATION says, and no name twice
+    seen: dict[str, str] = {}
+    for module, (names, kernel) in features._INDEX.items():
+        decl = importlib.import_module(f"vmafxd.features.{module}").DECLARATION
+        assert names == (decl.name, *decl.aliases), module
+        assert kernel == decl.kernel, module
+        for n in names:
+            assert n not in seen, f"{n} declared by {seen.get(n)} and {module}"
+            seen[n] = module
+        assert features.get(decl.name) is decl
+    assert features.kernel_sources() == tuple(sorted({d.kernel for d in features.all_declarations() if d.kernel}))
+    assert [d.name for d in features.kernel_declarations("ssim.cu")] == ["float_ssim", "float_ms_ssim"]
+
+
+def test_a_plan_imports_only_its_features():
+    # what vmafxctl's start-up relies on: the default model's plan (VIF, ADM, motion) imports
+    # those three feature modules and no other; asking for one more by name adds just it
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys\n"
+        "from vmafxd.core.scoring import ScoringPlan, parse_feature_spec\n"
+        "from vmafxd.offline import resolve_models\n"
+        "from vmafxd.lanes.gpu import kernels\n"
+        "kernels.source('adm.cu')\n"
+        "ScoringPlan.build(resolve_models([]), [parse_feature_spec('psnr_hvs')])\n"
+        "print(' '.join(sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('vmafxd.features.')"
+        " and not m.rsplit('.', 1)[1].startswith('_') and m.rsplit('.', 1)[1] not in ('declaration', 'names'))))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
+    assert out.stdout.split() == ["adm", "motion", "psnr_hvs", "vif"]

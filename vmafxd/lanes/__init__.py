@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import importlib
 import logging
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from .device import Lane, LaneServices
+if TYPE_CHECKING:
+    from .device import Lane, LaneServices
 
 try:  # the GPU runtime layer's "no driver / no device" error, when that layer is present
     from .runtime import RuntimeUnavailable as _RuntimeUnavailable
@@ -45,7 +46,21 @@ AUTO_ORDER = ("cuda", "hip", "cpu")
 #: the lanes that can run in worker processes (``lane_process``); the CPU lane is the daemon's threads
 PROCESS_LANES = ("cuda", "hip", "emu")
 
-Factory = Callable[[Any, LaneServices], Lane]
+Factory = Callable[[Any, "LaneServices"], "Lane"]
+
+
+def __getattr__(name: str):
+    """``Lane`` and ``LaneServices``, from :mod:`vmafxd.lanes.device` on first use.
+
+    The lane interface imports trio (a lane's ``run`` is a trio task), which costs
+    about 0.1 s; the lanes' own modules (``compiled``, ``gpu.in_process``) are
+    imported through this package by the command line's in-process scoring, which
+    never runs a lane and must not pay for it."""
+    if name in ("Lane", "LaneServices"):
+        from . import device
+
+        return getattr(device, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: lane name -> "module:function" or a callable; lanes not listed are not built into this daemon
 LANE_FACTORIES: dict[str, str | Factory] = {

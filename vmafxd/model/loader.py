@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any, Mapping
 
 from vmafx.field_error import FieldError
@@ -244,7 +243,15 @@ def _parse_model_dict(md: Any, name: str, spec: ModelSpec, where: str) -> Model:
 def builtin_model_text(version: str) -> str:
     if version not in BUILTIN_VERSIONS:
         raise ModelError("model.version", f"no built-in model {version!r} (have: {', '.join(BUILTIN_VERSIONS)})")
-    return resources.files(__package__).joinpath("builtin", f"{version}.json").read_text()
+    # straight from the package's folder where it is one (every pip install): asking
+    # importlib.resources first imports its readers (zipfile ...), a few ms of every start
+    try:
+        with open(os.path.join(os.path.dirname(__file__), "builtin", f"{version}.json"), encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:  # a package that is not a folder (a zip)
+        from importlib import resources
+
+        return resources.files(__package__).joinpath("builtin", f"{version}.json").read_text()
 
 
 def load_model(spec: ModelSpec | str, default_name: str = "vmaf", *, text: str | None = None) -> ModelSet:

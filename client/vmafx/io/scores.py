@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-from xml.sax.saxutils import quoteattr
 
 __all__ = ["format_score", "count_leading_zeros", "write_json", "write_xml", "write_csv", "write_sub", "WRITERS",
            "LIBVMAF_VERSION", "log_version", "in_collector_order", "subsampled"]
@@ -142,6 +141,10 @@ def _xml_attr(value: float | None) -> str:
 
 def _q(text) -> str:
     """An XML attribute value, quoted and escaped (names come from models and options)."""
+    # imported here: xml.sax.saxutils imports urllib.request (http, email, ssl: ~20 ms),
+    # which every ``vmafxctl score`` would pay while only an XML log needs it
+    from xml.sax.saxutils import quoteattr
+
     return quoteattr(str(text))
 
 

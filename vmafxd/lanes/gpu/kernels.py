@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from importlib import resources
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -28,9 +27,9 @@ ENGINE_SOURCES = ("convert.cu",)
 
 
 def _declared_sources() -> tuple[str, ...]:
-    from ...features import all_declarations
+    from ...features import kernel_sources
 
-    return tuple(sorted({d.kernel for d in all_declarations() if d.kernel}))
+    return kernel_sources()  # from the registry's index: no feature module imported
 
 
 #: every kernel source a GPU lane compiles (file names under features/kernels/): the
@@ -41,25 +40,51 @@ SOURCES = (*ENGINE_SOURCES, *_declared_sources())
 #: arithmetic that passes through double/float (VIF's g, ADM's angle test)
 #: rounds exactly as the CPU twin's.
 COMMON_OPTIONS = ("-DVX_KERNELS=1",)
-# each compiler's own options live with its binding (``runtime.compile_options``)
-from ..cuda import NVRTC_OPTIONS  # noqa: E402
-from ..hip import HIPRTC_OPTIONS  # noqa: E402
+
+
+def __getattr__(name: str):
+    """``NVRTC_OPTIONS`` and ``HIPRTC_OPTIONS``: each compiler's own options live with its
+    binding (``runtime.compile_options``); named here on first use, so that a lane on one
+    runtime (or the CPU lane's compiled engine) does not import the other bindings' modules."""
+    if name == "NVRTC_OPTIONS":
+        from ..cuda import NVRTC_OPTIONS
+
+        return NVRTC_OPTIONS
+    if name == "HIPRTC_OPTIONS":
+        from ..hip import HIPRTC_OPTIONS
+
+        return HIPRTC_OPTIONS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _kernels_dir():
+    """The kernel sources' folder: vmafxd/features/kernels, or its importlib.resources
+    Traversable where the package is not a folder (importing the resource readers costs
+    every start a few ms, so a plain folder is read as one)."""
+    from ... import features
+
+    folder = Path(features.__file__).parent / "kernels"
+    if folder.is_dir():
+        return folder
+    from importlib import resources
+
+    return resources.files("vmafxd.features").joinpath("kernels")
 
 
 def _read(name: str) -> str:
-    return resources.files("vmafxd.features").joinpath("kernels", name).read_text()
+    return _kernels_dir().joinpath(name).read_text()
 
 
 def available_sources() -> list[str]:
-    root = resources.files("vmafxd.features").joinpath("kernels")
+    root = _kernels_dir()
     return [n for n in SOURCES if root.joinpath(n).is_file()]
 
 
 def param_defines(name: str) -> str:
     """The generated ``#define``s of the parameter blocks of the features whose kernel is ``name``."""
-    from ...features import all_declarations
+    from ...features import kernel_declarations
 
-    blocks = {d.kernel_defines() for d in all_declarations() if d.kernel == name and d.kernel_params}
+    blocks = {d.kernel_defines() for d in kernel_declarations(name) if d.kernel_params}
     if len(blocks) > 1:
         raise ValueError(f"{name}: features sharing this kernel declare different kernel_params")
     return blocks.pop() if blocks else ""
@@ -67,9 +92,9 @@ def param_defines(name: str) -> str:
 
 def kernel_tables(name: str) -> str:
     """The generated ``__constant__`` tables of the features whose kernel is ``name``."""
-    from ...features import all_declarations
+    from ...features import kernel_declarations
 
-    tables = {d.kernel_table_source() for d in all_declarations() if d.kernel == name and d.kernel_tables}
+    tables = {d.kernel_table_source() for d in kernel_declarations(name) if d.kernel_tables}
     if len(tables) > 1:
         raise ValueError(f"{name}: features sharing this kernel declare different kernel_tables")
     return tables.pop() if tables else ""
