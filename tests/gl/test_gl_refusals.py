@@ -572,7 +572,7 @@ def test_stand_in_driver_implicit_fences_are_waited_for_at_most_the_bound(gl, mo
         x.export(gl.tex.yuv420p)
     took = time.monotonic() - start
     assert ei.value.field == "planes[0].fd" and ei.value.code == ErrorCode.E_TIMEOUT
-    assert 0.1 <= took < 1.0, took
+    assert 0.095 <= took < 1.0, took  # poll()'s timeout may end a fraction of a millisecond early
     x.close()
     assert vg.gl_state_snapshot() == before and _fds() == fds
     gl.busy.reset()
