@@ -112,24 +112,30 @@ def preprocess(luma: np.ndarray, bitdepth: int, out_w: int, out_h: int, enc_bitd
         ys, xs = positions if positions is not None else (nearest_positions(in_h, out_h),
                                                           nearest_positions(in_w, out_w))
         src = luma[ys[:, None], xs[None, :]]
+    # Up to 9 bits the 10-bit samples and the anti-dithering's sums of four (< 2^12)
+    # fit uint16: half the memory traffic of int32.
     if bitdepth <= 8:
-        img = src.astype(np.int32) << (10 - bitdepth)
+        img = src.astype(np.uint16) << np.uint16(10 - bitdepth)
     elif bitdepth == 9:
-        img = src.astype(np.int32) << 1
+        img = src.astype(np.uint16) << np.uint16(1)
     else:
         shift = bitdepth - 10
         rounding = 0 if shift == 0 else 1 << (shift - 1)
         img = (src.astype(np.int32) + rounding) >> shift
     if enc_bitdepth < 10:
         img = _anti_dither(img)
-    return img.astype(np.uint16)
+    return img.astype(np.uint16, copy=False)
 
 
 def _anti_dither(d: np.ndarray) -> np.ndarray:
     # In place in C, but each output reads only samples to its right and below,
     # which are not yet overwritten: the same as this out-of-place form.
     out = d.copy()
-    out[:-1, :-1] = (d[:-1, :-1] + d[:-1, 1:] + d[1:, :-1] + d[1:, 1:]) >> 2
+    inner = out[:-1, :-1]
+    np.add(d[:-1, :-1], d[:-1, 1:], out=inner)
+    inner += d[1:, :-1]
+    inner += d[1:, 1:]
+    inner >>= 2
     out[:-1, -1] = (d[:-1, -1] + d[1:, -1]) >> 1
     out[-1, :-1] = (d[-1, :-1] + d[-1, 1:]) >> 1
     return out
@@ -215,12 +221,14 @@ def mode_filter(img: np.ndarray) -> np.ndarray:
 
 
 def window_counts(img: np.ndarray, counted: np.ndarray, qr: np.ndarray, qc: np.ndarray, pad: int,
-                  num_diffs: int, wanted: list[tuple[int, int]] | None = None) -> np.ndarray:
+                  num_diffs: int, wanted: list[tuple[int, int]] | None = None,
+                  qv: np.ndarray | None = None) -> np.ndarray:
     """Window histogram counts at the pixels ``(qr, qc)`` (counted ones):
     ``out[k + nd, n]`` is the number of ``counted`` pixels of value ``v + k`` in the
     clipped window around pixel n (of value ``v``), for k = -nd .. nd
     (``nd = num_diffs``).  With ``wanted``, count k only for the pixels
-    ``wanted[k + nd][0] .. wanted[k + nd][1] - 1`` (the others stay 0).
+    ``wanted[k + nd][0] .. wanted[k + nd][1] - 1`` (the others stay 0).  ``qv``: the
+    pixels' values when the caller has them (``img[qr, qc]``, any integer type).
 
     The picture is cut into tiles (64 x 64 or larger); a tile's *region* is the
     tile grown by the window's half-width, so it holds every window of the tile's
@@ -274,7 +282,7 @@ def window_counts(img: np.ndarray, counted: np.ndarray, qr: np.ndarray, qc: np.n
 
     # (tile, value) pairs asked for: the values of a tile's pixels, +- nd; tiles
     # are numbered down each column of tiles
-    qslot = v[qr, qc] - (vmin - nd - 1)
+    qslot = (v[qr, qc] if qv is None else qv) - (vmin - nd - 1)
     qtile = (qc >> shift) * nty + (qr >> shift)
     asked = np.zeros((ntx * nty, nslot), dtype=bool)
     asked[qtile, qslot] = True
@@ -457,7 +465,7 @@ def _c_values_at(img: np.ndarray, mask: np.ndarray, window: int, tables: Contras
     asked = np.zeros(int(v.max()) + 1, dtype=bool)
     for lo, hi in steps:
         asked[max(lo, 0):max(hi + 1, 0)] = True
-    qr, qc = np.nonzero(counted & asked[v])
+    qr, qc = np.nonzero(counted & np.take(asked, v))
     if qr.size == 0:
         return qr, qc, np.zeros(0, dtype=np.float32)
     qv = v[qr, qc]
@@ -485,7 +493,7 @@ def _c_values_at(img: np.ndarray, mask: np.ndarray, window: int, tables: Contras
         for d, (lo, hi) in enumerate(steps):
             span = (int(np.searchsorted(qv, lo, "left")), int(np.searchsorted(qv, hi, "right")))
             wanted[nd - d - 1] = wanted[nd + d + 1] = span
-    counts = window_counts(img, counted, qr, qc, window >> 1, nd, wanted)
+    counts = window_counts(img, counted, qr, qc, window >> 1, nd, wanted, qv)
     return qr, qc, c_values_from_counts(counts, qv, tables, lut, wanted)
 
 
