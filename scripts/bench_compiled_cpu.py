@@ -80,11 +80,18 @@ def main() -> int:
     ap.add_argument("--cycles", type=int, default=8, help="times libvmaf's y4m repeats the frames")
     ap.add_argument("--only", action="append", default=[], help="only these features/models (comma-separated)")
     ap.add_argument("--small", action="store_true", help="the 576x324 pair only")
+    ap.add_argument("--no-keep-heap", action="store_true",
+                    help="leave glibc's allocator defaults (the CPU lane keeps its heap: cpu_alloc.py)")
     ap.add_argument("--markdown", action="store_true", help="also print the table as markdown")
     args = ap.parse_args()
     only = {x for o in args.only for x in o.split(",") if x}
     bench_cpu._pin_threads(1)
     sys.path[:0] = [str(ROOT.parent), str(ROOT.parent / "client")]
+    from vmafxd.lanes.cpu_alloc import keep_heap
+
+    # the allocator as the CPU lane runs it (vmafxd/lanes/cpu_alloc.py); --no-keep-heap for the A/B
+    heap = keep_heap(not args.no_keep_heap)
+    print(f"allocator: {'keeping the heap ' + str(heap) if heap else 'glibc defaults'}", flush=True)
     from vmafxd.core.scoring import ScoringPlan
 
     configs = bench_cpu._configs(["vmaf_v0.6.1"])

@@ -240,11 +240,18 @@ def main() -> int:
     ap.add_argument("--only", action="append", default=[],
                     help="only these features/models (comma-separated, or repeat the flag)")
     ap.add_argument("--small", action="store_true", help="the 576x324 pair only (without --libvmaf)")
+    ap.add_argument("--no-keep-heap", action="store_true",
+                    help="leave glibc's allocator defaults (the CPU lane keeps its heap: cpu_alloc.py)")
     ap.add_argument("--markdown", action="store_true", help="with --libvmaf: also print the table as markdown")
     args = ap.parse_args()
     args.only = [x for o in args.only for x in o.split(",") if x]
     _pin_threads(args.threads)
     sys.path[:0] = [str(ROOT), str(ROOT / "client")]
+    from vmafxd.lanes.cpu_alloc import keep_heap
+
+    # the allocator as the CPU lane runs it (vmafxd/lanes/cpu_alloc.py); --no-keep-heap for the A/B
+    heap = keep_heap(not args.no_keep_heap)
+    print(f"allocator: {'keeping the heap ' + str(heap) if heap else 'glibc defaults'}", flush=True)
     if args.libvmaf:
         if args.threads != 1:
             ap.error("--libvmaf compares single-threaded runs: leave --threads at 1")

@@ -100,7 +100,9 @@ def cpu_scorer(plan: ScoringPlan, info: VideoInfo, engine: str = "auto"):
     """The CPU lane's scorer for a video of ``info``: the numpy twins, or the compiled kernels
     for the features ``engine`` asks them for (vmafxd/lanes/compiled.py make_cpu_scorer)."""
     from .lanes.compiled import make_cpu_scorer
+    from .lanes.cpu_alloc import keep_heap
 
+    keep_heap()  # the lane's allocator settings (VMAFX_CPU_KEEP_HEAP=0: off)
     return make_cpu_scorer(plan, info.width, info.height, info.bitdepth, info.pixel_format.subsampling, engine)
 
 

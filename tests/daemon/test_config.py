@@ -34,6 +34,7 @@ def test_file_then_flags(tmp_path):
     ("[limits]\nmax_fds_per_message = 254", "limits.max_fds_per_message"),  # above SCM_MAX_FD
     ("[limits]\nmax_frames_per_submit = 1025", "limits.max_frames_per_submit"),
     ("lane_process = 'yes'", "lane_process"),
+    ("cpu_keep_heap = 1", "cpu_keep_heap"),
 ])
 def test_errors_name_the_key(tmp_path, text, field):
     with pytest.raises(ConfigError) as e:
@@ -54,6 +55,11 @@ def test_defaults():
     cfg = Config()
     assert cfg.socket == "/run/vmafx/vmafxd.sock" and cfg.lane == "auto" and 1 <= cfg.cpu_workers <= 8
     assert cfg.socket_mode == 0o660 and cfg.shutdown_timeout_s == 10.0
+    assert cfg.cpu_keep_heap is True
+
+
+def test_cpu_keep_heap_can_be_turned_off(tmp_path):
+    assert load_config(_write(tmp_path, "cpu_keep_heap = false\n"), {}).cpu_keep_heap is False
 
 
 def test_lane_process_is_off_unless_the_file_or_the_flag_says(tmp_path):

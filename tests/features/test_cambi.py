@@ -142,6 +142,15 @@ def test_c_values_match_a_plain_histogram(seed):
     assert np.array_equal(got, want)
 
 
+def test_mode_of_three_on_every_pattern_of_ties():
+    # every ordering and tie pattern of three samples, up to the type's largest value
+    vals = np.array([0, 1, 2, 1023, 65535], dtype=np.uint16)
+    a, b, c = (x.ravel() for x in np.meshgrid(vals, vals, vals, indexing="ij"))
+    want = [x if x in (y, z) else (y if y == z else min(x, y, z))
+            for x, y, z in zip(a.tolist(), b.tolist(), c.tolist())]
+    assert core._mode3(a, b, c).tolist() == want
+
+
 def test_mode_filter_and_mask_match_loops():
     rng = np.random.default_rng(3)
     img = rng.integers(0, 4, (13, 17)).astype(np.uint16)

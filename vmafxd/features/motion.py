@@ -140,12 +140,12 @@ class SadWorkspace:
         np.subtract(prev_padded[top:bottom + 4], cur_padded[top:bottom + 4], out=diff)
         _five_taps(diff, n, t1, t2)
         t1 += self.y_round
-        # numpy's >> on signed integers is arithmetic (floor), like gcc's.
-        t1 >>= self.bitdepth
-
-        # Horizontal pass, with the columns mirrored the same way.
+        # Horizontal pass, with the columns mirrored the same way.  The vertical
+        # pass's shift writes straight into the padded int64 rows (one pass, not a
+        # shift and a copy; numpy's >> on signed integers is arithmetic (floor),
+        # like gcc's, and the int32 result widens exactly).
         xp = self._xpad[:n]
-        xp[:, 2:w + 2] = t1
+        np.right_shift(t1, self.bitdepth, out=xp[:, 2:w + 2])
         xp[:, 0] = xp[:, 4]
         xp[:, 1] = xp[:, 3]
         xp[:, w + 2] = xp[:, w]

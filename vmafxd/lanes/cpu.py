@@ -47,6 +47,7 @@ from ..core.layout import BufferLayout
 from ..core.release import HostReleaseEvent
 from ..core.scoring import CpuScorer
 from .compiled import make_cpu_scorer
+from .cpu_alloc import keep_heap
 from .cpu_import import CpuImport, import_host_buffer
 from .device import (
     DeviceWorker, FrameSink, Job, Lane, LaneFrame, LaneServices, LaneSummary, SessionSpec, WorkerLaneSession,
@@ -245,4 +246,7 @@ class _AbortJob(Job):
 
 
 def create_lane(config: Any, services: LaneServices) -> CpuLane:
+    # Once, before any twin allocates: the twins' per-frame temporaries come from a heap
+    # that is kept, not from fresh pages (cpu_alloc.py; off: cpu_keep_heap = false).
+    keep_heap(bool(getattr(config, "cpu_keep_heap", True)))
     return CpuLane(int(getattr(config, "cpu_workers", 1)), services, str(getattr(config, "cpu_engine", "auto")))
