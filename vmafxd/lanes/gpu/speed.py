@@ -128,20 +128,23 @@ class GpuSpeed(GpuFeature):
         mode = 0 if self.temporal else int(self.values["speed_weight_var_mode"])
         # every scored frame of the batch in one finish_scores call: its linear algebra runs on the
         # stack of all their pictures' matrices (the same values as frame by frame, fewer numpy calls)
-        scored = [i for i in range(count) if not (self.temporal and first_seq + i == 0)]
+        # only speed_temporal's frame 0 goes unscored (it has no previous frame), and it
+        # can only be a batch's first: the scored frames are rec[skip:count]
+        skip = 1 if self.temporal and first_seq == 0 else 0
+        scored = count - skip
         scores = []
-        if scored:
-            pics = rec[scored, :self.pics * th * tw * 4].view(np.float32).reshape(len(scored) * self.pics, th, tw)
-            sums = rec[scored, self.pic_bytes:].view(np.float64).reshape(len(scored) * self.pics, core.PAIRS)
+        if scored > 0:
+            pics = rec[skip:, :self.pics * th * tw * 4].view(np.float32).reshape(scored * self.pics, th, tw)
+            sums = rec[skip:, self.pic_bytes:].view(np.float64).reshape(scored * self.pics, core.PAIRS)
             scores = core.finish_scores(list(pics), core.covariance_from_sums(sums, g), g, self.values, mode)
         per_frame = self.pics // 2
         out = []
         for i in range(count):
             seq = first_seq + i
-            if i not in scored:
+            if i < skip:
                 out.append((seq, {"speed_temporal": 0.0}))
                 continue
-            j = scored.index(i) * per_frame
+            j = (i - skip) * per_frame
             if self.temporal:
                 out.append((seq, {"speed_temporal": float(scores[j][0])}))
             else:
