@@ -72,9 +72,8 @@ class GpuSpeed(GpuFeature):
         self.n_antialias, self.n_local = len(antialias), len(local)
         self._table = self.own(upload(dev, st, np.array(table, np.int64)))
         self.mode, tables = core.resize_tables(g, self.values)
-        if not tables:
-            tables = (np.zeros(1, np.int64),) * 2 + (np.zeros(1, np.float32),) + (np.zeros(1, np.int64),) * 2 + (
-                np.zeros(1, np.float32),)
+        if not tables:  # no resize: one-element placeholders (the next line gives each its type)
+            tables = (np.zeros(1),) * 6
         self._resize = [self.own(upload(dev, st, np.asarray(t, np.float32 if k % 3 == 2 else np.int64)))
                         for k, t in enumerate(tables)]
         self._history = None
