@@ -28,13 +28,17 @@ import functools
 
 import numpy as np
 
-__all__ = ["F32", "to_float_plane", "double_sum", "mirror_pad", "separable_filter", "filter_stack", "row_major_sum", "row_sums"]
+__all__ = ["F32", "SCALERS", "FLOAT_BITDEPTHS", "to_float_plane", "double_sum", "mirror_pad", "separable_filter", "filter_stack", "row_major_sum", "row_sums"]
 
 F32 = np.float32
 _ZERO = np.float32(0.0)
 
-#: picture_copy's divisor per bit depth (8-bit samples are used as they are)
-_SCALERS = {8: None, 10: np.float32(4.0), 12: np.float32(16.0), 16: np.float32(256.0)}
+#: picture_copy's divisor per bit depth
+SCALERS = {8: 1.0, 10: 4.0, 12: 16.0, 16: 256.0}
+#: the depths picture_copy reads as what they are (any other it reads as 8-bit samples)
+FLOAT_BITDEPTHS = tuple(SCALERS)
+#: the same for to_float_plane: None where the samples are used as they are (8 bits)
+_SCALERS = {bd: None if s == 1.0 else np.float32(s) for bd, s in SCALERS.items()}
 
 
 def to_float_plane(plane: np.ndarray, bitdepth: int, offset: float = -128.0) -> np.ndarray:

@@ -21,16 +21,14 @@ from typing import Sequence
 
 import numpy as np
 
-from ._float_common import double_sum, to_float_plane
+from ._float_common import FLOAT_BITDEPTHS, SCALERS, double_sum, to_float_plane
 from .declaration import LumaTwin
-from .float_psnr import EXACT_BITDEPTHS, SCALERS
+from .float_psnr import EXACT_BITDEPTHS
 
 __all__ = ["DECLARATION", "FloatMoment", "NAMES", "moment_sums", "sums_from_integers", "metrics_from_stats"]
 
 #: in the order libvmaf writes them, and the order of moment_sums
 NAMES = ("float_moment_ref1st", "float_moment_dis1st", "float_moment_ref2nd", "float_moment_dis2nd")
-#: picture_copy's scalers; libvmaf reads any other depth as 8-bit samples, which we refuse
-SUPPORTED_BITDEPTHS = (8, 10, 12, 16)
 
 
 def moment_sums(ref: np.ndarray, dist: np.ndarray, bitdepth: int) -> tuple[float, float, float, float]:
@@ -62,7 +60,7 @@ def metrics_from_stats(sums: Sequence[float], w: int, h: int) -> dict[str, float
 class FloatMoment(LumaTwin):
     """CPU twin of libvmaf's ``float_moment``."""
 
-    FEATURE, BITDEPTHS = "float_moment", SUPPORTED_BITDEPTHS
+    FEATURE, BITDEPTHS = "float_moment", FLOAT_BITDEPTHS
 
     def luma_metrics(self, ref: np.ndarray, dist: np.ndarray) -> dict[str, float]:
         h, w = ref.shape

@@ -22,15 +22,13 @@ import math
 
 import numpy as np
 
-from ._float_common import double_sum, to_float_plane
+from ._float_common import SCALERS, double_sum, to_float_plane
 from .declaration import LumaTwin
 
 __all__ = ["DECLARATION", "FloatPsnr", "PEAKS", "EXACT_BITDEPTHS", "SCALERS", "noise_sum", "noise_from_sse", "metrics_from_stats", "c_log10"]
 
 #: float_psnr.c / float_ansnr.c's init: bit depth -> (peak, psnr_max)
 PEAKS = {8: (255.0, 60.0), 10: (255.75, 72.0), 12: (255.9375, 84.0), 16: (255.99609375, 108.0)}
-#: picture_copy's divisor per bit depth
-SCALERS = {8: 1.0, 10: 4.0, 12: 16.0, 16: 256.0}
 #: the depths at which libvmaf's double sums of these float terms never round (_float_common.double_sum)
 EXACT_BITDEPTHS = (8, 10, 12)
 #: the floor of the mean squared error (psnr.c's ``eps``)

@@ -14,15 +14,13 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from ._float_common import to_float_plane
+from ._float_common import FLOAT_BITDEPTHS, to_float_plane
 from ._speed_core import check_common, common_options, extract_scores, geometry
 from .declaration import FeatureDeclaration, FrameScores, Option, PerFrameTwin, check_bitdepth, check_chroma
 
 __all__ = ["DECLARATION", "SpeedChroma", "metrics_from_scores"]
 
 PROVIDES = ("speed_chroma_u", "speed_chroma_v", "speed_chroma_uv")
-#: the depths libvmaf's picture_copy reads as what they are
-SUPPORTED_BITDEPTHS = (8, 10, 12, 16)
 
 
 def metrics_from_scores(score_u: np.float32, err_u: bool, score_v: np.float32, err_v: bool,
@@ -45,7 +43,7 @@ class SpeedChroma(PerFrameTwin):
     def __init__(self, options: Mapping[str, Any], width: int, height: int, bitdepth: int):
         self.options = DECLARATION.with_defaults(options)
         check_common("speed_chroma", self.options)
-        check_bitdepth("speed_chroma", bitdepth, SUPPORTED_BITDEPTHS)
+        check_bitdepth("speed_chroma", bitdepth, FLOAT_BITDEPTHS)
         self.bitdepth = bitdepth
         self.geometry = None
 

@@ -19,13 +19,11 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from ._float_common import to_float_plane
+from ._float_common import FLOAT_BITDEPTHS, to_float_plane
 from ._speed_core import almost_one, check_common, common_options, extract_scores, geometry
 from .declaration import FeatureDeclaration, FrameScores, Option, OptionError, PerFrameTwin, check_bitdepth
 
 __all__ = ["DECLARATION", "SpeedTemporal"]
-
-SUPPORTED_BITDEPTHS = (8, 10, 12, 16)
 
 
 class SpeedTemporal(PerFrameTwin):
@@ -34,7 +32,7 @@ class SpeedTemporal(PerFrameTwin):
     def __init__(self, options: Mapping[str, Any], width: int, height: int, bitdepth: int):
         self.options = DECLARATION.with_defaults(options)
         _check(self.options)
-        check_bitdepth("speed_temporal", bitdepth, SUPPORTED_BITDEPTHS)
+        check_bitdepth("speed_temporal", bitdepth, FLOAT_BITDEPTHS)
         self.bitdepth = bitdepth
         self.geometry = geometry(width, height, float(self.options["speed_prescale"]))
         self._previous: tuple[np.ndarray, np.ndarray] | None = None
