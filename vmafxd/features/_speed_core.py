@@ -155,16 +155,17 @@ def _bilinear(plane: np.ndarray, sw: int, sh: int) -> np.ndarray:
     return out
 
 
+def _nearest_axis(src: int, dst: int) -> np.ndarray:
+    """``vif_scale_frame_nearest_s``'s source index of each output position (a float product, truncated)."""
+    return (np.arange(dst, dtype=np.float32) * (F32(src) / F32(dst))).astype(np.int64)
+
+
 def _nearest(plane: np.ndarray, sw: int, sh: int) -> np.ndarray:
     """``vif_scale_frame_nearest_s``."""
     h, w = plane.shape
     if (sw, sh) == (w, h):
         return plane
-    rx = F32(w) / F32(sw)
-    ry = F32(h) / F32(sh)
-    xs = (np.arange(sw, dtype=np.float32) * rx).astype(np.int64)
-    ys = (np.arange(sh, dtype=np.float32) * ry).astype(np.int64)
-    return plane[ys][:, xs]
+    return plane[_nearest_axis(h, sh)][:, _nearest_axis(w, sw)]
 
 
 @functools.lru_cache(maxsize=16)
@@ -452,10 +453,7 @@ def resize_tables(g: SpeedGeometry, options: Mapping[str, Any]) -> tuple[int, tu
         y1, y2, dy = _bilinear_axis(g.height, g.scaled_height)
         x1, x2, dx = _bilinear_axis(g.width, g.scaled_width)
         return 2, (y1, y2, dy, x1, x2, dx)
-    ry = F32(g.height) / F32(g.scaled_height)
-    rx = F32(g.width) / F32(g.scaled_width)
-    ys = (np.arange(g.scaled_height, dtype=np.float32) * ry).astype(np.int64)
-    xs = (np.arange(g.scaled_width, dtype=np.float32) * rx).astype(np.int64)
+    ys, xs = _nearest_axis(g.height, g.scaled_height), _nearest_axis(g.width, g.scaled_width)
     return 1, (ys, ys, np.zeros(len(ys), np.float32), xs, xs, np.zeros(len(xs), np.float32))
 
 
