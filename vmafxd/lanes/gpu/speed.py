@@ -36,23 +36,21 @@ class GpuSpeed(GpuFeature):
         decl = speed_temporal.DECLARATION if self.temporal else speed_chroma.DECLARATION
         super().__init__(instance, scorer, decl)
         stg = scorer.staging
+        role_elems = stg.role_bytes // stg.elem
+        # the CPU twins are built for their checks (options, bit depth, size)
         if self.temporal:
-            # the CPU twin's checks (options, size)
-            self.twin = speed_temporal.SpeedTemporal(self.values, stg.width, stg.height, stg.bitdepth)
-            self.geometry = self.twin.geometry
+            self.geometry = speed_temporal.SpeedTemporal(self.values, stg.width, stg.height, stg.bitdepth).geometry
             plane = 0
-            role_elems = stg.role_bytes // stg.elem
             dis_cur = 0 if self.values["speed_use_ref_diff"] else role_elems
             # (current, previous) offsets from a frame's start: ref[i-1] - ref[i], dis[i-1] - dis[i] (or - ref[i])
             table = [(0, 0), (dis_cur, role_elems)]
         else:
-            self.twin = speed_chroma.SpeedChroma(self.values, stg.width, stg.height, stg.bitdepth)
+            speed_chroma.SpeedChroma(self.values, stg.width, stg.height, stg.bitdepth)
             if len(stg.shapes) < 3:
                 raise GpuUnsupported("format.pixel_format", "speed_chroma needs chroma: libvmaf refuses 4:0:0")
             cw, ch = stg.shapes[1]
             self.geometry = core.geometry(cw, ch, float(self.values["speed_prescale"]))
             plane = 1
-            role_elems = stg.role_bytes // stg.elem
             table = []
             for c in (1, 2):
                 for role in (0, 1):
