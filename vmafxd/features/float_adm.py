@@ -19,6 +19,7 @@ import numpy as np
 from . import _float_adm_core as core
 from ._float_common import to_float_plane
 from .declaration import FeatureDeclaration, FrameScores, Option, PerFrameTwin, debug_and_gain_limit_options
+from ._c_math import c_max, c_min
 
 __all__ = ["DECLARATION", "FloatAdm", "compute_stats", "scale_sums", "metrics_from_stats", "MIN_SIDE"]
 
@@ -90,14 +91,6 @@ def scale_sums_batch(accs: np.ndarray, width: int, height: int, options: Mapping
     return out
 
 
-def _c_min(x: float, y: float) -> float:
-    return x if x < y else y
-
-
-def _c_max(x: float, y: float) -> float:
-    return x if x > y else y
-
-
 def metrics_from_stats(acc: np.ndarray, width: int, height: int, options: Mapping[str, Any]) -> dict[str, float]:
     """``compute_adm``'s totals and ``float_adm.c``'s outputs from :func:`compute_stats`'s record."""
     return metrics_from_scale_sums(scale_sums(acc, width, height, options), width, height, options)
@@ -123,14 +116,14 @@ def metrics_from_scale_sums(stats: np.ndarray, width: int, height: int,
         # libvmaf leaves aim uninitialised here; report the DLM-only reading
         score, aim = 1.0, 0.0
     else:
-        aim = _c_min(aim_num / aim_den, 1.0)
+        aim = c_min(aim_num / aim_den, 1.0)
         score = num / den
     min_val = float(options["adm_min_val"])
     if options["adm_adm3_apply_hm"]:
-        adm3 = _c_max(2 * score * aim / (score + aim), min_val)
+        adm3 = c_max(2 * score * aim / (score + aim), min_val)
     else:
         w = float(options["adm_dlm_weight"])
-        adm3 = _c_max(score * w + (1 - aim) * (1 - w), min_val)
+        adm3 = c_max(score * w + (1 - aim) * (1 - w), min_val)
     out = {"adm2": score, "aim": aim, "adm3": adm3}
     for s in range(4):
         out[f"adm_scale{s}"] = stats[s][0] / stats[s][1]

@@ -31,7 +31,8 @@ import numpy as np
 
 from ._float_common import row_major_sum, to_float_plane
 from .declaration import LumaTwin
-from .float_psnr import EPS, PEAKS, c_log10, c_max, c_min
+from ._c_math import c_log10, c_max, c_min
+from .float_psnr import EPS, PEAKS
 
 __all__ = ["DECLARATION", "FloatAnsnr", "NAMES", "REF_KERNEL", "DIS_KERNEL", "filtered", "signal_noise",
            "metrics_from_stats", "MIN_SIZE"]

@@ -28,6 +28,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from ._c_math import c_min
 from ._float_common import row_major_sum, separable_filter, to_float_plane
 from .declaration import FeatureDeclaration, FrameScores, Option, OptionError, debug_option
 from .motion import (
@@ -67,10 +68,6 @@ def score_from_sum(total: np.float32, w: int, h: int) -> float:
     return float(np.float32(total) / np.float32(w * h))
 
 
-def _c_min(x: float, y: float) -> float:
-    return x if x < y else y
-
-
 class FloatMotion:
     """CPU twin of libvmaf's ``float_motion`` (reference planes only)."""
 
@@ -92,10 +89,10 @@ class FloatMotion:
         self._pending: dict[str, float] = {}  # frame i - 1's early outputs (motion at i - 1)
 
     def _weighted(self, score: float) -> float:
-        return _c_min(score * self.fps_weight, self.max_val)
+        return c_min(score * self.fps_weight, self.max_val)
 
     def _blended(self, score: float) -> float:
-        return _c_min(motion_blend(score * self.fps_weight, self.blend_factor, self.blend_offset), self.max_val)
+        return c_min(motion_blend(score * self.fps_weight, self.blend_factor, self.blend_offset), self.max_val)
 
     def _planes(self, picture: Any) -> list[np.ndarray]:
         planes = [picture.planes[0]]

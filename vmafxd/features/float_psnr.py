@@ -18,14 +18,14 @@ the double sum of squared float differences; up to 12 bits it is
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
 from ._float_common import SCALERS, double_sum, to_float_plane
 from .declaration import LumaTwin
+from ._c_math import c_log10, c_max, c_min
 
-__all__ = ["DECLARATION", "FloatPsnr", "PEAKS", "EXACT_BITDEPTHS", "SCALERS", "noise_sum", "noise_from_sse", "metrics_from_stats", "c_log10"]
+__all__ = ["DECLARATION", "FloatPsnr", "PEAKS", "EXACT_BITDEPTHS", "SCALERS", "noise_sum", "noise_from_sse", "metrics_from_stats"]
 
 #: float_psnr.c / float_ansnr.c's init: bit depth -> (peak, psnr_max)
 PEAKS = {8: (255.0, 60.0), 10: (255.75, 72.0), 12: (255.9375, 84.0), 16: (255.99609375, 108.0)}
@@ -33,25 +33,6 @@ PEAKS = {8: (255.0, 60.0), 10: (255.75, 72.0), 12: (255.9375, 84.0), 16: (255.99
 EXACT_BITDEPTHS = (8, 10, 12)
 #: the floor of the mean squared error (psnr.c's ``eps``)
 EPS = 1e-10
-
-
-def c_log10(x: float) -> float:
-    """C's ``log10`` on a double: -inf at 0 and NaN below (math.log10 raises there).
-
-    For positive input math.log10 is the C library's log10, which libvmaf calls."""
-    if x > 0.0:
-        return math.log10(x)
-    return -math.inf if x == 0.0 else math.nan
-
-
-def c_max(x: float, y: float) -> float:
-    """C's ``MAX(x, y)``: ``x > y ? x : y``."""
-    return x if x > y else y
-
-
-def c_min(x: float, y: float) -> float:
-    """C's ``MIN(x, y)``: ``x < y ? x : y``."""
-    return x if x < y else y
 
 
 def noise_sum(ref: np.ndarray, dist: np.ndarray, bitdepth: int) -> float:

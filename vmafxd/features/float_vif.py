@@ -21,6 +21,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from ._c_math import c_max
 from ._float_common import to_float_plane
 from ._float_vif_core import decimate, gaussian_filter, scale_sums, valid_kernelscale
 from .declaration import (FeatureDeclaration, FrameScores, Option, OptionError, PerFrameTwin,
@@ -68,10 +69,6 @@ def compute_stats(ref: np.ndarray, dist: np.ndarray, options: Mapping[str, Any])
     return out
 
 
-def _c_max(x: float, y: float) -> float:
-    return x if x > y else y
-
-
 def metrics_from_stats(stats: np.ndarray, options: Mapping[str, Any]) -> dict[str, float]:
     """``float_vif.c``'s outputs from the per-scale sums (double arithmetic, as libvmaf)."""
     skip0 = bool(options["vif_skip_scale0"])
@@ -87,7 +84,7 @@ def metrics_from_stats(stats: np.ndarray, options: Mapping[str, Any]) -> dict[st
     mins = (None, options["vif_scale1_min_val"], options["vif_scale2_min_val"], options["vif_scale3_min_val"])
     out = {"vif_scale0": 0.0 if skip0 else num[0] / den[0]}
     for s in (1, 2, 3):
-        out[f"vif_scale{s}"] = _c_max(num[s] / den[s], float(mins[s]))
+        out[f"vif_scale{s}"] = c_max(num[s] / den[s], float(mins[s]))
     out["vif"] = score
     out["vif_num"] = score_num
     out["vif_den"] = score_den

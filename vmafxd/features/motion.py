@@ -34,6 +34,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from .declaration import FeatureDeclaration, FrameScores, Option, debug_option
+from ._c_math import c_min
 
 __all__ = [
     "DECLARATION",
@@ -199,11 +200,6 @@ def compute_stats(prev_luma: np.ndarray, cur_luma: np.ndarray, bitdepth: int) ->
 # ---------------------------------------------------------------------------
 
 
-def _c_min(x: float, y: float) -> float:
-    """C's ``MIN(x, y)``: ``x < y ? x : y`` (differs from Python's min on ties and NaN)."""
-    return x if x < y else y
-
-
 def metrics_from_stats(
     sad: int, width: int, height: int, *, fps_weight: float = 1.0, max_val: float = 10000.0
 ) -> float:
@@ -214,12 +210,12 @@ def metrics_from_stats(
     """
     pixels = (width * height) & 0xFFFFFFFF
     score = float(sad) / 256.0 / float(pixels) * fps_weight
-    return _c_min(score, max_val)
+    return c_min(score, max_val)
 
 
 def motion_blend(score: float, factor: float, offset: float) -> float:
     """libvmaf's blend: keep ``factor`` of the score, and cap the rest at ``offset``."""
-    return score * factor + (1.0 - factor) * _c_min(offset, score)
+    return score * factor + (1.0 - factor) * c_min(offset, score)
 
 
 # ---------------------------------------------------------------------------
@@ -265,7 +261,7 @@ class MotionTimeline:
         return self._release(final=True)
 
     def _processed(self, motion2: float) -> float:
-        return _c_min(motion_blend(motion2, self.blend_factor, self.blend_offset), self.max_val)
+        return c_min(motion_blend(motion2, self.blend_factor, self.blend_offset), self.max_val)
 
     def _release(self, final: bool) -> list[FrameScores]:
         out: list[FrameScores] = []

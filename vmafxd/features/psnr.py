@@ -18,7 +18,6 @@ Layers
 
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
@@ -26,6 +25,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from .declaration import FeatureDeclaration, FrameScores, Option, PerFrameTwin, check_bitdepth
+from ._c_math import c_log10, c_min
 
 __all__ = [
     "DECLARATION",
@@ -47,27 +47,9 @@ _U32 = 0xFFFFFFFF
 _U64 = 0xFFFFFFFFFFFFFFFF
 
 
-def _c_log10(x: float) -> float:
-    """C's ``log10``: -inf at 0 and NaN below, where Python's math.log10 raises.
-
-    math.log10 calls the C library's log10 for positive finite input, which is
-    what libvmaf calls (numpy's vectorised log10 may differ in the last bit).
-    """
-    if x > 0.0:
-        return math.log10(x)
-    if x == 0.0:
-        return -math.inf
-    return math.nan
-
-
 def _c_ceil(x: float) -> float:
     """C's ``ceil`` on a double (math.ceil returns an int and rejects inf/NaN)."""
     return float(np.ceil(x))
-
-
-def _c_min(x: float, y: float) -> float:
-    """C's ``MIN(x, y)``: ``x < y ? x : y``."""
-    return x if x < y else y
 
 
 # ---------------------------------------------------------------------------
@@ -142,7 +124,7 @@ def psnr_params(
     for h, w in plane_shapes:
         if min_sse != 0.0:
             mse = min_sse / float((w * h) & _U32)
-            caps.append(_c_ceil(10.0 * _c_log10(float((peak * peak) & _U32) / mse)))
+            caps.append(_c_ceil(10.0 * c_log10(float((peak * peak) & _U32) / mse)))
         else:
             caps.append(float(6 * bitdepth + 12))
     return PsnrParams(bitdepth, peak, tuple(caps), bool(options["enable_mse"]))
@@ -160,7 +142,7 @@ def metrics_from_stats(
         # The floor 1e-16 keeps log10 finite on identical planes; the cap
         # then decides the value.
         floor_mse = mse if mse > 1e-16 else 1e-16
-        out[PSNR_NAMES[p]] = _c_min(10.0 * _c_log10(peak_sq / floor_mse), params.psnr_max[p])
+        out[PSNR_NAMES[p]] = c_min(10.0 * c_log10(peak_sq / floor_mse), params.psnr_max[p])
         if params.enable_mse:
             out[MSE_NAMES[p]] = mse
     return out
@@ -179,10 +161,10 @@ def apsnr_from_totals(peak: int, sse_total: Sequence[int], pixels_total: Sequenc
         sse = int(sse_total[p]) if p < len(sse_total) else 0
         n = int(pixels_total[p]) if p < len(pixels_total) else 0
         # Python floats follow C here: -inf - -inf is NaN, and NaN < x is false.
-        apsnr = 10.0 * (_c_log10(float(peak_sq)) + _c_log10(float(n)) - _c_log10(float(sse)))
+        apsnr = 10.0 * (c_log10(float(peak_sq)) + c_log10(float(n)) - c_log10(float(sse)))
         # C multiplies in uint64 (wrapping) before converting to double.
-        limit = _c_ceil(10.0 * _c_log10(float((peak_sq * n * 2) & _U64)))
-        out[APSNR_NAMES[p]] = _c_min(apsnr, limit)
+        limit = _c_ceil(10.0 * c_log10(float((peak_sq * n * 2) & _U64)))
+        out[APSNR_NAMES[p]] = c_min(apsnr, limit)
     return out
 
 
