@@ -23,10 +23,7 @@ from .model import ModelSet, load_model, parse_model_spec
 # parse_feature_spec is re-exported: the client's in-process scoring parses
 # --feature through this module, its one way into vmafxd.
 __all__ = ["Report", "score_files", "score_frames", "score_frames_on_gpu", "resolve_models", "parse_feature_spec",
-           "GeometryError", "GpuUnavailable", "cpu_scorer", "CPU_ENGINES"]
-
-#: the CPU lane's engines (vmafxd/lanes/compiled.py): auto | compiled | numpy
-CPU_ENGINES = ("auto", "compiled", "numpy")
+           "GeometryError", "GpuUnavailable", "cpu_scorer"]
 
 
 #: the two files disagree on a dimension or format (``field`` names it)

@@ -166,15 +166,12 @@ class CompiledScorer:
         return [t.instance.decl.name for t in self._scorer.twins] if self._scorer is not None else []
 
     def _upload(self, ref, dist):
-        from .gpu.engine import FrameSource, GpuFrame
+        from .gpu.engine import FrameSource, GpuFrame, packed_layout
 
         planes = [np.ascontiguousarray(p) for p in ref.planes]
         if self._frame is None:
-            layout, off = [], 0
-            for p in planes:
-                layout.append((off, p.strides[0]))
-                off += p.nbytes
-            self._layout, self._frame_bytes = tuple(layout), off
+            self._layout, off = packed_layout(planes)
+            self._frame_bytes = off
             self._host = self.device.alloc_host(2 * off)
             self._frame = self.device.alloc(2 * off)
         host, fb = self._host, self._frame_bytes

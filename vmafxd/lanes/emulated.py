@@ -28,7 +28,6 @@ kernels' operations stay the written IEEE ones, in the written order.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import mmap
 import os
 import re
@@ -356,14 +355,16 @@ class EmulatedRuntime(DeviceTable):
     def compile(self, source: str, name: str, arch: str, options: Sequence[str]) -> bytes:
         """Build a shared library; the 'binary' returned is its path.
 
-        Its name holds the SHA-256 of the source, the compiler's version and every
-        build flag, so a change of any of them builds a new library.  The source is
+        Its name holds the kernel cache's key (kernels.cache_key: the SHA-256 of the source,
+        the target, the compiler's version and every build flag), so a change of any of
+        them builds a new library.  The source is
         preprocessed first to find its kernels (a macro may make some), and one
         ``VX_EMU_LAUNCHER`` per kernel is appended before the build."""
+        from .gpu.kernels import cache_key
+
         defines = [o for o in options if o.startswith("-D")]
         flags = [*BUILD_FLAGS, *defines]
-        key = "\0".join([source, self.compiler_version(), *flags])
-        digest = hashlib.sha256(key.encode()).hexdigest()[:20]
+        digest = cache_key(source, arch, self.compiler_version(), flags)[:20]
         libdir = self._library_dir()
         lib = libdir / f"{Path(name).stem}-{digest}.so"
         if not lib.exists():

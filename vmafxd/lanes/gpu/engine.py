@@ -37,7 +37,7 @@ from vmafx.formats import PixelFormat, Subsampling, scoring_planes
 from ...core.scoring import FrameAssembler, PlanError, ScoringPlan
 from .launch import I32, U64, Launcher
 
-__all__ = ["FrameSource", "GpuFrame", "HostUploads", "Staging", "Batch", "GpuScorer", "KernelSet", "GpuUnsupported", "twin_modules"]
+__all__ = ["FrameSource", "GpuFrame", "HostUploads", "packed_layout", "Staging", "Batch", "GpuScorer", "KernelSet", "GpuUnsupported", "twin_modules"]
 
 def twin_modules() -> dict[str, str]:
     """Feature name -> its GPU twin's module under vmafxd.lanes.gpu (``make(instance, scorer)``),
@@ -152,6 +152,16 @@ class GpuFrame:
     waits: list = field(default_factory=list)
 
 
+def packed_layout(planes: Sequence[np.ndarray]) -> tuple[tuple[tuple[int, int], ...], int]:
+    """A :class:`FrameSource` layout (offset, pitch per plane) of C-contiguous ``planes`` packed
+    one after another, and the bytes of them all."""
+    layout, off = [], 0
+    for x in planes:
+        layout.append((off, x.strides[0]))
+        off += x.nbytes
+    return tuple(layout), off
+
+
 class HostUploads:
     """Pictures in host memory copied to device memory as :class:`FrameSource` s, planes packed
     one after another: how the engine's checks, tests and benchmarks feed it without a daemon.
@@ -163,10 +173,7 @@ class HostUploads:
 
     def source(self, planes: Sequence[np.ndarray], pixel_format: PixelFormat) -> FrameSource:
         planes = [np.ascontiguousarray(x) for x in planes]
-        layout, off = [], 0
-        for x in planes:
-            layout.append((off, x.strides[0]))
-            off += x.nbytes
+        layout, off = packed_layout(planes)
         dev = self.device
         host = dev.alloc_host(off)
         for x, (o, _) in zip(planes, layout):
@@ -174,7 +181,7 @@ class HostUploads:
         ptr = dev.alloc(off)
         self._held.append((ptr, host))
         dev.copy_htod_async(ptr, host, off, self.stream)
-        return FrameSource(ptr, pixel_format, tuple(layout))
+        return FrameSource(ptr, pixel_format, layout)
 
     def close(self) -> None:
         if self._held:

@@ -80,24 +80,25 @@ def available_sources() -> list[str]:
     return [n for n in SOURCES if root.joinpath(n).is_file()]
 
 
-def param_defines(name: str) -> str:
-    """The generated ``#define``s of the parameter blocks of the features whose kernel is ``name``."""
+def _generated(name: str, declared: str, render: Callable) -> str:
+    """``render(declaration)`` of the features whose kernel is ``name`` and that declare
+    ``declared`` (a declaration field): one text, which features sharing a kernel must agree on."""
     from ...features import kernel_declarations
 
-    blocks = {d.kernel_defines() for d in kernel_declarations(name) if d.kernel_params}
-    if len(blocks) > 1:
-        raise ValueError(f"{name}: features sharing this kernel declare different kernel_params")
-    return blocks.pop() if blocks else ""
+    texts = {render(d) for d in kernel_declarations(name) if getattr(d, declared)}
+    if len(texts) > 1:
+        raise ValueError(f"{name}: features sharing this kernel declare different {declared}")
+    return texts.pop() if texts else ""
+
+
+def param_defines(name: str) -> str:
+    """The generated ``#define``s of the parameter blocks of the features whose kernel is ``name``."""
+    return _generated(name, "kernel_params", lambda d: d.kernel_defines())
 
 
 def kernel_tables(name: str) -> str:
     """The generated ``__constant__`` tables of the features whose kernel is ``name``."""
-    from ...features import kernel_declarations
-
-    tables = {d.kernel_table_source() for d in kernel_declarations(name) if d.kernel_tables}
-    if len(tables) > 1:
-        raise ValueError(f"{name}: features sharing this kernel declare different kernel_tables")
-    return tables.pop() if tables else ""
+    return _generated(name, "kernel_tables", lambda d: d.kernel_table_source())
 
 
 def source(name: str) -> str:

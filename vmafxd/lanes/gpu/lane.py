@@ -295,18 +295,22 @@ class GpuLane(Lane):
             self._copies += n
 
     # -- imports ---------------------------------------------------------------------
+    def _worker(self, ordinal: int, error: type[LaneError] = InvalidInput) -> "GpuWorker":
+        """The worker of that device ordinal, as describe() numbers them (``gpu_devices`` may
+        list a subset: ordinals are not positions); ``error`` on the field ``device`` if none."""
+        for w in self.workers:
+            if w.index == ordinal:
+                return w
+        raise error("device", f"the {self.name} lane has devices "
+                              f"{', '.join(str(w.index) for w in self.workers)}, not {ordinal}")
+
     def _device_for(self, layout: BufferLayout) -> int:
-        """The device ordinal the layout names (as describe() numbers them; None: the first)."""
-        ordinals = [w.index for w in self.workers]
-        d = ordinals[0] if layout.device is None else layout.device
-        if d not in ordinals:
-            raise InvalidInput("device", f"the {self.name} lane has devices "
-                                         f"{', '.join(map(str, ordinals))}, not {d}")
-        return d
+        """The device ordinal the layout names (None: the first)."""
+        return self._worker(self.workers[0].index if layout.device is None else layout.device).index
 
     def _device(self, ordinal: int):
-        """The device of that ordinal (``gpu_devices`` may list a subset: ordinals are not positions)."""
-        return next(dev for w, dev in zip(self.workers, self.devices) if w.index == ordinal)
+        """The device of that ordinal."""
+        return self._worker(ordinal).device
 
     def import_buffer(self, layout: BufferLayout, fds: Mapping[int, OwnedFd]) -> GpuImport:
         kind = layout.kind
@@ -403,10 +407,7 @@ class GpuLane(Lane):
         if self._token is None:
             raise RuntimeError(f"the {self.name} lane is not running")
         if spec.device is not None:
-            worker = next((w for w in self.workers if w.index == spec.device), None)  # by ordinal
-            if worker is None:
-                raise Unsupported("device", f"the {self.name} lane has devices "
-                                            f"{', '.join(str(w.index) for w in self.workers)}, not {spec.device}")
+            worker = self._worker(spec.device, Unsupported)
         else:
             worker = min(self.workers, key=lambda w: w.sessions)
         for inst in spec.plan.instances:

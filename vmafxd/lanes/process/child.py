@@ -104,12 +104,7 @@ class Child:
     async def flush(self) -> None:
         while self._outbox:
             messages, self._outbox = self._outbox, []
-            data, fds = wire.packet_bytes(wire.encode(messages))
-            try:
-                await self.stream.send(data, fds)
-            finally:
-                for f in fds:
-                    f.close()
+            await wire.send_async(self.stream.send, messages)
 
     # -- releases ----------------------------------------------------------------------
     def wake_threadsafe(self) -> None:

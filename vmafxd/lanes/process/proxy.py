@@ -297,17 +297,18 @@ class ProcessLane(Lane):
         return rows
 
     # -- imports ---------------------------------------------------------------------------------
-    def _slot(self, device: int | None, field: str, error=InvalidInput) -> "DeviceSlot":
+    def _slot(self, device: int | None, error=InvalidInput) -> "DeviceSlot":
+        """The slot of that device ordinal (None: the first); ``error`` on the field ``device`` if none."""
         if device is None:
             return self.slots[0]
         for slot in self.slots:
             if slot.ordinal == device:
                 return slot
-        raise error(field, f"the {self.name} lane has devices "
-                           f"{', '.join(str(s.ordinal) for s in self.slots)}, not {device}")
+        raise error("device", f"the {self.name} lane has devices "
+                              f"{', '.join(str(s.ordinal) for s in self.slots)}, not {device}")
 
     def import_buffer(self, layout: BufferLayout, fds: Mapping[int, OwnedFd]) -> ProxyImport:
-        slot = self._slot(layout.device, "device")
+        slot = self._slot(layout.device)
         w = slot.worker
         if w is None:
             raise LaneFailure("device", f"the {self.name} lane's worker for device {slot.ordinal} is not running")
@@ -325,7 +326,7 @@ class ProcessLane(Lane):
         if self._token is None:
             raise RuntimeError(f"the {self.name} lane is not running")
         if spec.device is not None:
-            slot = self._slot(spec.device, "device", Unsupported)
+            slot = self._slot(spec.device, Unsupported)
         else:
             slot = min(self.slots, key=lambda s: s.sessions)
         with trio.move_on_after(START_TIMEOUT):

@@ -132,6 +132,17 @@ def send_blocking(sock: socket.socket, messages: Any, fds: Sequence[Any] = ()) -
             f.close()
 
 
+async def send_async(send, messages: Sequence[Any]) -> None:
+    """``messages`` as one packet through ``send(data, fds)`` (a trio stream's or channel's);
+    a memfd made for a large packet is closed once sent."""
+    data, fds = packet_bytes(encode(messages))
+    try:
+        await send(data, fds)
+    finally:
+        for f in fds:
+            f.close()
+
+
 def recv_blocking(sock: socket.socket) -> tuple[Any, list[OwnedFd]]:
     pkt = recv_packet_blocking(sock, INLINE_MAX + 16, MAX_FDS + 1)
     data, fds = unpack_packet(pkt)

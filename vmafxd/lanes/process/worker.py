@@ -201,14 +201,10 @@ class WorkerProcess:
             await trio.lowlevel.checkpoint()
             while self.outbox:
                 messages, self.outbox = self.outbox, []
-                data, fds = wire.packet_bytes(wire.encode(messages))
                 try:
-                    await channel.send(data, fds)
+                    await wire.send_async(channel.send, messages)
                 except (TransportClosed, OSError):
                     return  # the receiver sees the end of the stream
-                finally:
-                    for f in fds:
-                        f.close()
                 self.packets_sent += 1
                 self.frames_sent += sum(1 for m in messages if m[0] == wire.SUBMIT)
 
