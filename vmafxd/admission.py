@@ -230,11 +230,7 @@ class Admission:
 
     def sync(self, uid: int, was: Holdings, now: Holdings) -> None:
         """A client of ``uid`` went from holding ``was`` to ``now``."""
-        # Written out field by field: it runs for every change of a client's holdings
-        # (twice per frame), and a loop of getattr/setattr costs several times more.
-        acc = self.accounts.get(uid)
-        if acc is None:
-            acc = self.account(uid)
+        acc = self.account(uid)
         sessions, buffers = now.sessions - was.sessions, now.buffers - was.buffers
         frames, nbytes = now.frames - was.frames, now.bytes - was.bytes
         for held in (acc.held, self.total):
@@ -247,9 +243,7 @@ class Admission:
         """A client of ``uid`` holds ``frames`` more frames in flight, of ``nbytes`` (negative: fewer).
 
         :meth:`sync`'s change of frames alone, without two Holdings: it runs twice a frame."""
-        acc = self.accounts.get(uid)
-        if acc is None:
-            acc = self.account(uid)
+        acc = self.account(uid)
         held, total = acc.held, self.total
         held.frames += frames
         held.bytes += nbytes
