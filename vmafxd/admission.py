@@ -275,6 +275,14 @@ class Admission:
                 raise _nomem("width", f"a {geometry_text} frame with this session's features needs "
                                       f"{human_bytes(cost)} to score, over {name} ({human_bytes(limit)})")
 
+    def frames_that_fit(self, cost: int) -> int:
+        """Frames of ``cost`` bytes one client may have in flight at once by its budgets (the
+        frame count, and the bytes per client and in all); at least one (check_frame_cost let
+        one in).  What ``session_opened`` tells a client that asked for session budgets."""
+        lim = self.limits
+        fit = min(lim.max_bytes_in_flight_per_client, self.bytes_total_limit) // max(1, cost)
+        return max(1, min(lim.max_frames_in_flight, fit))
+
     def check_frame(self, uid: int, client_bytes: int, cost: int) -> None:
         """At submit: one more frame of ``cost`` bytes for a client holding ``client_bytes``."""
         lim = self.limits
