@@ -230,11 +230,7 @@ class Admission:
 
     def sync(self, uid: int, was: Holdings, now: Holdings) -> None:
         """A client of ``uid`` went from holding ``was`` to ``now``."""
-        # Written out field by field: it runs for every change of a client's holdings
-        # (twice per frame), and a loop of getattr/setattr costs several times more.
-        acc = self.accounts.get(uid)
-        if acc is None:
-            acc = self.account(uid)
+        acc = self.account(uid)
         sessions, buffers = now.sessions - was.sessions, now.buffers - was.buffers
         frames, nbytes = now.frames - was.frames, now.bytes - was.bytes
         for held in (acc.held, self.total):
@@ -247,9 +243,7 @@ class Admission:
         """A client of ``uid`` holds ``frames`` more frames in flight, of ``nbytes`` (negative: fewer).
 
         :meth:`sync`'s change of frames alone, without two Holdings: it runs twice a frame."""
-        acc = self.accounts.get(uid)
-        if acc is None:
-            acc = self.account(uid)
+        acc = self.account(uid)
         held, total = acc.held, self.total
         held.frames += frames
         held.bytes += nbytes
@@ -280,6 +274,14 @@ class Admission:
             if cost > limit:
                 raise _nomem("width", f"a {geometry_text} frame with this session's features needs "
                                       f"{human_bytes(cost)} to score, over {name} ({human_bytes(limit)})")
+
+    def frames_that_fit(self, cost: int) -> int:
+        """Frames of ``cost`` bytes one client may have in flight at once by its budgets (the
+        frame count, and the bytes per client and in all); at least one (check_frame_cost let
+        one in).  What ``session_opened`` tells a client that asked for session budgets."""
+        lim = self.limits
+        fit = min(lim.max_bytes_in_flight_per_client, self.bytes_total_limit) // max(1, cost)
+        return max(1, min(lim.max_frames_in_flight, fit))
 
     def check_frame(self, uid: int, client_bytes: int, cost: int) -> None:
         """At submit: one more frame of ``cost`` bytes for a client holding ``client_bytes``."""

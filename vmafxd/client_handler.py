@@ -48,8 +48,7 @@ from vmafx.protocol import (
     RemoteProtocolError, ServerConnection, SessionOpened, SessionsReply, State, Status, StatusReply, Submit,
     SubmitMany, UnregisterBuffer, peek,
 )
-from vmafx.protocol.messages import BadFrame, SubmitFrame
-from vmafx.protocol.messages import decode, encode
+from vmafx.protocol.messages import BadFrame, SubmitFrame, decode, encode
 from vmafx.protocol.state import SERVER_SENDS
 from vmafx.transport import ConnectionReset, OwnedFd, Packet, TransportClosed, TrioPacketChannel
 
@@ -630,10 +629,9 @@ class ClientHandler:
         self.server.session_opened(session)
         # How many of its frames the byte budgets hold at once, so that a client waits rather
         # than sends frames that would be refused with E_NOMEM (a 4K frame costs ~0.4 GB).
-        fit = min(self.limits.max_bytes_in_flight_per_client, self.admission.bytes_total_limit) // max(1, cost)
         self.emit(SessionOpened(re=msg.seq, session=sid, lane=self.lane.name, device=session.lane_session.device,
                                 metrics=tuple(session.metrics), models=tuple(session.models),
-                                max_frames_in_flight=max(1, min(self.limits.max_frames_in_flight, fit))
+                                max_frames_in_flight=self.admission.frames_that_fit(cost)
                                 if self.session_budgets else None))
 
     def _close_session(self, msg: CloseSession) -> None:

@@ -3,9 +3,10 @@
 Three messages leave the daemon for every frame.  Built as message objects, each was
 checked, turned into its wire map and packed: several Python calls per message on the
 trio thread.  The ledger (vmafxd/ledger.py) builds their bytes here instead, with the
-same checks written out for the values a daemon makes (u32 integers, float or nil
-metrics) and the same map as ``to_wire``'s, so the bytes are the general path's; a value
-outside them returns None and the ledger takes the general path, which names the field.
+protocol's own fast-path checks for the values a daemon makes (``plain_u32s``,
+``plain_metrics``: u32 integers, float or nil metrics) and the same map as
+``to_wire``'s, so the bytes are the general path's; a value outside them returns None
+and the ledger takes the general path, which names the field.
 """
 
 from __future__ import annotations
@@ -14,16 +15,9 @@ from typing import Any
 
 import msgpack
 
+from vmafx.protocol.messages import plain_metrics, plain_u32s
+
 __all__ = ["FramePackets"]
-
-_U32 = (1 << 32) - 1
-
-
-def _u32s(*values) -> bool:
-    for v in values:
-        if type(v) is not int or not 0 <= v <= _U32:
-            return False
-    return True
 
 
 class FramePackets:
@@ -41,7 +35,7 @@ class FramePackets:
 
     def released_pair(self, session: int, index: int, ref: Any, dist: Any) -> tuple[bytes, bytes] | None:
         """A frame's two ``released`` (ref, then dist)."""
-        if _u32s(session, index, ref, dist):
+        if plain_u32s(session, index, ref, dist):
             pack = self._pack
             return (pack({"t": "released", "buffer": ref, "session": session, "index": index, "role": "ref"}),
                     pack({"t": "released", "buffer": dist, "session": session, "index": index, "role": "dist"}))
@@ -49,9 +43,6 @@ class FramePackets:
 
     def result(self, session: int, index: int, metrics: dict) -> bytes | None:
         """A frame's ``result`` (metrics: str -> float or None)."""
-        if not _u32s(session, index) or type(metrics) is not dict or len(metrics) > 4096:
-            return None
-        for k, v in metrics.items():
-            if type(k) is not str or (v is not None and type(v) is not float):
-                return None
-        return self._pack({"t": "result", "session": session, "index": index, "metrics": metrics})
+        if plain_u32s(session, index) and plain_metrics(metrics):
+            return self._pack({"t": "result", "session": session, "index": index, "metrics": metrics})
+        return None

@@ -252,12 +252,10 @@ class ClientTracker:
 
     # -- frames -----------------------------------------------------------------
 
-    def can_submit(self, st: SessionState | None = None) -> bool:
+    def can_submit(self, st: SessionState) -> bool:
         """Back-pressure: the daemon bounds frames in flight per client, and by their bytes
         (``st``'s ``max_in_flight``, when it said); we never exceed either."""
-        if self.in_flight >= self.limits.max_frames_in_flight:
-            return False
-        return st is None or st.max_in_flight is None or len(st.awaiting) < st.max_in_flight
+        return self.room(st) > 0
 
     def room(self, st: SessionState) -> int:
         """How many frames of ``st`` may be submitted now (the client's and the session's limits)."""

@@ -707,16 +707,29 @@ class Goodbye(Message):
     reason: str = _wire(_text(1024), "")
 
 
-def _u32s(*values) -> bool:
+def plain_u32s(*values) -> bool:
+    """Every value is plainly an unsigned 32-bit integer (the fast paths' check: also
+    vmafxd/frame_packets.py's)."""
     for v in values:
         if type(v) is not int or not 0 <= v <= _U32:
             return False
     return True
 
 
+def plain_metrics(metrics) -> bool:
+    """``metrics`` is plainly what a result's check takes as it is: a dict of at most 4096
+    str -> float or None (the fast paths' check: also vmafxd/frame_packets.py's)."""
+    if type(metrics) is not dict or len(metrics) > 4096:
+        return False
+    for k, v in metrics.items():
+        if type(k) is not str or (v is not None and type(v) is not float):
+            return False
+    return True
+
+
 def _released_map(msg: "Released") -> dict | None:
     """A released's wire map when every value is plainly what check_wire takes, else None."""
-    if _u32s(msg.buffer, msg.session, msg.index) and (msg.role == "ref" or msg.role == "dist"):
+    if plain_u32s(msg.buffer, msg.session, msg.index) and (msg.role == "ref" or msg.role == "dist"):
         return {"t": "released", "buffer": msg.buffer, "session": msg.session, "index": msg.index,
                 "role": msg.role}
     return None
@@ -724,13 +737,9 @@ def _released_map(msg: "Released") -> dict | None:
 
 def _result_map(msg: "Result") -> dict | None:
     """A result's wire map when every value is plainly what check_wire takes, else None."""
-    metrics = msg.metrics
-    if not _u32s(msg.session, msg.index) or type(metrics) is not dict or len(metrics) > 4096:
-        return None
-    for k, v in metrics.items():
-        if type(k) is not str or (v is not None and type(v) is not float):
-            return None
-    return {"t": "result", "session": msg.session, "index": msg.index, "metrics": metrics}
+    if plain_u32s(msg.session, msg.index) and plain_metrics(msg.metrics):
+        return {"t": "result", "session": msg.session, "index": msg.index, "metrics": msg.metrics}
+    return None
 
 
 #: The daemon's messages of every frame (a result, two released), checked written out: the
@@ -743,7 +752,7 @@ def _released_read(d: dict) -> "Released | None":
     """A received released map whose values are plainly valid (else None: the general path)."""
     if len(d) == 5:
         b, s, i, r = d.get("buffer"), d.get("session"), d.get("index"), d.get("role")
-        if _u32s(b, s, i) and (r == "ref" or r == "dist"):
+        if plain_u32s(b, s, i) and (r == "ref" or r == "dist"):
             return Released(buffer=b, session=s, index=i, role=r)
     return None
 
@@ -752,10 +761,7 @@ def _result_read(d: dict) -> "Result | None":
     """A received result map whose values are plainly valid (else None: the general path)."""
     if len(d) == 4:
         s, i, metrics = d.get("session"), d.get("index"), d.get("metrics")
-        if _u32s(s, i) and type(metrics) is dict and len(metrics) <= 4096:
-            for k, v in metrics.items():
-                if type(k) is not str or (v is not None and type(v) is not float):
-                    return None
+        if plain_u32s(s, i) and plain_metrics(metrics):
             return Result(session=s, index=i, metrics=metrics)  # a fresh dict of the unpacker's
     return None
 
