@@ -57,7 +57,11 @@ def read_only_rate(ref: str, dist: str) -> float:
         t0 = time.perf_counter()
         try:
             try:
-                from vmafx.remote_score import PARALLEL_READ_BYTES, _PairFiller
+                from vmafx.remote_score import _PairFiller
+                try:
+                    from vmafx.io.input import PARALLEL_READ_BYTES
+                except ImportError:  # a tree where it lived beside the filler
+                    from vmafx.remote_score import PARALLEL_READ_BYTES
             except ImportError:  # a tree before the direct reader
                 _PairFiller = None
             if _PairFiller is not None:

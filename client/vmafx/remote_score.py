@@ -27,6 +27,7 @@ import trio
 from .client import Client
 from .exceptions import LayoutError, VmafxError, first_error
 from .frames import FrameBuffer, memfd_buffer
+from .io.input import PARALLEL_READ_BYTES, read_pair
 from .io.video import VideoInfo
 from .tracking import FrameResult
 
@@ -68,10 +69,6 @@ def check_pair(ref: VideoInfo, dist: VideoInfo) -> None:
 #: its batch's upload is done, so 32 keep a batch gathering while the previous one runs
 MAX_PAIRS = 32
 
-
-#: frames from this size on are read two at a time (reference and distorted in two threads);
-#: below it a thread hop per frame costs more than the second reader gains
-PARALLEL_READ_BYTES = 1 << 20
 
 
 def pool_size_for(frame_bytes: int, in_flight_limit: int, budget: int = 1 << 30) -> int:
@@ -115,11 +112,8 @@ class _PairFiller:
         back (the frame-count warning reads on from there)."""
         rr, dr = self.rr, self.dr
         ref_h, dist_h = pair
-        if helper is None:
-            a = self._into(rr, ref_h.buffer)
-            b = self._into(dr, dist_h.buffer, self.read_dist)
-        else:
-            a, b = self._both_at_once(ref_h, dist_h, helper)
+        a, b = read_pair(lambda: self._into(rr, ref_h.buffer), lambda: self._into(dr, dist_h.buffer, self.read_dist),
+                         helper)
         if a and b:
             return True
         if b:  # the reference ended first
@@ -130,23 +124,6 @@ class _PairFiller:
             rr.pushback(ref_h.buffer.read_planes())
             self._ended(ref_first=False)
         return False
-
-    def _both_at_once(self, ref_h, dist_h, helper: ThreadPoolExecutor) -> tuple[bool, bool]:
-        """(reference read, distorted read), the distorted read in ``helper`` meanwhile."""
-        dist_read = helper.submit(self._into, self.dr, dist_h.buffer, self.read_dist)
-        error: BaseException | None = None
-        a = b = False
-        try:
-            a = self._into(self.rr, ref_h.buffer)
-        except BaseException as e:
-            error = e
-        try:
-            b = dist_read.result()  # waited for even after an error: it writes the pair's buffer
-        except BaseException as e:
-            error = error or e
-        if error is not None:
-            raise error
-        return a, b
 
     def run(self, free: queue.SimpleQueue, token, filled) -> None:
         """The reader thread: fill each pair ``free`` hands over (None: stop), and pass it on

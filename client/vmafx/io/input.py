@@ -6,9 +6,9 @@ for anything FFmpeg decodes) stand on it without importing each other.
 
 from __future__ import annotations
 
-from .video import VideoInfo
+from .video import VideoInfo, unpack_planes
 
-__all__ = ["Input", "InputError", "pack_planes"]
+__all__ = ["Input", "InputError", "pack_planes", "unpack_planes", "read_pair", "PARALLEL_READ_BYTES"]
 
 
 def pack_planes(planes, dst: memoryview) -> int:
@@ -22,6 +22,34 @@ def pack_planes(planes, dst: memoryview) -> int:
         out[off:off + raw.size] = raw
         off += raw.size
     return off
+
+
+#: from this many bytes a frame, the distorted frame is read on a second thread while the
+#: reference is read: one thread's copy out of the page cache caps the file path at large sizes;
+#: below it a thread hop per frame costs more than the second reader gains
+PARALLEL_READ_BYTES = 1 << 20
+
+
+def read_pair(read_ref, read_dist, helper=None) -> tuple[bool, bool]:
+    """(reference read, distorted read): both callables run, the distorted one in ``helper``
+    (a ThreadPoolExecutor) meanwhile when given.  The reference's error is raised first, and
+    only once the distorted read is over (it writes into the caller's buffer)."""
+    if helper is None:
+        return read_ref(), read_dist()
+    later = helper.submit(read_dist)
+    error: BaseException | None = None
+    a = b = False
+    try:
+        a = read_ref()
+    except BaseException as e:
+        error = e
+    try:
+        b = later.result()
+    except BaseException as e:
+        error = error or e
+    if error is not None:
+        raise error
+    return a, b
 
 
 class InputError(ValueError):

@@ -25,7 +25,18 @@ import numpy as np
 
 from ..formats import PixelFormat, parse_pixel_format, storage_planes
 
-__all__ = ["VideoInfo", "VideoReader", "open_video", "Y4MError"]
+__all__ = ["VideoInfo", "VideoReader", "open_video", "Y4MError", "unpack_planes"]
+
+
+def unpack_planes(data, shapes, dtype) -> list:
+    """The stored planes packed one after another in ``data`` (:func:`vmafx.io.input.pack_planes`'s layout), as
+    arrays viewing it; ``shapes``: the planes' :class:`~vmafx.formats.PlaneShape` s."""
+    planes, off = [], 0
+    for s in shapes:
+        count = s.width * s.components * s.height
+        planes.append(np.frombuffer(data, dtype, count, off).reshape(s.height, s.width * s.components))
+        off += s.size
+    return planes
 
 
 class Y4MError(ValueError):
@@ -157,12 +168,7 @@ class VideoReader:
         data = bytearray(self._frame_size)
         if not self.read_frame_into(memoryview(data)):
             return None
-        planes, off = [], 0
-        for s in self._shapes:
-            count = s.width * s.components * s.height
-            planes.append(np.frombuffer(data, self._dtype, count, off).reshape(s.height, s.width * s.components))
-            off += s.size
-        return planes
+        return unpack_planes(data, self._shapes, self._dtype)
 
     def read_frame_into(self, dst: memoryview) -> bool:
         """Read the next frame's stored planes, packed one after another as the file holds

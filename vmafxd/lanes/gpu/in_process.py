@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 
 from vmafx.formats import storage_planes
-from vmafx.io.input import pack_planes
+from vmafx.io.input import PARALLEL_READ_BYTES, pack_planes, read_pair, unpack_planes
 
 from ..runtime import RuntimeUnavailable
 from .engine import FrameSource, GpuFrame, GpuScorer, KernelSet
@@ -41,15 +41,6 @@ def _read_into(reader, dst: memoryview) -> bool:
         return False
     pack_planes(planes, dst)
     return True
-
-
-def _unpack(buf: memoryview, shapes, dtype) -> list[np.ndarray]:
-    planes, off = [], 0
-    for s in shapes:
-        n = s.width * s.components * s.height
-        planes.append(np.frombuffer(bytes(buf[off:off + s.size]), dtype, n).reshape(s.height, s.width * s.components))
-        off += s.size
-    return planes
 
 
 #: at most this many frame pairs a batch (one upload, one launch sequence), and batches of
@@ -78,15 +69,13 @@ class _BatchFiller:
     the page cache is what caps the file path at large sizes).  A frame read past
     the other input's end is given back (``pushback``), as the CPU lane does."""
 
-    PARALLEL_READ_BYTES = 1 << 20
-
     def __init__(self, reference, distorted, fs: int, batch: int, max_frames: int | None, unpack):
         self.rr, self.dr = reference, distorted
         self.fs, self.batch, self.left = fs, batch, max_frames
         self.unpack = unpack
         self.free: queue.SimpleQueue = queue.SimpleQueue()  # slot (memoryview) or None: stop
         self.ready: queue.SimpleQueue = queue.SimpleQueue()  # (slot, count, last) or an exception
-        self._helper = ThreadPoolExecutor(1, "vmafx-read-dist") if fs >= self.PARALLEL_READ_BYTES else None
+        self._helper = ThreadPoolExecutor(1, "vmafx-read-dist") if fs >= PARALLEL_READ_BYTES else None
         self._thread = threading.Thread(target=self._run, name="vmafx-read", daemon=True)
 
     def start(self) -> None:
@@ -101,25 +90,9 @@ class _BatchFiller:
     def _pair(self, host: memoryview, i: int) -> bool:
         fs = self.fs
         ref, dist = host[2 * i * fs:(2 * i + 1) * fs], host[(2 * i + 1) * fs:(2 * i + 2) * fs]
-        if self._helper is None:
-            a = _read_into(self.rr, ref)
-            b = a and _read_into(self.dr, dist)
-        else:
-            later = self._helper.submit(_read_into, self.dr, dist)
-            error: BaseException | None = None
-            a = b = False
-            try:
-                a = _read_into(self.rr, ref)
-            except BaseException as e:
-                error = e
-            try:
-                b = later.result()  # waited for even after an error: it writes the slot
-            except BaseException as e:
-                error = error or e
-            if error is not None:
-                raise error
-            if b and not a and hasattr(self.dr, "pushback"):  # the reference ended first
-                self.dr.pushback(self.unpack(dist))
+        a, b = read_pair(lambda: _read_into(self.rr, ref), lambda: _read_into(self.dr, dist), self._helper)
+        if b and not a and hasattr(self.dr, "pushback"):  # the reference ended first
+            self.dr.pushback(self.unpack(dist))
         if a and not b and hasattr(self.rr, "pushback"):  # the distorted ended first
             self.rr.pushback(self.unpack(ref))
         return a and b
@@ -187,7 +160,7 @@ def score_readers(lane: str, plan, reference, distorted, *, max_frames: int | No
             hosts.append(dev.alloc_host(2 * batch * fs))
             devs.append(dev.alloc(2 * batch * fs))
         dtype = np.uint8 if bpc <= 8 else np.dtype("<u2")
-        filler = _BatchFiller(reference, distorted, fs, batch, max_frames, lambda buf: _unpack(buf, shapes, dtype))
+        filler = _BatchFiller(reference, distorted, fs, batch, max_frames, lambda buf: unpack_planes(bytes(buf), shapes, dtype))
         for k in range(slots):
             filler.free.put((k, memoryview(hosts[k])))
         filler.start()
