@@ -257,7 +257,9 @@ class FrameAssembler:
 class CpuScorer:
     """The CPU lane's scorer: runs each instance's CPU twin frame by frame."""
 
-    def __init__(self, plan: ScoringPlan, width: int, height: int, bitdepth: int):
+    def __init__(self, plan: ScoringPlan, width: int, height: int, bitdepth: int, alternative=None):
+        """``alternative(decl, options, width, height, bitdepth)``: another extractor with the twin's
+        interface for an instance (the CPU lane's native kernels), or None for the twin."""
         self.plan = plan
         self.assembler = FrameAssembler(plan)
         #: whole-run metrics (libvmaf's aggregate_metrics), filled by finish()
@@ -266,7 +268,10 @@ class CpuScorer:
         for inst in plan.instances:
             if inst.decl.cpu is None:
                 raise PlanError(f"feature.{inst.decl.name}", "has no CPU implementation")
-            self._extractors.append((inst, inst.decl.cpu(dict(inst.values), width, height, bitdepth)))
+            ext = alternative(inst.decl, dict(inst.values), width, height, bitdepth) if alternative else None
+            if ext is None:
+                ext = inst.decl.cpu(dict(inst.values), width, height, bitdepth)
+            self._extractors.append((inst, ext))
 
     def _take(self, inst: FeatureInstance, items: Iterable) -> None:
         names = inst.names
