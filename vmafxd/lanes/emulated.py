@@ -394,17 +394,12 @@ class EmulatedRuntime(DeviceTable):
         libdir = self._library_dir()
         lib = libdir / f"{Path(name).stem}-{digest}.so"
         if not lib.exists():
-            # per caller: two threads building the same source write their own files
-            stem = libdir / f".{lib.stem}.{os.getpid()}.{threading.get_ident()}"
-            src, tmp = Path(f"{stem}.cpp"), Path(f"{stem}.so")
-            src.write_text(source)
-            pre = subprocess.run([self._cxx, "-E", "-P", "-x", "c++", "-std=c++17", "-DVX_EMULATE=1", *defines,
-                                  str(src)], capture_output=True, text=True)
+            # the preprocessor reads the source from its standard input: no file to share
+            pre = subprocess.run([self._cxx, "-E", "-P", "-x", "c++", "-std=c++17", "-DVX_EMULATE=1", *defines, "-"],
+                                 input=source, capture_output=True, text=True)
             if pre.returncode != 0:
-                src.unlink(missing_ok=True)
                 raise CompileError("emu", name, pre.stderr)
             kernels = sorted(set(_KERNEL_DECL.findall(pre.stdout)))
-            src.unlink(missing_ok=True)
             build_library(self._cxx, source + "\n" + "".join(f"VX_EMU_LAUNCHER({k})\n" for k in kernels), flags, lib,
                           name)
         return str(lib).encode()
