@@ -19,6 +19,7 @@
 // speed_chroma_pair scores one chroma plane pair, speed_temporal_push takes a
 // frame's luma pair and scores it against the previous one.
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -535,6 +536,11 @@ void* speed_new(int w, int h, int sw, int sh, int resize, const std::int32_t* y1
                 const float* dy, const std::int32_t* x1, const std::int32_t* x2, const float* dx, const float* aa,
                 int naa, const float* lm, int nlm, float sigma_nn, float base_entropy, double log2_2pie,
                 int mode) {
+    // the mirrored filters read inside the picture only where it is wider and taller than their
+    // half widths (the twin's geometry guarantees it: 80 samples, 5 at 1/16); no block, no score
+    if (std::min(sw, sh) <= naa / 2 || std::min(sw >> SCALES, sh >> SCALES) <= nlm / 2 ||
+        (sw >> SCALES) < BLOCK || (sh >> SCALES) < BLOCK)
+        return nullptr;
     Speed* s = new (std::nothrow) Speed();
     if (!s) return nullptr;
     try {

@@ -6,8 +6,9 @@ metrics; speed.cpp does everything between the samples and a pair's score
 (the float pictures, the resize, the anti-aliased decimation, the covariance
 sums, the eigenvalues, the QR solve, the entropies, the score) with the twin's
 operations in the twin's order.  The twin's geometry refuses planes too small
-for a block at 1/16 scale (under 80 samples across), so the widest filter
-(half width 18, at kernel scale 4) always fits the picture it mirrors.
+for a block at 1/16 scale (under 80 samples across, 5 at 1/16), so the widest
+filters (half widths 17 and 4, at kernel scale 3.71) always fit the pictures
+they mirror.
 """
 
 from __future__ import annotations
@@ -77,15 +78,16 @@ class _Context:
             ptr[5], self._taps[0].ctypes.data, len(self._taps[0]), self._taps[1].ctypes.data, len(self._taps[1]),
             snn, base, core._LOG2_2PIE, mode)
         if not self.handle:
-            raise MemoryError("speed.cpp: no memory for the SpEED buffers")
+            raise MemoryError(f"speed.cpp: no SpEED context for {g} (too small for its filters, or no memory)")
         self.score = np.zeros(1, np.float32)
         self.score_ptr = self.score.ctypes.data
 
     def picture_sums(self, picture: np.ndarray) -> np.ndarray:
         """The covariance sums (``core.PAIRS`` doubles) of one float picture of the source size (tests)."""
         pic = np.ascontiguousarray(picture, np.float32)
-        if pic.shape != (self.geometry.height, self.geometry.width):
-            raise ValueError(f"picture_sums: a {pic.shape} picture, expected {(self.geometry.height, self.geometry.width)}")
+        shape = (self.geometry.height, self.geometry.width)
+        if pic.shape != shape:
+            raise ValueError(f"picture_sums: a {pic.shape} picture, expected {shape}")
         out = np.empty(core.PAIRS, np.float64)
         self.lib.speed_picture_sums(self.handle, pic.ctypes.data, out.ctypes.data)
         return out
