@@ -45,6 +45,7 @@ ENGINES = ("auto", "compiled", "numpy")
 #: one size only.
 AUTO_FEATURES = frozenset({
     "adm", "ciede", "float_adm", "float_ansnr", "float_moment", "float_ms_ssim", "float_ssim", "psnr_hvs",
+    # the SpEED pair runs its native kernel in auto (vmafxd/lanes/native/speed.cpp: faster than these and libvmaf)
     "speed_chroma", "speed_temporal",
 })
 

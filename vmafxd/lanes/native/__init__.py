@@ -34,7 +34,10 @@ __all__ = ["NATIVE_FEATURES", "NativeUnsupported", "available", "extractor", "li
 log = logging.getLogger("vmafxd.lanes.native")
 
 #: feature name -> ``module:Class`` of its native extractor in this package
-NATIVE_FEATURES: dict[str, str] = {}
+NATIVE_FEATURES: dict[str, str] = {
+    "speed_chroma": "speed:SpeedChroma",
+    "speed_temporal": "speed:SpeedTemporal",
+}
 
 _HERE = Path(__file__).resolve().parent
 _lock = threading.Lock()
