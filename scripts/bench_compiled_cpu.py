@@ -44,7 +44,8 @@ def _time_engine(engine: str, plan, w: int, h: int, rr, dd) -> float:
     if engine != "numpy":
         warm = make()
         warm.push(0, rr[0], dd[0])
-        warm.close()
+        if hasattr(warm, "close"):  # auto gives a plain CpuScorer when every feature is native
+            warm.close()
     sc = make()
     c = time.process_time()
     for i, (a, b) in enumerate(zip(rr, dd)):
@@ -125,13 +126,16 @@ def main() -> int:
                     except RuntimeError as e:
                         print(f"  libvmaf cannot run {name}: {e}", flush=True)
                 fps = {}
-                # auto differs from both only for a model (some of its features compiled)
-                for engine in ("numpy", "compiled") + (("auto",) if models else ()):
+                # auto differs from both only for a model (some of its features compiled) or a
+                # feature with a native kernel (vmafxd/lanes/native)
+                from vmafxd.lanes.native import NATIVE_FEATURES
+
+                for engine in ("numpy", "compiled") + (("auto",) if models or name in NATIVE_FEATURES else ()):
                     fps[engine] = len(rr) / statistics.median(
                         _time_engine(engine, plan, w, h, rr, dd) for _ in range(args.repeats))
                 from vmafxd.lanes.compiled import AUTO_FEATURES
 
-                if not models:
+                if "auto" not in fps:
                     fps["auto"] = fps["compiled" if name in AUTO_FEATURES else "numpy"]
                 cn = fps["compiled"] / fps["numpy"]
                 nl, cl = fps["numpy"] / lv, fps["compiled"] / lv

@@ -37,6 +37,7 @@ log = logging.getLogger("vmafxd.lanes.native")
 NATIVE_FEATURES: dict[str, str] = {
     "speed_chroma": "speed:SpeedChroma",
     "speed_temporal": "speed:SpeedTemporal",
+    "vif": "vif:Vif",
 }
 
 _HERE = Path(__file__).resolve().parent

@@ -1,0 +1,492 @@
+// Integer VIF (libvmaf's integer_vif.c, the "vif" extractor) for one CPU thread.
+//
+// Produces, per scale, the four integer sums of the numpy twin
+// (vmafxd/features/vif.py, compute_stats): num_log, den_log, num_non_log,
+// den_non_log.  The twin's Python turns them into metrics.  Every value is an
+// integer formed with libvmaf's shifts and roundings, or a double formed with
+// its operations in its order (the gain g and the noise variance), so the sums
+// are exact whatever the loop order or vector width.
+//
+// Shape, per scale (taps f, half width r; mirror padding without repeating the edge):
+// * a row at a time: the vertical pass of the five quantities (the two means and
+//   the three second moments) over the r rows either side, taps outer and columns
+//   inner (contiguous, vectorised), rounded and shifted; the row mirrored by r
+//   columns; the horizontal pass the same way; then the per-pixel statistics;
+// * the next scale's picture: the vertical pass at even rows only and the
+//   horizontal pass at even columns only (libvmaf filters every sample and then
+//   keeps one in four: the kept ones are the same sums).
+//
+// Where the moments' sums need 64 bits they are formed from two 32-bit sums:
+// a moment m < 2^32 is hi * 2^16 + lo with hi, lo < 2^16, and as the taps sum to
+// 2^16 each of sum f*hi and sum f*lo is below 2^32 (32-bit lanes, twice the
+// vector width of 64-bit ones).  (sum f*m + 2^15) >> 16 is then
+// sum f*hi + ((sum f*lo + 2^15) >> 16), both terms and the result below 2^32.
+//
+// vif_frame takes a frame's luma pair and writes int64[4][4]: per scale
+// (num_log, den_log, num_non_log, den_non_log), zeros for a skipped scale 0.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <vector>
+
+namespace {
+
+constexpr int SCALES = 4;
+constexpr int MAX_HALF = 8;
+constexpr std::int32_t SIGMA_NSQ = 2 << 16;
+constexpr double EPS = 65536 * 1.0e-10;
+
+const std::uint16_t TAPS[SCALES][17] = {
+    {489, 935, 1640, 2640, 3896, 5274, 6547, 7455, 7784, 7455, 6547, 5274, 3896, 2640, 1640, 935, 489},
+    {1244, 3663, 7925, 12590, 14692, 12590, 7925, 3663, 1244},
+    {3571, 16004, 26386, 16004, 3571},
+    {10904, 43728, 10904},
+};
+const int WIDTH[SCALES] = {17, 9, 5, 3};
+
+struct Sums {
+    std::int64_t num_log = 0, den_log = 0, num_non_log = 0, den_non_log = 0;
+};
+
+// A row of `n` values with MAX_HALF mirrored ones either side.
+template <typename V>
+struct Row {
+    std::vector<V> data;
+    void resize(int n) { data.assign(static_cast<std::size_t>(n) + 2 * MAX_HALF, 0); }
+    V* operator()() { return data.data() + MAX_HALF; }
+};
+
+struct Vif {
+    int w, h, bpc;
+    double gain_limit;
+    bool skip0;
+    std::uint16_t log2[65536];
+    // the pictures of scales 1..3 (index 0 unused)
+    std::vector<std::uint16_t> ref[SCALES], dis[SCALES];
+    // vertical pass outputs (mirrored rows)
+    Row<std::uint32_t> mu1, mu2, xx, yy, xy;
+    // the vertical moments' 64-bit sums, and the horizontal pass's sums
+    std::vector<std::uint64_t> xx64, yy64, xy64;
+    std::vector<std::uint32_t> hmu1, hmu2, hxx_hi, hyy_hi, hxy_hi, hxx_lo, hyy_lo, hxy_lo;
+    std::vector<std::uint32_t> xx_hi, yy_hi, xy_hi;  // the vertical moments split (mirrored like mu1)
+    std::vector<std::uint32_t> xx_lo, yy_lo, xy_lo;
+    std::vector<std::int32_t> s1, s2, s12;
+};
+
+inline int mirror(int i, int n) { return i < 0 ? -i : (i >= n ? 2 * (n - 1) - i : i); }
+
+template <typename V>
+inline void mirror_row(V* row, int w, int r) {
+    for (int f = 1; f <= r; f++) {
+        row[-f] = row[f];
+        row[w - 1 + f] = row[w - 1 - f];
+    }
+}
+
+inline std::int32_t log2_32(const std::uint16_t* table, std::uint32_t v) {
+    const int k = 16 - __builtin_clz(v);
+    return table[v >> k] + 2048 * k;
+}
+
+inline std::int32_t log2_64(const std::uint16_t* table, std::uint64_t v) {
+    const int k = 48 - __builtin_clzll(v);
+    return table[v >> k] + 2048 * k;
+}
+
+// --- row kernels (restrict parameters: contiguous loops the compiler vectorises) --------------------
+
+// One tap of the vertical pass of the five quantities, 8-bit samples at scale 0 (32-bit moment sums).
+template <typename T>
+inline void vtap_narrow(std::uint32_t* __restrict m1, std::uint32_t* __restrict m2, std::uint32_t* __restrict a,
+                        std::uint32_t* __restrict b, std::uint32_t* __restrict c, const T* __restrict x,
+                        const T* __restrict y, std::uint32_t t, int w) {
+    for (int j = 0; j < w; j++) {
+        const std::uint32_t fx = t * x[j], fy = t * y[j];
+        m1[j] += fx;
+        m2[j] += fy;
+        a[j] += fx * x[j];
+        b[j] += fy * y[j];
+        c[j] += fx * y[j];
+    }
+}
+
+// One tap of the vertical pass, 64-bit moment sums.
+template <typename T>
+inline void vtap_wide(std::uint32_t* __restrict m1, std::uint32_t* __restrict m2, std::uint64_t* __restrict a,
+                      std::uint64_t* __restrict b, std::uint64_t* __restrict c, const T* __restrict x,
+                      const T* __restrict y, std::uint32_t t, int w) {
+    for (int j = 0; j < w; j++) {
+        const std::uint32_t fx = t * x[j], fy = t * y[j];
+        m1[j] += fx;
+        m2[j] += fy;
+        a[j] += static_cast<std::uint64_t>(fx) * x[j];
+        b[j] += static_cast<std::uint64_t>(fy) * y[j];
+        c[j] += static_cast<std::uint64_t>(fx) * y[j];
+    }
+}
+
+// (v + 2^(shift-1)) >> shift of 64-bit sums into 32 bits (nothing but the narrowing for shift 0).
+inline void narrow_moment(std::uint32_t* __restrict out, const std::uint64_t* __restrict in, int shift, int w) {
+    if (shift) {
+        const std::uint64_t round = std::uint64_t(1) << (shift - 1);
+        for (int j = 0; j < w; j++) out[j] = static_cast<std::uint32_t>((in[j] + round) >> shift);
+    } else {
+        for (int j = 0; j < w; j++) out[j] = static_cast<std::uint32_t>(in[j]);
+    }
+}
+
+inline void round_shift(std::uint32_t* __restrict v, int shift, int w) {
+    const std::uint32_t round = 1u << (shift - 1);
+    for (int j = 0; j < w; j++) v[j] = (v[j] + round) >> shift;
+}
+
+// a moment's row (with its mirrored columns) as its high and low 16 bits
+inline void split(std::uint32_t* __restrict hi, std::uint32_t* __restrict lo, const std::uint32_t* __restrict v,
+                  int n) {
+    for (int j = 0; j < n; j++) {
+        hi[j] = v[j] >> 16;
+        lo[j] = v[j] & 0xffff;
+    }
+}
+
+// One tap of the horizontal pass: the two means and the three moments' halves.
+inline void htap(std::uint32_t* __restrict m1, std::uint32_t* __restrict m2, std::uint32_t* __restrict ah,
+                 std::uint32_t* __restrict bh, std::uint32_t* __restrict ch, std::uint32_t* __restrict al,
+                 std::uint32_t* __restrict bl, std::uint32_t* __restrict cl, const std::uint32_t* __restrict u1,
+                 const std::uint32_t* __restrict u2, const std::uint32_t* __restrict xh,
+                 const std::uint32_t* __restrict yh, const std::uint32_t* __restrict zh,
+                 const std::uint32_t* __restrict xl, const std::uint32_t* __restrict yl,
+                 const std::uint32_t* __restrict zl, std::uint32_t t, int w) {
+    for (int j = 0; j < w; j++) {
+        m1[j] += t * u1[j];
+        m2[j] += t * u2[j];
+        ah[j] += t * xh[j];
+        bh[j] += t * yh[j];
+        ch[j] += t * zh[j];
+        al[j] += t * xl[j];
+        bl[j] += t * yl[j];
+        cl[j] += t * zl[j];
+    }
+}
+
+// sigma = moment - ((mu_a * mu_b + 2^31) >> 32), read as int32 (sigma2 clamped at 0); the moments
+// are (hi + ((lo + 2^15) >> 16)): (sum f*m + 2^15) >> 16
+inline void sigmas(std::int32_t* __restrict s1, std::int32_t* __restrict s2, std::int32_t* __restrict s12,
+                   const std::uint32_t* __restrict m1, const std::uint32_t* __restrict m2,
+                   const std::uint32_t* __restrict ah, const std::uint32_t* __restrict bh,
+                   const std::uint32_t* __restrict ch, const std::uint32_t* __restrict al,
+                   const std::uint32_t* __restrict bl, const std::uint32_t* __restrict cl, int w) {
+    for (int j = 0; j < w; j++) {
+        const std::uint64_t u1 = m1[j], u2 = m2[j];
+        const std::uint32_t sq1 = static_cast<std::uint32_t>((u1 * u1 + 2147483648u) >> 32);
+        const std::uint32_t sq2 = static_cast<std::uint32_t>((u2 * u2 + 2147483648u) >> 32);
+        const std::uint32_t p12 = static_cast<std::uint32_t>((u1 * u2 + 2147483648u) >> 32);
+        const std::uint32_t xxf = ah[j] + ((al[j] + 32768u) >> 16);
+        const std::uint32_t yyf = bh[j] + ((bl[j] + 32768u) >> 16);
+        const std::uint32_t xyf = ch[j] + ((cl[j] + 32768u) >> 16);
+        s1[j] = static_cast<std::int32_t>(xxf - sq1);
+        s2[j] = std::max(static_cast<std::int32_t>(yyf - sq2), 0);
+        s12[j] = static_cast<std::int32_t>(xyf - p12);
+    }
+}
+
+// libvmaf's per-pixel branch over a row of sigmas, into `acc`.
+inline void accumulate(const std::int32_t* __restrict s1, const std::int32_t* __restrict s2,
+                       const std::int32_t* __restrict s12, const std::uint16_t* __restrict table, double limit,
+                       int w, Sums& acc) {
+    std::int64_t num_log = 0, den_log = 0, num_non_log = 0, den_non_log = 0;
+    for (int j = 0; j < w; j++) {
+        const std::int32_t sigma1 = s1[j], sigma2 = s2[j], sigma12 = s12[j];
+        if (sigma1 >= SIGMA_NSQ) {
+            den_log += log2_32(table, static_cast<std::uint32_t>(SIGMA_NSQ + sigma1)) - 2048 * 17;
+            if (sigma12 > 0 && sigma2 > 0) {
+                double g = sigma12 / (sigma1 + EPS);
+                // libvmaf converts sv to int32 and then clamps it at 0: a negative value (one below
+                // INT32_MIN too, where the gain is large) is 0 either way
+                const double sv = sigma2 - g * sigma12;
+                const std::int32_t sv_sq = sv > 0 ? static_cast<std::int32_t>(sv) : 0;
+                g = std::min(g, limit);
+                const std::uint32_t numer1 = static_cast<std::uint32_t>(sv_sq + SIGMA_NSQ);
+                const std::int64_t numer = static_cast<std::int64_t>(g * g * sigma1) + numer1;
+                num_log += log2_64(table, static_cast<std::uint64_t>(numer)) - log2_64(table, numer1);
+            }
+        } else {
+            num_non_log += sigma2;
+            den_non_log++;
+        }
+    }
+    acc.num_log += num_log;
+    acc.den_log += den_log;
+    acc.num_non_log += num_non_log;
+    acc.den_non_log += den_non_log;
+}
+
+// One tap of the decimation's vertical pass over two pictures.
+template <typename T>
+inline void dtap(std::uint32_t* __restrict v1, std::uint32_t* __restrict v2, const T* __restrict x,
+                 const T* __restrict y, std::uint32_t t, int w) {
+    for (int j = 0; j < w; j++) {
+        v1[j] += t * x[j];
+        v2[j] += t * y[j];
+    }
+}
+
+// One tap of the decimation's horizontal pass at even columns.
+inline void dtap_even(std::uint32_t* __restrict e1, std::uint32_t* __restrict e2, const std::uint32_t* __restrict x,
+                      const std::uint32_t* __restrict y, std::uint32_t t, int w2) {
+    for (int j = 0; j < w2; j++) {
+        e1[j] += t * x[2 * j];
+        e2[j] += t * y[2 * j];
+    }
+}
+
+inline void store_even(std::uint16_t* __restrict o1, std::uint16_t* __restrict o2, const std::uint32_t* __restrict e1,
+                       const std::uint32_t* __restrict e2, int w2) {
+    for (int j = 0; j < w2; j++) {
+        o1[j] = static_cast<std::uint16_t>((e1[j] + 32768u) >> 16);
+        o2[j] = static_cast<std::uint16_t>((e2[j] + 32768u) >> 16);
+    }
+}
+
+// --- one scale's statistics ------------------------------------------------------------------------
+
+// The vertical pass at row i into s.mu1 .. s.xy (mirrored by r columns).  NARROW: 8-bit samples at
+// scale 0, whose moments' sums fit 32 bits and are not shifted.
+template <typename T, bool NARROW>
+__attribute__((always_inline)) inline void stat_vertical(Vif& s, const T* ref, std::ptrdiff_t rs, const T* dis,
+                                                         std::ptrdiff_t ds, int w, int h, int i, int scale,
+                                                         int mu_shift, int sq_shift) {
+    const std::uint16_t* f = TAPS[scale];
+    const int nt = WIDTH[scale], r = nt / 2;
+    std::uint32_t* m1 = s.mu1();
+    std::uint32_t* m2 = s.mu2();
+    std::uint32_t* a = s.xx();
+    std::uint32_t* b = s.yy();
+    std::uint32_t* c = s.xy();
+    std::fill(m1, m1 + w, 0u);
+    std::fill(m2, m2 + w, 0u);
+    if (NARROW) {
+        std::fill(a, a + w, 0u);
+        std::fill(b, b + w, 0u);
+        std::fill(c, c + w, 0u);
+        for (int k = 0; k < nt; k++)
+            vtap_narrow(m1, m2, a, b, c, ref + mirror(i - r + k, h) * rs, dis + mirror(i - r + k, h) * ds, f[k], w);
+    } else {
+        std::uint64_t* a64 = s.xx64.data();
+        std::uint64_t* b64 = s.yy64.data();
+        std::uint64_t* c64 = s.xy64.data();
+        std::fill(a64, a64 + w, 0u);
+        std::fill(b64, b64 + w, 0u);
+        std::fill(c64, c64 + w, 0u);
+        for (int k = 0; k < nt; k++)
+            vtap_wide(m1, m2, a64, b64, c64, ref + mirror(i - r + k, h) * rs, dis + mirror(i - r + k, h) * ds, f[k],
+                      w);
+        narrow_moment(a, a64, sq_shift, w);
+        narrow_moment(b, b64, sq_shift, w);
+        narrow_moment(c, c64, sq_shift, w);
+    }
+    round_shift(m1, mu_shift, w);
+    round_shift(m2, mu_shift, w);
+    mirror_row(m1, w, r);
+    mirror_row(m2, w, r);
+    mirror_row(a, w, r);
+    mirror_row(b, w, r);
+    mirror_row(c, w, r);
+}
+
+// The horizontal pass of the row s.mu1 .. s.xy, then the per-pixel statistics into `acc`.
+__attribute__((always_inline)) inline void stat_horizontal(Vif& s, int w, int scale, Sums& acc) {
+    const std::uint16_t* f = TAPS[scale];
+    const int nt = WIDTH[scale], r = nt / 2;
+    const int n = w + 2 * r;
+    // xx_hi[j] is the high half of xx[j - r] (the row from its first mirrored column)
+    split(s.xx_hi.data(), s.xx_lo.data(), s.xx() - r, n);
+    split(s.yy_hi.data(), s.yy_lo.data(), s.yy() - r, n);
+    split(s.xy_hi.data(), s.xy_lo.data(), s.xy() - r, n);
+    std::uint32_t* m1 = s.hmu1.data();
+    std::uint32_t* m2 = s.hmu2.data();
+    std::uint32_t* ah = s.hxx_hi.data();
+    std::uint32_t* bh = s.hyy_hi.data();
+    std::uint32_t* ch = s.hxy_hi.data();
+    std::uint32_t* al = s.hxx_lo.data();
+    std::uint32_t* bl = s.hyy_lo.data();
+    std::uint32_t* cl = s.hxy_lo.data();
+    for (std::uint32_t* v : {m1, m2, ah, bh, ch, al, bl, cl}) std::fill(v, v + w, 0u);
+    for (int k = 0; k < nt; k++)
+        htap(m1, m2, ah, bh, ch, al, bl, cl, s.mu1() - r + k, s.mu2() - r + k, s.xx_hi.data() + k,
+             s.yy_hi.data() + k, s.xy_hi.data() + k, s.xx_lo.data() + k, s.yy_lo.data() + k, s.xy_lo.data() + k, f[k],
+             w);
+    sigmas(s.s1.data(), s.s2.data(), s.s12.data(), m1, m2, ah, bh, ch, al, bl, cl, w);
+    accumulate(s.s1.data(), s.s2.data(), s.s12.data(), s.log2, s.gain_limit, w, acc);
+}
+
+template <typename T, bool NARROW>
+__attribute__((always_inline)) inline Sums scale_stats(Vif& s, const T* ref, std::ptrdiff_t rs, const T* dis,
+                                                       std::ptrdiff_t ds, int w, int h, int scale) {
+    int mu_shift = 16, sq_shift = 16;
+    if (scale == 0) {
+        mu_shift = s.bpc;
+        sq_shift = 2 * (s.bpc - 8);
+    }
+    Sums acc;
+    for (int i = 0; i < h; i++) {
+        stat_vertical<T, NARROW>(s, ref, rs, dis, ds, w, h, i, scale, mu_shift, sq_shift);
+        stat_horizontal(s, w, scale, acc);
+    }
+    return acc;
+}
+
+// --- the next scale's picture ---------------------------------------------------------------------
+
+// The pictures of `scale` (1..3) from those of scale - 1 (w x h): the taps of `scale`, the
+// vertical pass shifted by `vshift` at even rows, the horizontal pass shifted by 16 at even columns.
+template <typename T>
+__attribute__((always_inline)) inline void downsample(Vif& s, const T* ref, std::ptrdiff_t rs, const T* dis,
+                                                      std::ptrdiff_t ds, int w, int h, int scale, int vshift) {
+    const std::uint16_t* f = TAPS[scale];
+    const int nt = WIDTH[scale], r = nt / 2;
+    const int w2 = w / 2, h2 = h / 2;
+    std::uint32_t* v1 = s.mu1();
+    std::uint32_t* v2 = s.mu2();
+    std::uint32_t* e1 = s.hmu1.data();
+    std::uint32_t* e2 = s.hmu2.data();
+    for (int i = 0; i < h2; i++) {
+        std::fill(v1, v1 + w, 0u);
+        std::fill(v2, v2 + w, 0u);
+        for (int k = 0; k < nt; k++)
+            dtap(v1, v2, ref + mirror(2 * i - r + k, h) * rs, dis + mirror(2 * i - r + k, h) * ds, f[k], w);
+        round_shift(v1, vshift, w);
+        round_shift(v2, vshift, w);
+        mirror_row(v1, w, r);
+        mirror_row(v2, w, r);
+        std::fill(e1, e1 + w2, 0u);
+        std::fill(e2, e2 + w2, 0u);
+        for (int k = 0; k < nt; k++) dtap_even(e1, e2, v1 - r + k, v2 - r + k, f[k], w2);
+        store_even(s.ref[scale].data() + static_cast<std::ptrdiff_t>(i) * w2,
+                   s.dis[scale].data() + static_cast<std::ptrdiff_t>(i) * w2, e1, e2, w2);
+    }
+}
+
+template <typename T>
+__attribute__((always_inline)) inline void frame(Vif& s, const T* ref, std::ptrdiff_t rs, const T* dis,
+                                                 std::ptrdiff_t ds, std::int64_t* out) {
+    constexpr bool NARROW = sizeof(T) == 1;
+    std::memset(out, 0, sizeof(std::int64_t) * SCALES * 4);
+    int w = s.w, h = s.h;
+    for (int scale = 0; scale < SCALES; scale++) {
+        Sums acc;
+        if (scale == 0) {
+            if (!s.skip0) acc = scale_stats<T, NARROW>(s, ref, rs, dis, ds, w, h, 0);
+            downsample<T>(s, ref, rs, dis, ds, w, h, 1, s.bpc);
+        } else {
+            const std::uint16_t* r = s.ref[scale].data();
+            const std::uint16_t* d = s.dis[scale].data();
+            acc = scale_stats<std::uint16_t, false>(s, r, w, d, w, w, h, scale);
+            if (scale + 1 < SCALES) downsample<std::uint16_t>(s, r, w, d, w, w, h, scale + 1, 16);
+        }
+        if (scale > 0 || !s.skip0) {
+            out[4 * scale + 0] = acc.num_log;
+            out[4 * scale + 1] = acc.den_log;
+            out[4 * scale + 2] = acc.num_non_log;
+            out[4 * scale + 3] = acc.den_non_log;
+        }
+        if (scale + 1 < SCALES) {
+            w /= 2;
+            h /= 2;
+        }
+    }
+}
+
+// The frame as instructions of AVX2 where the CPU has them (integers and doubles without fused
+// operations: the same values either way), SSE2 elsewhere.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"), flatten)) void frame8_avx2(Vif& s, const std::uint8_t* r, std::ptrdiff_t rs,
+                                                          const std::uint8_t* d, std::ptrdiff_t ds, std::int64_t* o) {
+    frame(s, r, rs, d, ds, o);
+}
+__attribute__((target("avx2"), flatten)) void frame16_avx2(Vif& s, const std::uint16_t* r, std::ptrdiff_t rs,
+                                                           const std::uint16_t* d, std::ptrdiff_t ds, std::int64_t* o) {
+    frame(s, r, rs, d, ds, o);
+}
+#endif
+__attribute__((flatten)) void frame8(Vif& s, const std::uint8_t* r, std::ptrdiff_t rs, const std::uint8_t* d,
+                                     std::ptrdiff_t ds, std::int64_t* o) {
+    frame(s, r, rs, d, ds, o);
+}
+__attribute__((flatten)) void frame16(Vif& s, const std::uint16_t* r, std::ptrdiff_t rs, const std::uint16_t* d,
+                                      std::ptrdiff_t ds, std::int64_t* o) {
+    frame(s, r, rs, d, ds, o);
+}
+
+bool has_avx2() {
+#if defined(__x86_64__) && defined(__GNUC__)
+    static const bool yes = __builtin_cpu_supports("avx2");
+    return yes;
+#else
+    return false;
+#endif
+}
+
+}  // namespace
+
+extern "C" {
+
+// A context for one extractor: the picture size (16 x 16 at least: every scale wider and taller than
+// its filter's half width), the bit depth (8-16), the gain limit, whether scale 0 is skipped, and the
+// twin's log2 table (65536 entries).
+void* vif_new(int w, int h, int bpc, double gain_limit, int skip0, const std::uint16_t* log2_table) {
+    if (w < 16 || h < 16 || bpc < 8 || bpc > 16) return nullptr;
+    Vif* s = new (std::nothrow) Vif();
+    if (!s) return nullptr;
+    try {
+        s->w = w;
+        s->h = h;
+        s->bpc = bpc;
+        s->gain_limit = gain_limit;
+        s->skip0 = skip0 != 0;
+        std::memcpy(s->log2, log2_table, sizeof(s->log2));
+        for (int scale = 1; scale < SCALES; scale++) {
+            const std::size_t n = static_cast<std::size_t>(w >> scale) * (h >> scale);
+            s->ref[scale].resize(n);
+            s->dis[scale].resize(n);
+        }
+        for (auto* row : {&s->mu1, &s->mu2, &s->xx, &s->yy, &s->xy}) row->resize(w);
+        for (auto* v : {&s->xx64, &s->yy64, &s->xy64}) v->resize(w);
+        for (auto* v : {&s->hmu1, &s->hmu2, &s->hxx_hi, &s->hyy_hi, &s->hxy_hi, &s->hxx_lo, &s->hyy_lo, &s->hxy_lo,
+                        &s->xx_hi, &s->yy_hi, &s->xy_hi, &s->xx_lo, &s->yy_lo, &s->xy_lo})
+            v->resize(static_cast<std::size_t>(w) + 2 * MAX_HALF);
+        for (auto* v : {&s->s1, &s->s2, &s->s12}) v->resize(w);
+    } catch (...) {
+        delete s;
+        return nullptr;
+    }
+    return s;
+}
+
+void vif_free(void* ctx) { delete static_cast<Vif*>(ctx); }
+
+// One frame's luma pair (w x h samples of `bytes` bytes, strides in samples) -> int64[16].
+void vif_frame(void* ctx, const void* ref, std::ptrdiff_t ref_stride, const void* dis, std::ptrdiff_t dis_stride,
+               int bytes, std::int64_t* out) {
+    Vif& s = *static_cast<Vif*>(ctx);
+    if (bytes == 1) {
+        auto r = static_cast<const std::uint8_t*>(ref);
+        auto d = static_cast<const std::uint8_t*>(dis);
+#if defined(__x86_64__) && defined(__GNUC__)
+        if (has_avx2()) return frame8_avx2(s, r, ref_stride, d, dis_stride, out);
+#endif
+        frame8(s, r, ref_stride, d, dis_stride, out);
+    } else {
+        auto r = static_cast<const std::uint16_t*>(ref);
+        auto d = static_cast<const std::uint16_t*>(dis);
+#if defined(__x86_64__) && defined(__GNUC__)
+        if (has_avx2()) return frame16_avx2(s, r, ref_stride, d, dis_stride, out);
+#endif
+        frame16(s, r, ref_stride, d, dis_stride, out);
+    }
+}
+
+}  // extern "C"
