@@ -205,12 +205,16 @@ class IntegerPsnr(PerFrameTwin):
         if self.params is None:
             self._setup(ref)
         n = len(self._shapes)
-        sse = compute_stats(ref.planes[:n], dist.planes[:n])
+        sse = self.sse(ref.planes[:n], dist.planes[:n])
         if self.enable_apsnr:
             for p, (h, w) in enumerate(self._shapes):
                 self._sse_total[p] += int(sse[p])
                 self._pixels_total[p] += (h * w) & _U32
         return [(index, metrics_from_stats(sse, self._shapes, self.params))]
+
+    def sse(self, ref_planes: Sequence[np.ndarray], dist_planes: Sequence[np.ndarray]) -> np.ndarray:
+        """The planes' sums of squared errors (:func:`compute_stats`; a native kernel overrides it)."""
+        return compute_stats(ref_planes, dist_planes)
 
     def aggregate(self) -> dict[str, float]:
         """Whole-run metrics (``apsnr_*``) when ``enable_apsnr`` is set, else empty."""

@@ -37,6 +37,7 @@ log = logging.getLogger("vmafxd.lanes.native")
 NATIVE_FEATURES: dict[str, str] = {
     "speed_chroma": "speed:SpeedChroma",
     "speed_temporal": "speed:SpeedTemporal",
+    "psnr": "psnr:Psnr",
     "vif": "vif:Vif",
 }
 

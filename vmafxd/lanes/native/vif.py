@@ -20,7 +20,7 @@ from ...features.declaration import FrameScores
 from ...features.vif import LOG2_TABLE, VifExtractor, metrics_from_sums
 from . import library
 
-__all__ = ["Vif"]
+__all__ = ["Vif", "plane_samples"]
 
 _P = ctypes.c_void_p
 _I = ctypes.c_int
@@ -40,7 +40,7 @@ def _lib() -> ctypes.CDLL:
     return lib
 
 
-def luma_samples(feature: str, name: str, plane: np.ndarray, shape: tuple[int, int]) -> tuple[np.ndarray, int]:
+def plane_samples(feature: str, name: str, plane: np.ndarray, shape: tuple[int, int]) -> tuple[np.ndarray, int]:
     """(the plane with unit column stride, its row stride in samples); a TypeError or ValueError
     naming the plane where a native kernel cannot read it (a Picture's planes are uint8 or uint16)."""
     if plane.dtype not in (np.uint8, np.uint16):
@@ -87,8 +87,8 @@ class Vif:
         self._context = _Context(width, height, bitdepth, gain_limit, self.skip_scale0)
 
     def extract(self, index: int, ref: Any, dist: Any) -> Iterable[FrameScores]:
-        r = luma_samples("vif", "the reference's luma", ref.planes[0], self.shape)
-        d = luma_samples("vif", "the distorted luma", dist.planes[0], self.shape)
+        r = plane_samples("vif", "the reference's luma", ref.planes[0], self.shape)
+        d = plane_samples("vif", "the distorted luma", dist.planes[0], self.shape)
         if r[0].dtype != d[0].dtype:
             raise TypeError("vif: the reference's and the distorted luma samples differ in type")
         sums = self._context.frame(r, d)
