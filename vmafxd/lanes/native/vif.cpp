@@ -32,10 +32,13 @@
 #include <new>
 #include <vector>
 
+#pragma GCC diagnostic ignored "-Wpsabi"  // vector types inside inlined helpers only: no ABI crosses them
+
 namespace {
 
 constexpr int SCALES = 4;
 constexpr int MAX_HALF = 8;
+constexpr int SLACK = 16;  // the horizontal pass's last block of 8 reads past the mirrored columns
 constexpr std::int32_t SIGMA_NSQ = 2 << 16;
 constexpr double EPS = 65536 * 1.0e-10;
 
@@ -55,7 +58,7 @@ struct Sums {
 template <typename V>
 struct Row {
     std::vector<V> data;
-    void resize(int n) { data.assign(static_cast<std::size_t>(n) + 2 * MAX_HALF, 0); }
+    void resize(int n) { data.assign(static_cast<std::size_t>(n) + 2 * MAX_HALF + SLACK, 0); }
     V* operator()() { return data.data() + MAX_HALF; }
 };
 
@@ -66,6 +69,8 @@ struct Vif {
     std::uint16_t log2[65536];
     // the pictures of scales 1..3 (index 0 unused)
     std::vector<std::uint16_t> ref[SCALES], dis[SCALES];
+    // 8-bit luma widened to 16 bits (allocated with the first 8-bit frame)
+    std::vector<std::uint16_t> wide_ref, wide_dis;
     // vertical pass outputs (mirrored rows)
     Row<std::uint32_t> mu1, mu2, xx, yy, xy;
     // the vertical moments' 64-bit sums, and the horizontal pass's sums
@@ -152,23 +157,32 @@ inline void split(std::uint32_t* __restrict hi, std::uint32_t* __restrict lo, co
     }
 }
 
-// One tap of the horizontal pass: the two means and the three moments' halves.
-inline void htap(std::uint32_t* __restrict m1, std::uint32_t* __restrict m2, std::uint32_t* __restrict ah,
-                 std::uint32_t* __restrict bh, std::uint32_t* __restrict ch, std::uint32_t* __restrict al,
-                 std::uint32_t* __restrict bl, std::uint32_t* __restrict cl, const std::uint32_t* __restrict u1,
-                 const std::uint32_t* __restrict u2, const std::uint32_t* __restrict xh,
-                 const std::uint32_t* __restrict yh, const std::uint32_t* __restrict zh,
-                 const std::uint32_t* __restrict xl, const std::uint32_t* __restrict yl,
-                 const std::uint32_t* __restrict zl, std::uint32_t t, int w) {
-    for (int j = 0; j < w; j++) {
-        m1[j] += t * u1[j];
-        m2[j] += t * u2[j];
-        ah[j] += t * xh[j];
-        bh[j] += t * yh[j];
-        ch[j] += t * zh[j];
-        al[j] += t * xl[j];
-        bl[j] += t * yl[j];
-        cl[j] += t * zl[j];
+// The horizontal pass of the two means and the three moments' halves, eight columns at a time with
+// the sums in registers (GCC's vector extensions: AVX2 registers in the AVX2 clone, pairs of SSE
+// ones elsewhere).  Inputs point at the first tap of column 0; the taps are symmetric, so the two
+// samples of a tap pair are added before the product (each partial sum is below the whole one,
+// below 2^32).  The last block's extra lanes read padding and are never used.
+typedef std::uint32_t u32x8 __attribute__((vector_size(32)));
+
+inline u32x8 load8(const std::uint32_t* p) {
+    u32x8 v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+inline void store8(std::uint32_t* p, u32x8 v) { std::memcpy(p, &v, sizeof v); }
+
+template <int NT>
+inline void horizontal(const std::uint16_t* f, int w, const std::uint32_t* const in[8], std::uint32_t* const out[8]) {
+    constexpr int R = NT / 2;
+    for (int j = 0; j < w; j += 8) {
+        u32x8 acc[8];
+        for (int q = 0; q < 8; q++) acc[q] = f[R] * load8(in[q] + j + R);
+        for (int k = 0; k < R; k++) {
+            const std::uint32_t t = f[k];
+            for (int q = 0; q < 8; q++) acc[q] += t * (load8(in[q] + j + k) + load8(in[q] + j + NT - 1 - k));
+        }
+        for (int q = 0; q < 8; q++) store8(out[q] + j, acc[q]);
     }
 }
 
@@ -251,6 +265,80 @@ inline void store_even(std::uint16_t* __restrict o1, std::uint16_t* __restrict o
     }
 }
 
+// The vertical pass over whole blocks of 8 columns (w8 of them), the sums in registers; the rows
+// of the taps are xr[k], yr[k].  NARROW: 8-bit samples at scale 0, moments summed in 32 bits
+// unshifted.  Otherwise each product p = x * y (below 2^32) is summed as its halves, p >> 16 and
+// p & 0xffff (each sum below 2^32, see the top of the file), and the shifted moment is
+// ((hi << 16) + lo + round) >> shift = (hi << (16 - shift)) + ((lo + round) >> shift), modulo 2^32
+// as libvmaf's (uint32_t) conversion (shift <= 16).
+template <typename T>
+inline u32x8 widen8(const T* p) {
+    typedef T tx8 __attribute__((vector_size(8 * sizeof(T))));
+    tx8 v;
+    std::memcpy(&v, p, sizeof v);
+    return __builtin_convertvector(v, u32x8);
+}
+
+template <typename T, int NT>
+inline void vertical_narrow(const T* const* xr, const T* const* yr, const std::uint16_t* f, int w8,
+                            std::uint32_t* const out[5]) {
+    for (int j = 0; j < w8; j += 8) {
+        u32x8 m1 = {}, m2 = {}, a = {}, b = {}, c = {};
+        for (int k = 0; k < NT; k++) {
+            const u32x8 x = widen8(xr[k] + j), y = widen8(yr[k] + j);
+            const std::uint32_t t = f[k];
+            const u32x8 fx = t * x, fy = t * y;
+            m1 += fx;
+            m2 += fy;
+            a += fx * x;
+            b += fy * y;
+            c += fx * y;
+        }
+        store8(out[0] + j, m1);
+        store8(out[1] + j, m2);
+        store8(out[2] + j, a);
+        store8(out[3] + j, b);
+        store8(out[4] + j, c);
+    }
+}
+
+template <typename T, int NT>
+inline void vertical_wide(const T* const* xr, const T* const* yr, const std::uint16_t* f, int w8, int shift,
+                          std::uint32_t* const out[5]) {
+    const std::uint32_t round = shift ? 1u << (shift - 1) : 0u;
+    const int up = 16 - shift;
+    for (int j = 0; j < w8; j += 8) {
+        u32x8 m1 = {}, m2 = {}, ah = {}, al = {}, bh = {}, bl = {}, ch = {}, cl = {};
+        for (int k = 0; k < NT; k++) {
+            const u32x8 x = widen8(xr[k] + j), y = widen8(yr[k] + j);
+            const std::uint32_t t = f[k];
+            m1 += t * x;
+            m2 += t * y;
+            const u32x8 pa = x * x, pb = y * y, pc = x * y;
+            ah += t * (pa >> 16);
+            al += t * (pa & 0xffff);
+            bh += t * (pb >> 16);
+            bl += t * (pb & 0xffff);
+            ch += t * (pc >> 16);
+            cl += t * (pc & 0xffff);
+        }
+        store8(out[0] + j, m1);
+        store8(out[1] + j, m2);
+        store8(out[2] + j, (ah << up) + ((al + round) >> shift));
+        store8(out[3] + j, (bh << up) + ((bl + round) >> shift));
+        store8(out[4] + j, (ch << up) + ((cl + round) >> shift));
+    }
+}
+
+template <typename T, bool NARROW, int NT>
+inline void vertical_blocks(const T* const* xr, const T* const* yr, const std::uint16_t* f, int w8, int shift,
+                            std::uint32_t* const out[5]) {
+    if (NARROW)
+        vertical_narrow<T, NT>(xr, yr, f, w8, out);
+    else
+        vertical_wide<T, NT>(xr, yr, f, w8, shift, out);
+}
+
 // --- one scale's statistics ------------------------------------------------------------------------
 
 // The vertical pass at row i into s.mu1 .. s.xy (mirrored by r columns).  NARROW: 8-bit samples at
@@ -266,27 +354,42 @@ __attribute__((always_inline)) inline void stat_vertical(Vif& s, const T* ref, s
     std::uint32_t* a = s.xx();
     std::uint32_t* b = s.yy();
     std::uint32_t* c = s.xy();
-    std::fill(m1, m1 + w, 0u);
-    std::fill(m2, m2 + w, 0u);
-    if (NARROW) {
-        std::fill(a, a + w, 0u);
-        std::fill(b, b + w, 0u);
-        std::fill(c, c + w, 0u);
-        for (int k = 0; k < nt; k++)
-            vtap_narrow(m1, m2, a, b, c, ref + mirror(i - r + k, h) * rs, dis + mirror(i - r + k, h) * ds, f[k], w);
-    } else {
-        std::uint64_t* a64 = s.xx64.data();
-        std::uint64_t* b64 = s.yy64.data();
-        std::uint64_t* c64 = s.xy64.data();
-        std::fill(a64, a64 + w, 0u);
-        std::fill(b64, b64 + w, 0u);
-        std::fill(c64, c64 + w, 0u);
-        for (int k = 0; k < nt; k++)
-            vtap_wide(m1, m2, a64, b64, c64, ref + mirror(i - r + k, h) * rs, dis + mirror(i - r + k, h) * ds, f[k],
-                      w);
-        narrow_moment(a, a64, sq_shift, w);
-        narrow_moment(b, b64, sq_shift, w);
-        narrow_moment(c, c64, sq_shift, w);
+    const T* xr[17];
+    const T* yr[17];
+    for (int k = 0; k < nt; k++) {
+        xr[k] = ref + mirror(i - r + k, h) * rs;
+        yr[k] = dis + mirror(i - r + k, h) * ds;
+    }
+    // whole blocks of 8 columns with the sums in registers, then the rest a tap at a time
+    const int w8 = w & ~7;
+    std::uint32_t* const out[5] = {m1, m2, a, b, c};
+    switch (nt) {
+        case 17: vertical_blocks<T, NARROW, 17>(xr, yr, f, w8, sq_shift, out); break;
+        case 9: vertical_blocks<T, NARROW, 9>(xr, yr, f, w8, sq_shift, out); break;
+        case 5: vertical_blocks<T, NARROW, 5>(xr, yr, f, w8, sq_shift, out); break;
+        default: vertical_blocks<T, NARROW, 3>(xr, yr, f, w8, sq_shift, out); break;
+    }
+    const int n = w - w8;
+    if (n) {
+        std::fill(m1 + w8, m1 + w, 0u);
+        std::fill(m2 + w8, m2 + w, 0u);
+        if (NARROW) {
+            std::fill(a + w8, a + w, 0u);
+            std::fill(b + w8, b + w, 0u);
+            std::fill(c + w8, c + w, 0u);
+            for (int k = 0; k < nt; k++) vtap_narrow(m1 + w8, m2 + w8, a + w8, b + w8, c + w8, xr[k] + w8, yr[k] + w8, f[k], n);
+        } else {
+            std::uint64_t* a64 = s.xx64.data();
+            std::uint64_t* b64 = s.yy64.data();
+            std::uint64_t* c64 = s.xy64.data();
+            std::fill(a64, a64 + n, 0u);
+            std::fill(b64, b64 + n, 0u);
+            std::fill(c64, c64 + n, 0u);
+            for (int k = 0; k < nt; k++) vtap_wide(m1 + w8, m2 + w8, a64, b64, c64, xr[k] + w8, yr[k] + w8, f[k], n);
+            narrow_moment(a + w8, a64, sq_shift, n);
+            narrow_moment(b + w8, b64, sq_shift, n);
+            narrow_moment(c + w8, c64, sq_shift, n);
+        }
     }
     round_shift(m1, mu_shift, w);
     round_shift(m2, mu_shift, w);
@@ -314,11 +417,15 @@ __attribute__((always_inline)) inline void stat_horizontal(Vif& s, int w, int sc
     std::uint32_t* al = s.hxx_lo.data();
     std::uint32_t* bl = s.hyy_lo.data();
     std::uint32_t* cl = s.hxy_lo.data();
-    for (std::uint32_t* v : {m1, m2, ah, bh, ch, al, bl, cl}) std::fill(v, v + w, 0u);
-    for (int k = 0; k < nt; k++)
-        htap(m1, m2, ah, bh, ch, al, bl, cl, s.mu1() - r + k, s.mu2() - r + k, s.xx_hi.data() + k,
-             s.yy_hi.data() + k, s.xy_hi.data() + k, s.xx_lo.data() + k, s.yy_lo.data() + k, s.xy_lo.data() + k, f[k],
-             w);
+    const std::uint32_t* const in[8] = {s.mu1() - r, s.mu2() - r, s.xx_hi.data(), s.yy_hi.data(), s.xy_hi.data(),
+                                        s.xx_lo.data(), s.yy_lo.data(), s.xy_lo.data()};
+    std::uint32_t* const out[8] = {m1, m2, ah, bh, ch, al, bl, cl};
+    switch (nt) {
+        case 17: horizontal<17>(f, w, in, out); break;
+        case 9: horizontal<9>(f, w, in, out); break;
+        case 5: horizontal<5>(f, w, in, out); break;
+        default: horizontal<3>(f, w, in, out); break;
+    }
     sigmas(s.s1.data(), s.s2.data(), s.s12.data(), m1, m2, ah, bh, ch, al, bl, cl, w);
     accumulate(s.s1.data(), s.s2.data(), s.s12.data(), s.log2, s.gain_limit, w, acc);
 }
@@ -370,17 +477,18 @@ __attribute__((always_inline)) inline void downsample(Vif& s, const T* ref, std:
     }
 }
 
-template <typename T>
-__attribute__((always_inline)) inline void frame(Vif& s, const T* ref, std::ptrdiff_t rs, const T* dis,
-                                                 std::ptrdiff_t ds, std::int64_t* out) {
-    constexpr bool NARROW = sizeof(T) == 1;
+// One frame from 16-bit luma planes; NARROW: they hold 8-bit samples.
+template <bool NARROW>
+__attribute__((always_inline)) inline void frame_planes(Vif& s, const std::uint16_t* ref, std::ptrdiff_t rs,
+                                                        const std::uint16_t* dis, std::ptrdiff_t ds,
+                                                        std::int64_t* out) {
     std::memset(out, 0, sizeof(std::int64_t) * SCALES * 4);
     int w = s.w, h = s.h;
     for (int scale = 0; scale < SCALES; scale++) {
         Sums acc;
         if (scale == 0) {
-            if (!s.skip0) acc = scale_stats<T, NARROW>(s, ref, rs, dis, ds, w, h, 0);
-            downsample<T>(s, ref, rs, dis, ds, w, h, 1, s.bpc);
+            if (!s.skip0) acc = scale_stats<std::uint16_t, NARROW>(s, ref, rs, dis, ds, w, h, 0);
+            downsample<std::uint16_t>(s, ref, rs, dis, ds, w, h, 1, s.bpc);
         } else {
             const std::uint16_t* r = s.ref[scale].data();
             const std::uint16_t* d = s.dis[scale].data();
@@ -397,6 +505,26 @@ __attribute__((always_inline)) inline void frame(Vif& s, const T* ref, std::ptrd
             w /= 2;
             h /= 2;
         }
+    }
+}
+
+// 8-bit samples are widened to 16 bits first, once a frame: the vector loops read 16-bit rows
+// (a widening load from 8 bits is no single instruction without AVX2's intrinsics).
+inline void widen_plane(const std::uint8_t* __restrict src, std::ptrdiff_t stride, int w, int h,
+                        std::uint16_t* __restrict dst) {
+    for (int i = 0; i < h; i++)
+        for (int j = 0; j < w; j++) dst[static_cast<std::ptrdiff_t>(i) * w + j] = src[i * stride + j];
+}
+
+template <typename T>
+__attribute__((always_inline)) inline void frame(Vif& s, const T* ref, std::ptrdiff_t rs, const T* dis,
+                                                 std::ptrdiff_t ds, std::int64_t* out) {
+    if constexpr (sizeof(T) == 1) {
+        widen_plane(ref, rs, s.w, s.h, s.wide_ref.data());
+        widen_plane(dis, ds, s.w, s.h, s.wide_dis.data());
+        frame_planes<true>(s, s.wide_ref.data(), s.w, s.wide_dis.data(), s.w, out);
+    } else {
+        frame_planes<false>(s, ref, rs, dis, ds, out);
     }
 }
 
@@ -457,7 +585,7 @@ void* vif_new(int w, int h, int bpc, double gain_limit, int skip0, const std::ui
         for (auto* v : {&s->xx64, &s->yy64, &s->xy64}) v->resize(w);
         for (auto* v : {&s->hmu1, &s->hmu2, &s->hxx_hi, &s->hyy_hi, &s->hxy_hi, &s->hxx_lo, &s->hyy_lo, &s->hxy_lo,
                         &s->xx_hi, &s->yy_hi, &s->xy_hi, &s->xx_lo, &s->yy_lo, &s->xy_lo})
-            v->resize(static_cast<std::size_t>(w) + 2 * MAX_HALF);
+            v->resize(static_cast<std::size_t>(w) + 2 * MAX_HALF + SLACK);
         for (auto* v : {&s->s1, &s->s2, &s->s12}) v->resize(w);
     } catch (...) {
         delete s;
@@ -468,25 +596,43 @@ void* vif_new(int w, int h, int bpc, double gain_limit, int skip0, const std::ui
 
 void vif_free(void* ctx) { delete static_cast<Vif*>(ctx); }
 
-// One frame's luma pair (w x h samples of `bytes` bytes, strides in samples) -> int64[16].
-void vif_frame(void* ctx, const void* ref, std::ptrdiff_t ref_stride, const void* dis, std::ptrdiff_t dis_stride,
-               int bytes, std::int64_t* out) {
+// One frame's luma pair (w x h samples of `bytes` bytes, strides in samples) -> int64[16]; returns
+// 0, or -1 where the memory for widening 8-bit samples cannot be had.
+int vif_frame(void* ctx, const void* ref, std::ptrdiff_t ref_stride, const void* dis, std::ptrdiff_t dis_stride,
+              int bytes, std::int64_t* out) {
     Vif& s = *static_cast<Vif*>(ctx);
     if (bytes == 1) {
+        if (s.wide_ref.empty()) {
+            try {
+                s.wide_ref.resize(static_cast<std::size_t>(s.w) * s.h);
+                s.wide_dis.resize(static_cast<std::size_t>(s.w) * s.h);
+            } catch (...) {
+                s.wide_ref.clear();
+                s.wide_dis.clear();
+                return -1;
+            }
+        }
         auto r = static_cast<const std::uint8_t*>(ref);
         auto d = static_cast<const std::uint8_t*>(dis);
 #if defined(__x86_64__) && defined(__GNUC__)
-        if (has_avx2()) return frame8_avx2(s, r, ref_stride, d, dis_stride, out);
+        if (has_avx2()) {
+            frame8_avx2(s, r, ref_stride, d, dis_stride, out);
+            return 0;
+        }
 #endif
         frame8(s, r, ref_stride, d, dis_stride, out);
-    } else {
-        auto r = static_cast<const std::uint16_t*>(ref);
-        auto d = static_cast<const std::uint16_t*>(dis);
-#if defined(__x86_64__) && defined(__GNUC__)
-        if (has_avx2()) return frame16_avx2(s, r, ref_stride, d, dis_stride, out);
-#endif
-        frame16(s, r, ref_stride, d, dis_stride, out);
+        return 0;
     }
+    auto r = static_cast<const std::uint16_t*>(ref);
+    auto d = static_cast<const std::uint16_t*>(dis);
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (has_avx2()) {
+        frame16_avx2(s, r, ref_stride, d, dis_stride, out);
+        return 0;
+    }
+#endif
+    frame16(s, r, ref_stride, d, dis_stride, out);
+    return 0;
 }
 
 }  // extern "C"

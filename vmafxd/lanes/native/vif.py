@@ -34,7 +34,7 @@ def _lib() -> ctypes.CDLL:
         lib.vif_new.argtypes = [_I, _I, _I, ctypes.c_double, _I, _P]
         lib.vif_free.restype = None
         lib.vif_free.argtypes = [_P]
-        lib.vif_frame.restype = None
+        lib.vif_frame.restype = _I
         lib.vif_frame.argtypes = [_P, _P, _S, _P, _S, _I, _P]
         lib._vx_typed = True
     return lib
@@ -65,8 +65,9 @@ class _Context:
     def frame(self, ref: tuple[np.ndarray, int], dist: tuple[np.ndarray, int]) -> np.ndarray:
         """The frame's ``int64[4, 4]`` (scale x (num_log, den_log, num_non_log, den_non_log)), a view
         overwritten by the next frame."""
-        self.lib.vif_frame(self.handle, ref[0].ctypes.data, ref[1], dist[0].ctypes.data, dist[1], ref[0].itemsize,
-                           self.sums.ctypes.data)
+        if self.lib.vif_frame(self.handle, ref[0].ctypes.data, ref[1], dist[0].ctypes.data, dist[1],
+                              ref[0].itemsize, self.sums.ctypes.data):
+            raise MemoryError("vif.cpp: no memory to widen the 8-bit samples")
         return self.sums
 
     def __del__(self):
