@@ -37,6 +37,14 @@ def native():
     return vif
 
 
+@pytest.fixture
+def isas(native):
+    """The instruction sets the CPU has (the best one in use again afterwards)."""
+    best = native.use_isa("avx512")
+    yield native.ISAS[: native.ISAS.index(best) + 1]
+    native.use_isa("avx512")
+
+
 @pytest.mark.parametrize("pair", vendored_pairs(), ids=lambda p: p.id)
 def test_every_vendored_pair_matches_libvmaf(native, pair):
     decl = dataclasses.replace(DECL, cpu=native.Vif)
@@ -69,22 +77,30 @@ _OPTIONS = [
     ("noise", 20, 18, 16),
     ("smooth", 67, 131, 16),
 ])
-def test_statistics_equal_the_twins(native, kind, h, w, bitdepth):
+def test_statistics_equal_the_twins(native, isas, kind, h, w, bitdepth):
+    """On every instruction set of vif.cpp the CPU has (the vector loops of 8 or 16 lanes, their
+    scalar tails: widths on both sides of a multiple of 16)."""
     ref, dist = _synthetic(kind, h, w, bitdepth, seed=h * w)
     for options in _OPTIONS:
         ctx = native._Context(w, h, bitdepth, float(options.get("vif_enhn_gain_limit", 100.0)),
                               bool(options.get("vif_skip_scale0", False)))
         want = twin.compute_stats(ref, dist, bitdepth, options).to_array()
-        got = ctx.frame((ref, w), (dist, w))
-        assert np.array_equal(got, want), (options, got, want)
+        for isa in isas:
+            native.use_isa(isa)
+            got = ctx.frame((ref, w), (dist, w))
+            assert np.array_equal(got, want), (isa, options, got, want)
         assert got[:, :2].any() or kind in ("flat", "extremes")  # some scale in the log branch
 
 
-def test_a_large_picture_equals_the_twin(native):
-    """Rows wider than the vector loops' blocks, all four scales many rows tall."""
-    ref, dist = _synthetic("noise", 270, 480, 8, seed=5)
-    ctx = native._Context(480, 270, 8, 100.0, False)
-    assert np.array_equal(ctx.frame((ref, 480), (dist, 480)), twin.compute_stats(ref, dist, 8, {}).to_array())
+@pytest.mark.parametrize("bitdepth", [8, 10])
+def test_a_large_picture_equals_the_twin(native, isas, bitdepth):
+    """Rows of many vector blocks, all four scales many rows tall, on every instruction set."""
+    ref, dist = _synthetic("smooth", 270, 487, bitdepth, seed=5)
+    want = twin.compute_stats(ref, dist, bitdepth, {}).to_array()
+    ctx = native._Context(487, 270, bitdepth, 100.0, False)
+    for isa in isas:
+        native.use_isa(isa)
+        assert np.array_equal(ctx.frame((ref, 487), (dist, 487)), want), isa
 
 
 def _picture(luma: np.ndarray, bitdepth: int) -> Picture:

@@ -38,7 +38,7 @@ namespace {
 
 constexpr int SCALES = 4;
 constexpr int MAX_HALF = 8;
-constexpr int SLACK = 16;  // the horizontal pass's last block of 8 reads past the mirrored columns
+constexpr int SLACK = 32;  // the horizontal pass's last block (16 lanes at most) reads past the mirrored columns
 constexpr std::int32_t SIGMA_NSQ = 2 << 16;
 constexpr double EPS = 65536 * 1.0e-10;
 
@@ -162,27 +162,38 @@ inline void split(std::uint32_t* __restrict hi, std::uint32_t* __restrict lo, co
 // ones elsewhere).  Inputs point at the first tap of column 0; the taps are symmetric, so the two
 // samples of a tap pair are added before the product (each partial sum is below the whole one,
 // below 2^32).  The last block's extra lanes read padding and are never used.
+// V: a vector of 8 (AVX2) or 16 (AVX-512) uint32 lanes.
 typedef std::uint32_t u32x8 __attribute__((vector_size(32)));
+typedef std::uint32_t u32x16 __attribute__((vector_size(64)));
 
-inline u32x8 load8(const std::uint32_t* p) {
-    u32x8 v;
+template <typename V>
+constexpr int lanes() {
+    return sizeof(V) / sizeof(std::uint32_t);
+}
+
+template <typename V>
+inline V load(const std::uint32_t* p) {
+    V v;
     std::memcpy(&v, p, sizeof v);
     return v;
 }
 
-inline void store8(std::uint32_t* p, u32x8 v) { std::memcpy(p, &v, sizeof v); }
+template <typename V>
+inline void store(std::uint32_t* p, V v) {
+    std::memcpy(p, &v, sizeof v);
+}
 
-template <int NT>
+template <typename V, int NT>
 inline void horizontal(const std::uint16_t* f, int w, const std::uint32_t* const in[8], std::uint32_t* const out[8]) {
     constexpr int R = NT / 2;
-    for (int j = 0; j < w; j += 8) {
-        u32x8 acc[8];
-        for (int q = 0; q < 8; q++) acc[q] = f[R] * load8(in[q] + j + R);
+    for (int j = 0; j < w; j += lanes<V>()) {
+        V acc[8];
+        for (int q = 0; q < 8; q++) acc[q] = f[R] * load<V>(in[q] + j + R);
         for (int k = 0; k < R; k++) {
             const std::uint32_t t = f[k];
-            for (int q = 0; q < 8; q++) acc[q] += t * (load8(in[q] + j + k) + load8(in[q] + j + NT - 1 - k));
+            for (int q = 0; q < 8; q++) acc[q] += t * (load<V>(in[q] + j + k) + load<V>(in[q] + j + NT - 1 - k));
         }
-        for (int q = 0; q < 8; q++) store8(out[q] + j, acc[q]);
+        for (int q = 0; q < 8; q++) store(out[q] + j, acc[q]);
     }
 }
 
@@ -271,50 +282,50 @@ inline void store_even(std::uint16_t* __restrict o1, std::uint16_t* __restrict o
 // p & 0xffff (each sum below 2^32, see the top of the file), and the shifted moment is
 // ((hi << 16) + lo + round) >> shift = (hi << (16 - shift)) + ((lo + round) >> shift), modulo 2^32
 // as libvmaf's (uint32_t) conversion (shift <= 16).
-template <typename T>
-inline u32x8 widen8(const T* p) {
-    typedef T tx8 __attribute__((vector_size(8 * sizeof(T))));
-    tx8 v;
+template <typename V>
+inline V widen(const std::uint16_t* p) {
+    typedef std::uint16_t narrow __attribute__((vector_size(sizeof(V) / 2)));
+    narrow v;
     std::memcpy(&v, p, sizeof v);
-    return __builtin_convertvector(v, u32x8);
+    return __builtin_convertvector(v, V);
 }
 
-template <typename T, int NT>
+template <typename V, typename T, int NT>
 inline void vertical_narrow(const T* const* xr, const T* const* yr, const std::uint16_t* f, int w8,
                             std::uint32_t* const out[5]) {
-    for (int j = 0; j < w8; j += 8) {
-        u32x8 m1 = {}, m2 = {}, a = {}, b = {}, c = {};
+    for (int j = 0; j < w8; j += lanes<V>()) {
+        V m1 = {}, m2 = {}, a = {}, b = {}, c = {};
         for (int k = 0; k < NT; k++) {
-            const u32x8 x = widen8(xr[k] + j), y = widen8(yr[k] + j);
+            const V x = widen<V>(xr[k] + j), y = widen<V>(yr[k] + j);
             const std::uint32_t t = f[k];
-            const u32x8 fx = t * x, fy = t * y;
+            const V fx = t * x, fy = t * y;
             m1 += fx;
             m2 += fy;
             a += fx * x;
             b += fy * y;
             c += fx * y;
         }
-        store8(out[0] + j, m1);
-        store8(out[1] + j, m2);
-        store8(out[2] + j, a);
-        store8(out[3] + j, b);
-        store8(out[4] + j, c);
+        store(out[0] + j, m1);
+        store(out[1] + j, m2);
+        store(out[2] + j, a);
+        store(out[3] + j, b);
+        store(out[4] + j, c);
     }
 }
 
-template <typename T, int NT>
+template <typename V, typename T, int NT>
 inline void vertical_wide(const T* const* xr, const T* const* yr, const std::uint16_t* f, int w8, int shift,
                           std::uint32_t* const out[5]) {
     const std::uint32_t round = shift ? 1u << (shift - 1) : 0u;
     const int up = 16 - shift;
-    for (int j = 0; j < w8; j += 8) {
-        u32x8 m1 = {}, m2 = {}, ah = {}, al = {}, bh = {}, bl = {}, ch = {}, cl = {};
+    for (int j = 0; j < w8; j += lanes<V>()) {
+        V m1 = {}, m2 = {}, ah = {}, al = {}, bh = {}, bl = {}, ch = {}, cl = {};
         for (int k = 0; k < NT; k++) {
-            const u32x8 x = widen8(xr[k] + j), y = widen8(yr[k] + j);
+            const V x = widen<V>(xr[k] + j), y = widen<V>(yr[k] + j);
             const std::uint32_t t = f[k];
             m1 += t * x;
             m2 += t * y;
-            const u32x8 pa = x * x, pb = y * y, pc = x * y;
+            const V pa = x * x, pb = y * y, pc = x * y;
             ah += t * (pa >> 16);
             al += t * (pa & 0xffff);
             bh += t * (pb >> 16);
@@ -322,28 +333,28 @@ inline void vertical_wide(const T* const* xr, const T* const* yr, const std::uin
             ch += t * (pc >> 16);
             cl += t * (pc & 0xffff);
         }
-        store8(out[0] + j, m1);
-        store8(out[1] + j, m2);
-        store8(out[2] + j, (ah << up) + ((al + round) >> shift));
-        store8(out[3] + j, (bh << up) + ((bl + round) >> shift));
-        store8(out[4] + j, (ch << up) + ((cl + round) >> shift));
+        store(out[0] + j, m1);
+        store(out[1] + j, m2);
+        store(out[2] + j, (ah << up) + ((al + round) >> shift));
+        store(out[3] + j, (bh << up) + ((bl + round) >> shift));
+        store(out[4] + j, (ch << up) + ((cl + round) >> shift));
     }
 }
 
-template <typename T, bool NARROW, int NT>
+template <typename V, typename T, bool NARROW, int NT>
 inline void vertical_blocks(const T* const* xr, const T* const* yr, const std::uint16_t* f, int w8, int shift,
                             std::uint32_t* const out[5]) {
     if (NARROW)
-        vertical_narrow<T, NT>(xr, yr, f, w8, out);
+        vertical_narrow<V, T, NT>(xr, yr, f, w8, out);
     else
-        vertical_wide<T, NT>(xr, yr, f, w8, shift, out);
+        vertical_wide<V, T, NT>(xr, yr, f, w8, shift, out);
 }
 
 // --- one scale's statistics ------------------------------------------------------------------------
 
 // The vertical pass at row i into s.mu1 .. s.xy (mirrored by r columns).  NARROW: 8-bit samples at
 // scale 0, whose moments' sums fit 32 bits and are not shifted.
-template <typename T, bool NARROW>
+template <typename V, typename T, bool NARROW>
 __attribute__((always_inline)) inline void stat_vertical(Vif& s, const T* ref, std::ptrdiff_t rs, const T* dis,
                                                          std::ptrdiff_t ds, int w, int h, int i, int scale,
                                                          int mu_shift, int sq_shift) {
@@ -360,14 +371,14 @@ __attribute__((always_inline)) inline void stat_vertical(Vif& s, const T* ref, s
         xr[k] = ref + mirror(i - r + k, h) * rs;
         yr[k] = dis + mirror(i - r + k, h) * ds;
     }
-    // whole blocks of 8 columns with the sums in registers, then the rest a tap at a time
-    const int w8 = w & ~7;
+    // whole blocks of lanes<V>() columns with the sums in registers, then the rest a tap at a time
+    const int w8 = w - w % lanes<V>();
     std::uint32_t* const out[5] = {m1, m2, a, b, c};
     switch (nt) {
-        case 17: vertical_blocks<T, NARROW, 17>(xr, yr, f, w8, sq_shift, out); break;
-        case 9: vertical_blocks<T, NARROW, 9>(xr, yr, f, w8, sq_shift, out); break;
-        case 5: vertical_blocks<T, NARROW, 5>(xr, yr, f, w8, sq_shift, out); break;
-        default: vertical_blocks<T, NARROW, 3>(xr, yr, f, w8, sq_shift, out); break;
+        case 17: vertical_blocks<V, T, NARROW, 17>(xr, yr, f, w8, sq_shift, out); break;
+        case 9: vertical_blocks<V, T, NARROW, 9>(xr, yr, f, w8, sq_shift, out); break;
+        case 5: vertical_blocks<V, T, NARROW, 5>(xr, yr, f, w8, sq_shift, out); break;
+        default: vertical_blocks<V, T, NARROW, 3>(xr, yr, f, w8, sq_shift, out); break;
     }
     const int n = w - w8;
     if (n) {
@@ -401,6 +412,7 @@ __attribute__((always_inline)) inline void stat_vertical(Vif& s, const T* ref, s
 }
 
 // The horizontal pass of the row s.mu1 .. s.xy, then the per-pixel statistics into `acc`.
+template <typename V>
 __attribute__((always_inline)) inline void stat_horizontal(Vif& s, int w, int scale, Sums& acc) {
     const std::uint16_t* f = TAPS[scale];
     const int nt = WIDTH[scale], r = nt / 2;
@@ -421,16 +433,16 @@ __attribute__((always_inline)) inline void stat_horizontal(Vif& s, int w, int sc
                                         s.xx_lo.data(), s.yy_lo.data(), s.xy_lo.data()};
     std::uint32_t* const out[8] = {m1, m2, ah, bh, ch, al, bl, cl};
     switch (nt) {
-        case 17: horizontal<17>(f, w, in, out); break;
-        case 9: horizontal<9>(f, w, in, out); break;
-        case 5: horizontal<5>(f, w, in, out); break;
-        default: horizontal<3>(f, w, in, out); break;
+        case 17: horizontal<V, 17>(f, w, in, out); break;
+        case 9: horizontal<V, 9>(f, w, in, out); break;
+        case 5: horizontal<V, 5>(f, w, in, out); break;
+        default: horizontal<V, 3>(f, w, in, out); break;
     }
     sigmas(s.s1.data(), s.s2.data(), s.s12.data(), m1, m2, ah, bh, ch, al, bl, cl, w);
     accumulate(s.s1.data(), s.s2.data(), s.s12.data(), s.log2, s.gain_limit, w, acc);
 }
 
-template <typename T, bool NARROW>
+template <typename V, typename T, bool NARROW>
 __attribute__((always_inline)) inline Sums scale_stats(Vif& s, const T* ref, std::ptrdiff_t rs, const T* dis,
                                                        std::ptrdiff_t ds, int w, int h, int scale) {
     int mu_shift = 16, sq_shift = 16;
@@ -440,8 +452,8 @@ __attribute__((always_inline)) inline Sums scale_stats(Vif& s, const T* ref, std
     }
     Sums acc;
     for (int i = 0; i < h; i++) {
-        stat_vertical<T, NARROW>(s, ref, rs, dis, ds, w, h, i, scale, mu_shift, sq_shift);
-        stat_horizontal(s, w, scale, acc);
+        stat_vertical<V, T, NARROW>(s, ref, rs, dis, ds, w, h, i, scale, mu_shift, sq_shift);
+        stat_horizontal<V>(s, w, scale, acc);
     }
     return acc;
 }
@@ -478,7 +490,7 @@ __attribute__((always_inline)) inline void downsample(Vif& s, const T* ref, std:
 }
 
 // One frame from 16-bit luma planes; NARROW: they hold 8-bit samples.
-template <bool NARROW>
+template <typename V, bool NARROW>
 __attribute__((always_inline)) inline void frame_planes(Vif& s, const std::uint16_t* ref, std::ptrdiff_t rs,
                                                         const std::uint16_t* dis, std::ptrdiff_t ds,
                                                         std::int64_t* out) {
@@ -487,12 +499,12 @@ __attribute__((always_inline)) inline void frame_planes(Vif& s, const std::uint1
     for (int scale = 0; scale < SCALES; scale++) {
         Sums acc;
         if (scale == 0) {
-            if (!s.skip0) acc = scale_stats<std::uint16_t, NARROW>(s, ref, rs, dis, ds, w, h, 0);
+            if (!s.skip0) acc = scale_stats<V, std::uint16_t, NARROW>(s, ref, rs, dis, ds, w, h, 0);
             downsample<std::uint16_t>(s, ref, rs, dis, ds, w, h, 1, s.bpc);
         } else {
             const std::uint16_t* r = s.ref[scale].data();
             const std::uint16_t* d = s.dis[scale].data();
-            acc = scale_stats<std::uint16_t, false>(s, r, w, d, w, w, h, scale);
+            acc = scale_stats<V, std::uint16_t, false>(s, r, w, d, w, w, h, scale);
             if (scale + 1 < SCALES) downsample<std::uint16_t>(s, r, w, d, w, w, h, scale + 1, 16);
         }
         if (scale > 0 || !s.skip0) {
@@ -516,46 +528,77 @@ inline void widen_plane(const std::uint8_t* __restrict src, std::ptrdiff_t strid
         for (int j = 0; j < w; j++) dst[static_cast<std::ptrdiff_t>(i) * w + j] = src[i * stride + j];
 }
 
-template <typename T>
+template <typename V, typename T>
 __attribute__((always_inline)) inline void frame(Vif& s, const T* ref, std::ptrdiff_t rs, const T* dis,
                                                  std::ptrdiff_t ds, std::int64_t* out) {
     if constexpr (sizeof(T) == 1) {
         widen_plane(ref, rs, s.w, s.h, s.wide_ref.data());
         widen_plane(dis, ds, s.w, s.h, s.wide_dis.data());
-        frame_planes<true>(s, s.wide_ref.data(), s.w, s.wide_dis.data(), s.w, out);
+        frame_planes<V, true>(s, s.wide_ref.data(), s.w, s.wide_dis.data(), s.w, out);
     } else {
-        frame_planes<false>(s, ref, rs, dis, ds, out);
+        frame_planes<V, false>(s, ref, rs, dis, ds, out);
     }
 }
 
-// The frame as instructions of AVX2 where the CPU has them (integers and doubles without fused
-// operations: the same values either way), SSE2 elsewhere.
+// The frame in AVX-512 registers (16 lanes) or AVX2 ones (8) where the CPU has them, in pairs of
+// SSE2 ones elsewhere (integers, and doubles without fused operations: the same values every way).
+// tests/lanes/test_native_vif.py runs each the CPU has (vif_set_isa).
+enum Isa { BASELINE = 0, AVX2 = 1, AVX512 = 2 };
+
 #if defined(__x86_64__) && defined(__GNUC__)
+#define VX_X86 1
+__attribute__((target("avx512f,avx512bw,avx512vl,avx2"), flatten)) void frame8_avx512(
+    Vif& s, const std::uint8_t* r, std::ptrdiff_t rs, const std::uint8_t* d, std::ptrdiff_t ds, std::int64_t* o) {
+    frame<u32x16>(s, r, rs, d, ds, o);
+}
+__attribute__((target("avx512f,avx512bw,avx512vl,avx2"), flatten)) void frame16_avx512(
+    Vif& s, const std::uint16_t* r, std::ptrdiff_t rs, const std::uint16_t* d, std::ptrdiff_t ds, std::int64_t* o) {
+    frame<u32x16>(s, r, rs, d, ds, o);
+}
 __attribute__((target("avx2"), flatten)) void frame8_avx2(Vif& s, const std::uint8_t* r, std::ptrdiff_t rs,
                                                           const std::uint8_t* d, std::ptrdiff_t ds, std::int64_t* o) {
-    frame(s, r, rs, d, ds, o);
+    frame<u32x8>(s, r, rs, d, ds, o);
 }
 __attribute__((target("avx2"), flatten)) void frame16_avx2(Vif& s, const std::uint16_t* r, std::ptrdiff_t rs,
                                                            const std::uint16_t* d, std::ptrdiff_t ds, std::int64_t* o) {
-    frame(s, r, rs, d, ds, o);
+    frame<u32x8>(s, r, rs, d, ds, o);
 }
 #endif
 __attribute__((flatten)) void frame8(Vif& s, const std::uint8_t* r, std::ptrdiff_t rs, const std::uint8_t* d,
                                      std::ptrdiff_t ds, std::int64_t* o) {
-    frame(s, r, rs, d, ds, o);
+    frame<u32x8>(s, r, rs, d, ds, o);
 }
 __attribute__((flatten)) void frame16(Vif& s, const std::uint16_t* r, std::ptrdiff_t rs, const std::uint16_t* d,
                                       std::ptrdiff_t ds, std::int64_t* o) {
-    frame(s, r, rs, d, ds, o);
+    frame<u32x8>(s, r, rs, d, ds, o);
 }
 
-bool has_avx2() {
-#if defined(__x86_64__) && defined(__GNUC__)
-    static const bool yes = __builtin_cpu_supports("avx2");
-    return yes;
-#else
-    return false;
+// the best the CPU has
+int cpu_isa() {
+#ifdef VX_X86
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))
+        return AVX512;
+    if (__builtin_cpu_supports("avx2")) return AVX2;
 #endif
+    return BASELINE;
+}
+
+int isa = cpu_isa();
+
+template <typename T>
+void dispatch(Vif& s, const T* r, std::ptrdiff_t rs, const T* d, std::ptrdiff_t ds, std::int64_t* o) {
+#ifdef VX_X86
+    if (isa == AVX512) {
+        if constexpr (sizeof(T) == 1) frame8_avx512(s, r, rs, d, ds, o); else frame16_avx512(s, r, rs, d, ds, o);
+        return;
+    }
+    if (isa == AVX2) {
+        if constexpr (sizeof(T) == 1) frame8_avx2(s, r, rs, d, ds, o); else frame16_avx2(s, r, rs, d, ds, o);
+        return;
+    }
+#endif
+    if constexpr (sizeof(T) == 1) frame8(s, r, rs, d, ds, o); else frame16(s, r, rs, d, ds, o);
 }
 
 }  // namespace
@@ -612,27 +655,20 @@ int vif_frame(void* ctx, const void* ref, std::ptrdiff_t ref_stride, const void*
                 return -1;
             }
         }
-        auto r = static_cast<const std::uint8_t*>(ref);
-        auto d = static_cast<const std::uint8_t*>(dis);
-#if defined(__x86_64__) && defined(__GNUC__)
-        if (has_avx2()) {
-            frame8_avx2(s, r, ref_stride, d, dis_stride, out);
-            return 0;
-        }
-#endif
-        frame8(s, r, ref_stride, d, dis_stride, out);
+        dispatch(s, static_cast<const std::uint8_t*>(ref), ref_stride, static_cast<const std::uint8_t*>(dis),
+                 dis_stride, out);
         return 0;
     }
-    auto r = static_cast<const std::uint16_t*>(ref);
-    auto d = static_cast<const std::uint16_t*>(dis);
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (has_avx2()) {
-        frame16_avx2(s, r, ref_stride, d, dis_stride, out);
-        return 0;
-    }
-#endif
-    frame16(s, r, ref_stride, d, dis_stride, out);
+    dispatch(s, static_cast<const std::uint16_t*>(ref), ref_stride, static_cast<const std::uint16_t*>(dis), dis_stride,
+             out);
     return 0;
+}
+
+// For the tests: run the frames with this instruction set (0 baseline, 1 AVX2, 2 AVX-512), or the
+// best the CPU has below it; returns the one now in use.
+int vif_set_isa(int wanted) {
+    isa = std::max(static_cast<int>(BASELINE), std::min(wanted, cpu_isa()));
+    return isa;
 }
 
 }  // extern "C"

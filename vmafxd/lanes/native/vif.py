@@ -36,6 +36,8 @@ def _lib() -> ctypes.CDLL:
         lib.vif_free.argtypes = [_P]
         lib.vif_frame.restype = _I
         lib.vif_frame.argtypes = [_P, _P, _S, _P, _S, _I, _P]
+        lib.vif_set_isa.restype = _I
+        lib.vif_set_isa.argtypes = [_I]
         lib._vx_typed = True
     return lib
 
@@ -50,6 +52,16 @@ def plane_samples(feature: str, name: str, plane: np.ndarray, shape: tuple[int, 
     if plane.strides[1] != plane.itemsize or plane.strides[0] % plane.itemsize or plane.strides[0] < 0:
         plane = np.ascontiguousarray(plane)
     return plane, plane.strides[0] // plane.itemsize
+
+
+#: vif.cpp's instruction sets: its loops in pairs of SSE2 registers, in AVX2 ones, in AVX-512 ones
+ISAS = ("baseline", "avx2", "avx512")
+
+
+def use_isa(name: str) -> str:
+    """Run vif.cpp's frames with instruction set ``name``, or the best the CPU has below it (the
+    tests compare them; the best the CPU has is the default); returns the one now in use."""
+    return ISAS[_lib().vif_set_isa(ISAS.index(name))]
 
 
 class _Context:
