@@ -38,7 +38,7 @@ namespace {
 
 constexpr int SCALES = 4;
 constexpr int MAX_HALF = 8;
-constexpr int SLACK = 32;  // the horizontal pass's last block (16 lanes at most) reads past the mirrored columns
+constexpr int SLACK = 48;  // the horizontal passes' last blocks (16 lanes at most) read past the mirrored columns
 constexpr std::int32_t SIGMA_NSQ = 2 << 16;
 constexpr double EPS = 65536 * 1.0e-10;
 
@@ -259,15 +259,6 @@ inline void dtap(std::uint32_t* __restrict v1, std::uint32_t* __restrict v2, con
     }
 }
 
-// One tap of the decimation's horizontal pass at even columns.
-inline void dtap_even(std::uint32_t* __restrict e1, std::uint32_t* __restrict e2, const std::uint32_t* __restrict x,
-                      const std::uint32_t* __restrict y, std::uint32_t t, int w2) {
-    for (int j = 0; j < w2; j++) {
-        e1[j] += t * x[2 * j];
-        e2[j] += t * y[2 * j];
-    }
-}
-
 inline void store_even(std::uint16_t* __restrict o1, std::uint16_t* __restrict o2, const std::uint32_t* __restrict e1,
                        const std::uint32_t* __restrict e2, int w2) {
     for (int j = 0; j < w2; j++) {
@@ -462,7 +453,52 @@ __attribute__((always_inline)) inline Sums scale_stats(Vif& s, const T* ref, std
 
 // The pictures of `scale` (1..3) from those of scale - 1 (w x h): the taps of `scale`, the
 // vertical pass shifted by `vshift` at even rows, the horizontal pass shifted by 16 at even columns.
-template <typename T>
+// The decimation's vertical pass over whole blocks of lanes<V>() columns (w8 of them), the sums in
+// registers, the two samples of a symmetric tap pair added first (each partial sum below the whole).
+template <typename V, int NT>
+inline void down_vertical(const std::uint16_t* const* xr, const std::uint16_t* const* yr, const std::uint16_t* f,
+                          int w8, std::uint32_t* v1, std::uint32_t* v2) {
+    constexpr int R = NT / 2;
+    for (int j = 0; j < w8; j += lanes<V>()) {
+        V a = f[R] * widen<V>(xr[R] + j), b = f[R] * widen<V>(yr[R] + j);
+        for (int k = 0; k < R; k++) {
+            const std::uint32_t t = f[k];
+            a += t * (widen<V>(xr[k] + j) + widen<V>(xr[NT - 1 - k] + j));
+            b += t * (widen<V>(yr[k] + j) + widen<V>(yr[NT - 1 - k] + j));
+        }
+        store(v1 + j, a);
+        store(v2 + j, b);
+    }
+}
+
+// The decimation's horizontal pass at even columns from the row's deinterleaved halves (ev[m] and
+// od[m] the columns 2m - r and 2m + 1 - r): output j is sum_k f[k] * row[2j - r + k], tap k reading
+// ev (even k) or od (odd k) at j + k / 2, contiguous loads for whole blocks of outputs.
+template <typename V, int NT>
+inline void down_horizontal(const std::uint32_t* ev1, const std::uint32_t* od1, const std::uint32_t* ev2,
+                            const std::uint32_t* od2, const std::uint16_t* f, int w2, std::uint32_t* e1,
+                            std::uint32_t* e2) {
+    for (int j = 0; j < w2; j += lanes<V>()) {
+        V a = {}, b = {};
+        for (int k = 0; k < NT; k++) {
+            const std::uint32_t t = f[k];
+            a += t * load<V>((k & 1 ? od1 : ev1) + j + k / 2);
+            b += t * load<V>((k & 1 ? od2 : ev2) + j + k / 2);
+        }
+        store(e1 + j, a);
+        store(e2 + j, b);
+    }
+}
+
+inline void deinterleave(const std::uint32_t* __restrict row, int n, std::uint32_t* __restrict ev,
+                         std::uint32_t* __restrict od) {
+    for (int m = 0; m < n; m++) {
+        ev[m] = row[2 * m];
+        od[m] = row[2 * m + 1];
+    }
+}
+
+template <typename V, typename T>
 __attribute__((always_inline)) inline void downsample(Vif& s, const T* ref, std::ptrdiff_t rs, const T* dis,
                                                       std::ptrdiff_t ds, int w, int h, int scale, int vshift) {
     const std::uint16_t* f = TAPS[scale];
@@ -473,17 +509,38 @@ __attribute__((always_inline)) inline void downsample(Vif& s, const T* ref, std:
     std::uint32_t* e1 = s.hmu1.data();
     std::uint32_t* e2 = s.hmu2.data();
     for (int i = 0; i < h2; i++) {
-        std::fill(v1, v1 + w, 0u);
-        std::fill(v2, v2 + w, 0u);
-        for (int k = 0; k < nt; k++)
-            dtap(v1, v2, ref + mirror(2 * i - r + k, h) * rs, dis + mirror(2 * i - r + k, h) * ds, f[k], w);
+        const T* xr[9];
+        const T* yr[9];
+        for (int k = 0; k < nt; k++) {
+            xr[k] = ref + mirror(2 * i - r + k, h) * rs;
+            yr[k] = dis + mirror(2 * i - r + k, h) * ds;
+        }
+        const int w8 = w - w % lanes<V>();
+        switch (nt) {
+            case 9: down_vertical<V, 9>(xr, yr, f, w8, v1, v2); break;
+            case 5: down_vertical<V, 5>(xr, yr, f, w8, v1, v2); break;
+            default: down_vertical<V, 3>(xr, yr, f, w8, v1, v2); break;
+        }
+        std::fill(v1 + w8, v1 + w, 0u);
+        std::fill(v2 + w8, v2 + w, 0u);
+        for (int k = 0; k < nt; k++) dtap(v1 + w8, v2 + w8, xr[k] + w8, yr[k] + w8, f[k], w - w8);
         round_shift(v1, vshift, w);
         round_shift(v2, vshift, w);
         mirror_row(v1, w, r);
         mirror_row(v2, w, r);
-        std::fill(e1, e1 + w2, 0u);
-        std::fill(e2, e2 + w2, 0u);
-        for (int k = 0; k < nt; k++) dtap_even(e1, e2, v1 - r + k, v2 - r + k, f[k], w2);
+        // the halves up to the last block's reads (w2 + r + lanes, inside the rows' slack)
+        const int half = w2 + r + lanes<V>();
+        std::uint32_t* ev1 = s.xx_hi.data();
+        std::uint32_t* od1 = s.xx_lo.data();
+        std::uint32_t* ev2 = s.yy_hi.data();
+        std::uint32_t* od2 = s.yy_lo.data();
+        deinterleave(v1 - r, half, ev1, od1);
+        deinterleave(v2 - r, half, ev2, od2);
+        switch (nt) {
+            case 9: down_horizontal<V, 9>(ev1, od1, ev2, od2, f, w2, e1, e2); break;
+            case 5: down_horizontal<V, 5>(ev1, od1, ev2, od2, f, w2, e1, e2); break;
+            default: down_horizontal<V, 3>(ev1, od1, ev2, od2, f, w2, e1, e2); break;
+        }
         store_even(s.ref[scale].data() + static_cast<std::ptrdiff_t>(i) * w2,
                    s.dis[scale].data() + static_cast<std::ptrdiff_t>(i) * w2, e1, e2, w2);
     }
@@ -500,12 +557,12 @@ __attribute__((always_inline)) inline void frame_planes(Vif& s, const std::uint1
         Sums acc;
         if (scale == 0) {
             if (!s.skip0) acc = scale_stats<V, std::uint16_t, NARROW>(s, ref, rs, dis, ds, w, h, 0);
-            downsample<std::uint16_t>(s, ref, rs, dis, ds, w, h, 1, s.bpc);
+            downsample<V, std::uint16_t>(s, ref, rs, dis, ds, w, h, 1, s.bpc);
         } else {
             const std::uint16_t* r = s.ref[scale].data();
             const std::uint16_t* d = s.dis[scale].data();
             acc = scale_stats<V, std::uint16_t, false>(s, r, w, d, w, w, h, scale);
-            if (scale + 1 < SCALES) downsample<std::uint16_t>(s, r, w, d, w, w, h, scale + 1, 16);
+            if (scale + 1 < SCALES) downsample<V, std::uint16_t>(s, r, w, d, w, w, h, scale + 1, 16);
         }
         if (scale > 0 || !s.skip0) {
             out[4 * scale + 0] = acc.num_log;
