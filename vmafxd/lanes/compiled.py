@@ -43,7 +43,7 @@ ENGINES = ("auto", "compiled", "numpy")
 #: block, an index divided per sample) and lose to the vectorised twins on a CPU at one
 #: size or both: motion, vif, psnr, float_motion; cambi, float_vif and float_psnr win at
 #: one size only.  (vif and psnr run native kernels in auto: vmafxd/lanes/native/vif.cpp,
-#: psnr.cpp, 0.6-0.8 of libvmaf's single-threaded C; docs/performance.md.)
+#: psnr.cpp, 0.6-0.9 of libvmaf's single-threaded C; docs/performance.md.)
 AUTO_FEATURES = frozenset({
     "adm", "ciede", "float_adm", "float_ansnr", "float_moment", "float_ms_ssim", "float_ssim", "psnr_hvs",
     # the SpEED pair runs its native kernel in auto (vmafxd/lanes/native/speed.cpp: faster than these and libvmaf)
