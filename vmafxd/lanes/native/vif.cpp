@@ -9,12 +9,16 @@
 //
 // Shape, per scale (taps f, half width r; mirror padding without repeating the edge):
 // * a row at a time: the vertical pass of the five quantities (the two means and
-//   the three second moments) over the r rows either side, taps outer and columns
-//   inner (contiguous, vectorised), rounded and shifted; the row mirrored by r
-//   columns; the horizontal pass the same way; then the per-pixel statistics;
+//   the three second moments) over the r rows either side, rounded and shifted;
+//   the row mirrored by r columns; the horizontal pass; then the per-pixel
+//   statistics (libvmaf's branch, scalar);
 // * the next scale's picture: the vertical pass at even rows only and the
 //   horizontal pass at even columns only (libvmaf filters every sample and then
 //   keeps one in four: the kept ones are the same sums).
+// The passes run over blocks of 8 or 16 columns with the taps inner and the sums
+// in registers (GCC's vector extensions, built as AVX-512, AVX2 and baseline
+// clones, the best the CPU has chosen at run time); a row's last columns go a tap
+// at a time.  8-bit luma is widened to 16 bits once a frame.
 //
 // Where the moments' sums need 64 bits they are formed from two 32-bit sums:
 // a moment m < 2^32 is hi * 2^16 + lo with hi, lo < 2^16, and as the taps sum to
