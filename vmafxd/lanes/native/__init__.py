@@ -34,7 +34,9 @@ __all__ = ["NATIVE_FEATURES", "NativeUnsupported", "available", "extractor", "li
 log = logging.getLogger("vmafxd.lanes.native")
 
 #: feature name -> ``module:Class`` of its native extractor in this package
-NATIVE_FEATURES: dict[str, str] = {}
+NATIVE_FEATURES: dict[str, str] = {
+    "cambi": "cambi:NativeCambi",
+}
 
 _HERE = Path(__file__).resolve().parent
 _lock = threading.Lock()
