@@ -46,6 +46,8 @@ def _assert_same(options, width, height, bitdepth, refs, dists, positive=True):
         if positive:  # banding there: a kernel that found none would not pass
             assert want[0][1][next(iter(want[0][1]))] > 0
     assert list(native.flush()) == []
+    native.close()
+    native.close()
     return want
 
 
@@ -168,3 +170,6 @@ def test_out_of_range_samples_are_refused_as_the_twin_does():
     _, native = _both({}, 576, 324, 10)
     with pytest.raises(ValueError):
         native.extract(0, pic, pic)
+    small = Picture((np.zeros((300, 500), np.uint16),), 10, Subsampling.S400)
+    with pytest.raises(ValueError, match="500x300 luma plane in a 576x324 session"):
+        native.extract(0, small, small)

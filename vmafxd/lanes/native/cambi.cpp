@@ -66,9 +66,11 @@ void to_10_bits(const T* luma, ptrdiff_t stride, int bitdepth, int out_w, int ou
             const int shift = bitdepth - 10;
             const int32_t rounding = 1 << (shift - 1);
             if (xs)
-                for (int c = 0; c < out_w; c++) dst[c] = static_cast<uint16_t>((int32_t(src[xs[c]]) + rounding) >> shift);
+                for (int c = 0; c < out_w; c++)
+                    dst[c] = static_cast<uint16_t>((int32_t(src[xs[c]]) + rounding) >> shift);
             else
-                for (int c = 0; c < out_w; c++) dst[c] = static_cast<uint16_t>((int32_t(src[c]) + rounding) >> shift);
+                for (int c = 0; c < out_w; c++)
+                    dst[c] = static_cast<uint16_t>((int32_t(src[c]) + rounding) >> shift);
         }
     }
 }

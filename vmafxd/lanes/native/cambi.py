@@ -71,6 +71,7 @@ class NativeCambi:
 
     def __init__(self, options: Mapping[str, Any], width: int, height: int, bitdepth: int):
         s = self.setup = cambi_setup(options, width, height, bitdepth)
+        self.width, self.height = width, height
         if s.heatmaps_path:
             raise NativeUnsupported("cambi heatmaps are written by the twin")
         self._lib = _lib()
@@ -92,6 +93,10 @@ class NativeCambi:
     def score(self, luma: np.ndarray, bitdepth: int, is_src: bool = False) -> float:
         """The CAMBI score of one luma plane (unclipped), as the twin's ``Cambi.score``."""
         _check_range(luma, bitdepth)
+        if luma.shape != (self.height, self.width):
+            # the kernel reads the plane at the session's size (no bounds checks in C++)
+            raise ValueError(f"cambi: a {luma.shape[1]}x{luma.shape[0]} luma plane in a "
+                             f"{self.width}x{self.height} session")
         g = self._src if is_src else self._enc
         if luma.dtype not in (np.uint8, np.uint16) or luma.strides[1] != luma.itemsize:
             luma = np.ascontiguousarray(luma, dtype=np.uint16 if bitdepth > 8 else np.uint8)
@@ -112,3 +117,7 @@ class NativeCambi:
 
     def flush(self) -> Iterable:
         return []
+
+    def close(self) -> None:
+        """Free the kernel's buffers now (safe twice; garbage collection does it otherwise)."""
+        self._finalizer()
