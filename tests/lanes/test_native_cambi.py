@@ -48,6 +48,8 @@ def _assert_same(options, width, height, bitdepth, refs, dists, positive=True):
     assert list(native.flush()) == []
     native.close()
     native.close()
+    with pytest.raises(ValueError, match="closed"):
+        native.extract(0, refs[0], dists[0])
     return want
 
 

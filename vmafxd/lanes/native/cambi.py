@@ -97,6 +97,8 @@ class NativeCambi:
             # the kernel reads the plane at the session's size (no bounds checks in C++)
             raise ValueError(f"cambi: a {luma.shape[1]}x{luma.shape[0]} luma plane in a "
                              f"{self.width}x{self.height} session")
+        if not self._finalizer.alive:
+            raise ValueError("cambi: the native extractor is closed")
         g = self._src if is_src else self._enc
         if luma.dtype not in (np.uint8, np.uint16) or luma.strides[1] != luma.itemsize:
             luma = np.ascontiguousarray(luma, dtype=np.uint16 if bitdepth > 8 else np.uint8)
