@@ -202,75 +202,87 @@ void slide_row(uint16_t* hist, int vlo, const uint16_t* img, const uint8_t* coun
     }
 }
 
-// The non-zero c-values of one scale (appended to cx.nonzero).
-void c_values(Context& cx, const uint16_t* img, const uint8_t* mask, int w, int h, int window, const Tables& t) {
+// The non-zero c-values of one scale, into cx.nonzero[0 .. count - 1]; returns count.
+size_t c_values(Context& cx, const uint16_t* img, const uint8_t* mask, int w, int h, int window, const Tables& t) {
     const int nd = t.num_diffs;
     const int pad = window >> 1;
-    // counted: masked and in the band; the value range they span
-    std::vector<uint8_t>& counted = cx.mask_tmp;
-    counted.resize(static_cast<size_t>(w) * h);
-    int vmin = kMaxValue + 1, vmax = -1;
     const size_t n = static_cast<size_t>(w) * h;
+    // counted: masked and in the band (one unsigned compare: below the band wraps above
+    // it); the range of the counted values.  Branch-free, so the pass vectorises.
+    std::vector<uint8_t>& counted = cx.mask_tmp;
+    counted.resize(n);
+    uint8_t* cnt = counted.data();
+    const uint16_t band_lo = static_cast<uint16_t>(t.band_lo);
+    const uint16_t band_size = static_cast<uint16_t>(t.band_hi - t.band_lo);
+    int16_t vmin = kMaxValue + 1, vmax = -1;
     for (size_t i = 0; i < n; i++) {
-        const int v = img[i];
-        const bool in = mask[i] && v >= t.band_lo && v < t.band_hi;
-        counted[i] = in;
-        if (in) {
-            vmin = std::min(vmin, v);
-            vmax = std::max(vmax, v);
-        }
+        const uint16_t v = img[i];
+        const uint8_t in = (mask[i] != 0) & (static_cast<uint16_t>(v - band_lo) < band_size);
+        cnt[i] = in;
+        vmin = std::min<int16_t>(vmin, in ? static_cast<int16_t>(v) : int16_t(kMaxValue + 1));
+        vmax = std::max<int16_t>(vmax, in ? static_cast<int16_t>(v) : int16_t(-1));
     }
-    if (vmax < 0) return;
-    // which values take at least one contrast step (the others' c-value is 0)
-    bool asked[kMaxValue + 1];
+    if (vmax < 0) return 0;
+    // the contrast steps d each value takes (bit d): v + nd <= tvi_for_diff[d] and
+    // v + nd + d + 1 > vlt_luma, cambi.c's test; a value that takes none has c-value 0
+    uint32_t steps[kMaxValue + 1];
     for (int v = 0; v <= kMaxValue; v++) {
-        asked[v] = false;
+        steps[v] = 0;
         for (int d = 0; d < nd; d++)
-            if (v + nd <= t.tvi_for_diff[d] && v + nd + d + 1 > t.vlt_luma) asked[v] = true;
+            if (v + nd <= t.tvi_for_diff[d] && v + nd + d + 1 > t.vlt_luma) steps[v] |= 1u << d;
     }
     const int vlo = vmin - nd;
     const size_t nrows = static_cast<size_t>(vmax - vmin + 2 * nd + 1);
     cx.hist.assign(nrows * w, 0);
     uint16_t* hist = cx.hist.data();
+    if (cx.nonzero.size() < n) cx.nonzero.resize(n);
+    float* out = cx.nonzero.data();
+    size_t count = 0;
+    const int32_t* weights = t.weights;
+    const float* lut = t.lut;
     auto row_of = [&](int r) { return static_cast<ptrdiff_t>(r) * w; };
-    for (int r = 0; r < pad && r < h; r++) slide_row(hist, vlo, img + row_of(r), counted.data() + row_of(r), w, pad, 1);
+    for (int r = 0; r < pad && r < h; r++) slide_row(hist, vlo, img + row_of(r), cnt + row_of(r), w, pad, 1);
     for (int i = 0; i < h; i++) {
-        if (i + pad < h) slide_row(hist, vlo, img + row_of(i + pad), counted.data() + row_of(i + pad), w, pad, 1);
-        if (i - pad - 1 >= 0)
-            slide_row(hist, vlo, img + row_of(i - pad - 1), counted.data() + row_of(i - pad - 1), w, pad, -1);
+        if (i + pad < h) slide_row(hist, vlo, img + row_of(i + pad), cnt + row_of(i + pad), w, pad, 1);
+        if (i - pad - 1 >= 0) slide_row(hist, vlo, img + row_of(i - pad - 1), cnt + row_of(i - pad - 1), w, pad, -1);
         const uint16_t* a = img + row_of(i);
-        const uint8_t* m = counted.data() + row_of(i);
+        const uint8_t* m = cnt + row_of(i);
         for (int c = 0; c < w; c++) {
-            if (!m[c] || !asked[a[c]]) continue;
-            const int v = a[c];
-            const uint16_t* at = hist + static_cast<ptrdiff_t>(v - vlo) * w + c;
+            uint32_t bits = m[c] ? steps[a[c]] : 0;
+            if (!bits) continue;
+            const uint16_t* at = hist + static_cast<ptrdiff_t>(a[c] - vlo) * w + c;
             const int p0 = at[0];
             float best = 0.0f;
-            for (int d = 0; d < nd; d++) {
-                if (!(v + nd <= t.tvi_for_diff[d] && v + nd + d + 1 > t.vlt_luma)) continue;
+            do {
+                const int d = __builtin_ctz(bits);
+                bits &= bits - 1;
                 const int up = at[static_cast<ptrdiff_t>(d + 1) * w];
                 const int down = at[-static_cast<ptrdiff_t>(d + 1) * w];
                 const int pm = up > down ? up : down;
                 // (float)(weight * p0 * pmax) * reciprocal[p0 + pmax]: libvmaf's float operations
-                const float val = static_cast<float>(t.weights[d] * p0 * pm) * t.lut[pm + p0];
+                const float val = static_cast<float>(weights[d] * p0 * pm) * lut[pm + p0];
                 if (val > best) best = val;
-            }
-            if (best > 0.0f) cx.nonzero.push_back(best);
+            } while (bits);
+            out[count] = best;
+            count += best > 0.0f;
         }
     }
+    return count;
 }
 
 // The exact sum of the top k c-values times 2^24.  Each non-zero c-value is at
 // least 0.5, so a whole multiple of 2^-24: the products are integers.  The zeros
 // add nothing, so the top k are the non-zero ones when there are at most k.
-int64_t pooled_total(std::vector<float>& nz, int64_t k) {
-    auto first = nz.begin();
-    if (static_cast<int64_t>(nz.size()) > k) {
-        first = nz.end() - k;
-        std::nth_element(nz.begin(), first, nz.end());
+int64_t pooled_total(float* nz, size_t count, int64_t k) {
+    float* first = nz;
+    float* last = nz + count;
+    if (static_cast<int64_t>(count) > k) {
+        first = last - k;
+        std::nth_element(nz, first, last);
     }
     int64_t total = 0;
-    for (auto it = first; it != nz.end(); ++it) total += static_cast<int64_t>(static_cast<double>(*it) * 16777216.0);
+    for (const float* it = first; it != last; ++it)
+        total += static_cast<int64_t>(static_cast<double>(*it) * 16777216.0);
     return total;
 }
 
@@ -320,9 +332,8 @@ int cambi_plane(void* cxp, const void* luma, int bytes, ptrdiff_t stride, int bi
                 h = oh;
             }
             mode_filter(cx, cx.img.data(), w, h);
-            cx.nonzero.clear();
-            c_values(cx, cx.img.data(), cx.mask.data(), w, h, window, t);
-            totals[scale] = pooled_total(cx.nonzero, topk_counts[scale]);
+            const size_t count = c_values(cx, cx.img.data(), cx.mask.data(), w, h, window, t);
+            totals[scale] = pooled_total(cx.nonzero.data(), count, topk_counts[scale]);
         }
     } catch (const std::bad_alloc&) {
         return -1;
