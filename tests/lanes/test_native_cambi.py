@@ -5,8 +5,8 @@ kernel's work (full-reference mode with its own source size, encode size and
 bit depth, window, top-k, contrast range, EOTF, visibility threshold, the
 high-resolution speed-up), 8 to 16-bit input, odd and extreme sizes (scales
 narrower than the window, scales of one or two rows or columns), pictures with
-many distinct values, thresholds that are not nested; and what it leaves to
-the twin (heatmaps) or refuses as the twin does.  The twin is exact against
+many distinct values, thresholds that are not nested, the heatmap files; and
+what it refuses as the twin does.  The twin is exact against
 libvmaf (tests/features/test_cambi.py).
 """
 
@@ -152,17 +152,33 @@ def test_strided_planes_score_as_contiguous_ones():
     assert native.extract(0, strided, strided)[0][1]["cambi"] > 0
 
 
-def test_heatmaps_are_left_to_the_twin(tmp_path):
-    from vmafxd.lanes import native
-    from vmafxd.lanes.native import NativeUnsupported
+@pytest.mark.parametrize("options", [{}, {"enc_width": 400, "enc_height": 300, "full_ref": True}])
+def test_heatmap_files_are_the_twins(tmp_path, options):
+    pair = _pair("p01")
+    refs, dists = pair.pictures()
     from vmafxd.lanes.native.cambi import NativeCambi
 
-    opts = DECLARATION.resolve_options({"heatmaps_path": str(tmp_path / "maps")})
-    with pytest.raises(NativeUnsupported):
-        NativeCambi(opts, 576, 324, 8)
-    assert native.extractor(DECLARATION, opts, 576, 324, 8) is None
-    assert not (tmp_path / "maps").exists()
-    assert native.extractor(DECLARATION, DECLARATION.resolve_options({}), 576, 324, 8) is not None
+    twin = DECLARATION.cpu(DECLARATION.resolve_options({**options, "heatmaps_path": str(tmp_path / "twin")}),
+                           pair.width, pair.height, 8)
+    native = NativeCambi(DECLARATION.resolve_options({**options, "heatmaps_path": str(tmp_path / "native")}),
+                         pair.width, pair.height, 8)
+    for i in range(3):
+        assert native.extract(i, refs[i], dists[i]) == twin.extract(i, refs[i], dists[i])
+    list(twin.flush())
+    list(native.flush())
+    want = sorted((tmp_path / "twin").iterdir())
+    assert len(want) == 5 and all(f.stat().st_size > 0 for f in want)
+    for f in want:
+        got = (tmp_path / "native" / f.name).read_bytes()
+        assert got == f.read_bytes(), f.name
+    assert np.frombuffer(want[0].read_bytes(), "<u2").any()  # some banding drawn
+
+
+def test_the_auto_engine_picks_the_native_kernel():
+    from vmafxd.lanes import native
+
+    ext = native.extractor(DECLARATION, DECLARATION.resolve_options({"full_ref": True}), 576, 324, 8)
+    assert type(ext).__module__ == "vmafxd.lanes.native.cambi"
 
 
 def test_out_of_range_samples_are_refused_as_the_twin_does():

@@ -106,7 +106,7 @@ def make_cpu_scorer(plan, width: int, height: int, bitdepth: int, subsampling: S
     features with a native kernel (:mod:`.native`) run it, those in AUTO_FEATURES the compiled
     GPU kernels, the rest their twins; a build that fails is said once in the log and the twins
     score instead.  A plan the kernels do not take (GpuUnsupported: e.g. CAMBI's heatmaps) is
-    the twins' with either."""
+    the twins' with either (with ``auto``, a native kernel still runs its feature)."""
     from ..core.scoring import CpuScorer
     from .errors import CompileError
     from .gpu.engine import GpuUnsupported

@@ -203,7 +203,9 @@ void slide_row(uint16_t* hist, int vlo, const uint16_t* img, const uint8_t* coun
 }
 
 // The non-zero c-values of one scale, into cx.nonzero[0 .. count - 1]; returns count.
-size_t c_values(Context& cx, const uint16_t* img, const uint8_t* mask, int w, int h, int window, const Tables& t) {
+// With `heat`, every pixel's c-value (0 where none is computed) also goes there.
+size_t c_values(Context& cx, const uint16_t* img, const uint8_t* mask, int w, int h, int window, const Tables& t,
+                float* heat) {
     const int nd = t.num_diffs;
     const int pad = window >> 1;
     const size_t n = static_cast<size_t>(w) * h;
@@ -222,6 +224,7 @@ size_t c_values(Context& cx, const uint16_t* img, const uint8_t* mask, int w, in
         vmin = std::min<int16_t>(vmin, in ? static_cast<int16_t>(v) : int16_t(kMaxValue + 1));
         vmax = std::max<int16_t>(vmax, in ? static_cast<int16_t>(v) : int16_t(-1));
     }
+    if (heat) std::fill(heat, heat + n, 0.0f);
     if (vmax < 0) return 0;
     // the contrast steps d each value takes (bit d): v + nd <= tvi_for_diff[d] and
     // v + nd + d + 1 > vlt_luma, cambi.c's test; a value that takes none has c-value 0
@@ -265,6 +268,7 @@ size_t c_values(Context& cx, const uint16_t* img, const uint8_t* mask, int w, in
             } while (bits);
             out[count] = best;
             count += best > 0.0f;
+            if (heat) heat[row_of(i) + c] = best;
         }
     }
     return count;
@@ -299,12 +303,13 @@ void cambi_context_free(void* cx) { delete static_cast<Context*>(cx); }
 //   ys, xs: the nearest-neighbour source rows / columns of the out_w x out_h encode size (null
 //           when the sizes are equal)
 //   topk_counts[scale]: how many c-values the pooling takes at each scale
+//   heatmaps: null, or room for every scale's c-values, one scale after the other
 // Returns 0, or -1 when memory runs out.
 int cambi_plane(void* cxp, const void* luma, int bytes, ptrdiff_t stride, int bitdepth, int out_w, int out_h,
                 const int32_t* ys, const int32_t* xs, int enc_bitdepth, int mask_index, int window,
                 int high_res_speedup, int num_diffs, const int32_t* tvi_for_diff, const int32_t* weights,
                 int vlt_luma, int band_lo, int band_hi, const float* lut, const int64_t* topk_counts,
-                int64_t* totals) {
+                int64_t* totals, float* heatmaps) {
     Context& cx = *static_cast<Context*>(cxp);
     try {
         const Tables t{num_diffs, tvi_for_diff, weights, vlt_luma, band_lo, std::min(band_hi, kMaxValue + 1), lut};
@@ -332,7 +337,8 @@ int cambi_plane(void* cxp, const void* luma, int bytes, ptrdiff_t stride, int bi
                 h = oh;
             }
             mode_filter(cx, cx.img.data(), w, h);
-            const size_t count = c_values(cx, cx.img.data(), cx.mask.data(), w, h, window, t);
+            const size_t count = c_values(cx, cx.img.data(), cx.mask.data(), w, h, window, t, heatmaps);
+            if (heatmaps) heatmaps += static_cast<size_t>(w) * h;
             totals[scale] = pooled_total(cx.nonzero.data(), count, topk_counts[scale]);
         }
     } catch (const std::bad_alloc&) {
