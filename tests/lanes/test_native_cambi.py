@@ -22,7 +22,8 @@ from vmafxd.core.picture import Picture
 from vmafxd.features import cambi as twin_module
 from vmafxd.features.cambi import DECLARATION
 
-from ..reference import vendored_pairs
+from ..features.harness import compare, run_feature
+from ..reference import pair_params, vendored_pairs
 from .conftest import load_runtime
 
 
@@ -51,6 +52,15 @@ def _assert_same(options, width, height, bitdepth, refs, dists, positive=True):
     with pytest.raises(ValueError, match="closed"):
         native.extract(0, refs[0], dists[0])
     return want
+
+
+@pytest.mark.parametrize("pair", pair_params())
+def test_equals_libvmaf_on_every_reference_pair(pair):
+    # straight against libvmaf's per-frame scores, not only through the twin
+    from vmafxd.lanes.native.cambi import NativeCambi
+
+    ours = run_feature(dataclasses.replace(DECLARATION, cpu=NativeCambi), pair)
+    assert compare(ours, pair, "vmaf_v0.6.1", ["cambi"], exact=True) == []
 
 
 def _pair(prefix):
