@@ -137,6 +137,20 @@ def test_synthetic_sizes_and_bit_depths(w, h, bitdepth, options):
     _assert_same(options, w, h, bitdepth, pics, pics[::-1], positive=w * h > 30000)
 
 
+@pytest.mark.parametrize("bitdepth", [12, 16])
+def test_samples_that_round_up_to_1024(bitdepth):
+    # above 10 bits the conversion rounds: the top samples become 1024, which the band
+    # counts when the thresholds reach past 1023 (here up to 1027)
+    w, h = 320, 240
+    peak = (1 << bitdepth) - 1
+    luma = np.full((h, w), peak, np.uint16)
+    luma[:, w // 3:] = peak - (1 << (bitdepth - 10))  # 1023 after conversion
+    luma[h // 2:, : w // 2] = peak - 3 * (1 << (bitdepth - 10))  # 1021
+    pic = Picture((luma,), bitdepth, Subsampling.S400)
+    got = _assert_same({"tvi_threshold": 0.005}, w, h, bitdepth, [pic], [pic])
+    assert got[0][1]["cambi"] > 0
+
+
 def test_thresholds_that_are_not_nested(monkeypatch):
     # tvi_for_diff not growing with d (no EOTF gives that; the kernel must not assume it)
     real = twin_module.contrast_tables

@@ -27,7 +27,9 @@ namespace {
 
 constexpr int kScales = 5;
 constexpr int kMaskPad = 3;  // the 7x7 window of the spatial mask
-constexpr int kMaxValue = 1023;  // samples are 10-bit after preprocessing
+// The largest sample after preprocessing: 10 bits, but above 10 bits the conversion
+// rounds, and the top samples ((1 << bd) - 1 + rounding) >> (bd - 10) become 1024.
+constexpr int kMaxValue = 1024;
 
 struct Tables {
     int num_diffs;

@@ -21,7 +21,7 @@ import numpy as np
 from ...features import _cambi_core as core
 from ...features._cambi_tables import NUM_SCALES, reciprocal_lut
 from ...features.cambi import _check_range, _Heatmaps, cambi_setup, heatmap_frame, metrics_from_scores
-from . import library
+from . import NativeUnsupported, library
 
 __all__ = ["NativeCambi"]
 
@@ -60,6 +60,9 @@ class _Geometry:
         else:
             self.ys = core.nearest_positions(in_h, h).astype(np.int32)
             self.xs = core.nearest_positions(in_w, w).astype(np.int32)
+            if self.ys.min() < 0 or self.ys.max() >= in_h or self.xs.min() < 0 or self.xs.max() >= in_w:
+                # the kernel does not check its reads (the twin's indexing would raise)
+                raise NativeUnsupported(f"cambi: resampling {in_w}x{in_h} to {w}x{h} reads outside the plane")
         self.mask_index = core.mask_index(w, h)
         self.sizes = core.scale_sizes(w, h, speedup)
         self.topk_counts = np.array([core.topk_count(topk, sw * sh) for sw, sh in self.sizes], dtype=np.int64)
