@@ -177,7 +177,9 @@ void mode_filter(Context& cx, uint16_t* img, int w, int h) {
 // ---------------------------------------------------------------------------
 
 // hist row of value v: hist + (v - vlo) * w; rows vlo .. vlo + nrows - 1 cover every
-// counted value +- num_diffs.  Adds (sign 1) or removes (sign -1) one picture row.
+// counted value +- num_diffs.  Adds (sign 1) or removes (sign -1) one picture row.  The
+// counts are 16-bit, as libvmaf's: a window holds at most 65 x 65 pixels (init checks
+// it), and a removal is an addition modulo 2^16 of a count that was added before.
 void slide_row(uint16_t* hist, int vlo, const uint16_t* img, const uint8_t* counted, int w, int pad, int sign) {
     int j = 0;
     while (j < w) {
@@ -212,7 +214,7 @@ size_t c_values(Context& cx, const uint16_t* img, const uint8_t* mask, int w, in
     const int pad = window >> 1;
     const size_t n = static_cast<size_t>(w) * h;
     // counted: masked and in the band (one unsigned compare: below the band wraps above
-    // it); the range of the counted values.  Branch-free, so the pass vectorises.
+    // it); the range of the counted values, without branches.
     std::vector<uint8_t>& counted = cx.mask_tmp;
     counted.resize(n);
     uint8_t* cnt = counted.data();
