@@ -125,7 +125,8 @@ def test_score_files_with_each_engine_gives_the_same_report():
 
 
 def test_a_plan_the_kernels_do_not_take_is_scored_by_the_twins(tmp_path):
-    """CAMBI's heatmaps are the CPU twin's alone: the session falls back to the twins."""
+    """The compiled kernels leave CAMBI's heatmaps to the CPU: the session is a CpuScorer (the
+    twins, or with auto CAMBI's native kernel)."""
     load_runtime("emu")
     from vmafxd.lanes.compiled import make_cpu_scorer
 

@@ -42,7 +42,7 @@ ENGINES = ("auto", "compiled", "numpy")
 #: The others' kernels are shaped for thousands of GPU threads (a tile and its halo per
 #: block, an index divided per sample) and lose to the vectorised twins on a CPU at one
 #: size or both: motion, vif, psnr, float_motion; cambi, float_vif and float_psnr win at
-#: one size only.
+#: one size only (cambi runs its native kernel instead: vmafxd/lanes/native).
 AUTO_FEATURES = frozenset({
     "adm", "ciede", "float_adm", "float_ansnr", "float_moment", "float_ms_ssim", "float_ssim", "psnr_hvs",
     # the SpEED pair runs its native kernel in auto (vmafxd/lanes/native/speed.cpp: faster than these and libvmaf)
@@ -107,7 +107,7 @@ def make_cpu_scorer(plan, width: int, height: int, bitdepth: int, subsampling: S
     features with a native kernel (:mod:`.native`) run it, those in AUTO_FEATURES the compiled
     GPU kernels, the rest their twins; a build that fails is said once in the log and the twins
     score instead.  A plan the kernels do not take (GpuUnsupported: e.g. CAMBI's heatmaps) is
-    the twins' with either."""
+    the twins' with either (with ``auto``, a native kernel still runs its feature)."""
     from ..core.scoring import CpuScorer
     from .errors import CompileError
     from .gpu.engine import GpuUnsupported
