@@ -25,7 +25,7 @@ import numpy as np
 
 from ..formats import PixelFormat, parse_pixel_format, storage_planes
 
-__all__ = ["VideoInfo", "VideoReader", "open_video", "Y4MError", "unpack_planes"]
+__all__ = ["VideoInfo", "VideoReader", "FramesAt", "open_video", "Y4MError", "unpack_planes"]
 
 
 def unpack_planes(data, shapes, dtype) -> list:
@@ -129,6 +129,40 @@ def _readinto_exact(f: BinaryIO, dst: memoryview) -> int:
     return n
 
 
+class FramesAt:
+    """The frames of a regular uncompressed file from where its reader stands, read by position.
+
+    Once a y4m file's first frame is reached every plain frame is ``FRAME\\n`` and then
+    ``size`` bytes (a raw file: the bytes alone), so frame ``i`` after the reader's position
+    starts at ``base + i * stride``, and several threads can each ``preadv`` a different
+    frame of it at once: the read syscall holds no GIL, so reading scales past one thread.
+    :meth:`read` says only whether frame ``i`` is such a plain, whole frame; anything
+    else (the end, a truncated frame, a ``FRAME`` line with parameters, after which the
+    offsets no longer hold) is left to the reader's sequential :meth:`VideoReader.read_frame_into`,
+    which ends or fails exactly as it always has.  :meth:`advance` then moves the reader
+    past the frames taken."""
+
+    def __init__(self, reader: "VideoReader", fd: int, base: int, head: int, size: int):
+        self._reader, self._fd, self.base, self.head, self.size = reader, fd, base, head, size
+        self.stride = head + size
+        self.name = reader._name
+
+    def read(self, i: int, dst: memoryview) -> bool:
+        """Frame ``i`` (counted from the reader's position) into ``dst``; True when it is a
+        plain whole frame.  Any thread; an ``OSError`` of the read is the caller's to report."""
+        size, pos = self.size, self.base + i * self.stride
+        if not self.head:
+            return os.preadv(self._fd, [dst[:size]], pos) == size
+        head = bytearray(self.head)
+        return os.preadv(self._fd, [head, dst[:size]], pos) == self.stride and head == _FRAME_LINE
+
+    def advance(self, n: int) -> None:
+        """The reader is past ``n`` frames read by :meth:`read` (0..n-1, all plain)."""
+        r = self._reader
+        r._pos = self.base + n * self.stride
+        r.frames_read += n
+
+
 class VideoReader:
     """Iterates over frames; each frame is a list of stored planes (numpy arrays)."""
 
@@ -161,6 +195,13 @@ class VideoReader:
             self._f.seek(self._pos)
             self._pos = None
         return self._f
+
+    def frames_at(self) -> FramesAt | None:
+        """The frames from here on, read by position (a regular uncompressed file), or None."""
+        if self._fd is None:
+            return None
+        base = self._pos if self._pos is not None else self._f.tell()
+        return FramesAt(self, self._fd, base, len(_FRAME_LINE) if self._y4m else 0, self._frame_size)
 
     def read_frame(self) -> list[np.ndarray] | None:
         """The next frame's planes, or None at the end of the stream (read as

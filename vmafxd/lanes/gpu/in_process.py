@@ -21,6 +21,7 @@ import numpy as np
 
 from vmafx.formats import storage_planes
 from vmafx.io.input import PARALLEL_READ_BYTES, pack_planes, read_pair, unpack_planes
+from vmafx.io.parallel_read import ParallelPairReads, read_threads
 
 from ..runtime import RuntimeUnavailable
 from .engine import FrameSource, GpuFrame, GpuScorer, KernelSet
@@ -62,20 +63,26 @@ class _BatchFiller:
     """The reader thread: fills free slots' page-locked memory with frame pairs.
 
     Reading is most of what the command does (the kernels take a fraction of a
-    millisecond a 1080p frame), so it runs beside the scoring thread: ``preadv``
-    and xz decoding release the GIL, so the scoring thread uploads, launches and
-    completes batches meanwhile.  From 1 MiB a frame the distorted frame is read on
-    a second thread while this one reads the reference (one thread's copy out of
-    the page cache is what caps the file path at large sizes).  A frame read past
+    millisecond a 1080p frame), so it runs beside the scoring thread.  Regular y4m and raw
+    files are read by position on ``threads`` threads at once (:mod:`vmafx.io.parallel_read`:
+    ``preadv`` releases the GIL, so the copies out of the page cache run on several cores
+    while the scoring thread uploads, launches and completes batches).  Other inputs, a
+    frame given back, and the first pair that is not a plain whole frame in either file (the
+    end, a truncated frame, a ``FRAME`` line with parameters) are read one pair at a time as
+    before, so a file ends or fails exactly as it did; from 1 MiB a frame the distorted frame
+    is then read on a second thread while this one reads the reference.  A frame read past
     the other input's end is given back (``pushback``), as the CPU lane does."""
 
-    def __init__(self, reference, distorted, fs: int, batch: int, max_frames: int | None, unpack):
+    def __init__(self, reference, distorted, fs: int, batch: int, max_frames: int | None, unpack,
+                 threads: int = 1):
         self.rr, self.dr = reference, distorted
         self.fs, self.batch, self.left = fs, batch, max_frames
         self.unpack = unpack
         self.free: queue.SimpleQueue = queue.SimpleQueue()  # slot (memoryview) or None: stop
         self.ready: queue.SimpleQueue = queue.SimpleQueue()  # (slot, count, last) or an exception
         self._helper = ThreadPoolExecutor(1, "vmafx-read-dist") if fs >= PARALLEL_READ_BYTES else None
+        positional = all(getattr(r, "frames_at", None) is not None for r in (reference, distorted))
+        self._parallel = ParallelPairReads(threads) if threads > 1 and positional else None
         self._thread = threading.Thread(target=self._run, name="vmafx-read", daemon=True)
 
     def start(self) -> None:
@@ -86,6 +93,8 @@ class _BatchFiller:
         self._thread.join()
         if self._helper is not None:
             self._helper.shutdown(wait=True)
+        if self._parallel is not None:
+            self._parallel.close()
 
     def _pair(self, host: memoryview, i: int) -> bool:
         fs = self.fs
@@ -97,6 +106,17 @@ class _BatchFiller:
             self.rr.pushback(self.unpack(ref))
         return a and b
 
+    def _parallel_pairs(self, host: memoryview, count: int, want: int) -> int | None:
+        """Up to ``want`` plain pairs read by position into pairs ``count``.. of ``host``: how
+        many, or None where an input cannot be read so now (it holds a frame given back)."""
+        ra, da = self.rr.frames_at(), self.dr.frames_at()
+        if ra is None or da is None:
+            return None
+        got = self._parallel.read(ra, da, host[2 * count * self.fs:], self.fs, want)
+        ra.advance(got)
+        da.advance(got)
+        return got
+
     def _run(self) -> None:
         while True:
             slot = self.free.get()
@@ -105,9 +125,26 @@ class _BatchFiller:
             count, last = 0, False
             try:
                 while count < self.batch:
-                    if self.left is not None and self.left <= 0 or not self._pair(slot[1], count):
+                    want = self.batch - count if self.left is None else min(self.batch - count, self.left)
+                    if want <= 0:
                         last = True
                         break
+                    got = self._parallel_pairs(slot[1], count, want) if self._parallel is not None else None
+                    if got is not None:
+                        count += got
+                        if self.left is not None:
+                            self.left -= got
+                        if got == want:
+                            continue
+                    # one pair the sequential way: the end, an error, or a frame that is not plain
+                    if not self._pair(slot[1], count):
+                        last = True
+                        break
+                    if got is not None:
+                        # a whole pair the position reader did not take: FRAME lines with
+                        # parameters, after which the offsets do not hold; one by one from here
+                        self._parallel.close()
+                        self._parallel = None
                     count += 1
                     if self.left is not None:
                         self.left -= 1
@@ -121,7 +158,7 @@ class _BatchFiller:
 
 def score_readers(lane: str, plan, reference, distorted, *, max_frames: int | None = None,
                   progress: Callable[[int], None] | None = None, batch: int | None = None,
-                  slots: int | None = None):
+                  slots: int | None = None, threads: int | None = None):
     """Score frame pairs from two readers (``.info``, ``read_frame_into`` or ``read_frame``)
     until either ends or ``max_frames``; returns (the finished :class:`GpuScorer`, frames scored).
 
@@ -129,6 +166,7 @@ def score_readers(lane: str, plan, reference, distorted, *, max_frames: int | No
     while others are uploaded and scored; a slot goes back to the reader after its
     batch's ``done`` event (its copy is on the same stream, so it has finished by then).
     A frame read past the other input's end goes back through ``pushback``.
+    ``threads``: how many read the files (:func:`vmafx.io.parallel_read.read_threads`).
     Raises :class:`RuntimeUnavailable` when the lane's runtime or device is missing."""
     slots = slots or SLOTS
     try:
@@ -160,7 +198,8 @@ def score_readers(lane: str, plan, reference, distorted, *, max_frames: int | No
             hosts.append(dev.alloc_host(2 * batch * fs))
             devs.append(dev.alloc(2 * batch * fs))
         dtype = np.uint8 if bpc <= 8 else np.dtype("<u2")
-        filler = _BatchFiller(reference, distorted, fs, batch, max_frames, lambda buf: unpack_planes(bytes(buf), shapes, dtype))
+        filler = _BatchFiller(reference, distorted, fs, batch, max_frames,
+                              lambda buf: unpack_planes(bytes(buf), shapes, dtype), read_threads(threads))
         for k in range(slots):
             filler.free.put((k, memoryview(hosts[k])))
         filler.start()
