@@ -171,7 +171,7 @@ def test_read_errors_surface_as_one_input_error_naming_the_file_and_frame(files,
     pool = ParallelPairReads(8)  # several threads fail: one error comes out, the first frame's
     try:
         with open_input(ref_path) as ref, open_input(dist_path) as dist:
-            fs = ref.info.frame_size  # 347,101 bytes: distorted frame 0 reads, frame 1 on fail
+            fs = ref.info.frame_size  # 347,603 bytes: distorted frame 0 reads, frame 1 on fail
             ra, da = ref.frames_at(), dist.frames_at()
             with pytest.raises(InputError, match=rf"^{dist_path}: frame 1 cannot be read \(Input/output error\)$"):
                 pool.read(ra, da, memoryview(bytearray(2 * 6 * fs)), fs, 6)
