@@ -48,8 +48,8 @@ class ParallelPairReads:
     """A pool of ``threads`` reading frame pairs of two :class:`~vmafx.io.input.InputFramesAt`
     into a buffer laid out (reference 0, distorted 0, reference 1, ...), each ``frame_size`` bytes.
 
-    :meth:`read` splits a call's reads into one contiguous run per thread (a thread hop per
-    frame would cost more than it gains on small frames) and returns when all are done."""
+    :meth:`read` splits a call's reads into contiguous runs of about a MiB, at least one a
+    thread, and returns when all are done."""
 
     def __init__(self, threads: int):
         self.threads = threads
@@ -65,7 +65,11 @@ class ParallelPairReads:
         pairs or at the first pair not taken raises its :class:`InputError`, the reference's
         first: what the sequential reader would have met first."""
         jobs = 2 * count
-        runs = min(self.threads, jobs)
+        # runs of about 1 MiB, at least one a thread: frames of a MiB and more one a run, so a
+        # thread that is done takes the next (a batch of 20 1080p reads on 8 threads would
+        # otherwise wait for the threads given 3); small frames a few a run (a run's hop costs
+        # tens of microseconds, a 576x324 frame's read about as much)
+        runs = min(jobs, max(self.threads, (jobs * frame_size) >> 20))
         bounds = [(jobs * k // runs, jobs * (k + 1) // runs) for k in range(runs)]
         futures = [self._pool.submit(self._run, ref, dist, host, frame_size, a, b) for a, b in bounds]
         first, error = jobs, None

@@ -283,27 +283,28 @@ def score_readers(lane: str, plan, reference, distorted, *, max_frames: int | No
     layout = tuple(layout)
     batch = batch or batch_for(2 * fs, BATCH)
     dev.make_current()
-    kernels = KernelSet(rt, dev)
-    stream = dev.create_stream()
-    # a slot is completed before the reader gets it back, so the scorer needs room for all of them
-    scorer = GpuScorer(dev, kernels, stream, plan, w, h, bpc, fmt.subsampling, max_batch=batch, slots=slots)
     slot_bytes = 2 * batch * fs
     hosts: list = [None] * slots
     devs: list = []
-    filler = pinner = None
+    filler = pinner = kernels = stream = scorer = None
     try:
         if first_host is not None and first_host.nbytes >= slot_bytes:
             hosts[0], first_host = first_host, None
         else:
             hosts[0] = dev.alloc_host(slot_bytes)
-        for _ in range(slots):
-            devs.append(dev.alloc(slot_bytes))
         dtype = np.uint8 if bpc <= 8 else np.dtype("<u2")
         filler = _BatchFiller(reference, distorted, fs, batch, max_frames,
                               lambda buf: unpack_planes(bytes(buf), shapes, dtype), read_threads(threads))
         filler.free.put((0, memoryview(hosts[0])))
+        # the first batch is read, and the other slots pinned, while the kernels' modules load
         filler.start()
         pinner = _SlotPinner(dev, hosts, slot_bytes, filler.free)
+        kernels = KernelSet(rt, dev)
+        stream = dev.create_stream()
+        # a slot is completed before the reader gets it back, so the scorer needs room for all of them
+        scorer = GpuScorer(dev, kernels, stream, plan, w, h, bpc, fmt.subsampling, max_batch=batch, slots=slots)
+        for _ in range(slots):
+            devs.append(dev.alloc(slot_bytes))
         pending: deque = deque()
 
         def complete_oldest() -> None:
@@ -344,7 +345,8 @@ def score_readers(lane: str, plan, reference, distorted, *, max_frames: int | No
             pinner.stop()
         if filler is not None:
             filler.stop()
-        stream.synchronize()
+        if stream is not None:
+            stream.synchronize()
         for p in devs:
             dev.free(p)
         for p in hosts:
@@ -352,5 +354,7 @@ def score_readers(lane: str, plan, reference, distorted, *, max_frames: int | No
                 dev.free_host(p)
         if first_host is not None:  # a slot too small for this geometry's batch
             dev.free_host(first_host)
-        scorer.close()
-        kernels.close()
+        if scorer is not None:
+            scorer.close()
+        if kernels is not None:
+            kernels.close()
