@@ -30,15 +30,17 @@ def emu(gpu, monkeypatch):
     monkeypatch.setattr(gpu_in_process, "BATCH", 2)
     monkeypatch.setattr(gpu_in_process, "SLOTS", 2)
     monkeypatch.setenv("VMAFX_READ_THREADS", "3")
-    taken: list[int] = []
+    from vmafx.io import parallel_read
 
-    class Counted(gpu_in_process.ParallelPairReads):
-        def read(self, *a):
-            got = super().read(*a)
-            taken.append(got)
-            return got
+    taken: list[int] = []  # each batch of position reads: the pairs it took, in the order handed over
+    real = parallel_read.PairReads.result
 
-    monkeypatch.setattr(gpu_in_process, "ParallelPairReads", Counted)
+    def result(self):
+        got = real(self)
+        taken.append(got)
+        return got
+
+    monkeypatch.setattr(parallel_read.PairReads, "result", result)
     return taken
 
 
@@ -108,20 +110,33 @@ def test_a_truncated_last_frame_is_the_same_error_as_on_the_cpu_lane(emu, chelse
 
 
 @pytest.mark.gpu
-def test_frame_lines_with_parameters_read_one_by_one_equal_the_cpu_lane(emu, chelsea, tmp_path):
+@pytest.mark.parametrize("slots, plain", [(2, 1), (4, 3)])
+def test_frame_lines_with_parameters_read_one_by_one_equal_the_cpu_lane(emu, chelsea, tmp_path, monkeypatch,
+                                                                         slots, plain):
+    """From frame ``plain`` on the distorted's FRAME lines carry parameters: the position reads
+    stop there (with 4 slots, reads started for later batches are dropped and their slots reused)."""
+    from vmafxd.lanes.gpu import in_process as gpu_in_process
+
+    monkeypatch.setattr(gpu_in_process, "SLOTS", slots)
     odd = tmp_path / "params.y4m"
     with open_input(chelsea["dist"]) as inp, open(odd, "wb") as f:
         f.write(open(chelsea["dist"], "rb").readline())
         buf = bytearray(inp.info.frame_size)
         k = 0
         while inp.read_frame_into(memoryview(buf)):
-            f.write(b"FRAME Ixyz\n" if k >= 1 else b"FRAME\n")
+            f.write(b"FRAME Ixyz\n" if k >= plain else b"FRAME\n")
             f.write(buf)
             k += 1
     cpu, _, _ = _score("cpu", chelsea["ref"], str(odd))
-    got, n, _ = _score("emu", chelsea["ref"], str(odd))
-    assert n == 6 and got.frames == cpu.frames
-    assert emu == [1]  # frame 0 by position; from frame 1 on, one by one
+    got, n, (after, read) = _score("emu", chelsea["ref"], str(odd))
+    assert n == 6 and got.frames == cpu.frames and after is None and read == 6
+    assert emu == [2] * (plain // 2) + [plain % 2]  # whole batches, then the one the parameters cut
+
+
+@pytest.mark.gpu
+def test_no_frames_asked_reads_none(emu, chelsea):
+    got, n, (after, read) = _score("emu", chelsea["ref"], chelsea["dist"], frames=0)
+    assert n == 0 and got.frames == [] and read == 1 and after is not None
 
 
 @pytest.mark.gpu

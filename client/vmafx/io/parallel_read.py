@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["ParallelPairReads", "read_threads", "READ_THREADS_ENV"]
+__all__ = ["ParallelPairReads", "PairReads", "read_threads", "READ_THREADS_ENV"]
 
 #: the environment variable that sets how many threads read the files (1: one, sequentially)
 READ_THREADS_ENV = "VMAFX_READ_THREADS"
@@ -64,6 +64,13 @@ class ParallelPairReads:
         move the readers (``advance`` them by what was taken).  A read that failed within those
         pairs or at the first pair not taken raises its :class:`InputError`, the reference's
         first: what the sequential reader would have met first."""
+        return self.start(ref, dist, host, frame_size, count).result()
+
+    def start(self, ref, dist, host: memoryview, frame_size: int, count: int, first: int = 0) -> "PairReads":
+        """:meth:`read` of pairs ``first``.. ``first + count - 1`` into ``host``, under way: its
+        :meth:`PairReads.result` is :meth:`read`'s answer (counted from ``first``).  Calls for
+        later pairs may be started before an earlier one's result is asked for, so the threads
+        read the next slot's frames while the last of this one's are read."""
         jobs = 2 * count
         # runs of about 1 MiB, at least one a thread: frames of a MiB and more one a run, so a
         # thread that is done takes the next (a batch of 20 1080p reads on 8 threads would
@@ -71,9 +78,33 @@ class ParallelPairReads:
         # tens of microseconds, a 576x324 frame's read about as much)
         runs = min(jobs, max(self.threads, (jobs * frame_size) >> 20))
         bounds = [(jobs * k // runs, jobs * (k + 1) // runs) for k in range(runs)]
-        futures = [self._pool.submit(self._run, ref, dist, host, frame_size, a, b) for a, b in bounds]
-        first, error = jobs, None
-        for fut in futures:  # every run is waited for: they write into the caller's buffer
+        return PairReads(jobs, [self._pool.submit(self._run, ref, dist, host, frame_size, first, a, b)
+                                for a, b in bounds])
+
+    @staticmethod
+    def _run(ref, dist, host: memoryview, fs: int, first: int, a: int, b: int):
+        """Jobs ``a``..``b``-1 (job ``j``: pair ``first + j // 2``, the distorted when odd); the
+        first that is not a whole plain frame (with its error, if it raised), or (None, None)."""
+        for j in range(a, b):
+            at = dist if j & 1 else ref
+            try:
+                if not at.read(first + (j >> 1), host[j * fs:(j + 1) * fs]):
+                    return j, None
+            except BaseException as e:  # handed to the caller's thread, which raises it
+                return j, e
+        return None, None
+
+
+class PairReads:
+    """One :meth:`ParallelPairReads.start` under way."""
+
+    def __init__(self, jobs: int, futures: list):
+        self._jobs, self._futures = jobs, futures
+
+    def result(self) -> int:
+        """The leading pairs read whole (all asked, or fewer: see :meth:`ParallelPairReads.read`)."""
+        first, error = self._jobs, None
+        for fut in self._futures:  # every run is waited for: they write into the caller's buffer
             j, e = fut.result()
             if j is not None and j < first:
                 first, error = j, e
@@ -81,15 +112,7 @@ class ParallelPairReads:
             raise error
         return first // 2
 
-    @staticmethod
-    def _run(ref, dist, host: memoryview, fs: int, a: int, b: int) -> tuple[int | None, BaseException | None]:
-        """Jobs ``a``..``b``-1 (job ``j``: pair ``j // 2``, the distorted when odd); the first that
-        is not a whole plain frame (with its error, if it raised), or (None, None): all were."""
-        for j in range(a, b):
-            at = dist if j & 1 else ref
-            try:
-                if not at.read(j >> 1, host[j * fs:(j + 1) * fs]):
-                    return j, None
-            except BaseException as e:  # handed to the caller's thread, which raises it
-                return j, e
-        return None, None
+    def wait(self) -> None:
+        """Until every read is over, whatever it met (reads past an end that came first)."""
+        for fut in self._futures:
+            fut.result()

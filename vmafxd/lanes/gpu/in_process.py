@@ -179,54 +179,100 @@ class _BatchFiller:
             self.rr.pushback(self.unpack(ref))
         return a and b
 
-    def _parallel_pairs(self, host: memoryview, count: int, want: int) -> int | None:
-        """Up to ``want`` plain pairs read by position into pairs ``count``.. of ``host``: how
-        many, or None where an input cannot be read so now (it holds a frame given back)."""
+    def _run(self) -> None:
+        try:
+            if self._parallel is not None and self._by_position():
+                return
+            while True:
+                slot = self.free.get()
+                if slot is None or self._fill(slot, 0):
+                    return
+        except BaseException as e:  # reported in the scoring thread
+            self.ready.put(e)
+
+    def _fill(self, slot, count: int, *, after_position: bool = False) -> bool:
+        """Pairs ``count``.. of ``slot`` read one by one, the slot handed over; True at the end.
+
+        ``after_position``: pair ``count`` is the first the position reads did not take; when
+        it turns out whole all the same (a ``FRAME`` line with parameters, after which the
+        offsets do not hold) the rest of the inputs is read one by one."""
+        last = False
+        while count < self.batch:
+            if self.left is not None and self.left <= 0:
+                last = True
+                break
+            if not self._pair(slot[1], count):
+                last = True
+                break
+            if after_position:
+                after_position = False
+                self._parallel.close()
+                self._parallel = None
+            count += 1
+            if self.left is not None:
+                self.left -= 1
+        self.ready.put((slot, count, last))
+        return last
+
+    def _by_position(self) -> bool:
+        """Slots filled by position reads while the inputs' frames are plain: each free slot's
+        pairs are started at once (the threads read the next slot while this one's last frames
+        are read), and slots are handed over in order.  True when the inputs ended (or the
+        command stopped) here; False when the rest is to be read one by one."""
         ra, da = self.rr.frames_at(), self.dr.frames_at()
         if ra is None or da is None:
-            return None
-        got = self._parallel.read(ra, da, host[2 * count * self.fs:], self.fs, want)
-        ra.advance(got)
-        da.advance(got)
-        return got
-
-    def _run(self) -> None:
-        while True:
-            slot = self.free.get()
-            if slot is None:
-                return
-            count, last = 0, False
-            try:
-                while count < self.batch:
-                    want = self.batch - count if self.left is None else min(self.batch - count, self.left)
-                    if want <= 0:
-                        last = True
-                        break
-                    got = self._parallel_pairs(slot[1], count, want) if self._parallel is not None else None
-                    if got is not None:
-                        count += got
-                        if self.left is not None:
-                            self.left -= got
-                        if got == want:
-                            continue
-                    # one pair the sequential way: the end, an error, or a frame that is not plain
-                    if not self._pair(slot[1], count):
-                        last = True
-                        break
-                    if got is not None:
-                        # a whole pair the position reader did not take: FRAME lines with
-                        # parameters, after which the offsets do not hold; one by one from here
-                        self._parallel.close()
-                        self._parallel = None
-                    count += 1
+            return False
+        inflight: deque = deque()  # (slot, first pair, pairs, PairReads)
+        planned = 0
+        try:
+            while True:
+                slot = False  # no slot to start (one is waited for only when nothing is under way)
+                if self.left is None or self.left > 0:
+                    try:
+                        slot = self.free.get() if not inflight else self.free.get_nowait()
+                    except queue.Empty:
+                        pass
+                if slot is None:  # stop
+                    return True
+                if slot is False and not inflight:  # max_frames 0: nothing to read
+                    slot = self.free.get()
+                    if slot is not None:
+                        self.ready.put((slot, 0, True))
+                    return True
+                if slot is not False:
+                    want = self.batch if self.left is None else min(self.batch, self.left)
+                    reads = self._parallel.start(ra, da, slot[1], self.fs, want, planned)
+                    inflight.append((slot, planned, want, reads))
+                    planned += want
                     if self.left is not None:
-                        self.left -= 1
-            except BaseException as e:  # reported in the scoring thread
-                self.ready.put(e)
-                return
-            self.ready.put((slot, count, last))
-            if last:
-                return
+                        self.left -= want
+                    continue
+                slot, first, want, reads = inflight.popleft()
+                got = reads.result()
+                if got == want:
+                    last = self.left == 0 and not inflight  # max_frames reached
+                    if last:
+                        ra.advance(planned)
+                        da.advance(planned)
+                    self.ready.put((slot, got, last))
+                    if last:
+                        return True
+                    continue
+                # pair first + got is not plain: what was started after it is past it
+                for later, _first, w, r in inflight:
+                    r.wait()
+                    self.free.put(later)
+                    if self.left is not None:
+                        self.left += w
+                inflight.clear()
+                if self.left is not None:
+                    self.left += want - got
+                ra.advance(first + got)
+                da.advance(first + got)
+                return self._fill(slot, got, after_position=True)
+        finally:
+            for _slot, _first, _w, r in inflight:  # an error or a stop: no read writes on after it
+                r.wait()
 
 
 class _SlotPinner:
