@@ -129,7 +129,7 @@ def read_mmap(ref: str, dist: str, threads: int) -> float:
             runs = min(threads, jobs)
             for f in [pool.submit(run, first, jobs * k // runs, jobs * (k + 1) // runs) for k in range(runs)]:
                 f.result()
-    del arrays
+    arrays.clear()  # (the views go before their mappings close)
     for m in maps:
         m.close()
     for f in files:
@@ -176,8 +176,9 @@ def main() -> int:
         with open_input(ref) as r:
             frames, info = r.total, r.info
         read_cat(ref, dist)  # into the page cache
+        gb = 2 * frames * info.frame_size / 1e9
         print(f"{os.path.basename(ref)} + {os.path.basename(dist)}: {info.width}x{info.height} "
-              f"{info.pixel_format.value} {info.bitdepth}-bit, {frames} frames, {2 * frames * info.frame_size / 1e9:.2f} GB; "
+              f"{info.pixel_format.value} {info.bitdepth}-bit, {frames} frames, {gb:.2f} GB; "
               f"{os.cpu_count()} CPUs; medians of {a.reps}", flush=True)
         rates: dict[str, float] = {}
 
