@@ -12,14 +12,16 @@ each, as medians of ``--reps`` runs, in frame pairs a second:
     cat              ``cat REF DIST > /dev/null``: the shell's read ceiling
     pyread           one Python thread, ``readinto`` frame by frame (scripts/y4m_read_rate.py)
     preadv N         N threads reading frames by position (vmafx.io.parallel_read, what the
-                     in-process GPU path runs) into one 64 MiB buffer, as into its page-locked slots
+                     in-process GPU path runs) into four 64 MiB buffers, as into its page-locked
+                     slots, the next buffer's reads started while this one's finish
     mmap N           N threads copying frames out of an mmap of each file with numpy
-                     (``np.copyto`` drops the GIL for the copy): the alternative to preadv
+                     (``np.copyto`` drops the GIL for the copy) into one buffer, a batch at a
+                     time: the alternative to preadv
     score T          ``vmafxctl score --in-process --lane LANE`` as a whole process (start-up
                      included), $VMAFX_READ_THREADS=T: 1 (one reader, as before) and the default
 
-then the ratios the aim is stated in: score / pyread, score / cat, and the best preadv
-against one thread.  ``--lane emu`` (the kernels' CPU emulator) is a smoke test on a machine
+(the steps run in rounds, each round every step once), then the ratios the aim is stated
+in: score / pyread, score / cat, and the best preadv against one thread and against mmap.  ``--lane emu`` (the kernels' CPU emulator) is a smoke test on a machine
 without a GPU: its score rate is the emulator's, not a figure.
 """
 
@@ -33,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -44,8 +47,8 @@ import numpy as np  # noqa: E402
 from vmafx.io.inputs import open_input  # noqa: E402
 from vmafx.io.parallel_read import ParallelPairReads  # noqa: E402
 
-#: the in-process path's slot size (vmafxd/lanes/gpu/in_process.py SLOT_BYTES) and batch cap
-SLOT_BYTES, BATCH = 64 << 20, 32
+#: the in-process path's slot size, batch cap and slots (vmafxd/lanes/gpu/in_process.py)
+SLOT_BYTES, BATCH, SLOTS = 64 << 20, 32, 4
 
 SCORE = ("import sys; from vmafx.cli import main; "
          "sys.exit(main(['score', '-r', sys.argv[1], '-d', sys.argv[2], '-q', '--in-process', '--lane', sys.argv[3]]))")
@@ -58,14 +61,14 @@ def _batch(fs: int) -> int:
     return max(1, min(BATCH, SLOT_BYTES // (2 * fs)))
 
 
-_hosts: dict[int, np.ndarray] = {}
+_hosts: dict[tuple[int, int], np.ndarray] = {}
 
 
-def _host(fs: int) -> np.ndarray:
-    """The batch buffer, made once and touched, as page-locked slots are (no page faults timed)."""
-    if fs not in _hosts:
-        _hosts[fs] = np.ones(2 * _batch(fs) * fs, np.uint8)
-    return _hosts[fs]
+def _host(fs: int, k: int = 0) -> np.ndarray:
+    """Batch buffer ``k``, made once and touched, as page-locked slots are (no page faults timed)."""
+    if (fs, k) not in _hosts:
+        _hosts[fs, k] = np.ones(2 * _batch(fs) * fs, np.uint8)
+    return _hosts[fs, k]
 
 
 def read_cat(ref: str, dist: str) -> float:
@@ -82,20 +85,31 @@ def read_python(ref: str, dist: str) -> float:
 
 
 def read_preadv(ref: str, dist: str, threads: int) -> float:
+    """As the in-process reader does it: ``SLOTS`` batch buffers, each batch's reads started as
+    soon as a buffer is free (vmafxd/lanes/gpu/batch_filler.py), results taken in order."""
     t0 = time.perf_counter()
     pool = ParallelPairReads(threads)
     try:
         with open_input(ref) as r, open_input(dist) as d:
             fs = r.info.frame_size
             batch = _batch(fs)
-            host = memoryview(_host(fs))
-            while True:
-                ra, da = r.frames_at(), d.frames_at()
-                n = pool.read(ra, da, host, fs, batch)
-                ra.advance(n)
-                da.advance(n)
-                if n < batch:
-                    break
+            ra, da = r.frames_at(), d.frames_at()
+            inflight: deque = deque()
+            planned, done = 0, False
+            free = [memoryview(_host(fs, k)) for k in range(SLOTS)]
+            while not done or inflight:
+                if free and not done:
+                    host = free.pop()
+                    inflight.append((host, pool.start(ra, da, host, fs, batch, planned)))
+                    planned += batch
+                    continue
+                host, reads = inflight.popleft()
+                if reads.result() < batch:  # the end: what was started after it is past it
+                    done = True
+                    for _h, later in inflight:
+                        later.wait()
+                    inflight.clear()
+                free.append(host)
     finally:
         pool.close()
     return time.perf_counter() - t0
@@ -176,29 +190,30 @@ def main() -> int:
         with open_input(ref) as r:
             frames, info = r.total, r.info
         read_cat(ref, dist)  # into the page cache
+        for k in range(SLOTS):
+            _host(info.frame_size, k)  # the buffers touched before anything is timed
         gb = 2 * frames * info.frame_size / 1e9
         print(f"{os.path.basename(ref)} + {os.path.basename(dist)}: {info.width}x{info.height} "
               f"{info.pixel_format.value} {info.bitdepth}-bit, {frames} frames, {gb:.2f} GB; "
               f"{os.cpu_count()} CPUs; medians of {a.reps}", flush=True)
-        rates: dict[str, float] = {}
-
-        def report(name: str, fn) -> None:
-            secs = statistics.median(fn() for _ in range(a.reps))
-            rates[name] = frames / secs
-            print(f"{name:<14} {frames / secs:10.1f} frames/s  {2 * frames * info.frame_size / secs / 1e9:6.2f} GB/s",
-                  flush=True)
-
-        report("cat", lambda: read_cat(ref, dist))
-        report("pyread", lambda: read_python(ref, dist))
-        for t in counts:
-            report(f"preadv {t}", lambda t=t: read_preadv(ref, dist, t))
-        for t in counts:
-            report(f"mmap {t}", lambda t=t: read_mmap(ref, dist, t))
+        steps = [("cat", lambda: read_cat(ref, dist)), ("pyread", lambda: read_python(ref, dist))]
+        steps += [(f"preadv {t}", lambda t=t: read_preadv(ref, dist, t)) for t in counts]
+        steps += [(f"mmap {t}", lambda t=t: read_mmap(ref, dist, t)) for t in counts]
         if not a.no_score:
             pycache = os.path.join(tmp, "pycache")
             score(ref, dist, a.lane, 1, pycache)  # once untimed: bytecode and the kernel cache written
-            report("score 1", lambda: score(ref, dist, a.lane, 1, pycache))
-            report("score default", lambda: score(ref, dist, a.lane, None, pycache))
+            steps += [("score 1", lambda: score(ref, dist, a.lane, 1, pycache)),
+                      ("score default", lambda: score(ref, dist, a.lane, None, pycache))]
+        # rounds of every step in turn: on a shared machine the load drifts between rounds, and
+        # each figure is compared with the others of its own rounds
+        secs: dict[str, list[float]] = {name: [] for name, _ in steps}
+        for _ in range(a.reps):
+            for name, fn in steps:
+                secs[name].append(fn())
+        rates = {name: frames / statistics.median(t) for name, t in secs.items()}
+        for name, rate in rates.items():
+            print(f"{name:<14} {rate:10.1f} frames/s  {2 * frames * info.frame_size * rate / frames / 1e9:6.2f} GB/s  "
+                  f"(runs: {', '.join(f'{frames / t:.0f}' for t in secs[name])})", flush=True)
     best = max((k for k in rates if k.startswith("preadv")), key=rates.get)
     best_mmap = max((k for k in rates if k.startswith("mmap")), key=rates.get)
     print(f"RATIO {best} / preadv {counts[0]}: {rates[best] / rates[f'preadv {counts[0]}']:.2f}; "

@@ -72,11 +72,10 @@ class ParallelPairReads:
         later pairs may be started before an earlier one's result is asked for, so the threads
         read the next slot's frames while the last of this one's are read."""
         jobs = 2 * count
-        # runs of about 1 MiB, at least one a thread: frames of a MiB and more one a run, so a
-        # thread that is done takes the next (a batch of 20 1080p reads on 8 threads would
-        # otherwise wait for the threads given 3); small frames a few a run (a run's hop costs
-        # tens of microseconds, a 576x324 frame's read about as much)
-        runs = min(jobs, max(self.threads, (jobs * frame_size) >> 20))
+        # one contiguous run a thread: a run's hop costs tens of microseconds, a 576x324
+        # frame's read about as much.  The runs of one call end unevenly (20 1080p reads on 8
+        # threads: 2 or 3 each), which calls started for the next slots meanwhile fill in.
+        runs = min(jobs, self.threads)
         bounds = [(jobs * k // runs, jobs * (k + 1) // runs) for k in range(runs)]
         return PairReads(jobs, [self._pool.submit(self._run, ref, dist, host, frame_size, first, a, b)
                                 for a, b in bounds])
