@@ -23,7 +23,7 @@ from .model import ModelSet, load_model, parse_model_spec
 # parse_feature_spec is re-exported: the client's in-process scoring parses
 # --feature through this module, its one way into vmafxd.
 __all__ = ["Report", "score_files", "score_frames", "score_frames_on_gpu", "resolve_models", "parse_feature_spec",
-           "GeometryError", "GpuUnavailable", "cpu_scorer", "start_gpu"]
+           "GeometryError", "GpuUnavailable", "cpu_scorer"]
 
 
 #: the two files disagree on a dimension or format (``field`` names it)
@@ -105,15 +105,6 @@ def cpu_scorer(plan: ScoringPlan, info: VideoInfo, engine: str = "auto"):
 
 class GpuUnavailable(RuntimeError):
     """The GPU lane asked for cannot run in this process (no binding, driver or device)."""
-
-
-def start_gpu(lane: str) -> None:
-    """Start ``lane``'s GPU (runtime, context, a first page-locked slot) on a thread now, for
-    :func:`score_frames_on_gpu` to take: the command line calls it as soon as it knows it scores
-    in this process, so the driver's start overlaps its own.  Errors are raised by the scoring."""
-    from .lanes.gpu.in_process import start_device
-
-    start_device(lane)
 
 
 def score_frames_on_gpu(lane: str, plan: ScoringPlan, reference, distorted, *, max_frames: int | None = None,

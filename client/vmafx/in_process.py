@@ -103,9 +103,13 @@ def computed_metric_names() -> set[str]:
 
 def start_gpu(lane: str) -> None:
     """Start the GPU of ``lane`` (cuda, hip, emu) on a thread now, for :func:`score_in_process`
-    to take later; a lane that cannot run says so there."""
-    offline, _ = _core()
-    offline.start_gpu(lane)
+    to take later; a lane that cannot run says so there.
+
+    Not through ``vmafxd.offline``: importing the core is part of what the driver's start is
+    to overlap, so this takes the one module that imports only the standard library."""
+    from vmafxd.lanes.gpu.device_start import start_device
+
+    start_device(lane)
 
 
 class LaneUnavailableHere(RuntimeError):

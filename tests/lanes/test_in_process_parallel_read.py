@@ -158,11 +158,11 @@ def test_a_device_started_ahead_is_the_one_scored_on_and_its_slot_used(emu, chel
     """start_device (the command line calls it before loading models and opening files):
     the scoring takes that start's device and its pinned slot; the other slots are pinned
     on a thread meanwhile, and every one is freed."""
-    from vmafxd.lanes.gpu import in_process as gpu_in_process
+    from vmafxd.lanes.gpu import device_start, in_process as gpu_in_process
 
     monkeypatch.setattr(gpu_in_process, "SLOTS", 3)
     in_process.start_gpu("emu")
-    start = gpu_in_process._starting["emu"]
+    start = device_start._starting["emu"]
     _rt, dev, first = start.take()
     freed = []
     real_free = type(dev).free_host
@@ -170,17 +170,17 @@ def test_a_device_started_ahead_is_the_one_scored_on_and_its_slot_used(emu, chel
     cpu, _, _ = _score("cpu", chelsea["ref"], chelsea["dist"])
     got, n, _ = _score("emu", chelsea["ref"], chelsea["dist"])
     assert n == 6 and got.frames == cpu.frames
-    assert "emu" not in gpu_in_process._starting
+    assert "emu" not in device_start._starting
     slot = 2 * 2 * 347_603  # 2 pairs of 641x361 frames (the others: the engine's own host buffers)
     assert first.nbytes == gpu_in_process.SLOT_BYTES and any(a is first for a in freed)
     assert len({id(a) for a in freed if a.nbytes == slot}) == 2
 
 
 def test_a_lane_started_ahead_that_cannot_run_fails_where_scoring_does(monkeypatch, chelsea):
-    from vmafxd.lanes.gpu import in_process as gpu_in_process
+    from vmafxd.lanes.gpu import device_start, in_process as gpu_in_process
 
     monkeypatch.setitem(gpu_in_process.RUNTIMES, "cuda", "vmafxd.lanes.no_such_binding")
     in_process.start_gpu("cuda")  # no error yet: the command goes on to open its inputs
     with pytest.raises(in_process.LaneUnavailableHere, match="cuda: its binding cannot be imported"):
         _score("cuda", chelsea["ref"], chelsea["dist"])
-    assert "cuda" not in gpu_in_process._starting
+    assert "cuda" not in device_start._starting

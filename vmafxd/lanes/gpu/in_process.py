@@ -11,10 +11,7 @@ The scores are the engine's, so the daemon's and the CPU lane's, bit for bit.
 
 from __future__ import annotations
 
-import atexit
-import importlib
 import queue
-import threading
 from collections import deque
 from typing import Callable
 
@@ -26,94 +23,15 @@ from vmafx.io.parallel_read import read_threads
 
 from ..runtime import RuntimeUnavailable
 from .batch_filler import BatchFiller, SlotPinner
+from .device_start import RUNTIMES, SLOT_BYTES, start_device, take_device
 from .engine import FrameSource, GpuFrame, GpuScorer, KernelSet
 
 __all__ = ["RUNTIMES", "score_readers", "start_device", "RuntimeUnavailable"]
 
-#: the GPU runtimes this can score on ("emu": the CPU emulator of the kernels, for tests)
-RUNTIMES = {"cuda": "vmafxd.lanes.cuda", "hip": "vmafxd.lanes.hip", "emu": "vmafxd.lanes.emulated"}
-
-
 #: at most this many frame pairs a batch (one upload, one launch sequence), and batches of
 #: host memory circulating
 BATCH, SLOTS = 32, 4
-#: page-locked bytes a slot aims at.  Pinning costs (cuMemHostAlloc: about 0.4 ms a MiB
-#: on the H200; the first slot before the first frame, the others while scoring), so 32
-#: pairs of 4K frames (800 MB a slot) cost more to pin than to score; measured there (docs/gpu-runs.md), 800 1080p frames: batches of 32
-#: 776 frames/s, 16 966, 8 1,068, 4 1,002; 200 4K frames: 32 69, 8 186, 4 242.
-SLOT_BYTES = 64 << 20
-
-
-class _DeviceStart:
-    """A lane's runtime, device 0 and one page-locked slot, made on a thread of their own.
-
-    Before the first frame the command pays for the driver (about 0.37 s of CUDA context on
-    the H200) and for pinning (about 0.4 ms a MiB); neither holds the GIL, so both run here
-    while the main thread loads the models, opens the files and builds the plan
-    (:func:`start_device`, called as soon as the command knows it scores in this process).
-    The slot is ``SLOT_BYTES`` whatever the geometry: a batch is sized to fit it."""
-
-    def __init__(self, lane: str):
-        self.lane = lane
-        self.runtime = self.device = self.host = None
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name=f"vmafx-start-{lane}", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            try:
-                binding = importlib.import_module(RUNTIMES[self.lane])
-            except ImportError as e:
-                raise RuntimeUnavailable(self.lane, f"its binding cannot be imported ({e})") from None
-            rt = binding.load()
-            if rt.device_count() < 1:
-                raise RuntimeUnavailable(self.lane, "no device")
-            dev = rt.device(0)
-            dev.make_current()  # (the context is current per thread: the scoring thread makes it so again)
-            self.runtime, self.device = rt, dev
-            self.host = dev.alloc_host(SLOT_BYTES)
-        except BaseException as e:  # raised where the device is taken
-            self.error = e
-
-    def take(self):
-        """(runtime, device, the pinned slot or None); the start's error raised here."""
-        self._thread.join()
-        if self.error is not None and self.device is None:
-            raise self.error
-        return self.runtime, self.device, self.host
-
-
-#: devices being started for the scoring to come, by lane
-_starting: dict[str, _DeviceStart] = {}
-_starting_lock = threading.Lock()
-
-
-def start_device(lane: str) -> None:
-    """Start ``lane``'s runtime and device 0 (and pin a first slot) on a thread now; the next
-    :func:`score_readers` on that lane takes them.  Errors wait for it (a lane that cannot run
-    fails there, as it would have)."""
-    with _starting_lock:
-        if not _starting:
-            atexit.register(_wait_for_starts)
-        if lane not in _starting:
-            _starting[lane] = _DeviceStart(lane)
-
-
-def _wait_for_starts() -> None:
-    """At exit, a start never taken (the command failed first) finishes before the interpreter
-    does: a thread still inside the driver's initialisation while the process tears the driver
-    down could crash the exit."""
-    with _starting_lock:
-        starts = list(_starting.values())
-    for start in starts:
-        start._thread.join(timeout=30)
-
-
-def _take_device(lane: str):
-    with _starting_lock:
-        start = _starting.pop(lane, None)
-    return (start or _DeviceStart(lane)).take()
+# SLOT_BYTES: page-locked bytes a slot aims at (device_start.py says why 64 MiB)
 
 
 def batch_for(pair_bytes: int, most: int) -> int:
@@ -137,7 +55,7 @@ def score_readers(lane: str, plan, reference, distorted, *, max_frames: int | No
     are read and scored.
     Raises :class:`RuntimeUnavailable` when the lane's runtime or device is missing."""
     slots = slots or SLOTS
-    rt, dev, first_host = _take_device(lane)
+    rt, dev, first_host = take_device(lane)
     info = reference.info
     w, h, bpc, fmt = info.width, info.height, info.bitdepth, info.pixel_format
     shapes = storage_planes(fmt, w, h, bpc)
