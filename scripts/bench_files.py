@@ -14,11 +14,12 @@ each, as medians of ``--reps`` runs, in frame pairs a second:
     preadv N         N threads reading frames by position (vmafx.io.parallel_read, what the
                      in-process GPU path runs) into four 64 MiB buffers, as into its page-locked
                      slots, the next buffer's reads started while this one's finish
-    mmap N           N threads copying frames out of an mmap of each file with numpy
-                     (``np.copyto`` drops the GIL for the copy) into one buffer, a batch at a
-                     time: the alternative to preadv
+    mmap N           the same, the frames copied out of a mapping of each file with numpy
+                     (``np.copyto`` drops the GIL for the copy; $VMAFX_READ_MMAP=1): the
+                     alternative to preadv
     score T          ``vmafxctl score --in-process --lane LANE`` as a whole process (start-up
-                     included), $VMAFX_READ_THREADS=T: 1 (one reader, as before) and the default
+                     included), $VMAFX_READ_THREADS=T: 1 (one reader, as before) and the
+                     default; ``score mmap``: the default with $VMAFX_READ_MMAP=1
 
 (the steps run in rounds, each round every step once), then the ratios the aim is stated
 in: score / pyread, score / cat, and the best preadv against one thread and against mmap.  ``--lane emu`` (the kernels' CPU emulator) is a smoke test on a machine
@@ -28,7 +29,6 @@ without a GPU: its score rate is the emulator's, not a figure.
 from __future__ import annotations
 
 import argparse
-import mmap
 import os
 import statistics
 import subprocess
@@ -36,7 +36,6 @@ import sys
 import tempfile
 import time
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,16 +83,17 @@ def read_python(ref: str, dist: str) -> float:
     return read_pair(ref, dist)[2]
 
 
-def read_preadv(ref: str, dist: str, threads: int) -> float:
+def read_at(ref: str, dist: str, threads: int, mapped: bool = False) -> float:
     """As the in-process reader does it: ``SLOTS`` batch buffers, each batch's reads started as
-    soon as a buffer is free (vmafxd/lanes/gpu/batch_filler.py), results taken in order."""
+    soon as a buffer is free (vmafxd/lanes/gpu/batch_filler.py), results taken in order;
+    ``mapped``: the frames copied out of a mapping of each file ($VMAFX_READ_MMAP=1)."""
     t0 = time.perf_counter()
     pool = ParallelPairReads(threads)
     try:
         with open_input(ref) as r, open_input(dist) as d:
             fs = r.info.frame_size
             batch = _batch(fs)
-            ra, da = r.frames_at(), d.frames_at()
+            ra, da = r.frames_at(mapped=mapped), d.frames_at(mapped=mapped)
             inflight: deque = deque()
             planned, done = 0, False
             free = [memoryview(_host(fs, k)) for k in range(SLOTS)]
@@ -110,53 +110,20 @@ def read_preadv(ref: str, dist: str, threads: int) -> float:
                         later.wait()
                     inflight.clear()
                 free.append(host)
+            ra.close()
+            da.close()
     finally:
         pool.close()
     return time.perf_counter() - t0
 
 
-def read_mmap(ref: str, dist: str, threads: int) -> float:
-    """Frames copied out of a mapping of each file by ``threads`` threads, one contiguous run
-    of a batch's frames each (as ParallelPairReads splits its reads)."""
-    t0 = time.perf_counter()
-    with open_input(ref) as r:
-        fs, frames = r.info.frame_size, r.total
-    header = [open(p, "rb").readline() for p in (ref, dist)]
-    stride = 6 + fs
-    batch = _batch(fs)
-    host = _host(fs)
-    files = [open(p, "rb") for p in (ref, dist)]
-    maps = [mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) for f in files]
-    arrays = [np.frombuffer(m, np.uint8) for m in maps]
-
-    def run(first: int, a: int, b: int) -> None:
-        for j in range(a, b):
-            src, i = arrays[j & 1], first + (j >> 1)
-            off = len(header[j & 1]) + i * stride
-            if bytes(src[off:off + 6]) != b"FRAME\n":
-                raise ValueError(f"frame {i}: not a plain FRAME line")
-            np.copyto(host[j * fs:(j + 1) * fs], src[off + 6:off + stride])
-
-    with ThreadPoolExecutor(threads) as pool:
-        for first in range(0, frames, batch):
-            jobs = 2 * min(batch, frames - first)
-            runs = min(threads, jobs)
-            for f in [pool.submit(run, first, jobs * k // runs, jobs * (k + 1) // runs) for k in range(runs)]:
-                f.result()
-    arrays.clear()  # (the views go before their mappings close)
-    for m in maps:
-        m.close()
-    for f in files:
-        f.close()
-    return time.perf_counter() - t0
-
-
-def score(ref: str, dist: str, lane: str, threads: int | None, pycache: str) -> float:
+def score(ref: str, dist: str, lane: str, threads: int | None, pycache: str, mapped: bool = False) -> float:
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = pycache  # as an installed command starts: from compiled bytecode
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "client"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env.pop("VMAFX_READ_THREADS", None)
+    env["VMAFX_READ_MMAP"] = "1" if mapped else "0"
     if threads is not None:
         env["VMAFX_READ_THREADS"] = str(threads)
     t0 = time.perf_counter()
@@ -197,13 +164,14 @@ def main() -> int:
               f"{info.pixel_format.value} {info.bitdepth}-bit, {frames} frames, {gb:.2f} GB; "
               f"{os.cpu_count()} CPUs; medians of {a.reps}", flush=True)
         steps = [("cat", lambda: read_cat(ref, dist)), ("pyread", lambda: read_python(ref, dist))]
-        steps += [(f"preadv {t}", lambda t=t: read_preadv(ref, dist, t)) for t in counts]
-        steps += [(f"mmap {t}", lambda t=t: read_mmap(ref, dist, t)) for t in counts]
+        steps += [(f"preadv {t}", lambda t=t: read_at(ref, dist, t)) for t in counts]
+        steps += [(f"mmap {t}", lambda t=t: read_at(ref, dist, t, True)) for t in counts]
         if not a.no_score:
             pycache = os.path.join(tmp, "pycache")
             score(ref, dist, a.lane, 1, pycache)  # once untimed: bytecode and the kernel cache written
             steps += [("score 1", lambda: score(ref, dist, a.lane, 1, pycache)),
-                      ("score default", lambda: score(ref, dist, a.lane, None, pycache))]
+                      ("score default", lambda: score(ref, dist, a.lane, None, pycache)),
+                      ("score mmap", lambda: score(ref, dist, a.lane, None, pycache, True))]
         # rounds of every step in turn: on a shared machine the load drifts between rounds, and
         # each figure is compared with the others of its own rounds
         secs: dict[str, list[float]] = {name: [] for name, _ in steps}
@@ -221,7 +189,8 @@ def main() -> int:
     if "score default" in rates:
         s = rates["score default"]
         print(f"RATIO score default / pyread: {s / rates['pyread']:.2f}; / cat: {s / rates['cat']:.2f}; "
-              f"/ score 1: {s / rates['score 1']:.2f}  (lane {a.lane})")
+              f"/ score 1: {s / rates['score 1']:.2f}; score mmap / score default: {rates['score mmap'] / s:.2f}  "
+              f"(lane {a.lane})")
     return 0
 
 

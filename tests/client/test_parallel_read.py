@@ -13,7 +13,7 @@ import pytest
 
 from vmafx.io import video
 from vmafx.io.inputs import InputError, open_input
-from vmafx.io.parallel_read import ParallelPairReads, read_threads
+from vmafx.io.parallel_read import ParallelPairReads, read_mapped, read_threads
 
 from ..reference import vendored_pairs
 
@@ -53,30 +53,33 @@ def _raw_copy(y4m: str, out) -> str:
     return str(out)
 
 
-def _read_all(ref, dist, pool, batch):
+def _read_all(ref, dist, pool, batch, mapped=False):
     """Every pair through the pool, ``batch`` at a time; (pairs, the pairs' bytes)."""
     fs = ref.info.frame_size
     host = bytearray(2 * batch * fs)
     got = []
     while True:
-        ra, da = ref.frames_at(), dist.frames_at()
+        ra, da = ref.frames_at(mapped=mapped), dist.frames_at(mapped=mapped)
         n = pool.read(ra, da, memoryview(host), fs, batch)
         ra.advance(n)
         da.advance(n)
+        ra.close()
+        da.close()
         got += [bytes(host[k * fs:(k + 1) * fs]) for k in range(2 * n)]
         if n < batch:
             return got
 
 
+@pytest.mark.parametrize("mapped", [False, True], ids=["preadv", "mmap"])
 @pytest.mark.parametrize("threads", [2, 3, 8])
 @pytest.mark.parametrize("prefix", ["p16_", "p15_"])
-def test_pairs_come_in_order_equal_to_the_sequential_reader(files, prefix, threads):
+def test_pairs_come_in_order_equal_to_the_sequential_reader(files, prefix, threads, mapped):
     pair, ref_path, dist_path = files[prefix]
     want = [f for ab in zip(_sequential(ref_path), _sequential(dist_path)) for f in ab]
     pool = ParallelPairReads(threads)
     try:
         with open_input(ref_path) as ref, open_input(dist_path) as dist:
-            got = _read_all(ref, dist, pool, 4)  # 4 a call: the last call is short
+            got = _read_all(ref, dist, pool, 4, mapped)  # 4 a call: the last call is short
             assert ref.frames_read == dist.frames_read == pair.frames
             assert ref.read_frame() is None and dist.read_frame() is None  # the end, as the sequential reader's
     finally:
@@ -107,7 +110,8 @@ def test_raw_yuv_in_order_and_the_reader_continues_where_the_pool_stopped(files,
         pool.close()
 
 
-def test_a_truncated_last_frame_stops_the_pool_and_fails_as_before(files, tmp_path):
+@pytest.mark.parametrize("mapped", [False, True], ids=["preadv", "mmap"])
+def test_a_truncated_last_frame_stops_the_pool_and_fails_as_before(files, tmp_path, mapped):
     _pair_, ref_path, dist_path = files["p16_"]
     cut = tmp_path / "cut.y4m"
     data = open(dist_path, "rb").read()
@@ -117,7 +121,7 @@ def test_a_truncated_last_frame_stops_the_pool_and_fails_as_before(files, tmp_pa
         with open_input(ref_path) as ref, open_input(str(cut)) as dist:
             fs = ref.info.frame_size
             host = bytearray(2 * 8 * fs)
-            ra, da = ref.frames_at(), dist.frames_at()
+            ra, da = ref.frames_at(mapped=mapped), dist.frames_at(mapped=mapped)
             assert pool.read(ra, da, memoryview(host), fs, 8) == 5
             ra.advance(5)
             da.advance(5)
@@ -134,7 +138,8 @@ def test_a_truncated_last_frame_stops_the_pool_and_fails_as_before(files, tmp_pa
     assert str(parallel.value).endswith(f"frame 5 is truncated ({fs - 1000} of {fs} bytes)")
 
 
-def test_frame_lines_with_parameters_are_left_to_the_sequential_reader(files, tmp_path):
+@pytest.mark.parametrize("mapped", [False, True], ids=["preadv", "mmap"])
+def test_frame_lines_with_parameters_are_left_to_the_sequential_reader(files, tmp_path, mapped):
     """A ``FRAME`` line with parameters changes every later offset: the pool stops before it."""
     _pair_, ref_path, _dist = files["p16_"]
     frames = _sequential(ref_path)
@@ -149,7 +154,7 @@ def test_frame_lines_with_parameters_are_left_to_the_sequential_reader(files, tm
     try:
         with open_input(ref_path) as ref, open_input(str(odd)) as dist:
             fs = ref.info.frame_size
-            ra, da = ref.frames_at(), dist.frames_at()
+            ra, da = ref.frames_at(mapped=mapped), dist.frames_at(mapped=mapped)
             assert pool.read(ra, da, memoryview(bytearray(2 * 6 * fs)), fs, 6) == 2
             da.advance(2)
             buf = bytearray(fs)
@@ -189,6 +194,16 @@ def test_compressed_files_and_given_back_frames_are_not_read_by_position(files):
         assert ref.frames_at() is None
         assert ref.read_frame() is frame
         assert ref.frames_at() is not None
+
+
+def test_mapped_reads_are_asked_for_by_the_environment(monkeypatch):
+    monkeypatch.delenv("VMAFX_READ_MMAP", raising=False)
+    assert read_mapped() is False
+    monkeypatch.setenv("VMAFX_READ_MMAP", "1")
+    assert read_mapped() is True
+    monkeypatch.setenv("VMAFX_READ_MMAP", "yes")
+    with pytest.raises(ValueError, match=r"VMAFX_READ_MMAP: expected 0 or 1, got 'yes'"):
+        read_mapped()
 
 
 def test_read_threads_from_the_environment(monkeypatch):

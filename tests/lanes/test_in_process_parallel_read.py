@@ -74,8 +74,10 @@ def _score(lane, ref_path, dist_path, *, geo=None, frames=None, progress=None):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("mapped", ["0", "1"], ids=["preadv", "mmap"])
 @pytest.mark.parametrize("raw", [False, True], ids=["y4m", "yuv"])
-def test_read_on_threads_equals_the_cpu_lane(emu, chelsea, raw):
+def test_read_on_threads_equals_the_cpu_lane(emu, chelsea, raw, mapped, monkeypatch):
+    monkeypatch.setenv("VMAFX_READ_MMAP", mapped)
     names = ("ref_raw", "dist_raw") if raw else ("ref", "dist")
     geo = RAW if raw else None
     cpu, n_cpu, _ = _score("cpu", *(chelsea[k] for k in names), geo=geo)

@@ -76,6 +76,9 @@ class InputFramesAt:
             self._at.advance(n)
             self._inp.frames_read += n
 
+    def close(self) -> None:
+        self._at.close()
+
 
 class Input:
     """One opened input: ``info``, ``read_frame()``, ``pushback()``, ``close()``."""
@@ -131,12 +134,13 @@ class Input:
         pack_planes(frame, dst)
         return True
 
-    def frames_at(self) -> "InputFramesAt | None":
+    def frames_at(self, *, mapped: bool = False) -> "InputFramesAt | None":
         """The next frames, readable by position from several threads at once (y4m and raw
-        regular files, when no frame was given back), or None: read them one by one."""
+        regular files, when no frame was given back), or None: read them one by one.
+        ``mapped``: copied out of a mapping of the file rather than read with ``preadv``."""
         if self._back or self._frames_at is None:
             return None
-        at = self._frames_at()
+        at = self._frames_at(mapped=mapped)
         return None if at is None else InputFramesAt(self, at)
 
     def pushback(self, frame) -> None:

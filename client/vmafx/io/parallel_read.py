@@ -19,10 +19,21 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["ParallelPairReads", "PairReads", "read_threads", "READ_THREADS_ENV"]
+__all__ = ["ParallelPairReads", "PairReads", "read_threads", "read_mapped", "READ_THREADS_ENV", "READ_MMAP_ENV"]
 
 #: the environment variable that sets how many threads read the files (1: one, sequentially)
 READ_THREADS_ENV = "VMAFX_READ_THREADS"
+#: the environment variable that has the threads copy frames out of a mapping of each file
+#: (1) rather than ``preadv`` them (0, the default): see :class:`vmafx.io.video.FramesAt`
+READ_MMAP_ENV = "VMAFX_READ_MMAP"
+
+
+def read_mapped() -> bool:
+    """$VMAFX_READ_MMAP: 1 copies frames out of a mapping, 0 (or unset) reads with ``preadv``."""
+    env = os.environ.get(READ_MMAP_ENV, "").strip()
+    if env not in ("", "0", "1"):
+        raise ValueError(f"${READ_MMAP_ENV}: expected 0 or 1, got {env!r}")
+    return env == "1"
 
 
 def read_threads(asked: int | None = None) -> int:

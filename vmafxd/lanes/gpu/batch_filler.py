@@ -13,7 +13,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 from vmafx.io.input import PARALLEL_READ_BYTES, pack_planes, read_pair
-from vmafx.io.parallel_read import ParallelPairReads
+from vmafx.io.parallel_read import ParallelPairReads, read_mapped
 
 __all__ = ["BatchFiller", "SlotPinner"]
 
@@ -54,6 +54,7 @@ class BatchFiller:
         self._helper = ThreadPoolExecutor(1, "vmafx-read-dist") if fs >= PARALLEL_READ_BYTES else None
         positional = all(getattr(r, "frames_at", None) is not None for r in (reference, distorted))
         self._parallel = ParallelPairReads(threads) if threads > 1 and positional else None
+        self._mapped = read_mapped() if self._parallel is not None else False
         self._thread = threading.Thread(target=self._run, name="vmafx-read", daemon=True)
 
     def start(self) -> None:
@@ -117,8 +118,11 @@ class BatchFiller:
         pairs are started at once (the threads read the next slot while this one's last frames
         are read), and slots are handed over in order.  True when the inputs ended (or the
         command stopped) here; False when the rest is to be read one by one."""
-        ra, da = self.rr.frames_at(), self.dr.frames_at()
+        ra, da = self.rr.frames_at(mapped=self._mapped), self.dr.frames_at(mapped=self._mapped)
         if ra is None or da is None:
+            for at in (ra, da):
+                if at is not None:
+                    at.close()
             return False
         inflight: deque = deque()  # (slot, first pair, pairs, PairReads)
         planned = 0
@@ -171,6 +175,8 @@ class BatchFiller:
         finally:
             for _slot, _first, _w, r in inflight:  # an error or a stop: no read writes on after it
                 r.wait()
+            ra.close()
+            da.close()
 
 
 class SlotPinner:
