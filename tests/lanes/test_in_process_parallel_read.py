@@ -186,3 +186,16 @@ def test_a_lane_started_ahead_that_cannot_run_fails_where_scoring_does(monkeypat
     with pytest.raises(in_process.LaneUnavailableHere, match="cuda: its binding cannot be imported"):
         _score("cuda", chelsea["ref"], chelsea["dist"])
     assert "cuda" not in device_start._starting
+
+
+@pytest.mark.gpu
+def test_ten_bit_frames_read_on_threads_equal_the_cpu_lane(emu, tmp_path):
+    """The 1280x720 10-bit pair (2 frames) uncompressed: little-endian samples through the pool."""
+    pair = next(p for p in vendored_pairs() if p.id.startswith("p15_"))
+    paths = []
+    for f in (pair.ref_file, pair.dist_file):
+        paths.append(tmp_path / f.name[:-3])
+        paths[-1].write_bytes(lzma.decompress(f.read_bytes()))
+    cpu, _, _ = _score("cpu", *map(str, paths))
+    got, n, _ = _score("emu", *map(str, paths))
+    assert n == 2 and got.frames == cpu.frames and emu == [2, 0]
