@@ -199,3 +199,24 @@ def test_ten_bit_frames_read_on_threads_equal_the_cpu_lane(emu, tmp_path):
     cpu, _, _ = _score("cpu", *map(str, paths))
     got, n, _ = _score("emu", *map(str, paths))
     assert n == 2 and got.frames == cpu.frames and emu == [2, 0]
+
+
+@pytest.mark.gpu
+def test_a_failing_read_on_a_thread_is_one_input_error_and_every_thread_stops(emu, chelsea, monkeypatch):
+    import errno
+    import os
+
+    from vmafx.io import video
+
+    real = os.preadv
+    dist = os.path.realpath(chelsea["dist"])
+
+    def failing(fd, bufs, offset):
+        if os.path.realpath(f"/proc/self/fd/{fd}") == dist and offset > 3 * 347_609:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real(fd, bufs, offset)
+
+    monkeypatch.setattr(video.os, "preadv", failing)
+    with pytest.raises(InputError, match=r"dist\.y4m: frame 3 cannot be read \(Input/output error\)$"):
+        _score("emu", chelsea["ref"], chelsea["dist"])
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("vmafx-read")]
