@@ -37,7 +37,9 @@ class BatchFiller:
     millisecond a 1080p frame), so it runs beside the scoring thread.  Regular y4m and raw
     files are read by position on ``threads`` threads at once (:mod:`vmafx.io.parallel_read`:
     ``preadv`` releases the GIL, so the copies out of the page cache run on several cores
-    while the scoring thread uploads, launches and completes batches).  Other inputs, a
+    while the scoring thread uploads, launches and completes batches); every free slot's
+    reads are started at once, so the threads read the next slot while the last frames of
+    this one come in, and slots are handed over in the files' order.  Other inputs, a
     frame given back, and the first pair that is not a plain whole frame in either file (the
     end, a truncated frame, a ``FRAME`` line with parameters) are read one pair at a time as
     before, so a file ends or fails exactly as it did; from 1 MiB a frame the distorted frame
