@@ -36,6 +36,7 @@ log = logging.getLogger("vmafxd.lanes.native")
 #: feature name -> ``module:Class`` of its native extractor in this package
 NATIVE_FEATURES: dict[str, str] = {
     "cambi": "cambi:NativeCambi",
+    "motion": "motion:NativeMotion",
     "speed_chroma": "speed:SpeedChroma",
     "speed_temporal": "speed:SpeedTemporal",
 }
