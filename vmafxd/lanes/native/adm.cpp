@@ -62,94 +62,133 @@ inline i32 abs32(i32 x) { return x < 0 ? (i32)(0u - (u32)x) : x; }  // INT_MIN s
 inline i64 low32(i64 x) { return (i64)(i32)(u32)(u64)x; }         // a store to int32
 
 // ------------------------------------------------------------------------------------------
-// DWT: one level of one plane.  S0: scale 0 from the luma (int32 sums wrapping as C's,
-// done in uint32; bands stored int16).  Otherwise scales 1-3 from the previous LL band
-// (64-bit sums, each pass rounded, shifted and stored as int32).
+// DWT: one level of one plane.  Scales 1-3 here, from the previous LL band: 64-bit sums,
+// each pass rounded, shifted and stored as int32 (wrapping, as C's stores).  Scale 0 from
+// the luma: dwt0 below.
 // ------------------------------------------------------------------------------------------
 
 struct DwtRows {
     std::vector<i32> lo, hi;  // vertical sums of one output row, with the mirrored columns laid out in tap order
+    std::vector<i32> vlo, vhi;
+    std::vector<int> cmap;
 };
 
-template <typename In, typename Out, bool S0>
-void dwt(const In* src, ptrdiff_t stride, int w, int h, int v_add, int v_shift, int h_add, int h_shift,
-         bool lo_only, Out* a, Out* hb, Out* v, Out* d, DwtRows& buf) {
+template <typename In>
+void dwt(const In* src, ptrdiff_t stride, int w, int h, int v_add, int v_shift, int h_add, int h_shift, i32* a,
+         i32* hb, i32* v, i32* d, DwtRows& buf) {
     const int bw = (w + 1) / 2, bh = (h + 1) / 2;
     const int np = 2 * bw + 2;  // taps -1 .. 2 bw
     buf.lo.resize(np);
     buf.hi.resize(np);
-    i32* lo = buf.lo.data();
-    i32* hi = buf.hi.data();
-    // input column of each padded position: tap(m - 1)
-    std::vector<int> cmap(np);
-    for (int m = 0; m < np; m++) cmap[m] = tap(m - 1, w);
-    std::vector<i32> vlo(w), vhi(w);
-    const u32 k_lo = (u32)v_add - (u32)LO_SUM * (u32)v_add, k_hi = (u32)v_add;
+    buf.vlo.resize(w);
+    buf.vhi.resize(w);
+    buf.cmap.resize(np);
+    i32 *lo = buf.lo.data(), *hi = buf.hi.data(), *vlo = buf.vlo.data(), *vhi = buf.vhi.data();
+    int* cmap = buf.cmap.data();
+    for (int m = 0; m < np; m++) cmap[m] = tap(m - 1, w);  // input column of each tap position
     for (int i = 0; i < bh; i++) {
         const In* r0 = src + tap(2 * i - 1, h) * stride;
         const In* r1 = src + tap(2 * i, h) * stride;
         const In* r2 = src + tap(2 * i + 1, h) * stride;
         const In* r3 = src + tap(2 * i + 2, h) * stride;
-        if (S0) {
-            for (int c = 0; c < w; c++) {
-                const u32 x0 = (u32)r0[c], x1 = (u32)r1[c], x2 = (u32)r2[c], x3 = (u32)r3[c];
-                const u32 l = (u32)LO[0] * x0 + (u32)LO[1] * x1 + (u32)LO[2] * x2 + (u32)LO[3] * x3;
-                vlo[c] = (i32)(l + k_lo) >> v_shift;
-            }
-            if (!lo_only)
-                for (int c = 0; c < w; c++) {
-                    const u32 x0 = (u32)r0[c], x1 = (u32)r1[c], x2 = (u32)r2[c], x3 = (u32)r3[c];
-                    const u32 g = (u32)HI[0] * x0 + (u32)HI[1] * x1 + (u32)HI[2] * x2 + (u32)HI[3] * x3;
-                    vhi[c] = (i32)(g + k_hi) >> v_shift;
-                }
-        } else {
-            for (int c = 0; c < w; c++) {
-                const i64 x0 = r0[c], x1 = r1[c], x2 = r2[c], x3 = r3[c];
-                const i64 l = LO[0] * x0 + LO[1] * x1 + LO[2] * x2 + LO[3] * x3;
-                const i64 g = HI[0] * x0 + HI[1] * x1 + HI[2] * x2 + HI[3] * x3;
-                vlo[c] = (i32)((l + v_add) >> v_shift);
-                vhi[c] = (i32)((g + v_add) >> v_shift);
-            }
+        for (int c = 0; c < w; c++) {
+            const i64 x0 = r0[c], x1 = r1[c], x2 = r2[c], x3 = r3[c];
+            const i64 l = LO[0] * x0 + LO[1] * x1 + LO[2] * x2 + LO[3] * x3;
+            const i64 g = HI[0] * x0 + HI[1] * x1 + HI[2] * x2 + HI[3] * x3;
+            vlo[c] = (i32)((l + v_add) >> v_shift);
+            vhi[c] = (i32)((g + v_add) >> v_shift);
         }
-        for (int m = 0; m < np; m++) lo[m] = vlo[cmap[m]];
-        if (!lo_only)
-            for (int m = 0; m < np; m++) hi[m] = vhi[cmap[m]];
+        for (int m = 0; m < np; m++) {
+            lo[m] = vlo[cmap[m]];
+            hi[m] = vhi[cmap[m]];
+        }
         const ptrdiff_t row = (ptrdiff_t)i * bw;
-        if (S0) {
-            for (int j = 0; j < bw; j++) {
-                const i32* l = lo + 2 * j;
-                const u32 s = (u32)LO[0] * (u32)l[0] + (u32)LO[1] * (u32)l[1] + (u32)LO[2] * (u32)l[2] +
-                              (u32)LO[3] * (u32)l[3];
-                a[row + j] = (Out)((i32)(s + 32768u) >> 16);
-            }
-            if (lo_only) continue;
-            for (int j = 0; j < bw; j++) {
-                const i32* l = lo + 2 * j;
-                const i32* g = hi + 2 * j;
-                const u32 sv = (u32)HI[0] * (u32)l[0] + (u32)HI[1] * (u32)l[1] + (u32)HI[2] * (u32)l[2] +
-                               (u32)HI[3] * (u32)l[3];
-                const u32 sh = (u32)LO[0] * (u32)g[0] + (u32)LO[1] * (u32)g[1] + (u32)LO[2] * (u32)g[2] +
-                               (u32)LO[3] * (u32)g[3];
-                const u32 sd = (u32)HI[0] * (u32)g[0] + (u32)HI[1] * (u32)g[1] + (u32)HI[2] * (u32)g[2] +
-                               (u32)HI[3] * (u32)g[3];
-                v[row + j] = (Out)((i32)(sv + 32768u) >> 16);
-                hb[row + j] = (Out)((i32)(sh + 32768u) >> 16);
-                d[row + j] = (Out)((i32)(sd + 32768u) >> 16);
+        for (int j = 0; j < bw; j++) {
+            const i32* l = lo + 2 * j;
+            const i32* g = hi + 2 * j;
+            const i64 sa = (i64)LO[0] * l[0] + (i64)LO[1] * l[1] + (i64)LO[2] * l[2] + (i64)LO[3] * l[3];
+            const i64 sv = (i64)HI[0] * l[0] + (i64)HI[1] * l[1] + (i64)HI[2] * l[2] + (i64)HI[3] * l[3];
+            const i64 sh = (i64)LO[0] * g[0] + (i64)LO[1] * g[1] + (i64)LO[2] * g[2] + (i64)LO[3] * g[3];
+            const i64 sd = (i64)HI[0] * g[0] + (i64)HI[1] * g[1] + (i64)HI[2] * g[2] + (i64)HI[3] * g[3];
+            a[row + j] = (i32)((sa + h_add) >> h_shift);
+            v[row + j] = (i32)((sv + h_add) >> h_shift);
+            hb[row + j] = (i32)((sh + h_add) >> h_shift);
+            d[row + j] = (i32)((sd + h_add) >> h_shift);
+        }
+    }
+}
+
+// Scale 0, shaped for SSE2: the vertical pass's results fit int16 at every depth (the
+// recentred sums lie within +-27411 * 2^bpc before the shift by bpc), so they are stored as
+// int16, split by parity (even and odd taps, so that the horizontal taps are contiguous
+// runs), and the horizontal pass multiplies int16 by int16 into int32 (at most
+// 27411 * 54822 < 2^31 in magnitude: C's int32 sums cannot wrap there).  8-bit samples
+// and the int16 coefficients multiply as int16 too; wider samples in uint32, wrapping as C.
+struct Dwt0Rows {
+    std::vector<i16> vlo, vhi, elo, olo, ehi, ohi;
+};
+
+// e[j] = v[tap(2j - 1)], o[j] = v[tap(2j)] for j <= bw: strided runs, the mirrored ends apart
+inline void split_taps(const i16* v, int w, int bw, i16* e, i16* o) {
+    e[0] = v[tap(-1, w)];
+    const int ne = w / 2;  // e[1 .. ne] read v[1 .. 2 ne - 1] < w
+    for (int j = 1; j <= ne; j++) e[j] = v[2 * j - 1];
+    for (int j = ne + 1; j <= bw; j++) e[j] = v[tap(2 * j - 1, w)];
+    for (int j = 0; j < bw; j++) o[j] = v[2 * j];  // 2 (bw - 1) < w
+    o[bw] = v[tap(2 * bw, w)];
+}
+
+// out[j] = (C0 e[j] + C1 o[j] + C2 e[j + 1] + C3 o[j + 1] + 2^15) >> 16, stored int16
+inline void horizontal0(const i16* e, const i16* o, const i32* cf, int n, i16* out) {
+    const i32 c0 = cf[0], c1 = cf[1], c2 = cf[2], c3 = cf[3];
+    for (int j = 0; j < n; j++) {
+        const i32 s = c0 * e[j] + c1 * o[j] + c2 * e[j + 1] + c3 * o[j + 1];
+        out[j] = (i16)((s + 32768) >> 16);
+    }
+}
+
+template <typename In>
+void dwt0(const In* src, ptrdiff_t stride, int w, int h, int bpc, bool lo_only, i16* a, i16* hb, i16* v, i16* d,
+          Dwt0Rows& buf) {
+    const int bw = (w + 1) / 2, bh = (h + 1) / 2;
+    buf.vlo.resize(w);
+    buf.vhi.resize(w);
+    for (auto* x : {&buf.elo, &buf.olo, &buf.ehi, &buf.ohi}) x->resize(bw + 1);
+    i16 *vlo = buf.vlo.data(), *vhi = buf.vhi.data();
+    const i32 add = 1 << (bpc - 1);
+    const i32 k_lo = (i32)((u32)add - (u32)LO_SUM * (u32)add), k_hi = add;
+    for (int i = 0; i < bh; i++) {
+        const In* r0 = src + tap(2 * i - 1, h) * stride;
+        const In* r1 = src + tap(2 * i, h) * stride;
+        const In* r2 = src + tap(2 * i + 1, h) * stride;
+        const In* r3 = src + tap(2 * i + 2, h) * stride;
+        if (sizeof(In) == 1) {
+            for (int c = 0; c < w; c++) {
+                const i16 x0 = r0[c], x1 = r1[c], x2 = r2[c], x3 = r3[c];
+                const i32 l = (i32)(i16)LO[0] * x0 + (i32)(i16)LO[1] * x1 + (i32)(i16)LO[2] * x2 +
+                              (i32)(i16)LO[3] * x3;
+                const i32 g = (i32)(i16)HI[0] * x0 + (i32)(i16)HI[1] * x1 + (i32)(i16)HI[2] * x2 +
+                              (i32)(i16)HI[3] * x3;
+                vlo[c] = (i16)((l + k_lo) >> bpc);
+                vhi[c] = (i16)((g + k_hi) >> bpc);
             }
         } else {
-            for (int j = 0; j < bw; j++) {
-                const i32* l = lo + 2 * j;
-                const i32* g = hi + 2 * j;
-                const i64 sa = (i64)LO[0] * l[0] + (i64)LO[1] * l[1] + (i64)LO[2] * l[2] + (i64)LO[3] * l[3];
-                const i64 sv = (i64)HI[0] * l[0] + (i64)HI[1] * l[1] + (i64)HI[2] * l[2] + (i64)HI[3] * l[3];
-                const i64 sh = (i64)LO[0] * g[0] + (i64)LO[1] * g[1] + (i64)LO[2] * g[2] + (i64)LO[3] * g[3];
-                const i64 sd = (i64)HI[0] * g[0] + (i64)HI[1] * g[1] + (i64)HI[2] * g[2] + (i64)HI[3] * g[3];
-                a[row + j] = (Out)(i32)((sa + h_add) >> h_shift);
-                v[row + j] = (Out)(i32)((sv + h_add) >> h_shift);
-                hb[row + j] = (Out)(i32)((sh + h_add) >> h_shift);
-                d[row + j] = (Out)(i32)((sd + h_add) >> h_shift);
+            for (int c = 0; c < w; c++) {
+                const u32 x0 = r0[c], x1 = r1[c], x2 = r2[c], x3 = r3[c];
+                const u32 l = (u32)LO[0] * x0 + (u32)LO[1] * x1 + (u32)LO[2] * x2 + (u32)LO[3] * x3;
+                const u32 g = (u32)HI[0] * x0 + (u32)HI[1] * x1 + (u32)HI[2] * x2 + (u32)HI[3] * x3;
+                vlo[c] = (i16)((i32)(l + (u32)k_lo) >> bpc);
+                vhi[c] = (i16)((i32)(g + (u32)k_hi) >> bpc);
             }
         }
+        const ptrdiff_t row = (ptrdiff_t)i * bw;
+        split_taps(vlo, w, bw, buf.elo.data(), buf.olo.data());
+        horizontal0(buf.elo.data(), buf.olo.data(), LO, bw, a + row);
+        if (lo_only) continue;
+        horizontal0(buf.elo.data(), buf.olo.data(), HI, bw, v + row);
+        split_taps(vhi, w, bw, buf.ehi.data(), buf.ohi.data());
+        horizontal0(buf.ehi.data(), buf.ohi.data(), LO, bw, hb + row);
+        horizontal0(buf.ehi.data(), buf.ohi.data(), HI, bw, d + row);
     }
 }
 
@@ -478,6 +517,7 @@ struct Workspace {
     Bands<i16> s0;
     Bands<i32> s123[2];  // alternate: scale s reads scale s - 1's LL band
     DwtRows rows;
+    Dwt0Rows rows0;
 };
 
 // (v_add, v_shift, h_add, h_shift) of scales 1..3, as _adm_dwt's _S123_* tables
@@ -492,10 +532,10 @@ void adm(Workspace& ws, const In* ref, ptrdiff_t ref_stride, const In* dist, ptr
     const int add = 1 << (bpc - 1);
     {
         Bands<i16>& b = ws.s0;
-        dwt<In, i16, true>(ref, ref_stride, w, h, add, bpc, 0, 0, skip0, b.ref[0].data(), b.ref[1].data(),
-                           b.ref[2].data(), b.ref[3].data(), ws.rows);
-        dwt<In, i16, true>(dist, dist_stride, w, h, add, bpc, 0, 0, skip0, b.dist[0].data(), b.dist[1].data(),
-                           b.dist[2].data(), b.dist[3].data(), ws.rows);
+        dwt0<In>(ref, ref_stride, w, h, bpc, skip0, b.ref[0].data(), b.ref[1].data(), b.ref[2].data(),
+                 b.ref[3].data(), ws.rows0);
+        dwt0<In>(dist, dist_stride, w, h, bpc, skip0, b.dist[0].data(), b.dist[1].data(), b.dist[2].data(),
+                 b.dist[3].data(), ws.rows0);
         if (!skip0) {
             const i16* o[3] = {b.ref[1].data(), b.ref[2].data(), b.ref[3].data()};
             const i16* t[3] = {b.dist[1].data(), b.dist[2].data(), b.dist[3].data()};
@@ -519,16 +559,16 @@ void adm(Workspace& ws, const In* ref, ptrdiff_t ref_stride, const In* dist, ptr
         if (s == 1) {
             const i16* ra = ws.s0.ref[0].data();
             const i16* da = ws.s0.dist[0].data();
-            dwt<i16, i32, false>(ra, pw, pw, ph, rd[0], rd[1], rd[2], rd[3], false, b.ref[0].data(), b.ref[1].data(),
-                                 b.ref[2].data(), b.ref[3].data(), ws.rows);
-            dwt<i16, i32, false>(da, pw, pw, ph, rd[0], rd[1], rd[2], rd[3], false, b.dist[0].data(),
-                                 b.dist[1].data(), b.dist[2].data(), b.dist[3].data(), ws.rows);
+            dwt<i16>(ra, pw, pw, ph, rd[0], rd[1], rd[2], rd[3], b.ref[0].data(), b.ref[1].data(),
+                     b.ref[2].data(), b.ref[3].data(), ws.rows);
+            dwt<i16>(da, pw, pw, ph, rd[0], rd[1], rd[2], rd[3], b.dist[0].data(), b.dist[1].data(),
+                     b.dist[2].data(), b.dist[3].data(), ws.rows);
         } else {
             const Bands<i32>& prev = ws.s123[s % 2];
-            dwt<i32, i32, false>(prev.ref[0].data(), pw, pw, ph, rd[0], rd[1], rd[2], rd[3], false, b.ref[0].data(),
-                                 b.ref[1].data(), b.ref[2].data(), b.ref[3].data(), ws.rows);
-            dwt<i32, i32, false>(prev.dist[0].data(), pw, pw, ph, rd[0], rd[1], rd[2], rd[3], false,
-                                 b.dist[0].data(), b.dist[1].data(), b.dist[2].data(), b.dist[3].data(), ws.rows);
+            dwt<i32>(prev.ref[0].data(), pw, pw, ph, rd[0], rd[1], rd[2], rd[3], b.ref[0].data(),
+                     b.ref[1].data(), b.ref[2].data(), b.ref[3].data(), ws.rows);
+            dwt<i32>(prev.dist[0].data(), pw, pw, ph, rd[0], rd[1], rd[2], rd[3], b.dist[0].data(),
+                     b.dist[1].data(), b.dist[2].data(), b.dist[3].data(), ws.rows);
         }
         const i32* o[3] = {b.ref[1].data(), b.ref[2].data(), b.ref[3].data()};
         const i32* t[3] = {b.dist[1].data(), b.dist[2].data(), b.dist[3].data()};
