@@ -42,7 +42,8 @@ ENGINES = ("auto", "compiled", "numpy")
 #: The others' kernels are shaped for thousands of GPU threads (a tile and its halo per
 #: block, an index divided per sample) and lose to the vectorised twins on a CPU at one
 #: size or both: motion, vif, psnr, float_motion; cambi, float_vif and float_psnr win at
-#: one size only (cambi runs its native kernel instead: vmafxd/lanes/native).
+#: one size only (cambi and motion run their native kernels instead, and so does adm:
+#: vmafxd/lanes/native).
 AUTO_FEATURES = frozenset({
     "adm", "ciede", "float_adm", "float_ansnr", "float_moment", "float_ms_ssim", "float_ssim", "psnr_hvs",
     # the SpEED pair runs its native kernel in auto (vmafxd/lanes/native/speed.cpp: faster than these and libvmaf)
