@@ -198,9 +198,9 @@ void dwt0(const In* src, ptrdiff_t stride, int w, int h, int bpc, bool lo_only, 
 
 // The 1-degree test at scale 0: int16 products summed modulo 2^32; C converts the exact sum
 // (+2^31 only when every input is -32768), AVX-512 its int32 wrap; the right side is
-// multiplied (cos^2 |u|^2) |v|^2 in C and (|u|^2 |v|^2) cos^2 in AVX-512.  The divisions by
-// 4096.0 are exact scalings, kept as the twin's comments say they may be dropped (they are
-// kept here: the same doubles either way).
+// multiplied (cos^2 |u|^2) |v|^2 in C and (|u|^2 |v|^2) cos^2 in AVX-512.  (The divisions
+// by 4096.0 are exact scalings: the twin leaves them out, libvmaf and this code do them;
+// the outcome of the comparison is the same.)
 inline bool angle_narrow(i32 oh, i32 ov, i32 th, i32 tv, bool vec, double cos2) {
     const u32 ot = (u32)(oh * th) + (u32)(ov * tv);
     const u32 om = (u32)(oh * oh) + (u32)(ov * ov);
