@@ -60,7 +60,8 @@ from ._adm_plan import ScaleParams, factors_for, plan_for
 from ._adm_dwt import dwt_s123, dwt_scale0
 from .declaration import FeatureDeclaration, Option, OptionError, debug_option, gain_limit_option, per_frame
 
-__all__ = ["DECLARATION", "AdmStats", "IntegerAdm", "compute_stats", "metrics_from_stats", "check_options"]
+__all__ = ["DECLARATION", "AdmStats", "IntegerAdm", "compute_stats", "metrics_from_stats", "metrics_from_sums",
+           "columns_from_sums", "check_options"]
 
 DEFAULT_NORM_VIEW_DIST = 3.0
 DEFAULT_REF_DISPLAY_HEIGHT = 1080
@@ -299,6 +300,12 @@ def _den_scale(acc: np.ndarray, c: _ScaleConsts) -> np.ndarray:
 def metrics_from_sums(width: int, height: int, num: np.ndarray, den: np.ndarray, aim: np.ndarray,
                       options: Mapping[str, Any], code_path: str = "avx512") -> list[dict[str, float]]:
     """libvmaf's scores of N frames from their integer sums (int64[N, 4, 3] each), one dict per frame."""
+    return per_frame(columns_from_sums(width, height, num, den, aim, options, code_path))
+
+
+def columns_from_sums(width: int, height: int, num: np.ndarray, den: np.ndarray, aim: np.ndarray,
+                      options: Mapping[str, Any], code_path: str = "avx512") -> dict[str, np.ndarray]:
+    """:func:`metrics_from_sums` as columns: base metric name -> float64 array over the N frames."""
     consts = _consts(width, height, options)
     skip0, skip_aim = bool(options["adm_skip_scale0"]), bool(options["adm_skip_aim"])
     simd = code_path == "avx512"
@@ -344,7 +351,7 @@ def metrics_from_sums(width: int, height: int, num: np.ndarray, den: np.ndarray,
         for s in range(4):
             columns[f"integer_adm_num_scale{s}"] = nums[s]
             columns[f"integer_adm_den_scale{s}"] = dens[s]
-    return per_frame(columns)
+    return columns
 
 
 def metrics_from_stats(stats: AdmStats, options: Mapping[str, Any]) -> dict[str, float]:

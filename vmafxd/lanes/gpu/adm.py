@@ -17,7 +17,7 @@ import numpy as np
 from ...features import adm as cpu
 from ...features._adm_core import COS_1DEG_SQ
 from ...features._adm_plan import ScaleParams, plan_for
-from .engine import GpuFeature, GpuUnsupported
+from .engine import GpuFeature, GpuUnsupported, rows_of
 from .launch import I32, I64, U64
 
 __all__ = ["make", "scale_table", "PARAM_NAMES"]
@@ -180,10 +180,13 @@ class GpuAdm(GpuFeature):
         num, den, aim = self._sums(record)[0].copy()
         return cpu.AdmStats(self.width, self.height, num, den, aim)
 
-    def metrics(self, stats: np.ndarray, first_seq: int, count: int):
+    def columns(self, stats: np.ndarray, first_seq: int, count: int):
         sums = self._sums(stats[:count, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.int64))
-        rows = cpu.metrics_from_sums(self.width, self.height, sums[:, 0], sums[:, 1], sums[:, 2], self.values)
-        return [(first_seq + i, m) for i, m in enumerate(rows)]
+        return first_seq, cpu.columns_from_sums(self.width, self.height, sums[:, 0], sums[:, 1], sums[:, 2],
+                                                self.values)
+
+    def metrics(self, stats: np.ndarray, first_seq: int, count: int):
+        return rows_of(self.columns(stats, first_seq, count))
 
 
 def make(instance, scorer) -> GpuAdm:

@@ -35,9 +35,11 @@ import numpy as np
 from vmafx.formats import PixelFormat, Subsampling, scoring_planes
 
 from ...core.scoring import FrameAssembler, PlanError, ScoringPlan
+from ...features.declaration import per_frame
 from .launch import I32, U64, Launcher
 
-__all__ = ["FrameSource", "GpuFrame", "HostUploads", "packed_layout", "Staging", "Batch", "GpuScorer", "KernelSet", "GpuUnsupported", "twin_modules"]
+__all__ = ["FrameSource", "GpuFrame", "HostUploads", "packed_layout", "Staging", "Batch", "GpuScorer", "KernelSet", "GpuUnsupported", "twin_modules",
+           "rows_of"]
 
 def twin_modules() -> dict[str, str]:
     """Feature name -> its GPU twin's module under vmafxd.lanes.gpu (``make(instance, scorer)``),
@@ -88,11 +90,23 @@ class GpuFeature:
     def flush(self):
         return self._rule_flush() if self._rule_flush is not None else []
 
+    def columns(self, stats: np.ndarray, first_seq: int, count: int) -> tuple[int, dict[str, np.ndarray]] | None:
+        """A batch's metrics as columns: (the first frame's seq, base metric name -> float64 array
+        over consecutive frames from it); None for a twin that gives one dict per frame
+        (:meth:`metrics` alone).  A twin that has it defines ``metrics`` as ``rows_of(columns)``."""
+        return None
+
     def close(self) -> None:
         """Free the owned device memory, in the order it was owned; a second call does nothing."""
         owned, self._owned = self._owned, []
         for ptr in owned:
             self.scorer.device.free(ptr)
+
+
+def rows_of(columns: tuple[int, dict[str, np.ndarray]]) -> list:
+    """:meth:`GpuFeature.columns`' result as ``metrics()`` gives it: (seq, {name: float}) per frame."""
+    first, cols = columns
+    return list(enumerate(per_frame(cols), first)) if cols else []
 
 
 class KernelSet:
@@ -306,6 +320,8 @@ class GpuScorer:
             twin.stats_offset = offset
             offset += (twin.stats_bytes + 7) // 8 * 8
             self.twins.append(twin)
+        #: per twin: base metric name -> output name (the plan's names, once per session)
+        self._names = [twin.instance.names for twin in self.twins]
         self.stats_bytes = max(8, offset)
         self._stats_dev = device.alloc(self.stats_bytes * max_batch)
         self._jobs_dev = device.alloc(max_batch * 2 * 3 * 64)
@@ -363,8 +379,12 @@ class GpuScorer:
         """Metrics of a batch whose ``done`` event has completed; returns frames now final."""
         if not batch.done.query():
             raise RuntimeError("batch completed before its done event")
-        for twin in self.twins:
-            names = twin.instance.names
+        for twin, names in zip(self.twins, self._names):
+            got = twin.columns(batch.stats, batch.first_seq, batch.count)
+            if got is not None:  # the batch's values as arrays, handed over whole
+                first, cols = got
+                self.assembler.add_columns(first, {names[k]: v for k, v in cols.items() if k in names})
+                continue
             for seq, metrics in twin.metrics(batch.stats, batch.first_seq, batch.count):
                 self.assembler.add(seq, {names[k]: v for k, v in metrics.items() if k in names})
         finals = self.assembler.pushed(batch.first_seq + batch.count - 1)
@@ -375,8 +395,7 @@ class GpuScorer:
 
     def finish(self) -> list[tuple[int, dict[str, float]]]:
         """After the last batch completed: flush temporal features, final frames."""
-        for twin in self.twins:
-            names = twin.instance.names
+        for twin, names in zip(self.twins, self._names):
             for seq, metrics in twin.flush():
                 self.assembler.add(seq, {names[k]: v for k, v in metrics.items() if k in names})
             agg = getattr(twin, "aggregate", None)
