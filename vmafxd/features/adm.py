@@ -234,67 +234,69 @@ def _pow2_u32(e: int) -> float:
 
 
 @dataclass(frozen=True)
-class _ScaleConsts:
-    noise: np.float32  # powf(area * noise_weight, 1/3)
-    num_div: tuple  # s == 0: double divisors per band; s > 0: one float32 divisor
-    den_div: float
-    den_cube: tuple  # pow(factor, 3) per band, double
+class _Consts:
+    """The per-(size, options) constants of every scale, as arrays that broadcast over
+    int64[N, 4, 3] sums (scale x band), so each C operation is one numpy operation on
+    the whole batch: elementwise, with each element's own constant, as C does it."""
+
+    noise: np.ndarray  # float32[4]: powf(area * noise_weight, 1/3) per scale
+    num_div0: np.ndarray  # float64[3]: scale 0's double divisors per band
+    num_div123: np.ndarray  # float32[3, 1]: scales 1..3's one float divisor each
+    den_div: np.ndarray  # float64[4, 1]: per scale
+    den_cube: np.ndarray  # float64[4, 3]: pow(factor, 3) per scale and band
 
 
 _CONSTS: dict = {}
 
 
-def _consts(width: int, height: int, options: Mapping[str, Any]) -> list[_ScaleConsts | None]:
+def _consts(width: int, height: int, options: Mapping[str, Any]) -> _Consts:
     key = (width, height, tuple(sorted((k, v) for k, v in options.items() if k.startswith("adm_"))))
     got = _CONSTS.get(key)
     if got is not None:
         return got
     factors, params = plan_for(width, height, options)
     nw = float(options["adm_noise_weight"])
-    got = []
+    noise, div123, den_div = [], [], []
     for s in range(4):
         p = params[s]
-        noise = powf(p.region.area * nw, ONE_THIRD_F)
+        noise.append(powf(p.region.area * nw, ONE_THIRD_F))
         if s == 0:
             base = (52, 52, 57)
-            num_div = tuple(_pow2_u32(base[b] - p.cub_shift[b] - p.row_shift) for b in range(3))
-            den_div = 2.0 ** (18 - p.den_row_shift)
+            num_div0 = [_pow2_u32(base[b] - p.cub_shift[b] - p.row_shift) for b in range(3)]
+            den_div.append(2.0 ** (18 - p.den_row_shift))
         else:
             e = (45, 39, 36)[s - 1] - p.cub_shift[0] - p.row_shift
-            num_div = (np.float32(math.inf) if (e < 0 or e >= 128) else np.float32(2.0**e),)
-            den_div = _pow2_u32((32, 27, 23)[s - 1] - p.den_row_shift - p.den_cub_shift)
-        got.append(_ScaleConsts(noise, num_div, den_div, tuple(math.pow(float(f), 3) for f in factors[s])))
+            div123.append(np.float32(math.inf) if (e < 0 or e >= 128) else np.float32(2.0**e))
+            den_div.append(_pow2_u32((32, 27, 23)[s - 1] - p.den_row_shift - p.den_cub_shift))
+    got = _Consts(np.array(noise, dtype=np.float32), np.array(num_div0, dtype=np.float64),
+                  np.array(div123, dtype=np.float32)[:, None], np.array(den_div, dtype=np.float64)[:, None],
+                  np.array([[math.pow(float(f), 3) for f in factors[s]] for s in range(4)], dtype=np.float64))
     if len(_CONSTS) > 64:
         _CONSTS.clear()
     _CONSTS[key] = got
     return got
 
 
-def _num_scale(acc: np.ndarray, s: int, c: _ScaleConsts, noise: np.float32, simd: bool) -> np.ndarray:
-    """float32[N]: one scale's numerator (h + v + d cube roots plus noise) from int64[N, 3] sums."""
-    if s == 0:
-        # int64 / double, then stored to float: rounded twice.  Except that
-        # AVX-512 first converts the h sum to float (one rounding); the
-        # division by a power of two is then exact.
-        f = [(acc[:, b].astype(np.float64) / c.num_div[b]).astype(np.float32) for b in range(3)]
-        if simd:
-            f[0] = (acc[:, 0].astype(np.float32).astype(np.float64) / c.num_div[0]).astype(np.float32)
-    else:
-        # int64 / float is a float division of the int64 rounded once to float
-        # (an int64 array cast to float32 rounds once, like C; a Python int
-        # through np.float32 would go through a double first).
-        f = [acc[:, b].astype(np.float32) / c.num_div[0] for b in range(3)]
-    h, v, d = (powf_array(x, ONE_THIRD_F) + noise for x in f)
-    return h + v + d
+def _num_terms(acc: np.ndarray, c: _Consts, simd: bool) -> np.ndarray:
+    """float32[N, 4, 3]: the numerator bands (h, v, d) of every scale before their cube roots,
+    from int64[N, 4, 3] sums."""
+    out = np.empty(acc.shape, dtype=np.float32)
+    # scale 0: int64 / double, then stored to float: rounded twice.  Except that
+    # AVX-512 first converts the h sum to float (one rounding); the division by
+    # a power of two is then exact.
+    out[:, 0] = acc[:, 0].astype(np.float64) / c.num_div0
+    if simd:
+        out[:, 0, 0] = acc[:, 0, 0].astype(np.float32).astype(np.float64) / c.num_div0[0]
+    # scales 1..3: int64 / float is a float division of the int64 rounded once to
+    # float (an int64 array cast to float32 rounds once, like C; a Python int
+    # through np.float32 would go through a double first).
+    out[:, 1:] = acc[:, 1:].astype(np.float32) / c.num_div123
+    return out
 
 
-def _den_scale(acc: np.ndarray, c: _ScaleConsts) -> np.ndarray:
-    h, v, d = (
-        powf_array(((acc[:, b].astype(np.float64) / c.den_div) * c.den_cube[b]).astype(np.float32), ONE_THIRD_F)
-        + c.noise
-        for b in range(3)
-    )
-    return h + v + d
+def _den_terms(acc: np.ndarray, c: _Consts) -> np.ndarray:
+    """float32[N, 4, 3]: the denominator bands of every scale before their cube roots."""
+    return ((acc.astype(np.float64) / c.den_div) * c.den_cube).astype(np.float32)
 
 
 def metrics_from_sums(width: int, height: int, num: np.ndarray, den: np.ndarray, aim: np.ndarray,
@@ -306,27 +308,36 @@ def metrics_from_sums(width: int, height: int, num: np.ndarray, den: np.ndarray,
 def columns_from_sums(width: int, height: int, num: np.ndarray, den: np.ndarray, aim: np.ndarray,
                       options: Mapping[str, Any], code_path: str = "avx512") -> dict[str, np.ndarray]:
     """:func:`metrics_from_sums` as columns: base metric name -> float64 array over the N frames."""
-    consts = _consts(width, height, options)
+    c = _consts(width, height, options)
     skip0, skip_aim = bool(options["adm_skip_scale0"]), bool(options["adm_skip_aim"])
     simd = code_path == "avx512"
     n = num.shape[0]
+    # Every band of every scale (num, den, aim) before its cube root in one float32 array,
+    # so glibc's powf runs over the whole batch in one call (element by element, as C does).
+    kinds = [_num_terms(num, c, simd), _den_terms(den, c)] + ([] if skip_aim else [_num_terms(aim, c, simd)])
+    terms = np.stack(kinds)  # [kind, frame, scale, band]
+    if skip0:
+        terms = terms[:, :, 1:]
+    roots = powf_array(terms.ravel(), ONE_THIRD_F).reshape(terms.shape)
+    # each band's root plus the scale's noise floor (none for AIM), then h + v + d in float
+    noise = c.noise[1:] if skip0 else c.noise
+    floors = np.stack([noise, noise, np.zeros_like(noise)][:len(kinds)])[:, None, :, None]
+    r = roots + floors
+    sums = ((r[..., 0] + r[..., 1]) + r[..., 2]).astype(np.float64)  # [kind, frame, scale]
+    if skip0:
+        skipped = np.zeros((len(kinds), n, 1))
+        skipped[1] = float(np.float32(1e-10))  # den
+        sums = np.concatenate([skipped, sums], axis=2)
+    nums = [sums[0, :, s] for s in range(4)]
+    dens = [sums[1, :, s] for s in range(4)]
     tot_num = np.zeros(n)
     tot_den = np.zeros(n)
     tot_aim = np.zeros(n)
-    nums, dens = [], []
-    for s in range(4):
-        if s == 0 and skip0:
-            ns, ds, ans = np.zeros(n), np.full(n, float(np.float32(1e-10))), np.zeros(n)
-        else:
-            c = consts[s]
-            ns = _num_scale(num[:, s], s, c, c.noise, simd).astype(np.float64)
-            ds = _den_scale(den[:, s], c).astype(np.float64)
-            ans = np.zeros(n) if skip_aim else _num_scale(aim[:, s], s, c, np.float32(0.0), simd).astype(np.float64)
-        tot_num += ns
-        tot_den += ds
-        tot_aim += ans
-        nums.append(ns)
-        dens.append(ds)
+    for s in range(4):  # in double, scale by scale from 0.0, as C adds them
+        tot_num += nums[s]
+        tot_den += dens[s]
+        if not skip_aim:
+            tot_aim += sums[2, :, s]
 
     limit = 1e-10 * (width * height) / (1920.0 * 1080.0)
     tot_num[tot_num < limit] = 0.0
