@@ -44,8 +44,9 @@ class SvmModel:
             d2 = d2 + d * d
         # the C library's exp, as libsvm calls it: numpy's vectorised exp rounds differently
         # for a few arguments in a hundred (seen with the v1.0.16 models' 215 support vectors)
+        # (map straight into an array: a third less time than a list comprehension)
         arg = ((-self.gamma) * d2).ravel().tolist()
-        kern = np.array([math.exp(v) for v in arg]).reshape(d2.shape)
+        kern = np.fromiter(map(math.exp, arg), dtype=np.float64, count=len(arg)).reshape(d2.shape)
         terms = self.coef[None, :] * kern
         total = np.cumsum(terms, axis=1)[:, -1] if terms.shape[1] else np.zeros(x.shape[0])
         return total - self.rho

@@ -39,7 +39,7 @@ from ...features.declaration import per_frame
 from .launch import I32, U64, Launcher
 
 __all__ = ["FrameSource", "GpuFrame", "HostUploads", "packed_layout", "Staging", "Batch", "GpuScorer", "KernelSet", "GpuUnsupported", "twin_modules",
-           "rows_of"]
+           "rows_of", "job_table"]
 
 def twin_modules() -> dict[str, str]:
     """Feature name -> its GPU twin's module under vmafxd.lanes.gpu (``make(instance, scorer)``),
@@ -273,6 +273,41 @@ def convert_jobs(src: FrameSource, staging: Staging, dst_base: int, frame: int, 
     return jobs
 
 
+def job_table(frames: Sequence["GpuFrame"], staging: Staging, dst_base: int, templates: dict) -> np.ndarray:
+    """uint64[jobs, 8]: every frame's :func:`convert_jobs`, ref then dist, frame by frame, as one
+    table built in whole-array operations.
+
+    A source's jobs depend on its pointer, its layout and where it lands in
+    staging.  The layout's part is made once per (format, planes) and kept in
+    ``templates`` (the layout's jobs at pointer 0 into staging at 0); the rest
+    is two columns added here: the source's pointer, and the k-th source's
+    place in staging (frame ``k // 2``, role ``k % 2``, as ``plane_ptr``).
+    """
+    srcs = [s for f in frames for s in (f.ref, f.dist)]
+    keys = [(s.pixel_format, s.planes) for s in srcs]
+    if keys.count(keys[0]) == len(keys):  # one layout (the usual case): broadcast it
+        template = _template(keys[0], staging, templates)[None]
+    else:
+        template = np.stack([_template(k, staging, templates) for k in keys])
+    table = np.empty((len(srcs),) + template.shape[1:], dtype=np.uint64)
+    table[:] = template
+    table[:, :, 0] += np.array([s.ptr for s in srcs], dtype=np.uint64)[:, None]
+    k = np.arange(len(srcs), dtype=np.uint64)
+    place = (k // np.uint64(2)) * np.uint64(staging.frame_bytes) + (k % np.uint64(2)) * np.uint64(staging.role_bytes)
+    table[:, :, 5] += (np.uint64(dst_base) + place)[:, None]
+    return table.reshape(-1, 8)
+
+
+def _template(key: tuple, staging: Staging, templates: dict) -> np.ndarray:
+    t = templates.get(key)
+    if t is None:
+        t = np.asarray(convert_jobs(FrameSource(0, *key), staging, 0, 0, 0), dtype=np.uint64)
+        if len(templates) >= 16:  # a session sees one or two layouts; bound it all the same
+            templates.clear()
+        templates[key] = t
+    return t
+
+
 @dataclass
 class Batch:
     first_seq: int
@@ -329,6 +364,8 @@ class GpuScorer:
         self._slots = [_HostSlot(device, max_batch, self.stats_bytes, max_batch * 2 * 3) for _ in range(slots)]
         self._next_seq = 0
         self._inflight: list[Batch] = []
+        #: (pixel format, planes) -> that layout's convert jobs at pointer 0 (:func:`job_table`)
+        self._templates: dict[tuple, np.ndarray] = {}
 
     # -- submission --------------------------------------------------------------
     def can_enqueue(self) -> bool:
@@ -347,16 +384,13 @@ class GpuScorer:
             for ev in f.waits:
                 st.wait_event(ev)
         staging = dev.alloc_async(n * stg.frame_bytes, st)
-        jobs = []
-        for i, f in enumerate(frames):
-            jobs += convert_jobs(f.ref, stg, staging, i, 0)
-            jobs += convert_jobs(f.dist, stg, staging, i, 1)
-        table = np.asarray(jobs, dtype=np.uint64)
+        table = job_table(frames, stg, staging, self._templates)
+        njobs = len(table)
         slot.jobs[: table.nbytes] = table.view(np.uint8).ravel()
         dev.copy_htod_async(self._jobs_dev, slot.jobs, table.nbytes, st)
         rows_per_block = 4
-        self._convert(((stg.height + rows_per_block - 1) // rows_per_block, len(jobs)), (256,), st,
-                      self._jobs_dev, len(jobs))
+        self._convert(((stg.height + rows_per_block - 1) // rows_per_block, njobs), (256,), st,
+                      self._jobs_dev, njobs)
         copied = dev.create_event()
         copied.record(st)
         dev.memset_async(self._stats_dev, 0, n * self.stats_bytes, st)
