@@ -51,7 +51,7 @@ def test_job_table_is_convert_jobs_frame_by_frame(bitdepth, formats):
         got = job_table(frames, stg, base, templates)
         assert got.dtype == np.uint64 and got.shape == (len(want), 8)
         assert got.tolist() == want
-    assert 1 <= len(templates) <= 16
+    assert 1 <= len(templates) <= 80
 
 
 class _Device:
@@ -78,3 +78,30 @@ def test_launcher_packs_as_the_views_write(values):
         assert got[i:i + 1].view(np.uint8)[:t.itemsize].tobytes() == want[i:i + 1].view(np.uint8)[:t.itemsize].tobytes()
     with pytest.raises(TypeError, match="takes 6 arguments"):
         launcher((1,), (1,), None, 1, 2)
+
+
+@pytest.mark.parametrize("bitdepth,options", [
+    (8, {}),
+    (10, {"enable_mse": True}),
+    (8, {"min_sse": 0.5, "enable_mse": True}),
+    (12, {"reduced_hbd_peak": True}),
+])
+def test_psnr_columns_are_the_per_frame_metrics(bitdepth, options):
+    from vmafxd.features import psnr
+
+    opts = psnr.DECLARATION.with_defaults(psnr.DECLARATION.resolve_options(options))
+    shapes = [(324, 576), (162, 288), (162, 288)]
+    params = psnr.psnr_params(opts, bitdepth, shapes)
+    rng = np.random.default_rng(bitdepth)
+    sse = np.concatenate([
+        np.zeros((2, 3), dtype=np.int64),  # identical planes: the floor, then the cap
+        rng.integers(0, 50, (10, 3)),
+        rng.integers(0, 1 << 40, (10, 3)),
+        np.array([[(1 << 53) + 1, (1 << 62) + 12345, 1]]),  # int64 -> double rounds
+    ]).astype(np.int64)
+    cols = psnr.columns_from_stats(sse, shapes, params)
+    for i in range(len(sse)):
+        want = psnr.metrics_from_stats([int(v) for v in sse[i]], shapes, params)
+        got = {k: float(v[i]) for k, v in cols.items()}
+        assert got == want, i
+        assert all(v.dtype == np.float64 for v in cols.values())

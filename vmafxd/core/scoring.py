@@ -212,6 +212,7 @@ class FrameAssembler:
         self.plan = plan
         self._next_final = 0
         self._last_pushed = -1
+        self._max_lag = plan.max_lag
         self.frames: list[tuple[int, dict[str, float]]] = []
         self._names: list[str] = []
         self._col: dict[str, int] = {}
@@ -283,7 +284,7 @@ class FrameAssembler:
     def pushed(self, index: int) -> list[tuple[int, dict[str, float]]]:
         """Record that frame ``index`` has been extracted; returns frames now final."""
         self._last_pushed = max(self._last_pushed, index)
-        return self._finalise_upto(self._last_pushed - self.plan.max_lag)
+        return self._finalise_upto(self._last_pushed - self._max_lag)
 
     def finish(self) -> list[tuple[int, dict[str, float]]]:
         return self._finalise_upto(self._last_pushed)

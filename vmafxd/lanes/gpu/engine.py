@@ -279,9 +279,10 @@ def job_table(frames: Sequence["GpuFrame"], staging: Staging, dst_base: int, tem
 
     A source's jobs depend on its pointer, its layout and where it lands in
     staging.  The layout's part is made once per (format, planes) and kept in
-    ``templates`` (the layout's jobs at pointer 0 into staging at 0); the rest
-    is two columns added here: the source's pointer, and the k-th source's
-    place in staging (frame ``k // 2``, role ``k % 2``, as ``plane_ptr``).
+    ``templates`` (the layout's jobs at pointer 0 into staging at 0), as are
+    the places in staging per batch size (the k-th source: frame ``k // 2``,
+    role ``k % 2``, as ``plane_ptr``); the rest is two columns added here: the
+    sources' pointers, and ``dst_base`` plus their places.
     """
     srcs = [s for f in frames for s in (f.ref, f.dist)]
     keys = [(s.pixel_format, s.planes) for s in srcs]
@@ -292,17 +293,25 @@ def job_table(frames: Sequence["GpuFrame"], staging: Staging, dst_base: int, tem
     table = np.empty((len(srcs),) + template.shape[1:], dtype=np.uint64)
     table[:] = template
     table[:, :, 0] += np.array([s.ptr for s in srcs], dtype=np.uint64)[:, None]
-    k = np.arange(len(srcs), dtype=np.uint64)
-    place = (k // np.uint64(2)) * np.uint64(staging.frame_bytes) + (k % np.uint64(2)) * np.uint64(staging.role_bytes)
-    table[:, :, 5] += (np.uint64(dst_base) + place)[:, None]
+    table[:, :, 5] += _places(len(srcs), staging, templates) + np.uint64(dst_base)
     return table.reshape(-1, 8)
+
+
+def _places(count: int, staging: Staging, templates: dict) -> np.ndarray:
+    """uint64[count, 1]: the k-th source's offset in staging, ``k // 2`` frames and ``k % 2`` roles in."""
+    got = templates.get(count)
+    if got is None:
+        k = np.arange(count, dtype=np.uint64)
+        got = templates[count] = ((k // np.uint64(2)) * np.uint64(staging.frame_bytes)
+                                  + (k % np.uint64(2)) * np.uint64(staging.role_bytes))[:, None]
+    return got
 
 
 def _template(key: tuple, staging: Staging, templates: dict) -> np.ndarray:
     t = templates.get(key)
     if t is None:
         t = np.asarray(convert_jobs(FrameSource(0, *key), staging, 0, 0, 0), dtype=np.uint64)
-        if len(templates) >= 16:  # a session sees one or two layouts; bound it all the same
+        if len(templates) >= 80:  # a session sees one or two layouts (and batch sizes); bound it
             templates.clear()
         templates[key] = t
     return t
