@@ -55,6 +55,7 @@ PLANS = {
     "vmaf": (["version=vmaf_v0.6.1"], []),
     "vmaf+debug": (["version=vmaf_v0.6.1:vif.debug=true:adm.debug=true:motion.debug=true"], []),
     "psnr+ssim": ([], ["psnr", "float_ssim"]),
+    "motion": ([], ["motion"]),
     "vmaf_neg+psnr": (["version=vmaf_v0.6.1", "version=vmaf_v0.6.1neg:name=neg"], ["psnr"]),
 }
 

@@ -105,3 +105,25 @@ def test_psnr_columns_are_the_per_frame_metrics(bitdepth, options):
         got = {k: float(v[i]) for k, v in cols.items()}
         assert got == want, i
         assert all(v.dtype == np.float64 for v in cols.values())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("motion_options", ["", ":motion.motion_five_frame_window=true:motion.motion_moving_average=true"])
+def test_batches_as_columns_equal_frame_by_frame_and_the_cpu_lane(motion_options):
+    """24 frames in batches of 16 (the twins' columns: psnr, motion's temporal rule) and of 3
+    (frame by frame) give the CPU lane's numbers, bit for bit, on the emulator."""
+    from tests.lanes.conftest import load_runtime
+    from tests.lanes.test_gpu_engine import cpu_scores, gpu_scores
+    from tests.reference import vendored_pairs
+    from vmafxd.core.scoring import FeatureRequest, ScoringPlan
+    from vmafxd.model import load_model
+
+    rt, dev = load_runtime("emu")
+    pair = next(p for p in vendored_pairs() if p.id.startswith("p01_"))
+    plan = ScoringPlan.build(
+        [load_model(f"version=vmaf_v0.6.1:vif.debug=true:adm.debug=true:motion.debug=true{motion_options}")],
+        [FeatureRequest("psnr", {"enable_mse": "true", "enable_apsnr": "true"})])
+    want = cpu_scores(plan, pair)
+    assert len(want) == 24 and "mse_cb" in want[5] and any(n.startswith("integer_motion3") for n in want[5])
+    for batch in (16, 3):
+        assert gpu_scores(rt, dev, plan, pair, batch=batch) == want, batch
