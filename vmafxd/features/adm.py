@@ -61,7 +61,7 @@ from ._adm_dwt import dwt_s123, dwt_scale0
 from .declaration import FeatureDeclaration, Option, OptionError, debug_option, gain_limit_option, per_frame
 
 __all__ = ["DECLARATION", "AdmStats", "IntegerAdm", "compute_stats", "metrics_from_stats", "metrics_from_sums",
-           "columns_from_sums", "check_options"]
+           "columns_from_sums", "BatchScorer", "check_options"]
 
 DEFAULT_NORM_VIEW_DIST = 3.0
 DEFAULT_REF_DISPLAY_HEIGHT = 1080
@@ -309,6 +309,23 @@ def columns_from_sums(width: int, height: int, num: np.ndarray, den: np.ndarray,
                       options: Mapping[str, Any], code_path: str = "avx512") -> dict[str, np.ndarray]:
     """:func:`metrics_from_sums` as columns: base metric name -> float64 array over the N frames."""
     c = _consts(width, height, options)
+    return _columns(c, width, height, num, den, aim, options, code_path)
+
+
+class BatchScorer:
+    """:func:`columns_from_sums` for one size and set of options, its constants looked up once
+    (a session's GPU twin calls it once per batch)."""
+
+    def __init__(self, width: int, height: int, options: Mapping[str, Any], code_path: str = "avx512"):
+        self.width, self.height, self.options, self.code_path = width, height, options, code_path
+        self._consts = _consts(width, height, self.options)
+
+    def __call__(self, num: np.ndarray, den: np.ndarray, aim: np.ndarray) -> dict[str, np.ndarray]:
+        return _columns(self._consts, self.width, self.height, num, den, aim, self.options, self.code_path)
+
+
+def _columns(c: _Consts, width: int, height: int, num: np.ndarray, den: np.ndarray, aim: np.ndarray,
+             options: Mapping[str, Any], code_path: str) -> dict[str, np.ndarray]:
     skip0, skip_aim = bool(options["adm_skip_scale0"]), bool(options["adm_skip_aim"])
     simd = code_path == "avx512"
     n = num.shape[0]
