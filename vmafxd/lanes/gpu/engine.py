@@ -366,6 +366,8 @@ class GpuScorer:
             self.twins.append(twin)
         #: per twin: base metric name -> output name (the plan's names, once per session)
         self._names = [twin.instance.names for twin in self.twins]
+        #: per twin: its columns() (GpuFeature's), or None for one that gives dicts alone (cambi)
+        self._columns = [getattr(twin, "columns", None) for twin in self.twins]
         self.stats_bytes = max(8, offset)
         self._stats_dev = device.alloc(self.stats_bytes * max_batch)
         self._jobs_dev = device.alloc(max_batch * 2 * 3 * 64)
@@ -422,8 +424,8 @@ class GpuScorer:
         """Metrics of a batch whose ``done`` event has completed; returns frames now final."""
         if not batch.done.query():
             raise RuntimeError("batch completed before its done event")
-        for twin, names in zip(self.twins, self._names):
-            got = twin.columns(batch.stats, batch.first_seq, batch.count)
+        for twin, names, columns in zip(self.twins, self._names, self._columns):
+            got = columns(batch.stats, batch.first_seq, batch.count) if columns is not None else None
             if got is not None:  # the batch's values as arrays, handed over whole
                 first, cols = got
                 self.assembler.add_columns(first, {names[k]: v for k, v in cols.items() if k in names})
