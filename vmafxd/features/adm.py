@@ -244,6 +244,9 @@ class _Consts:
     num_div123: np.ndarray  # float32[3, 1]: scales 1..3's one float divisor each
     den_div: np.ndarray  # float64[4, 1]: per scale
     den_cube: np.ndarray  # float64[4, 3]: pow(factor, 3) per scale and band
+    #: float32[kinds, 1, scales, 1]: the noise floor each root gets (num, den: the scale's;
+    #: AIM: none), over the scales scored and the kinds computed (options adm_skip_*)
+    floors: np.ndarray
 
 
 _CONSTS: dict = {}
@@ -268,9 +271,12 @@ def _consts(width: int, height: int, options: Mapping[str, Any]) -> _Consts:
             e = (45, 39, 36)[s - 1] - p.cub_shift[0] - p.row_shift
             div123.append(np.float32(math.inf) if (e < 0 or e >= 128) else np.float32(2.0**e))
             den_div.append(_pow2_u32((32, 27, 23)[s - 1] - p.den_row_shift - p.den_cub_shift))
+    scored = noise[1:] if options["adm_skip_scale0"] else noise
+    kinds = [scored, scored] + ([] if options["adm_skip_aim"] else [[np.float32(0.0)] * len(scored)])
     got = _Consts(np.array(noise, dtype=np.float32), np.array(num_div0, dtype=np.float64),
                   np.array(div123, dtype=np.float32)[:, None], np.array(den_div, dtype=np.float64)[:, None],
-                  np.array([[math.pow(float(f), 3) for f in factors[s]] for s in range(4)], dtype=np.float64))
+                  np.array([[math.pow(float(f), 3) for f in factors[s]] for s in range(4)], dtype=np.float64),
+                  np.array(kinds, dtype=np.float32)[:, None, :, None])
     if len(_CONSTS) > 64:
         _CONSTS.clear()
     _CONSTS[key] = got
@@ -337,24 +343,18 @@ def _columns(c: _Consts, width: int, height: int, num: np.ndarray, den: np.ndarr
         terms = terms[:, :, 1:]
     roots = powf_array(terms.ravel(), ONE_THIRD_F).reshape(terms.shape)
     # each band's root plus the scale's noise floor (none for AIM), then h + v + d in float
-    noise = c.noise[1:] if skip0 else c.noise
-    floors = np.stack([noise, noise, np.zeros_like(noise)][:len(kinds)])[:, None, :, None]
-    r = roots + floors
+    r = roots + c.floors
     sums = ((r[..., 0] + r[..., 1]) + r[..., 2]).astype(np.float64)  # [kind, frame, scale]
     if skip0:
         skipped = np.zeros((len(kinds), n, 1))
         skipped[1] = float(np.float32(1e-10))  # den
         sums = np.concatenate([skipped, sums], axis=2)
-    nums = [sums[0, :, s] for s in range(4)]
-    dens = [sums[1, :, s] for s in range(4)]
-    tot_num = np.zeros(n)
-    tot_den = np.zeros(n)
-    tot_aim = np.zeros(n)
-    for s in range(4):  # in double, scale by scale from 0.0, as C adds them
-        tot_num += nums[s]
-        tot_den += dens[s]
-        if not skip_aim:
-            tot_aim += sums[2, :, s]
+    # in double, scale by scale from 0.0, as C adds them (every kind at once)
+    tot = np.zeros(sums.shape[:2])
+    for s in range(4):
+        tot += sums[:, :, s]
+    tot_num, tot_den = tot[0], tot[1]
+    tot_aim = np.zeros(n) if skip_aim else tot[2]
 
     limit = 1e-10 * (width * height) / (1920.0 * 1080.0)
     tot_num[tot_num < limit] = 0.0
@@ -364,21 +364,21 @@ def _columns(c: _Consts, width: int, height: int, num: np.ndarray, den: np.ndarr
         # libvmaf leaves the AIM score uninitialised when den is 0; 0 is our choice.
         score = np.where(zero, 1.0, tot_num / np.where(zero, 1.0, tot_den))
         score_aim = np.where(zero, 0.0, tot_aim / np.where(zero, 1.0, tot_den))
-        per_scale = [nums[s] / dens[s] for s in range(4)]
+        per_scale = sums[0] / sums[1]  # [frame, scale]
     w = float(options["adm_dlm_weight"])
     adm3 = score * w + (1 - score_aim) * (1 - w)
     min_val = float(options["adm_min_val"])
     adm3 = np.where(adm3 > min_val, adm3, min_val)
     columns = {"integer_adm2": score, "integer_aim": score_aim, "integer_adm3": adm3}
     for s in range(4):
-        columns[f"integer_adm_scale{s}"] = per_scale[s]
+        columns[f"integer_adm_scale{s}"] = per_scale[:, s]
     if options.get("debug"):
         columns["integer_adm"] = score
         columns["integer_adm_num"] = tot_num
         columns["integer_adm_den"] = tot_den
         for s in range(4):
-            columns[f"integer_adm_num_scale{s}"] = nums[s]
-            columns[f"integer_adm_den_scale{s}"] = dens[s]
+            columns[f"integer_adm_num_scale{s}"] = sums[0, :, s]
+            columns[f"integer_adm_den_scale{s}"] = sums[1, :, s]
     return columns
 
 
