@@ -38,12 +38,18 @@ class SvmModel:
             x = x[None, :]
         if x.shape[1] < self.sv.shape[1]:
             raise ValueError(f"model needs {self.sv.shape[1]} features, got {x.shape[1]}")
-        d2 = np.zeros((x.shape[0], self.sv.shape[0]))
-        sv_t = np.ascontiguousarray(self.sv.T)  # each feature's support-vector values, contiguous
-        for k in range(self.sv.shape[1]):
-            d = x[:, k : k + 1] - sv_t[k]
-            d *= d
-            d2 += d
+        nf = self.sv.shape[1]
+        if nf == 0:
+            d2 = np.zeros((x.shape[0], self.sv.shape[0]))
+        else:
+            # every (feature, frame, support vector) difference squared at once (support vectors
+            # innermost: long contiguous rows); then summed feature by feature in index order
+            # from the first (0.0 + a is a, as libsvm starts)
+            sq = np.ascontiguousarray(x[:, :nf].T)[:, :, None] - np.ascontiguousarray(self.sv.T)[:, None, :]
+            sq *= sq
+            d2 = sq[0].copy()
+            for k in range(1, nf):
+                d2 += sq[k]
         # the C library's exp, as libsvm calls it: numpy's vectorised exp rounds differently
         # for a few arguments in a hundred (seen with the v1.0.16 models' 215 support vectors)
         # (map straight into an array: a third less time than a list comprehension)
