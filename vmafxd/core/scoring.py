@@ -295,6 +295,7 @@ class FrameAssembler:
             return []
         a = self._rows(first, last + 1 - first)
         b = a + last + 1 - first
+        self._next_final = last + 1  # final even if a model fails on them (they are not emitted then)
         self._predict(a, b)
         names = self._names
         vals = self._vals[a:b, :len(names)].tolist()
@@ -304,7 +305,6 @@ class FrameAssembler:
         else:
             dicts = [{n: v for n, v, h in zip(names, row, hrow) if h} for row, hrow in zip(vals, have.tolist())]
         ready = list(zip(range(first, last + 1), dicts))
-        self._next_final = last + 1
         self.frames.extend(ready)
         return ready
 
