@@ -34,6 +34,7 @@ __all__ = [
     "apsnr_from_totals",
     "compute_stats",
     "metrics_from_stats",
+    "columns_from_stats",
     "psnr_params",
 ]
 
@@ -145,6 +146,32 @@ def metrics_from_stats(
         out[PSNR_NAMES[p]] = c_min(10.0 * c_log10(peak_sq / floor_mse), params.psnr_max[p])
         if params.enable_mse:
             out[MSE_NAMES[p]] = mse
+    return out
+
+
+def columns_from_stats(
+    sse: np.ndarray, plane_shapes: Sequence[tuple[int, int]], params: PsnrParams
+) -> dict[str, np.ndarray]:
+    """:func:`metrics_from_stats` of N frames at once, from int64[N, planes] SSE: name -> float64[N].
+
+    The same operations element by element: the int64 to double conversion,
+    the divisions and the floor in double, C's ``log10`` per element (through
+    :func:`c_log10`: numpy's vectorised log10 may differ in the last bit), then
+    the cap as ``MIN``."""
+    planes = len(plane_shapes)
+    peak_sq = float((params.peak * params.peak) & _U32)
+    pixels = np.array([float((w * h) & _U32) for h, w in plane_shapes])
+    caps = np.array(params.psnr_max[:planes], dtype=np.float64)
+    # [frame, plane], every plane at once: each element's operations are the scalar ones
+    mse = sse[:, :planes].astype(np.float64) / pixels
+    ratio = (peak_sq / np.where(mse > 1e-16, mse, 1e-16)).ravel().tolist()
+    db = 10.0 * np.fromiter(map(c_log10, ratio), dtype=np.float64, count=len(ratio)).reshape(mse.shape)
+    db = np.where(db < caps, db, caps)
+    out: dict[str, np.ndarray] = {}
+    for p in range(planes):
+        out[PSNR_NAMES[p]] = db[:, p]
+        if params.enable_mse:
+            out[MSE_NAMES[p]] = mse[:, p]
     return out
 
 

@@ -42,8 +42,9 @@ ENGINES = ("auto", "compiled", "numpy")
 #: The others' kernels are shaped for thousands of GPU threads (a tile and its halo per
 #: block, an index divided per sample) and lose to the vectorised twins on a CPU at one
 #: size or both: motion, vif, psnr, float_motion; cambi, float_vif and float_psnr win at
-#: one size only.  (vif and psnr run native kernels in auto: vmafxd/lanes/native/vif.cpp,
-#: psnr.cpp, 0.6-0.9 of libvmaf's single-threaded C; docs/performance.md.)
+#: one size only (cambi and motion run their native kernels instead, and so do adm, vif and
+#: psnr: vmafxd/lanes/native; vif and psnr at 0.6-0.9 of libvmaf's single-threaded C,
+#: docs/performance.md).
 AUTO_FEATURES = frozenset({
     "adm", "ciede", "float_adm", "float_ansnr", "float_moment", "float_ms_ssim", "float_ssim", "psnr_hvs",
     # the SpEED pair runs its native kernel in auto (vmafxd/lanes/native/speed.cpp: faster than these and libvmaf)
@@ -108,7 +109,7 @@ def make_cpu_scorer(plan, width: int, height: int, bitdepth: int, subsampling: S
     features with a native kernel (:mod:`.native`) run it, those in AUTO_FEATURES the compiled
     GPU kernels, the rest their twins; a build that fails is said once in the log and the twins
     score instead.  A plan the kernels do not take (GpuUnsupported: e.g. CAMBI's heatmaps) is
-    the twins' with either."""
+    the twins' with either (with ``auto``, a native kernel still runs its feature)."""
     from ..core.scoring import CpuScorer
     from .errors import CompileError
     from .gpu.engine import GpuUnsupported

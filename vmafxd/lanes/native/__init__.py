@@ -35,6 +35,9 @@ log = logging.getLogger("vmafxd.lanes.native")
 
 #: feature name -> ``module:Class`` of its native extractor in this package
 NATIVE_FEATURES: dict[str, str] = {
+    "adm": "adm:NativeAdm",
+    "cambi": "cambi:NativeCambi",
+    "motion": "motion:NativeMotion",
     "speed_chroma": "speed:SpeedChroma",
     "speed_temporal": "speed:SpeedTemporal",
     "psnr": "psnr:Psnr",
