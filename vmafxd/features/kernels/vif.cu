@@ -67,6 +67,149 @@ VX_DEVICE i32 vif_log2_64(const u16* table, u64 v)
 template <typename T> struct VifSqSum { typedef u64 type; };
 template <> struct VifSqSum<u8> { typedef u32 type; };
 
+// ---- the filter sums, with the mirrored taps folded ----------------------------------------
+// Every filter is symmetric (tap k = tap FW-1-k), so a sum over the window is
+//     sum_{k<HALF} f[k] * (x[k] + x[FW-1-k])  +  f[HALF] * x[HALF]
+// (the ALU adds the mirrored pair, one multiply-add per pair instead of two: the multiply-add
+// pipe, which was the bound, does about half the work).  All the values below are unsigned
+// and every filter's taps add up to 2^16, so a partial sum never exceeds the whole sum: a sum
+// type is wide enough when the whole sum fits, whatever the order of the terms, and the
+// integers (hence libvmaf's rounding and shifts, applied to the whole sums as before) are
+// the same.  Three sum types, each for the values it is given:
+//   VifSum32   (u32): values v <= 65535 (a picture, 8 to 16 bits, or a 16-bit mean):
+//              sum <= 2^16 * 65535 < 2^32; a pair v0 + v1 <= 131070 and f * (v0 + v1) <= 2^32
+//              too.  Also the 8-bit products a * b <= 255^2 = 65025 (scale 0 of 8-bit input,
+//              where s_sq = 0): sum <= 2^16 * 65025 = 4,261,478,400 < 2^32.
+//   VifSumWide (u64): values below 2^32 (16-bit products, the vertical pass's moments): sum
+//              < 2^16 * 2^32 = 2^48; one widening multiply-add a tap (a pair would need 33 bits).
+//   VifSumSplit: the same values as Wide, their low and high 16 bits summed apart in 32 bits
+//              (each half <= 65535, so each sum <= 2^16 * 65535 < 2^32 and a pair fits as in
+//              VifSum32); the value is hi * 2^16 + lo = sum f * v exactly.  Pairs fold again,
+//              for two 32-bit multiply-adds a pair instead of two widening ones; the halves
+//              cost the ALU two operations a value (shared by the strip's outputs).
+// VIF_HSPLIT moments of the horizontal pass (of xx, yy, xy, in that order) and, for 16-bit
+// products, VIF_VSPLIT of the vertical pass use VifSumSplit, the others VifSumWide: the mix
+// balances the multiply-add and ALU pipes (scripts/bench_vif_tiles.sh times the choices).
+#ifndef VIF_SYM
+#define VIF_SYM 1  // 0: the unfolded taps (the kernel before the fold, for timing A/B)
+#endif
+#ifndef VIF_HSPLIT
+#define VIF_HSPLIT 2
+#endif
+#ifndef VIF_VSPLIT
+#define VIF_VSPLIT 2
+#endif
+
+// (member functions: VX_DEVICE is static)
+#if defined(VX_EMU)
+#define VIF_MEMBER inline
+#else
+#define VIF_MEMBER __device__ __forceinline__
+#endif
+
+struct VifSum32 {
+    u32 s;
+    VIF_MEMBER void zero() { s = 0; }
+    VIF_MEMBER void one(u32 f, u32 v) { s += f * v; }
+    VIF_MEMBER void pair(u32 f, u32 v0, u32 v1) { s += f * (v0 + v1); }
+    VIF_MEMBER u32 value() const { return s; }
+};
+
+struct VifSumWide {
+    u64 s;
+    VIF_MEMBER void zero() { s = 0; }
+    VIF_MEMBER void one(u32 f, u32 v) { s += (u64)f * v; }
+    VIF_MEMBER void pair(u32 f, u32 v0, u32 v1) { one(f, v0), one(f, v1); }
+    VIF_MEMBER u64 value() const { return s; }
+};
+
+struct VifSumSplit {
+    u32 lo, hi;
+    VIF_MEMBER void zero() { lo = hi = 0; }
+    VIF_MEMBER void one(u32 f, u32 v) { lo += f * (v & 0xffffu); hi += f * (v >> 16); }
+    VIF_MEMBER void pair(u32 f, u32 v0, u32 v1)
+    {
+        lo += f * ((v0 & 0xffffu) + (v1 & 0xffffu));
+        hi += f * ((v0 >> 16) + (v1 >> 16));
+    }
+    VIF_MEMBER u64 value() const { return ((u64)hi << 16) + lo; }
+};
+
+// the sum type of moment m (0 xx, 1 yy, 2 xy) when `split` of the three are split
+template <bool SPLIT> struct VifSumPick { typedef VifSumWide type; };
+template <> struct VifSumPick<true> { typedef VifSumSplit type; };
+
+// The vertical pass of a column strip: outputs j = 0..VIF_RV-1 filter rows j..j+FW-1 of the
+// column at p (ref) / q (dist), rows VIF_IW apart.  The pairs go outermost, so a row's sample
+// and its three products (computed once, kept in registers while the strip's outputs use
+// them) live for about VIF_RV pair steps.  S: the moments' sum type (VifSum32 for 8-bit
+// samples, VifSumWide/VifSumSplit otherwise).
+template <int FW, typename SR, typename SD, typename SX>
+VX_DEVICE void vif_vertical_sym(const u16* p, const u16* q, VifSum32* m1, VifSum32* m2, SR* rr, SD* dd, SX* rd)
+{
+    const int HALF = FW / 2;
+#pragma unroll
+    for (int j = 0; j < VIF_RV; ++j) m1[j].zero(), m2[j].zero(), rr[j].zero(), dd[j].zero(), rd[j].zero();
+#pragma unroll
+    for (int k = 0; k <= HALF; ++k) {
+        const u32 f = vif_tap<FW>(k);
+#pragma unroll
+        for (int j = 0; j < VIF_RV; ++j) {
+            const u32 a0 = p[(j + k) * VIF_IW], b0 = q[(j + k) * VIF_IW];
+            if (k == HALF) {  // the centre tap
+                m1[j].one(f, a0), m2[j].one(f, b0);
+                rr[j].one(f, a0 * a0), dd[j].one(f, b0 * b0), rd[j].one(f, a0 * b0);
+            } else {
+                const u32 a1 = p[(j + FW - 1 - k) * VIF_IW], b1 = q[(j + FW - 1 - k) * VIF_IW];
+                m1[j].pair(f, a0, a1), m2[j].pair(f, b0, b1);
+                // a * b < 2^32 for 16-bit samples: the products are exact in u32
+                rr[j].pair(f, a0 * a0, a1 * a1), dd[j].pair(f, b0 * b0, b1 * b1), rd[j].pair(f, a0 * b0, a1 * b1);
+            }
+        }
+    }
+}
+
+// The horizontal pass of a row strip: outputs j = 0..VIF_RH-1 filter columns j..j+FW-1 of
+// the vertical results from column 0 of the pointers.  Means: VifSum32 (16-bit means);
+// moments (below 2^32): the first VIF_HSPLIT of xx, yy, xy split, the others wide.
+template <int FW>
+VX_DEVICE void vif_horizontal_sym(const u16* mu1p, const u16* mu2p, const u32* rrp, const u32* ddp, const u32* rdp,
+                                  u32* mu1, u32* mu2, u64* xx, u64* yy, u64* xy)
+{
+    const int HALF = FW / 2;
+    VifSum32 m1[VIF_RH], m2[VIF_RH];
+    typename VifSumPick<(VIF_HSPLIT > 0)>::type sx[VIF_RH];
+    typename VifSumPick<(VIF_HSPLIT > 1)>::type sy[VIF_RH];
+    typename VifSumPick<(VIF_HSPLIT > 2)>::type sxy[VIF_RH];
+#pragma unroll
+    for (int j = 0; j < VIF_RH; ++j) m1[j].zero(), m2[j].zero(), sx[j].zero(), sy[j].zero(), sxy[j].zero();
+#pragma unroll
+    for (int k = 0; k <= HALF; ++k) {
+        const u32 f = vif_tap<FW>(k);
+#pragma unroll
+        for (int j = 0; j < VIF_RH; ++j) {
+            const int c0 = j + k, c1 = j + FW - 1 - k;
+            if (k == HALF) {
+                m1[j].one(f, mu1p[c0]), m2[j].one(f, mu2p[c0]);
+                sx[j].one(f, rrp[c0]), sy[j].one(f, ddp[c0]), sxy[j].one(f, rdp[c0]);
+            } else {
+                m1[j].pair(f, mu1p[c0], mu1p[c1]), m2[j].pair(f, mu2p[c0], mu2p[c1]);
+                sx[j].pair(f, rrp[c0], rrp[c1]), sy[j].pair(f, ddp[c0], ddp[c1]), sxy[j].pair(f, rdp[c0], rdp[c1]);
+            }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < VIF_RH; ++j) {
+        mu1[j] = m1[j].value(), mu2[j] = m2[j].value();
+        xx[j] = sx[j].value(), yy[j] = sy[j].value(), xy[j] = sxy[j].value();
+    }
+}
+
+// the vertical pass's sum type of moment M (0 rr, 1 dd, 2 rd) for samples T: 8-bit products
+// in 32 bits (VifSum32's bound), 16-bit ones split for the first VIF_VSPLIT moments
+template <typename T, int M> struct VifMoment { typedef typename VifSumPick<(M < VIF_VSPLIT)>::type type; };
+template <int M> struct VifMoment<u8, M> { typedef VifSum32 type; };
+
 // Stage the ih x iw rectangle of both pictures from row gy0, column gx0 in shared memory (row
 // pitch in_pitch), mirrored as libvmaf mirrors.  Rows and columns past the mirror's reach
 // (h + half, w + half) feed only outputs past the picture: they stay zero.
@@ -158,6 +301,19 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
         if (tx >= IW) continue;
         u32 m1[VIF_RV], m2[VIF_RV];
         SqSum rr[VIF_RV], dd[VIF_RV], rd[VIF_RV];
+#if VIF_SYM
+        {
+            VifSum32 s1[VIF_RV], s2[VIF_RV];
+            typename VifMoment<T, 0>::type sr[VIF_RV];
+            typename VifMoment<T, 1>::type sd[VIF_RV];
+            typename VifMoment<T, 2>::type srd[VIF_RV];
+            vif_vertical_sym<FW>(&in_r[y][tx], &in_d[y][tx], s1, s2, sr, sd, srd);
+#pragma unroll
+            for (int j = 0; j < VIF_RV; ++j)
+                m1[j] = s1[j].value(), m2[j] = s2[j].value(), rr[j] = sr[j].value(), dd[j] = sd[j].value(),
+                rd[j] = srd[j].value();
+        }
+#else
 #pragma unroll
         for (int j = 0; j < VIF_RV; ++j) m1[j] = m2[j] = 0, rr[j] = dd[j] = rd[j] = 0;
 #pragma unroll
@@ -175,6 +331,7 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
                 rd[j] += (SqSum)fa * b;
             }
         }
+#endif
 #pragma unroll
         for (int j = 0; j < VIF_RV; ++j) {
             v_mu1[y + j][tx] = (u16)((m1[j] + rnd_mu) >> s_mu);
@@ -194,6 +351,10 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
         if (y0 + ty >= h || x0 + x >= w) continue;
         u32 mu1[VIF_RH], mu2[VIF_RH];
         u64 xx[VIF_RH], yy[VIF_RH], xy[VIF_RH];
+#if VIF_SYM
+        vif_horizontal_sym<FW>(&v_mu1[ty][x], &v_mu2[ty][x], &v_rr[ty][x], &v_dd[ty][x], &v_rd[ty][x], mu1, mu2, xx,
+                               yy, xy);
+#else
 #pragma unroll
         for (int j = 0; j < VIF_RH; ++j) mu1[j] = mu2[j] = 0, xx[j] = yy[j] = xy[j] = 0;
 #pragma unroll
@@ -211,6 +372,7 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
                 xy[j] += (u64)f * c;
             }
         }
+#endif
 #pragma unroll
         for (int j = 0; j < VIF_RH; ++j) {
             if (x0 + x + j >= w) break;
