@@ -113,7 +113,8 @@ VIF_CASES = [
 VIF_VARIANTS = {
     "default": (),
     "unfolded": ("-DVIF_SYM=0",),
-    "wide": ("-DVIF_HSPLIT=0", "-DVIF_VSPLIT=0"),
+    "allfold-split": ("-DVIF_HFOLD=1", "-DVIF_VFOLD16=1"),
+    "allfold-wide": ("-DVIF_HFOLD=1", "-DVIF_VFOLD16=1", "-DVIF_HSPLIT=0", "-DVIF_VSPLIT=0"),
 }
 
 

@@ -90,8 +90,29 @@ template <> struct VifSqSum<u8> { typedef u32 type; };
 // VIF_HSPLIT moments of the horizontal pass (of xx, yy, xy, in that order) and, for 16-bit
 // products, VIF_VSPLIT of the vertical pass use VifSumSplit, the others VifSumWide: the mix
 // balances the multiply-add and ALU pipes (scripts/bench_vif_tiles.sh times the choices).
+// Which passes fold (compile-time, for timing A/B: scripts/bench_vif_tiles.sh):
+//   VIF_VFOLD (default 1): the vertical pass.  sm_90 SASS of vx_vif_stats0_u8's vertical pass
+//     (ptxas, one strip of 4 outputs): 559 instructions, 338 on the multiply-add pipe,
+//     against 595 and 345 unfolded.
+//   VIF_HFOLD (default 0): the horizontal pass.  Its moments are 48-bit sums: unfolded, one
+//     widening multiply-add a tap; folded, the pair needs 33 bits, and ptxas's code
+//     (1,006-1,023 instructions a strip of 3 outputs, against 766; 9-84 widening multiply-adds
+//     against 156) is a win only if a widening multiply-add costs the pipe two issues: for
+//     the device to decide.
+//   VIF_SYM=0 sets both to 0: the kernel as it was before the fold.
 #ifndef VIF_SYM
-#define VIF_SYM 1  // 0: the unfolded taps (the kernel before the fold, for timing A/B)
+#define VIF_SYM 1
+#endif
+#ifndef VIF_VFOLD
+#define VIF_VFOLD VIF_SYM
+#endif
+#ifndef VIF_HFOLD
+#define VIF_HFOLD 0
+#endif
+// VIF_VFOLD16 (default 0): fold the vertical pass of 16-bit samples too (its moments are 48-bit
+//   sums, split into halves: vx_vif_stats1's strip is 564 instructions folded against 390)
+#ifndef VIF_VFOLD16
+#define VIF_VFOLD16 0
 #endif
 #ifndef VIF_HSPLIT
 #define VIF_HSPLIT 2
@@ -105,6 +126,17 @@ template <> struct VifSqSum<u8> { typedef u32 type; };
 #define VIF_MEMBER inline
 #else
 #define VIF_MEMBER __device__ __forceinline__
+#endif
+
+// A value the compiler must take as it is: without it, it re-fuses a folded pair's sum of
+// products, p0 * p0 + p1 * p1, into a multiply-add (the multiply-add pipe again) and drops the
+// per-sample products it shared between the strip's outputs.  Costs no instruction.
+#if defined(VX_EMU)
+VX_DEVICE u32 vif_opaque(u32 v) { return v; }
+#elif defined(VX_HIP)
+VX_DEVICE u32 vif_opaque(u32 v) { asm("" : "+v"(v)); return v; }
+#else
+VX_DEVICE u32 vif_opaque(u32 v) { asm("" : "+r"(v)); return v; }
 #endif
 
 struct VifSum32 {
@@ -155,15 +187,18 @@ VX_DEVICE void vif_vertical_sym(const u16* p, const u16* q, VifSum32* m1, VifSum
         const u32 f = vif_tap<FW>(k);
 #pragma unroll
         for (int j = 0; j < VIF_RV; ++j) {
-            const u32 a0 = p[(j + k) * VIF_IW], b0 = q[(j + k) * VIF_IW];
+            // a row's sample and products (a * b < 2^32 for 16-bit samples: exact in u32)
+            const int r0 = j + k, r1 = j + FW - 1 - k;
+            const u32 a0 = p[r0 * VIF_IW], b0 = q[r0 * VIF_IW];
+            const u32 aa0 = vif_opaque(a0 * a0), bb0 = vif_opaque(b0 * b0), ab0 = vif_opaque(a0 * b0);
             if (k == HALF) {  // the centre tap
                 m1[j].one(f, a0), m2[j].one(f, b0);
-                rr[j].one(f, a0 * a0), dd[j].one(f, b0 * b0), rd[j].one(f, a0 * b0);
+                rr[j].one(f, aa0), dd[j].one(f, bb0), rd[j].one(f, ab0);
             } else {
-                const u32 a1 = p[(j + FW - 1 - k) * VIF_IW], b1 = q[(j + FW - 1 - k) * VIF_IW];
+                const u32 a1 = p[r1 * VIF_IW], b1 = q[r1 * VIF_IW];
+                const u32 aa1 = vif_opaque(a1 * a1), bb1 = vif_opaque(b1 * b1), ab1 = vif_opaque(a1 * b1);
                 m1[j].pair(f, a0, a1), m2[j].pair(f, b0, b1);
-                // a * b < 2^32 for 16-bit samples: the products are exact in u32
-                rr[j].pair(f, a0 * a0, a1 * a1), dd[j].pair(f, b0 * b0, b1 * b1), rd[j].pair(f, a0 * b0, a1 * b1);
+                rr[j].pair(f, aa0, aa1), dd[j].pair(f, bb0, bb1), rd[j].pair(f, ab0, ab1);
             }
         }
     }
@@ -301,8 +336,7 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
         if (tx >= IW) continue;
         u32 m1[VIF_RV], m2[VIF_RV];
         SqSum rr[VIF_RV], dd[VIF_RV], rd[VIF_RV];
-#if VIF_SYM
-        {
+        if (VIF_VFOLD && (sizeof(T) == 1 || VIF_VFOLD16)) {
             VifSum32 s1[VIF_RV], s2[VIF_RV];
             typename VifMoment<T, 0>::type sr[VIF_RV];
             typename VifMoment<T, 1>::type sd[VIF_RV];
@@ -312,26 +346,25 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
             for (int j = 0; j < VIF_RV; ++j)
                 m1[j] = s1[j].value(), m2[j] = s2[j].value(), rr[j] = sr[j].value(), dd[j] = sd[j].value(),
                 rd[j] = srd[j].value();
-        }
-#else
+        } else {  // unfolded
 #pragma unroll
-        for (int j = 0; j < VIF_RV; ++j) m1[j] = m2[j] = 0, rr[j] = dd[j] = rd[j] = 0;
+            for (int j = 0; j < VIF_RV; ++j) m1[j] = m2[j] = 0, rr[j] = dd[j] = rd[j] = 0;
 #pragma unroll
-        for (int k = 0; k < VIF_RV + FW - 1; ++k) {
-            const u32 a = in_r[y + k][tx], b = in_d[y + k][tx];
+            for (int k = 0; k < VIF_RV + FW - 1; ++k) {
+                const u32 a = in_r[y + k][tx], b = in_d[y + k][tx];
 #pragma unroll
-            for (int j = 0; j < VIF_RV; ++j) {
-                if (k - j < 0 || k - j >= FW) continue;
-                const u32 f = vif_tap<FW>(k - j);
-                const u32 fa = f * a, fb = f * b;
-                m1[j] += fa;
-                m2[j] += fb;
-                rr[j] += (SqSum)fa * a;
-                dd[j] += (SqSum)fb * b;
-                rd[j] += (SqSum)fa * b;
+                for (int j = 0; j < VIF_RV; ++j) {
+                    if (k - j < 0 || k - j >= FW) continue;
+                    const u32 f = vif_tap<FW>(k - j);
+                    const u32 fa = f * a, fb = f * b;
+                    m1[j] += fa;
+                    m2[j] += fb;
+                    rr[j] += (SqSum)fa * a;
+                    dd[j] += (SqSum)fb * b;
+                    rd[j] += (SqSum)fa * b;
+                }
             }
         }
-#endif
 #pragma unroll
         for (int j = 0; j < VIF_RV; ++j) {
             v_mu1[y + j][tx] = (u16)((m1[j] + rnd_mu) >> s_mu);
@@ -351,7 +384,7 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
         if (y0 + ty >= h || x0 + x >= w) continue;
         u32 mu1[VIF_RH], mu2[VIF_RH];
         u64 xx[VIF_RH], yy[VIF_RH], xy[VIF_RH];
-#if VIF_SYM
+#if VIF_SYM && VIF_HFOLD
         vif_horizontal_sym<FW>(&v_mu1[ty][x], &v_mu2[ty][x], &v_rr[ty][x], &v_dd[ty][x], &v_rd[ty][x], mu1, mu2, xx,
                                yy, xy);
 #else
