@@ -300,10 +300,24 @@ VX_DEVICE void vif_pixel(u32 mu1, u32 mu2, u64 xx, u64 yy, u64 xy, const u16* lo
     }
 }
 
-template <typename T, int FW>
+// The decimation to scale 1 fused into scale 0's statistics (DOWN): the stats block's staged
+// input (its tile and a halo of 8 rows and columns, mirrored) holds every sample that the
+// scale-1 pixels of its tile need (those at even rows and columns 2 oy, 2 ox inside the tile,
+// whose 9-tap windows reach 4 past it), so the block filters them from shared memory too and
+// the separate decimation launch (vx_vif_down1_*, which staged the same picture again) goes.
+// The arithmetic is vif_down_impl's: vertical (sum f*x + 2^(s_mu-1)) >> s_mu in 32 bits
+// (<= 2^16 (2^b - 1) + 2^(b-1) < 2^32), horizontal (sum f*v + 2^15) >> 16 (<= 2^16 * 65535 +
+// 2^15 < 2^32), mirrored as libvmaf (the staged halo is that mirror), the same integers.
+struct VifDownOut {
+    u16* ref;
+    u16* dis;
+    i64 frame_stride, pitch;
+};
+
+template <typename T, int FW, bool DOWN>
 VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int w, int h, i64 pitch,
                               int s_mu, int s_sq, const u16* log2_table, double gain_limit,
-                              i64* out, int out_stride, int out_index)
+                              i64* out, int out_stride, int out_index, VifDownOut down = VifDownOut())
 {
     const int HALF = FW / 2;
     const int IW = VIF_TW + FW - 1;  // tile columns incl. halo
@@ -426,6 +440,47 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
     __syncthreads();
     s = vx_block_sum_i64(den_non_log, scratch);
     if (t == 0 && s) vx_atomic_add_i64(o + 3, s);
+    if (!DOWN) return;
+
+    // ---- the scale-1 pixels of this tile (see VifDownOut), from the staged input
+    const int DF = 9, DH = 4;               // scale 1's taps
+    const int DW = VIF_TW / 2, DHT = VIF_TH / 2;  // scale-1 pixels a tile
+    const int DCOLS = VIF_TW + DF - 2;      // staged columns their windows read (2 (DW-1) + DF)
+    const int w2 = w / 2, h2 = h / 2, oy0 = y0 / 2, ox0 = x0 / 2;
+    // staged row/column of the first tap of scale-1 pixel (0, 0): 2 * 0 - DH, offset by HALF
+    const int r0 = HALF - DH, c0 = HALF - DH;
+    const u32 rnd = 1u << (s_mu - 1);       // s_mu = bpc >= 8 at scale 0
+    // the vertical sums reuse v_rr / v_dd (the horizontal pass read them before the barriers
+    // of the block sums above)
+    for (int i = t; i < DHT * DCOLS; i += blockDim.x) {
+        const int ty = i / DCOLS, c = i % DCOLS;
+        if (oy0 + ty >= h2) continue;
+        u32 ar = 0, ad = 0;
+#pragma unroll
+        for (int k = 0; k < DF; ++k) {
+            const u32 f = vif_tap<DF>(k);
+            ar += f * (u32)in_r[r0 + 2 * ty + k][c0 + c];
+            ad += f * (u32)in_d[r0 + 2 * ty + k][c0 + c];
+        }
+        v_rr[ty][c] = (ar + rnd) >> s_mu;
+        v_dd[ty][c] = (ad + rnd) >> s_mu;
+    }
+    __syncthreads();
+    for (int i = t; i < DHT * DW; i += blockDim.x) {
+        const int ty = i / DW, tx = i % DW;
+        const int oy = oy0 + ty, ox = ox0 + tx;
+        if (oy >= h2 || ox >= w2) continue;
+        u32 ar = 0, ad = 0;
+#pragma unroll
+        for (int k = 0; k < DF; ++k) {
+            const u32 f = vif_tap<DF>(k);
+            ar += f * v_rr[ty][2 * tx + k];
+            ad += f * v_dd[ty][2 * tx + k];
+        }
+        const i64 o2 = frame * down.frame_stride + (i64)oy * down.pitch + ox;
+        down.ref[o2] = (u16)((ar + 32768) >> 16);
+        down.dis[o2] = (u16)((ad + 32768) >> 16);
+    }
 }
 
 // Decimation to the next scale: filter with that scale's taps (FW), keep even
@@ -503,8 +558,21 @@ VX_DEVICE void vif_down_impl(const T* ref, const T* dis, i64 frame_stride, int w
                         int s_sq, const u16* log2_table, double gain_limit, i64* out, int out_stride,          \
                         int out_index)                                                                       \
     {                                                                                                        \
-        vif_stats_impl<T, FW>(ref, dis, frame_stride, w, h, pitch, s_mu, s_sq, log2_table, gain_limit, out,  \
-                              out_stride, out_index);                                                        \
+        vif_stats_impl<T, FW, false>(ref, dis, frame_stride, w, h, pitch, s_mu, s_sq, log2_table, gain_limit,  \
+                                     out, out_stride, out_index);                                            \
+    }
+
+// scale 0's statistics and the decimation to scale 1 in one launch (VifDownOut); the grid is
+// the statistics' (VIF_TW x VIF_TH tiles), the scale-1 pictures as vx_vif_down1_*'s
+#define VIF_STATS_DOWN(NAME, T)                                                                             \
+    VX_KERNEL void __launch_bounds__(VIF_THREADS, VIF_STATS_MINB) NAME(const T* ref, const T* dis, i64 frame_stride, int w, int h, i64 pitch, int s_mu,      \
+                        int s_sq, const u16* log2_table, double gain_limit, i64* out, int out_stride,          \
+                        int out_index, u16* out_ref, u16* out_dis, i64 out_frame_stride, i64 out_pitch)      \
+    {                                                                                                        \
+        VifDownOut down;                                                                                     \
+        down.ref = out_ref, down.dis = out_dis, down.frame_stride = out_frame_stride, down.pitch = out_pitch; \
+        vif_stats_impl<T, 17, true>(ref, dis, frame_stride, w, h, pitch, s_mu, s_sq, log2_table, gain_limit,   \
+                                    out, out_stride, out_index, down);                                       \
     }
 
 VIF_STATS(vx_vif_stats0_u8, u8, 17)
@@ -512,6 +580,8 @@ VIF_STATS(vx_vif_stats0_u16, u16, 17)
 VIF_STATS(vx_vif_stats1, u16, 9)
 VIF_STATS(vx_vif_stats2, u16, 5)
 VIF_STATS(vx_vif_stats3, u16, 3)
+VIF_STATS_DOWN(vx_vif_stats0_down_u8, u8)
+VIF_STATS_DOWN(vx_vif_stats0_down_u16, u16)
 
 #define VIF_DOWN(NAME, T, FW)                                                                                \
     VX_KERNEL void NAME(const T* ref, const T* dis, i64 frame_stride, int w, int h, i64 pitch, int s_mu,      \

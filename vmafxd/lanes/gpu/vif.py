@@ -71,6 +71,8 @@ class GpuVif(GpuFeature):
                       [ks.launcher("vif.cu", n, stats_types) for n in _STATS[1:]]
         self._down = [ks.launcher("vif.cu", _DOWN[0] + sfx, down_types)] + \
                      [ks.launcher("vif.cu", n, down_types) for n in _DOWN[1:]]
+        # scale 0's statistics and the decimation to scale 1 in one launch (unless scale 0 is skipped)
+        self._stats0_down = ks.launcher("vif.cu", "vx_vif_stats0_down" + sfx, stats_types + [U64, U64, I64, I64])
         self._log2 = _Log2Table.pointer(scorer.device, scorer.stream)
 
     def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
@@ -85,19 +87,25 @@ class GpuVif(GpuFeature):
         for s in range(4):
             w, h = self.sizes[s]
             s_mu, s_sq = (bpc, 2 * (bpc - 8)) if s == 0 else (16, 16)
-            if not (s == 0 and self.skip0):
-                self._stats[s](((w + _TILE_W - 1) // _TILE_W, (h + _TILE_H - 1) // _TILE_H, n), (256,), st,
-                               src_r, src_d, fstride, w, h, pitch, s_mu, s_sq, self._log2, self.gain,
-                               out, ostride, 4 * s)
+            grid = ((w + _TILE_W - 1) // _TILE_W, (h + _TILE_H - 1) // _TILE_H, n)
+            if s < 3:
+                w2, h2 = self.sizes[s + 1]
+                dst_r = scratch + self.offsets[s + 1]
+                dst_d = scratch + n * self.frame_bytes + self.offsets[s + 1]
+                dst_fstride = self.frame_bytes // 2
+            if s == 0 and not self.skip0:  # statistics and decimation, one launch
+                self._stats0_down(grid, (256,), st, src_r, src_d, fstride, w, h, pitch, s_mu, s_sq, self._log2,
+                                  self.gain, out, ostride, 0, dst_r, dst_d, dst_fstride, self.pitches[1])
+            else:
+                if s > 0:
+                    self._stats[s](grid, (256,), st, src_r, src_d, fstride, w, h, pitch, s_mu, s_sq, self._log2,
+                                   self.gain, out, ostride, 4 * s)
+                if s < 3:
+                    self._down[s](((w2 + _DOWN_W - 1) // _DOWN_W, (h2 + _DOWN_H - 1) // _DOWN_H, n), (256,), st,
+                                  src_r, src_d, fstride, w, h, pitch, bpc if s == 0 else 16,
+                                  dst_r, dst_d, dst_fstride, self.pitches[s + 1])
             if s == 3:
                 break
-            w2, h2 = self.sizes[s + 1]
-            dst_r = scratch + self.offsets[s + 1]
-            dst_d = scratch + n * self.frame_bytes + self.offsets[s + 1]
-            dst_fstride = self.frame_bytes // 2
-            self._down[s](((w2 + _DOWN_W - 1) // _DOWN_W, (h2 + _DOWN_H - 1) // _DOWN_H, n), (256,), st,
-                          src_r, src_d, fstride, w, h, pitch, bpc if s == 0 else 16,
-                          dst_r, dst_d, dst_fstride, self.pitches[s + 1])
             src_r, src_d, fstride, pitch = dst_r, dst_d, dst_fstride, self.pitches[s + 1]
         dev.free_async(scratch, st)
 
