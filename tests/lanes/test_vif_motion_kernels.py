@@ -173,3 +173,20 @@ def test_motion_kernel_equals_cpu_twin(gpu):
             want = cpu_motion.compute_stats(refs[i - 1], refs[i], bpc)
             assert got[i][0] == want, (w, h, bpc, kind, i, int(got[i][0]), want)
             assert want > 0
+
+
+def test_host_grids_use_the_kernels_tiles():
+    """The hosts size their grids by the tiles the kernel sources define (a smaller kernel
+    tile than the host's grid assumes leaves pixels unscored)."""
+    import re
+
+    from vmafxd.lanes.gpu import kernels
+    from vmafxd.lanes.gpu import motion as gpu_motion
+    from vmafxd.lanes.gpu import vif as gpu_vif
+
+    def define(source: str, name: str) -> int:
+        return int(re.search(rf"#define {name} (\d+)", kernels.source(source)).group(1))
+
+    assert (gpu_motion._TILE_W, gpu_motion._TILE_H) == (define("motion.cu", "MT_W"), define("motion.cu", "MT_H"))
+    assert (gpu_vif._TILE_W, gpu_vif._TILE_H) == (define("vif.cu", "VIF_TW"), define("vif.cu", "VIF_TH"))
+    assert (gpu_vif._DOWN_W, gpu_vif._DOWN_H) == (define("vif.cu", "VD_TW"), define("vif.cu", "VD_TH"))
