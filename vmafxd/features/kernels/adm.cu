@@ -11,16 +11,18 @@
 // the one _adm_dwt.py / _adm_core.py reproduce and document; the comments
 // here say only how the kernel maps them.
 //
-// Launches per batch (frame = blockIdx.z everywhere): per scale s = 0..3
-//   1. vx_adm_dwt0_u8 / _u16 (s = 0, from the staging luma) or
+// Launches per batch (frame = blockIdx.z everywhere):
+//   1. per scale s = 0..3, vx_adm_dwt0_u8 / _u16 (s = 0, from the staging luma) or
 //      vx_adm_dwt_s16 (s = 1, from scale 0's int16 LL band) /
 //      vx_adm_dwt_s32 (s = 2, 3): one DWT level of ref and dist, writing the
-//      4 bands (a, h, v, d) of both to scratch (int16 at scale 0, int32 above);
-//   2. vx_adm_stats_narrow (s = 0) / vx_adm_stats_wide (s = 1..3): decouple,
-//      CSF, contrast masking, cubes and per-row sums of one scale, adding the
-//      9 sums (num, aim, den x 3 bands) of each block to the frame's record
+//      4 bands (a, h, v, d) of both to scratch (int16 at scale 0, int32 above;
+//      every scale's bands stay until the batch's end);
+//   2. vx_adm_stats_narrow (s = 0, after its DWT) and vx_adm_stats_wide3 (s = 1..3
+//      in one launch, after the last DWT; vx_adm_stats_wide is one of them alone):
+//      decouple, CSF, contrast masking, cubes and per-row sums of a scale, adding
+//      the 9 sums (num, aim, den x 3 bands) of each block to the frame's record
 //      with 64-bit atomics (integers: any order gives the same total).
-// 8 launches (7 with adm_skip_scale0, whose DWT then writes only LL).
+// 6 launches (5 with adm_skip_scale0, whose DWT then writes only LL).
 //
 // DWT tiling: a block makes an ADM_DWT_TY x ADM_DWT_TX (8 x 127) tile of
 // output band pixels for ref and dist.  Phase V: one item per (role, input
@@ -484,7 +486,7 @@ VX_DEVICE i64 adm_cube_wide(i32 src, i64 irf, i64 thr, bool vec, i64 sq_add, int
 
 template <bool WIDE>
 VX_DEVICE void adm_stats_impl(const typename AdmTile<WIDE>::band_t* bands, i64 fstride, i64 pitch, i64 plane_stride,
-                              const i64* prm, i64* out, int out_stride, int scale)
+                              const i64* prm, i64* out, int out_stride, int scale, int strip)
 {
     typedef typename AdmTile<WIDE>::band_t B;
     enum { TH = AdmTile<WIDE>::TH, TW = AdmTile<WIDE>::TW, NG = AdmTile<WIDE>::NG };
@@ -501,7 +503,7 @@ VX_DEVICE void adm_stats_impl(const typename AdmTile<WIDE>::band_t* bands, i64 f
     const int bw = (int)prm[P_W], bh = (int)prm[P_H];
     const int top = (int)prm[P_TOP], bottom = (int)prm[P_BOTTOM];
     const int left = (int)prm[P_LEFT], right = (int)prm[P_RIGHT];
-    const int y0 = top + blockIdx.x * TH;
+    const int y0 = top + strip * TH;
     if (y0 >= bottom) return;  // (whole block: no barrier skipped by some threads only)
     const int nrows = bottom - y0 < TH ? bottom - y0 : TH;
     const int vr_lo = (int)prm[P_VR_LO], vr_hi = (int)prm[P_VR_HI];
@@ -706,11 +708,34 @@ VX_DEVICE void adm_stats_impl(const typename AdmTile<WIDE>::band_t* bands, i64 f
 VX_KERNEL void __launch_bounds__(ADM_THREADS, ADM_STATS_MINB) vx_adm_stats_narrow(const i16* bands, i64 fstride, i64 pitch, i64 plane_stride, const i64* prm,
                                    i64* out, int out_stride, int scale)
 {
-    adm_stats_impl<false>(bands, fstride, pitch, plane_stride, prm, out, out_stride, scale);
+    adm_stats_impl<false>(bands, fstride, pitch, plane_stride, prm, out, out_stride, scale, blockIdx.x);
 }
 
 VX_KERNEL void __launch_bounds__(ADM_THREADS, ADM_STATS_MINB) vx_adm_stats_wide(const i32* bands, i64 fstride, i64 pitch, i64 plane_stride, const i64* prm,
                                  i64* out, int out_stride, int scale)
 {
-    adm_stats_impl<true>(bands, fstride, pitch, plane_stride, prm, out, out_stride, scale);
+    adm_stats_impl<true>(bands, fstride, pitch, plane_stride, prm, out, out_stride, scale, blockIdx.x);
+}
+
+// Scales 1-3 in one launch, after the three DWT levels: blocks [0, strips1) take scale 1's
+// strips, the next strips2 scale 2's, the rest scale 3's (each block one strip of one scale,
+// exactly as vx_adm_stats_wide's launch of that scale would).  One launch instead of three:
+// the small scales' blocks fill the device beside the larger one's instead of each launch
+// draining alone (scale 3 of 1080p is 17 strips a frame).  The bands of scale s start
+// off[s - 1] elements into `bands` (pitch and plane stride likewise), and its parameter row
+// is prm + s * prm_row.
+VX_KERNEL void __launch_bounds__(ADM_THREADS, ADM_STATS_MINB) vx_adm_stats_wide3(const i32* bands, i64 fstride, i64 off1, i64 off2, i64 off3,
+                                  i64 pitch1, i64 pitch2, i64 pitch3, i64 plane1, i64 plane2, i64 plane3,
+                                  const i64* prm, int prm_row, i64* out, int out_stride, int strips1,
+                                  int strips2)
+{
+    int strip = blockIdx.x, scale = 1;
+    i64 off = off1, pitch = pitch1, plane = plane1;
+    if (strip >= strips1 + strips2) {
+        strip -= strips1 + strips2, scale = 3, off = off3, pitch = pitch3, plane = plane3;
+    } else if (strip >= strips1) {
+        strip -= strips1, scale = 2, off = off2, pitch = pitch2, plane = plane2;
+    }
+    adm_stats_impl<true>(bands + off, fstride, pitch, plane, prm + (i64)scale * prm_row, out, out_stride, scale,
+                         strip);
 }
