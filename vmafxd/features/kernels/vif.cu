@@ -13,6 +13,10 @@
 // every scale.  The per-pixel double arithmetic (g, sv_sq) is IEEE double
 // with contraction off, exactly as the C code computes it.  The sums are
 // integers: blocks add them with 64-bit atomics in any order.
+//
+// Launches per batch: vx_vif_stats0_down_u8/_u16 (scale 0's sums and the scale-1 pictures;
+// with vif_skip_scale0, vx_vif_down1_* alone), then per scale s = 1..3 vx_vif_stats<s> and,
+// below scale 3, vx_vif_down<s+1>: 6 launches.
 
 __constant__ u16 vif_taps0[17] = {489, 935, 1640, 2640, 3896, 5274, 6547, 7455, 7784, 7455, 6547, 5274, 3896, 2640, 1640, 935, 489};
 __constant__ u16 vif_taps1[9] = {1244, 3663, 7925, 12590, 14692, 12590, 7925, 3663, 1244};
@@ -70,12 +74,11 @@ template <> struct VifSqSum<u8> { typedef u32 type; };
 // ---- the filter sums, with the mirrored taps folded ----------------------------------------
 // Every filter is symmetric (tap k = tap FW-1-k), so a sum over the window is
 //     sum_{k<HALF} f[k] * (x[k] + x[FW-1-k])  +  f[HALF] * x[HALF]
-// (the ALU adds the mirrored pair, one multiply-add per pair instead of two: the multiply-add
-// pipe, which was the bound, does about half the work).  All the values below are unsigned
-// and every filter's taps add up to 2^16, so a partial sum never exceeds the whole sum: a sum
-// type is wide enough when the whole sum fits, whatever the order of the terms, and the
-// integers (hence libvmaf's rounding and shifts, applied to the whole sums as before) are
-// the same.  Three sum types, each for the values it is given:
+// (the ALU adds the mirrored pair, one multiply-add per pair instead of two).  All the values
+// below are unsigned and every filter's taps add up to 2^16, so a partial sum never exceeds
+// the whole sum: a sum type is wide enough when the whole sum fits, whatever the order of the
+// terms, and the integers (hence libvmaf's rounding and shifts, applied to the whole sums
+// exactly where they were) are the same.  Three sum types, each for the values it is given:
 //   VifSum32   (u32): values v <= 65535 (a picture, 8 to 16 bits, or a 16-bit mean):
 //              sum <= 2^16 * 65535 < 2^32; a pair v0 + v1 <= 131070 and f * (v0 + v1) <= 2^32
 //              too.  Also the 8-bit products a * b <= 255^2 = 65025 (scale 0 of 8-bit input,
@@ -86,20 +89,23 @@ template <> struct VifSqSum<u8> { typedef u32 type; };
 //              (each half <= 65535, so each sum <= 2^16 * 65535 < 2^32 and a pair fits as in
 //              VifSum32); the value is hi * 2^16 + lo = sum f * v exactly.  Pairs fold again,
 //              for two 32-bit multiply-adds a pair instead of two widening ones; the halves
-//              cost the ALU two operations a value (shared by the strip's outputs).
-// VIF_HSPLIT moments of the horizontal pass (of xx, yy, xy, in that order) and, for 16-bit
-// products, VIF_VSPLIT of the vertical pass use VifSumSplit, the others VifSumWide: the mix
-// balances the multiply-add and ALU pipes (scripts/bench_vif_tiles.sh times the choices).
-// Which passes fold (compile-time, for timing A/B: scripts/bench_vif_tiles.sh):
-//   VIF_VFOLD (default 1): the vertical pass.  sm_90 SASS of vx_vif_stats0_u8's vertical pass
-//     (ptxas, one strip of 4 outputs): 559 instructions, 338 on the multiply-add pipe,
-//     against 595 and 345 unfolded.
+//              cost the ALU two operations a value.
+// Where the 48-bit sums fold (VIF_HFOLD, VIF_VFOLD16), VIF_HSPLIT moments of the horizontal
+// pass (of xx, yy, xy, in that order) and VIF_VSPLIT of the 16-bit vertical pass use
+// VifSumSplit, the others VifSumWide.
+//
+// Which passes fold (compile-time, for timing A/B: scripts/bench_vif_tiles.sh).  The figures
+// are sm_90 SASS from ptxas (NVRTC 13.0), a strip's unrolled loop body:
+//   VIF_VFOLD (default 1): the vertical pass of 8-bit samples (vx_vif_stats0_u8 and _down_u8):
+//     559 instructions a strip of 4 outputs, 290 on the multiply-add pipe, against 595 and 345
+//     unfolded; that pass was multiply-add bound (an IMAD takes the pipe two cycles a warp).
+//   VIF_VFOLD16 (default 0): the vertical pass of 16-bit samples too (its moments are 48-bit
+//     sums: vx_vif_stats1's strip is 564 instructions folded against 390).
 //   VIF_HFOLD (default 0): the horizontal pass.  Its moments are 48-bit sums: unfolded, one
-//     widening multiply-add a tap; folded, the pair needs 33 bits, and ptxas's code
-//     (1,006-1,023 instructions a strip of 3 outputs, against 766; 9-84 widening multiply-adds
-//     against 156) is a win only if a widening multiply-add costs the pipe two issues: for
-//     the device to decide.
-//   VIF_SYM=0 sets both to 0: the kernel as it was before the fold.
+//     widening multiply-add a tap; folded, ptxas's code is 996-1,023 instructions a strip of 3
+//     outputs against 766 (9-84 widening multiply-adds against 156): a win only if a widening
+//     multiply-add costs the pipe two issues -- for the device to decide.
+//   VIF_SYM=0 sets them all to 0: the arithmetic as it was before the fold.
 #ifndef VIF_SYM
 #define VIF_SYM 1
 #endif
@@ -109,8 +115,6 @@ template <> struct VifSqSum<u8> { typedef u32 type; };
 #ifndef VIF_HFOLD
 #define VIF_HFOLD 0
 #endif
-// VIF_VFOLD16 (default 0): fold the vertical pass of 16-bit samples too (its moments are 48-bit
-//   sums, split into halves: vx_vif_stats1's strip is 564 instructions folded against 390)
 #ifndef VIF_VFOLD16
 #define VIF_VFOLD16 0
 #endif
