@@ -15,8 +15,8 @@
 // integers: blocks add them with 64-bit atomics in any order.
 //
 // Launches per batch: vx_vif_stats0_down_u8/_u16 (scale 0's sums and the scale-1 pictures;
-// with vif_skip_scale0, vx_vif_down1_* alone), then per scale s = 1..3 vx_vif_stats<s> and,
-// below scale 3, vx_vif_down<s+1>: 6 launches.
+// with vif_skip_scale0, vx_vif_down1_* alone), vx_vif_stats1_down, vx_vif_stats2_down (each
+// scale's sums and the next scale's pictures) and vx_vif_stats3: 4 launches.
 
 __constant__ u16 vif_taps0[17] = {489, 935, 1640, 2640, 3896, 5274, 6547, 7455, 7784, 7455, 6547, 5274, 3896, 2640, 1640, 935, 489};
 __constant__ u16 vif_taps1[9] = {1244, 3663, 7925, 12590, 14692, 12590, 7925, 3663, 1244};
@@ -100,7 +100,7 @@ template <> struct VifSqSum<u8> { typedef u32 type; };
 //     559 instructions a strip of 4 outputs, 290 on the multiply-add pipe, against 595 and 345
 //     unfolded; that pass was multiply-add bound (an IMAD takes the pipe two cycles a warp).
 //   VIF_VFOLD16 (default 0): the vertical pass of 16-bit samples too (its moments are 48-bit
-//     sums: vx_vif_stats1's strip is 564 instructions folded against 390).
+//     sums: vx_vif_stats1_down's strip is 564 instructions folded against 390).
 //   VIF_HFOLD (default 0): the horizontal pass.  Its moments are 48-bit sums: unfolded, one
 //     widening multiply-add a tap; folded, ptxas's code is 996-1,023 instructions a strip of 3
 //     outputs against 766 (9-84 widening multiply-adds against 156): a win only if a widening
@@ -304,14 +304,16 @@ VX_DEVICE void vif_pixel(u32 mu1, u32 mu2, u64 xx, u64 yy, u64 xy, const u16* lo
     }
 }
 
-// The decimation to scale 1 fused into scale 0's statistics (DOWN): the stats block's staged
-// input (its tile and a halo of 8 rows and columns, mirrored) holds every sample that the
-// scale-1 pixels of its tile need (those at even rows and columns 2 oy, 2 ox inside the tile,
-// whose 9-tap windows reach 4 past it), so the block filters them from shared memory too and
-// the separate decimation launch (vx_vif_down1_*, which staged the same picture again) goes.
+// The decimation to scale s + 1 fused into scale s's statistics (DOWN, s = 0..2): the stats
+// block's staged input (its tile and a halo of HALF = FW/2 rows and columns, mirrored) holds
+// every sample that the scale-(s+1) pixels of its tile need (those at even rows and columns
+// 2 oy, 2 ox inside the tile, whose windows of the next scale's DF = FW/2 + 1 taps reach
+// DH = DF/2 <= HALF past it), so the block filters them from shared memory too and the
+// separate decimation launch (vx_vif_down<s+1>, which staged the same picture again) goes.
 // The arithmetic is vif_down_impl's: vertical (sum f*x + 2^(s_mu-1)) >> s_mu in 32 bits
-// (<= 2^16 (2^b - 1) + 2^(b-1) < 2^32), horizontal (sum f*v + 2^15) >> 16 (<= 2^16 * 65535 +
-// 2^15 < 2^32), mirrored as libvmaf (the staged halo is that mirror), the same integers.
+// (s_mu = bpc at scale 0, 16 above; <= 2^16 (2^b - 1) + 2^(b-1) < 2^32), horizontal
+// (sum f*v + 2^15) >> 16 (<= 2^16 * 65535 + 2^15 < 2^32), mirrored as libvmaf (the staged
+// halo is that mirror), the same integers.
 struct VifDownOut {
     u16* ref;
     u16* dis;
@@ -446,14 +448,16 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
     if (t == 0 && s) vx_atomic_add_i64(o + 3, s);
     if (!DOWN) return;
 
-    // ---- the scale-1 pixels of this tile (see VifDownOut), from the staged input
-    const int DF = 9, DH = 4;               // scale 1's taps
-    const int DW = VIF_TW / 2, DHT = VIF_TH / 2;  // scale-1 pixels a tile
+    // ---- the next scale's pixels of this tile (see VifDownOut), from the staged input
+    const int DF = FW / 2 + 1, DH = DF / 2;  // the next scale's taps: 9, 5, 3
+    const int DW = VIF_TW / 2, DHT = VIF_TH / 2;  // its pixels a tile
     const int DCOLS = VIF_TW + DF - 2;      // staged columns their windows read (2 (DW-1) + DF)
     const int w2 = w / 2, h2 = h / 2, oy0 = y0 / 2, ox0 = x0 / 2;
-    // staged row/column of the first tap of scale-1 pixel (0, 0): 2 * 0 - DH, offset by HALF
+    // staged row/column of the first tap of pixel (0, 0): 2 * 0 - DH, offset by HALF; the last
+    // tap of the last pixel, HALF + DH + VIF_TH - 2 (rows) / VIF_TW - 2 (columns), is inside
+    // the staged IH x IW because DH <= HALF + 1
     const int r0 = HALF - DH, c0 = HALF - DH;
-    const u32 rnd = 1u << (s_mu - 1);       // s_mu = bpc >= 8 at scale 0
+    const u32 rnd = 1u << (s_mu - 1);       // s_mu = bpc >= 8 at scale 0, 16 above
     // the vertical sums reuse v_rr / v_dd (the horizontal pass read them before the barriers
     // of the block sums above)
     for (int i = t; i < DHT * DCOLS; i += blockDim.x) {
@@ -566,26 +570,27 @@ VX_DEVICE void vif_down_impl(const T* ref, const T* dis, i64 frame_stride, int w
                                      out, out_stride, out_index);                                            \
     }
 
-// scale 0's statistics and the decimation to scale 1 in one launch (VifDownOut); the grid is
-// the statistics' (VIF_TW x VIF_TH tiles), the scale-1 pictures as vx_vif_down1_*'s
-#define VIF_STATS_DOWN(NAME, T)                                                                             \
+// scale s's statistics and the decimation to scale s + 1 in one launch (VifDownOut); the grid
+// is the statistics' (VIF_TW x VIF_TH tiles), the next scale's pictures as vx_vif_down<s+1>'s
+#define VIF_STATS_DOWN(NAME, T, FW)                                                                         \
     VX_KERNEL void __launch_bounds__(VIF_THREADS, VIF_STATS_MINB) NAME(const T* ref, const T* dis, i64 frame_stride, int w, int h, i64 pitch, int s_mu,      \
                         int s_sq, const u16* log2_table, double gain_limit, i64* out, int out_stride,          \
                         int out_index, u16* out_ref, u16* out_dis, i64 out_frame_stride, i64 out_pitch)      \
     {                                                                                                        \
         VifDownOut down;                                                                                     \
         down.ref = out_ref, down.dis = out_dis, down.frame_stride = out_frame_stride, down.pitch = out_pitch; \
-        vif_stats_impl<T, 17, true>(ref, dis, frame_stride, w, h, pitch, s_mu, s_sq, log2_table, gain_limit,   \
+        vif_stats_impl<T, FW, true>(ref, dis, frame_stride, w, h, pitch, s_mu, s_sq, log2_table, gain_limit,   \
                                     out, out_stride, out_index, down);                                       \
     }
 
+// (vx_vif_stats0_u8, scale 0's statistics alone, is not launched by the lane: it stays for
+// scripts/bench_vif_tiles.sh's A/B against earlier revisions)
 VIF_STATS(vx_vif_stats0_u8, u8, 17)
-VIF_STATS(vx_vif_stats0_u16, u16, 17)
-VIF_STATS(vx_vif_stats1, u16, 9)
-VIF_STATS(vx_vif_stats2, u16, 5)
 VIF_STATS(vx_vif_stats3, u16, 3)
-VIF_STATS_DOWN(vx_vif_stats0_down_u8, u8)
-VIF_STATS_DOWN(vx_vif_stats0_down_u16, u16)
+VIF_STATS_DOWN(vx_vif_stats0_down_u8, u8, 17)
+VIF_STATS_DOWN(vx_vif_stats0_down_u16, u16, 17)
+VIF_STATS_DOWN(vx_vif_stats1_down, u16, 9)
+VIF_STATS_DOWN(vx_vif_stats2_down, u16, 5)
 
 #define VIF_DOWN(NAME, T, FW)                                                                                \
     VX_KERNEL void NAME(const T* ref, const T* dis, i64 frame_stride, int w, int h, i64 pitch, int s_mu,      \
@@ -595,7 +600,6 @@ VIF_STATS_DOWN(vx_vif_stats0_down_u16, u16)
                              out_pitch);                                                                     \
     }
 
+// scale 0's decimation alone: with vif_skip_scale0 (and for scripts/bench_vif_tiles.sh)
 VIF_DOWN(vx_vif_down1_u8, u8, 9)
 VIF_DOWN(vx_vif_down1_u16, u16, 9)
-VIF_DOWN(vx_vif_down2, u16, 5)
-VIF_DOWN(vx_vif_down3, u16, 3)
