@@ -35,7 +35,7 @@ build)
     one hfold_split3 vif_new.cu 48 32 -DVIF_HFOLD=1 -DVIF_HSPLIT=3
     one hfold_wide vif_new.cu 48 32 -DVIF_HFOLD=1 -DVIF_HSPLIT=0
     v() { one "$1x$2_r$3x$4_b$5" vif_new.cu "$1" "$2" -DVIF_TW="$1" -DVIF_TH="$2" -DVIF_RV="$3" -DVIF_RH="$4" -DVIF_STATS_MINB="$5"; }
-    v 48 32 8 3 2; v 32 32 4 2 4; v 64 16 4 4 3
+    v 48 32 4 6 3; v 48 32 8 3 2; v 32 32 4 2 4; v 64 16 4 4 3
     rm -rf "$tmp"; ls "$dir"
     ;;
 run)
