@@ -115,6 +115,8 @@ VIF_VARIANTS = {
     "unfolded": ("-DVIF_SYM=0",),
     "allfold-split": ("-DVIF_HFOLD=1", "-DVIF_VFOLD16=1"),
     "allfold-wide": ("-DVIF_HFOLD=1", "-DVIF_VFOLD16=1", "-DVIF_HSPLIT=0", "-DVIF_VSPLIT=0"),
+    # strips of 6 columns in the horizontal pass (the host's tile stays 48 x 32)
+    "strips4x6": ("-DVIF_TW=48", "-DVIF_TH=32", "-DVIF_RV=4", "-DVIF_RH=6", "-DVIF_STATS_MINB=3"),
 }
 
 
