@@ -160,6 +160,55 @@ VX_DEVICE int adm_tap(int e, int n)
 // stored as int16.  Scales 1-3 (the previous LL band in, int16 or int32):
 // 64-bit sums (32x32->64 products), each pass rounded, shifted and stored
 // as int32.  Band planes of a scale: role * 4 + (0 a, 1 h, 2 v, 3 d).
+// Phase V of one input column: the low- and high-pass vertical sums of the tile's ny output
+// rows, from tap row y (= 2 oy0 - 1) down, into lo[r * ADM_DWT_IW] / hi[r * ADM_DWT_IW].
+// MIRROR: rows through adm_tap (the block touches the top or bottom edge); otherwise every
+// tap row is inside the picture and the rows are read by a stepped pointer.
+template <bool MIRROR, typename T, bool S0>
+VX_DEVICE void adm_dwt_column(const T* s, int y, int h, int pitch, int ny, u32 k_lo, u32 k_hi, int v_add,
+                              int v_shift, i32* lo_out, i32* hi_out)
+{
+    const i64 p1 = pitch, p2 = 2 * (i64)pitch, p3 = 3 * (i64)pitch;
+    const T* p = s + (MIRROR ? 0 : (i64)y * pitch);
+    i32 x0, x1;
+    if (MIRROR) {
+        x0 = s[adm_tap(y, h) * pitch];
+        x1 = s[adm_tap(y + 1, h) * pitch];
+    } else {
+        x0 = p[0];
+        x1 = p[p1];
+    }
+#pragma unroll
+    for (int r = 0; r < ADM_DWT_TY; ++r) {
+        if (r >= ny) break;
+        i32 x2, x3;
+        if (MIRROR) {
+            x2 = s[adm_tap(y + 2, h) * pitch];
+            x3 = s[adm_tap(y + 3, h) * pitch];
+        } else {
+            x2 = p[p2];
+            x3 = p[p3];
+            p += p2;
+        }
+        if (S0) {
+            const u32 lo = (u32)adm_lo[0] * (u32)x0 + (u32)adm_lo[1] * (u32)x1 + (u32)adm_lo[2] * (u32)x2 +
+                           (u32)adm_lo[3] * (u32)x3;
+            const u32 hi = (u32)adm_hi[0] * (u32)x0 + (u32)adm_hi[1] * (u32)x1 + (u32)adm_hi[2] * (u32)x2 +
+                           (u32)adm_hi[3] * (u32)x3;
+            lo_out[r * ADM_DWT_IW] = (i32)(lo + k_lo) >> v_shift;
+            hi_out[r * ADM_DWT_IW] = (i32)(hi + k_hi) >> v_shift;
+        } else {
+            const i64 lo = (i64)adm_lo[0] * x0 + (i64)adm_lo[1] * x1 + (i64)adm_lo[2] * x2 + (i64)adm_lo[3] * x3;
+            const i64 hi = (i64)adm_hi[0] * x0 + (i64)adm_hi[1] * x1 + (i64)adm_hi[2] * x2 + (i64)adm_hi[3] * x3;
+            lo_out[r * ADM_DWT_IW] = (i32)((lo + v_add) >> v_shift);
+            hi_out[r * ADM_DWT_IW] = (i32)((hi + v_add) >> v_shift);
+        }
+        x0 = x2;
+        x1 = x3;
+        y += 2;
+    }
+}
+
 template <typename T, typename TOUT, bool S0>
 VX_DEVICE void adm_dwt_impl(const T* src_r, const T* src_d, i64 src_fstride, int src_pitch, int w, int h,
                             int v_add, int v_shift, int h_add, int h_shift, int lo_only, TOUT* dst,
@@ -178,35 +227,20 @@ VX_DEVICE void adm_dwt_impl(const T* src_r, const T* src_d, i64 src_fstride, int
     // S0: recentring constants, int32 arithmetic as C (v_add = 2^(bpc-1), v_shift = bpc)
     const u32 k_lo = (u32)v_add - (u32)ADM_LO_SUM * (u32)v_add;
     const u32 k_hi = (u32)v_add;
+    // Blocks whose tap rows all lie inside the picture (all but the first and last block rows)
+    // read them without the edge rule: a pointer stepped two rows at a time instead of
+    // adm_tap's compares, selects and a multiply per row (the same rows, the same integers).
+    const bool rows_inside = 2 * oy0 - 1 >= 0 && 2 * (oy0 + ny - 1) + 2 <= h - 1;
     for (int i = t; i < 2 * ADM_DWT_IW; i += blockDim.x) {
         const int role = i / ADM_DWT_IW, c = i - role * ADM_DWT_IW;
         if (c >= ncol) continue;
         const T* s = (role ? src_d : src_r) + frame * src_fstride + adm_tap(c0 + c, w);
-        int y = 2 * oy0 - 1;  // first tap row of output row oy0
-        i32 x0 = s[adm_tap(y, h) * src_pitch], x1 = s[adm_tap(y + 1, h) * src_pitch];
-#pragma unroll
-        for (int r = 0; r < ADM_DWT_TY; ++r) {
-            if (r >= ny) break;
-            const i32 x2 = s[adm_tap(y + 2, h) * src_pitch], x3 = s[adm_tap(y + 3, h) * src_pitch];
-            if (S0) {
-                const u32 lo = (u32)adm_lo[0] * (u32)x0 + (u32)adm_lo[1] * (u32)x1 + (u32)adm_lo[2] * (u32)x2 +
-                               (u32)adm_lo[3] * (u32)x3;
-                const u32 hi = (u32)adm_hi[0] * (u32)x0 + (u32)adm_hi[1] * (u32)x1 + (u32)adm_hi[2] * (u32)x2 +
-                               (u32)adm_hi[3] * (u32)x3;
-                vlo[role][r][c] = (i32)(lo + k_lo) >> v_shift;
-                vhi[role][r][c] = (i32)(hi + k_hi) >> v_shift;
-            } else {
-                const i64 lo = (i64)adm_lo[0] * x0 + (i64)adm_lo[1] * x1 + (i64)adm_lo[2] * x2 +
-                               (i64)adm_lo[3] * x3;
-                const i64 hi = (i64)adm_hi[0] * x0 + (i64)adm_hi[1] * x1 + (i64)adm_hi[2] * x2 +
-                               (i64)adm_hi[3] * x3;
-                vlo[role][r][c] = (i32)((lo + v_add) >> v_shift);
-                vhi[role][r][c] = (i32)((hi + v_add) >> v_shift);
-            }
-            x0 = x2;
-            x1 = x3;
-            y += 2;
-        }
+        if (rows_inside)
+            adm_dwt_column<false, T, S0>(s, 2 * oy0 - 1, h, src_pitch, ny, k_lo, k_hi, v_add, v_shift,
+                                         &vlo[role][0][c], &vhi[role][0][c]);
+        else
+            adm_dwt_column<true, T, S0>(s, 2 * oy0 - 1, h, src_pitch, ny, k_lo, k_hi, v_add, v_shift,
+                                        &vlo[role][0][c], &vhi[role][0][c]);
     }
     __syncthreads();
     for (int i = t; i < 2 * ADM_DWT_TY * ADM_DWT_TX; i += blockDim.x) {
