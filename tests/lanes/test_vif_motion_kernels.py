@@ -107,6 +107,9 @@ VIF_CASES = [
     (67, 39, 16, "twolevel", {}),
     (70, 34, 16, "white", {}),
     (53, 29, 16, "noise", {}),
+    # blocks inside the picture at scales 0 and 1 (the staging's aligned fast path, 16-bit loads)
+    (200, 140, 10, "noise", {}),
+    (208, 144, 16, "twolevel", {}),
 ]
 
 #: the statistics kernel's compile-time variants (vif.cu): the default, and those kept for timing

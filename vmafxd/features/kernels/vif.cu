@@ -270,6 +270,62 @@ VX_DEVICE void vif_stage(const T* r, const T* d, i64 pitch, int w, int h, int ha
     }
 }
 
+// vif_stage for a block whose rectangle lies inside the picture (no mirror, no bounds) and
+// whose rows are aligned to 4 samples: 4 samples a load (a u32 of 8-bit samples, a u64 of
+// 16-bit ones; little-endian on every target), then 4 shared-memory stores.  The same values
+// as vif_stage, in about a quarter of its instructions a sample.  `iw` is a multiple of 4.
+template <typename T> struct VifQuad { typedef u64 type; };
+template <> struct VifQuad<u8> { typedef u32 type; };
+
+template <typename T>
+VX_DEVICE typename VifQuad<T>::type vif_load4(const T* p)
+{
+    typedef typename VifQuad<T>::type Q;
+#if defined(VX_EMU)
+    Q v;  // (the emulator: no aliasing of the caller's samples as a wider type)
+    __builtin_memcpy(&v, p, sizeof(Q));
+    return v;
+#else
+    return *(const Q*)p;
+#endif
+}
+
+template <typename T>
+VX_DEVICE void vif_stage_inside(const T* r, const T* d, i64 pitch, int gy0, int gx0, int ih, int iw, u16* in_r,
+                                u16* in_d, int in_pitch)
+{
+    typedef typename VifQuad<T>::type Q;
+    const int bits = 8 * (int)sizeof(T);
+    const Q mask = ((Q)1 << bits) - 1;
+    const int qw = iw / 4;
+    for (int i = threadIdx.x; i < ih * qw; i += blockDim.x) {
+        const int ty = i / qw, tx = (i % qw) * 4;
+        const i64 o = (i64)(gy0 + ty) * pitch + gx0 + tx;
+        const Q a = vif_load4(r + o), b = vif_load4(d + o);
+        u16* pr = in_r + ty * in_pitch + tx;
+        u16* pd = in_d + ty * in_pitch + tx;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            pr[k] = (u16)((a >> (bits * k)) & mask);
+            pd[k] = (u16)((b >> (bits * k)) & mask);
+        }
+    }
+}
+
+// vif_stage, or vif_stage_inside where it gives the same values (the rectangle inside the
+// picture, rows aligned to 4 samples): most blocks of a picture
+template <typename T>
+VX_DEVICE void vif_stage_block(const T* r, const T* d, i64 pitch, int w, int h, int half, int gy0, int gx0, int ih,
+                               int iw, u16* in_r, u16* in_d, int in_pitch)
+{
+    const u64 align = 4 * sizeof(T) - 1;  // a quad's bytes
+    if (iw % 4 == 0 && gy0 >= 0 && gx0 >= 0 && gy0 + ih <= h && gx0 + iw <= w &&
+        (((u64)r | (u64)d) & align) == 0 && ((u64)pitch & 3) == 0 && (gx0 & 3) == 0)
+        vif_stage_inside(r, d, pitch, gy0, gx0, ih, iw, in_r, in_d, in_pitch);
+    else
+        vif_stage(r, d, pitch, w, h, half, gy0, gx0, ih, iw, in_r, in_d, in_pitch);
+}
+
 // One pixel's contribution to the four sums, from its filtered moments (libvmaf's
 // vif_statistic, integer path).
 VX_DEVICE void vif_pixel(u32 mu1, u32 mu2, u64 xx, u64 yy, u64 xy, const u16* log2_table, double gain_limit,
@@ -344,7 +400,7 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
     const int x0 = blockIdx.x * VIF_TW, y0 = blockIdx.y * VIF_TH;
     const int t = threadIdx.x;
 
-    vif_stage(r, d, pitch, w, h, HALF, y0 - HALF, x0 - HALF, IH, IW, &in_r[0][0], &in_d[0][0], VIF_IW);
+    vif_stage_block(r, d, pitch, w, h, HALF, y0 - HALF, x0 - HALF, IH, IW, &in_r[0][0], &in_d[0][0], VIF_IW);
     __syncthreads();
 
     // vertical pass: a thread item is a column strip of VIF_RV rows
