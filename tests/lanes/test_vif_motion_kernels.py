@@ -160,6 +160,9 @@ MOTION_CASES = [
     (66, 35, 16, "checker"),
     (33, 19, 16, "noise"),
     (3, 3, 8, "noise"),  # the smallest picture motion scores
+    # blocks inside the picture (the staging's aligned fast path), 8- and 16-bit loads
+    (200, 140, 8, "noise"),
+    (196, 133, 12, "noise"),
 ]
 
 
