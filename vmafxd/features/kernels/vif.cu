@@ -97,7 +97,7 @@ template <> struct VifSqSum<u8> { typedef u32 type; };
 // Which passes fold (compile-time, for timing A/B: scripts/bench_vif_tiles.sh).  The figures
 // are sm_90 SASS from ptxas (NVRTC 13.0), a strip's unrolled loop body:
 //   VIF_VFOLD (default 1): the vertical pass of 8-bit samples (vx_vif_stats0_u8 and _down_u8):
-//     559 instructions a strip of 4 outputs, 290 on the multiply-add pipe, against 595 and 345
+//     559 instructions a strip of 4 outputs, 299 on the multiply-add pipe, against 595 and 345
 //     unfolded; that pass was multiply-add bound (an IMAD takes the pipe two cycles a warp).
 //   VIF_VFOLD16 (default 0): the vertical pass of 16-bit samples too (its moments are 48-bit
 //     sums: vx_vif_stats1_down's strip is 564 instructions folded against 390).
@@ -130,17 +130,6 @@ template <> struct VifSqSum<u8> { typedef u32 type; };
 #define VIF_MEMBER inline
 #else
 #define VIF_MEMBER __device__ __forceinline__
-#endif
-
-// A value the compiler must take as it is: without it, it re-fuses a folded pair's sum of
-// products, p0 * p0 + p1 * p1, into a multiply-add (the multiply-add pipe again) and drops the
-// per-sample products it shared between the strip's outputs.  Costs no instruction.
-#if defined(VX_EMU)
-VX_DEVICE u32 vif_opaque(u32 v) { return v; }
-#elif defined(VX_HIP)
-VX_DEVICE u32 vif_opaque(u32 v) { asm("" : "+v"(v)); return v; }
-#else
-VX_DEVICE u32 vif_opaque(u32 v) { asm("" : "+r"(v)); return v; }
 #endif
 
 struct VifSum32 {
@@ -194,13 +183,13 @@ VX_DEVICE void vif_vertical_sym(const u16* p, const u16* q, VifSum32* m1, VifSum
             // a row's sample and products (a * b < 2^32 for 16-bit samples: exact in u32)
             const int r0 = j + k, r1 = j + FW - 1 - k;
             const u32 a0 = p[r0 * VIF_IW], b0 = q[r0 * VIF_IW];
-            const u32 aa0 = vif_opaque(a0 * a0), bb0 = vif_opaque(b0 * b0), ab0 = vif_opaque(a0 * b0);
+            const u32 aa0 = a0 * a0, bb0 = b0 * b0, ab0 = a0 * b0;
             if (k == HALF) {  // the centre tap
                 m1[j].one(f, a0), m2[j].one(f, b0);
                 rr[j].one(f, aa0), dd[j].one(f, bb0), rd[j].one(f, ab0);
             } else {
                 const u32 a1 = p[r1 * VIF_IW], b1 = q[r1 * VIF_IW];
-                const u32 aa1 = vif_opaque(a1 * a1), bb1 = vif_opaque(b1 * b1), ab1 = vif_opaque(a1 * b1);
+                const u32 aa1 = a1 * a1, bb1 = b1 * b1, ab1 = a1 * b1;
                 m1[j].pair(f, a0, a1), m2[j].pair(f, b0, b1);
                 rr[j].pair(f, aa0, aa1), dd[j].pair(f, bb0, bb1), rd[j].pair(f, ab0, ab1);
             }
