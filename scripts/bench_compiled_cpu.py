@@ -10,8 +10,9 @@ frame is isolated: its run minus a no-feature run, each paired).  Our two
 engines are timed on pictures already in memory, one thread, the compiled one
 after a warm-up push (the kernels are compiled once a process, not timed).
 Without ``--libvmaf`` the libvmaf column is left out.  ``auto`` is the CPU lane's
-default engine (the features of AUTO_FEATURES compiled, the rest on the twins): it
-differs from both columns only for a model.
+default engine (the native kernels of vmafxd/lanes/native, the features of
+AUTO_FEATURES compiled, the rest on the twins): it differs from both columns for a
+model and for a feature with a native kernel.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def _time_engine(engine: str, plan, w: int, h: int, rr, dd) -> float:
     if engine != "numpy":
         warm = make()
         warm.push(0, rr[0], dd[0])
-        warm.close()
+        if hasattr(warm, "close"):  # a CpuScorer (auto with native kernels only) has none
+            warm.close()
     sc = make()
     c = time.process_time()
     for i, (a, b) in enumerate(zip(rr, dd)):
@@ -125,13 +127,16 @@ def main() -> int:
                     except RuntimeError as e:
                         print(f"  libvmaf cannot run {name}: {e}", flush=True)
                 fps = {}
-                # auto differs from both only for a model (some of its features compiled)
-                for engine in ("numpy", "compiled") + (("auto",) if models else ()):
+                from vmafxd.lanes.compiled import AUTO_FEATURES
+                from vmafxd.lanes.native import NATIVE_FEATURES
+
+                # auto differs from both for a model (some of its features compiled) and for a
+                # feature with a native kernel
+                timed_auto = bool(models) or name in NATIVE_FEATURES
+                for engine in ("numpy", "compiled") + (("auto",) if timed_auto else ()):
                     fps[engine] = len(rr) / statistics.median(
                         _time_engine(engine, plan, w, h, rr, dd) for _ in range(args.repeats))
-                from vmafxd.lanes.compiled import AUTO_FEATURES
-
-                if not models:
+                if not timed_auto:
                     fps["auto"] = fps["compiled" if name in AUTO_FEATURES else "numpy"]
                 cn = fps["compiled"] / fps["numpy"]
                 nl, cl = fps["numpy"] / lv, fps["compiled"] / lv

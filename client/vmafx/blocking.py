@@ -33,15 +33,17 @@ from __future__ import annotations
 import os
 import select
 import time
-from typing import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from .defaults import SEND_TIMEOUT_S, default_socket_path
 from .exceptions import DaemonUnavailable
-from .frames import FrameBuffer
 from .protocol import messages as m
 from .protocol.errors import RemoteProtocolError
 from .tracking import BufferView, ClientTracker, ClientView, FrameResult, SessionView, Summary
 from .transport import BlockingPacketChannel, ClosedOnExit, ConnectionReset, TransportClosed
+
+if TYPE_CHECKING:  # numpy's import is for the callers that make frames, not for `vmafxctl status`
+    from .frames import FrameBuffer
 
 __all__ = ["BlockingClient", "BlockingSession", "BlockingBufferHandle"]
 

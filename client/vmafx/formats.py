@@ -26,6 +26,7 @@ import enum
 from dataclasses import dataclass
 
 __all__ = [
+    "SCALE_FLAGS",
     "PixelFormat",
     "PlaneShape",
     "Subsampling",
@@ -171,3 +172,12 @@ def scoring_planes(fmt: PixelFormat | Subsampling, width: int, height: int) -> l
 def packed_frame_size(fmt: PixelFormat, width: int, height: int, bitdepth: int) -> int:
     """Bytes of one tightly packed frame, as in a raw .yuv file or a y4m FRAME."""
     return sum(p.size for p in storage_planes(fmt, width, height, bitdepth))
+
+
+#: --scale names -> PyAV's Interpolation names (FFmpeg's sws flags); here, not beside the scaler
+#: (vmafx.io.av_input), so the command line's parser imports neither numpy nor PyAV
+SCALE_FLAGS = {
+    "fast_bilinear": "FAST_BILINEAR", "bilinear": "BILINEAR", "bicubic": "BICUBIC", "experimental": "X",
+    "neighbor": "POINT", "area": "AREA", "bicublin": "BICUBLIN", "gauss": "GAUSS", "sinc": "SINC",
+    "lanczos": "LANCZOS", "spline": "SPLINE",
+}

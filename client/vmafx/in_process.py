@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 __all__ = ["InProcessReport", "LaneUnavailableHere", "score_in_process", "metric_order", "check_models", "check_features",
-           "pool", "computed_metric_names"]
+           "pool", "computed_metric_names", "start_gpu"]
 
 
 def _core():
@@ -99,6 +99,17 @@ def computed_metric_names() -> set[str]:
         for _opt, extra in decl.option_provides:
             names.update(extra)
     return names
+
+
+def start_gpu(lane: str) -> None:
+    """Start the GPU of ``lane`` (cuda, hip, emu) on a thread now, for :func:`score_in_process`
+    to take later; a lane that cannot run says so there.
+
+    Not through ``vmafxd.offline``: importing the core is part of what the driver's start is
+    to overlap, so this takes the one module that imports only the standard library."""
+    from vmafxd.lanes.gpu.device_start import start_device
+
+    start_device(lane)
 
 
 class LaneUnavailableHere(RuntimeError):

@@ -112,7 +112,7 @@ def _bitdepth(text: str) -> int:
 
 
 def add_score_arguments(p: argparse.ArgumentParser) -> None:
-    from .io.av_input import SCALE_FLAGS
+    from .formats import SCALE_FLAGS
 
     p.set_defaults(model=[], feature=[])
     p.add_argument("--help", action="help", help="show this help and exit (-h is --height, as in libvmaf)")

@@ -385,6 +385,10 @@ def _run_checked(args) -> int:
     specs = _model_specs(args)
     from . import in_process
 
+    if args.lane in ("cuda", "hip") and not args.private and not _candidates(args):
+        # no daemon to ask: it scores here, so the driver and the first page-locked slot are
+        # started on a thread while the models load and the inputs open (docs/performance.md)
+        in_process.start_gpu(args.lane)
     in_process.check_models(specs)  # reads path= models: a bad one fails before any frame is read
     in_process.check_features(args.feature)
     human = sys.stderr if args.output == "-" else sys.stdout

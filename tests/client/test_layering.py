@@ -59,3 +59,22 @@ def test_scoring_in_this_process_loads_no_daemon_side(tmp_path):
     leaves = [m.rsplit(".", 1)[1] for m in loaded if m.startswith("vmafxd.features.")]
     features = sorted(n for n in leaves if not n.startswith("_") and n not in ("declaration", "names"))
     assert features == ["adm", "motion", "vif"]
+
+
+def test_commands_that_score_nothing_load_no_numpy(tmp_path):
+    # `vmafxctl --help`, `score --help` and `status` (here: no daemon, one line) import neither
+    # numpy nor PyAV: the scaler's names live in vmafx.formats and the blocking client names
+    # FrameBuffer only for its annotations
+    import os
+    import subprocess
+    import sys
+
+    root = CLIENT.parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), str(root / "client"), *sys.path]))
+    for args in (["--help"], ["score", "--help"], ["status", "--socket", str(tmp_path / "none.sock")]):
+        code = ("import sys\nfrom vmafx.cli import main\n"
+                f"try:\n    rc = main({args!r})\nexcept SystemExit as e:\n    rc = e.code\n"
+                "print('MODULES', ' '.join(sorted(sys.modules)))\n")
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        loaded = set(out.stdout.rsplit("MODULES", 1)[1].split())
+        assert "vmafx.cli" in loaded and not {"numpy", "av"} & loaded, args

@@ -64,7 +64,10 @@ def test_compiled_engine_equals_the_numpy_twins(pair, engine):
     if engine == "compiled":
         assert compiled == {i.decl.name for i in plan.instances}
     else:
-        assert "adm" in compiled and "vif" not in compiled
+        # adm and motion have native kernels (vmafxd/lanes/native), which auto prefers
+        assert "adm" not in compiled and "vif" not in compiled
+        native = {type(e).__module__ for _, e in scorer._numpy._extractors}
+        assert {"vmafxd.lanes.native.adm", "vmafxd.lanes.native.motion"} <= native
     got, got_agg, got_pooled = _run(scorer, refs, dists)
     scorer.close()
     assert set(got) == set(want) and all(set(got[i]) == set(want[i]) for i in want)
@@ -125,7 +128,8 @@ def test_score_files_with_each_engine_gives_the_same_report():
 
 
 def test_a_plan_the_kernels_do_not_take_is_scored_by_the_twins(tmp_path):
-    """CAMBI's heatmaps are the CPU twin's alone: the session falls back to the twins."""
+    """The compiled kernels leave CAMBI's heatmaps to the CPU: the session is a CpuScorer (the
+    twins, or with auto CAMBI's native kernel)."""
     load_runtime("emu")
     from vmafxd.lanes.compiled import make_cpu_scorer
 

@@ -103,8 +103,8 @@ def test_the_statistics_are_the_cpu_twins_bit_for_bit(gpu, pair_id):
         for twin in sc.twins:
             g = twin.geometry
             th, tw = g.truncated
-            for f in range(1 if twin.temporal else 0, n):
-                if twin.temporal:
+            for f in range(1 if twin.is_temporal else 0, n):
+                if twin.is_temporal:
                     def fl(p):
                         return to_float_plane(p.luma, pair.bitdepth)
                     cur_dis = fl(refs[f]) if twin.values["speed_use_ref_diff"] else fl(dists[f])
@@ -117,9 +117,9 @@ def test_the_statistics_are_the_cpu_twins_bit_for_bit(gpu, pair_id):
                     sums = core.picture_sums(small, g)
                 rec = stats[f, twin.stats_offset:twin.stats_offset + twin.stats_bytes]
                 pics = rec[:twin.pics * th * tw * 4].view(np.float32).reshape(twin.pics, th, tw)
-                assert np.array_equal(pics, np.stack([s[:th, :tw] for s in small])), (twin.temporal, f)
+                assert np.array_equal(pics, np.stack([s[:th, :tw] for s in small])), (twin.is_temporal, f)
                 got = rec[twin.pic_bytes:].view(np.float64).reshape(twin.pics, core.PAIRS)
-                assert np.array_equal(got, sums), (twin.temporal, f)
+                assert np.array_equal(got, sums), (twin.is_temporal, f)
     finally:
         sc.close()
         ks.close()

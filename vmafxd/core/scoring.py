@@ -196,50 +196,132 @@ class FrameAssembler:
 
     Frames become final in index order: frame *i* once frame ``i + max_lag``
     has been pushed, the rest at :meth:`finish`.  Every frame is emitted once.
+
+    Values are kept in columns, not in a dict per frame: one float64 column per
+    metric name (the plan's names first, in its order; the models' outputs after
+    them), a mask of which frames have a value, rows for the frames not yet
+    final.  A lane that has a batch's values as arrays hands them over whole
+    (:meth:`add_columns`); one that has a dict per frame, frame by frame
+    (:meth:`add`).  The models are predicted once per call on every frame made
+    final by it, and each final frame's dict (its names in column order) is built
+    once, there.  (Every value a feature gives is a Python float, a double: the
+    float64 column holds it as it is.)
     """
 
     def __init__(self, plan: ScoringPlan):
         self.plan = plan
-        self._pending: dict[int, dict[str, float]] = {}
         self._next_final = 0
         self._last_pushed = -1
+        self._max_lag = plan.max_lag
         self.frames: list[tuple[int, dict[str, float]]] = []
+        self._names: list[str] = []
+        self._col: dict[str, int] = {}
+        self._vals = np.zeros((64, 16))
+        self._have = np.zeros((64, 16), dtype=bool)
+        self._base = 0  # the frame index of row 0
+        self._end = 0  # rows in use: frames _base .. _base + _end - 1
+        for name in plan.metric_names():
+            self._column(name)
+        #: per model set: its primary model's input columns
+        self._inputs = {ms.name: [self._col[n] for n in plan.model_inputs[ms.name][0]] for ms in plan.models}
+
+    def _column(self, name: str) -> int:
+        j = self._col.get(name)
+        if j is None:
+            j = len(self._names)
+            if j == self._vals.shape[1]:
+                self._vals = np.concatenate([self._vals, np.zeros_like(self._vals)], axis=1)
+                self._have = np.concatenate([self._have, np.zeros_like(self._have)], axis=1)
+            self._col[name] = j
+            self._names.append(name)
+        return j
+
+    def _rows(self, first: int, count: int) -> int:
+        """The row of frame ``first`` (not final), with rows for ``count`` frames from it."""
+        if first < self._next_final:
+            raise RuntimeError(f"metrics for frame {first} arrived after it was final")
+        end = first + count - self._base
+        if end > self._vals.shape[0]:
+            # drop the final frames' rows, then grow if that is not room enough
+            drop = self._next_final - self._base
+            live = max(self._end - drop, 0)
+            rows = self._vals.shape[0]
+            while end - drop > rows:
+                rows *= 2
+            if rows != self._vals.shape[0]:
+                vals, have = np.zeros((rows, self._vals.shape[1])), np.zeros((rows, self._vals.shape[1]), dtype=bool)
+                vals[:live], have[:live] = self._vals[drop:drop + live], self._have[drop:drop + live]
+                self._vals, self._have = vals, have
+            elif live:
+                self._vals[:live] = self._vals[drop:drop + live].copy()
+                self._have[:live] = self._have[drop:drop + live].copy()
+                self._have[live:] = False
+            else:
+                self._have[:] = False
+            self._base, self._end = self._next_final, live
+            end -= drop
+        self._end = max(self._end, end)
+        return first - self._base
 
     def add(self, index: int, metrics: Mapping[str, float]) -> None:
-        if index < self._next_final:
-            raise RuntimeError(f"metrics for frame {index} arrived after it was final")
-        self._pending.setdefault(index, {}).update(metrics)
+        r = self._rows(index, 1)
+        for name, v in metrics.items():
+            j = self._column(name)
+            self._vals[r, j] = v
+            self._have[r, j] = True
+
+    def add_columns(self, first: int, columns: Mapping[str, np.ndarray]) -> None:
+        """Frames ``first``, ``first + 1`` ...'s values: name -> float64 array over those frames."""
+        count = len(next(iter(columns.values()))) if columns else 0
+        if count == 0:
+            return
+        r = self._rows(first, count)
+        for name, v in columns.items():
+            j = self._column(name)
+            self._vals[r:r + count, j] = v
+            self._have[r:r + count, j] = True
 
     def pushed(self, index: int) -> list[tuple[int, dict[str, float]]]:
         """Record that frame ``index`` has been extracted; returns frames now final."""
         self._last_pushed = max(self._last_pushed, index)
-        return self._finalise_upto(self._last_pushed - self.plan.max_lag)
+        return self._finalise_upto(self._last_pushed - self._max_lag)
 
     def finish(self) -> list[tuple[int, dict[str, float]]]:
         return self._finalise_upto(self._last_pushed)
 
     def _finalise_upto(self, last: int) -> list[tuple[int, dict[str, float]]]:
-        ready = []
-        while self._next_final <= last:
-            idx = self._next_final
-            ready.append((idx, self._pending.pop(idx, {})))
-            self._next_final += 1
-        if not ready:
+        first = self._next_final
+        if first > last:
             return []
-        self._predict(ready)
+        a = self._rows(first, last + 1 - first)
+        b = a + last + 1 - first
+        self._next_final = last + 1  # final even if a model fails on them (they are not emitted then)
+        self._predict(a, b)
+        names = self._names
+        vals = self._vals[a:b, :len(names)].tolist()
+        have = self._have[a:b, :len(names)]
+        if have.all():
+            dicts = [dict(zip(names, row)) for row in vals]
+        else:
+            dicts = [{n: v for n, v, h in zip(names, row, hrow) if h} for row, hrow in zip(vals, have.tolist())]
+        ready = list(zip(range(first, last + 1), dicts))
         self.frames.extend(ready)
         return ready
 
-    def _predict(self, frames: list[tuple[int, dict[str, float]]]) -> None:
+    def _predict(self, a: int, b: int) -> None:
+        """The models on rows ``a:b`` (frames in order), their outputs into new columns."""
         for ms in self.plan.models:
-            inputs = self.plan.model_inputs[ms.name][0]
-            try:
-                x = np.array([[m[n] for n in inputs] for _, m in frames], dtype=np.float64)
-            except KeyError as e:
-                raise RuntimeError(f"model {ms.name}: feature {e.args[0]} missing for a frame") from None
+            cols = self._inputs[ms.name]
+            have = self._have[a:b][:, cols]
+            if not have.all():
+                i, k = np.argwhere(~have)[0]  # the first missing, frame by frame, input by input
+                name = self.plan.model_inputs[ms.name][0][k]
+                raise RuntimeError(f"model {ms.name}: feature {name} missing for a frame")
+            x = self._vals[a:b][:, cols]
             for out_name, values in predict_set(ms, x).items():
-                for (_, m), v in zip(frames, values):
-                    m[out_name] = float(v)
+                j = self._column(out_name)
+                self._vals[a:b, j] = values
+                self._have[a:b, j] = True
 
     def pooled(self) -> dict[str, dict[str, float]]:
         names: list[str] = []
@@ -257,7 +339,9 @@ class FrameAssembler:
 class CpuScorer:
     """The CPU lane's scorer: runs each instance's CPU twin frame by frame."""
 
-    def __init__(self, plan: ScoringPlan, width: int, height: int, bitdepth: int):
+    def __init__(self, plan: ScoringPlan, width: int, height: int, bitdepth: int, alternative=None):
+        """``alternative(decl, options, width, height, bitdepth)``: another extractor with the twin's
+        interface for an instance (the CPU lane's native kernels), or None for the twin."""
         self.plan = plan
         self.assembler = FrameAssembler(plan)
         #: whole-run metrics (libvmaf's aggregate_metrics), filled by finish()
@@ -266,7 +350,10 @@ class CpuScorer:
         for inst in plan.instances:
             if inst.decl.cpu is None:
                 raise PlanError(f"feature.{inst.decl.name}", "has no CPU implementation")
-            self._extractors.append((inst, inst.decl.cpu(dict(inst.values), width, height, bitdepth)))
+            ext = alternative(inst.decl, dict(inst.values), width, height, bitdepth) if alternative else None
+            if ext is None:
+                ext = inst.decl.cpu(dict(inst.values), width, height, bitdepth)
+            self._extractors.append((inst, ext))
 
     def _take(self, inst: FeatureInstance, items: Iterable) -> None:
         names = inst.names

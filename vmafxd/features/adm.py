@@ -60,7 +60,8 @@ from ._adm_plan import ScaleParams, factors_for, plan_for
 from ._adm_dwt import dwt_s123, dwt_scale0
 from .declaration import FeatureDeclaration, Option, OptionError, debug_option, gain_limit_option, per_frame
 
-__all__ = ["DECLARATION", "AdmStats", "IntegerAdm", "compute_stats", "metrics_from_stats", "check_options"]
+__all__ = ["DECLARATION", "AdmStats", "IntegerAdm", "compute_stats", "metrics_from_stats", "metrics_from_sums",
+           "columns_from_sums", "BatchScorer", "check_options"]
 
 DEFAULT_NORM_VIEW_DIST = 3.0
 DEFAULT_REF_DISPLAY_HEIGHT = 1080
@@ -233,93 +234,127 @@ def _pow2_u32(e: int) -> float:
 
 
 @dataclass(frozen=True)
-class _ScaleConsts:
-    noise: np.float32  # powf(area * noise_weight, 1/3)
-    num_div: tuple  # s == 0: double divisors per band; s > 0: one float32 divisor
-    den_div: float
-    den_cube: tuple  # pow(factor, 3) per band, double
+class _Consts:
+    """The per-(size, options) constants of every scale, as arrays that broadcast over
+    int64[N, 4, 3] sums (scale x band), so each C operation is one numpy operation on
+    the whole batch: elementwise, with each element's own constant, as C does it."""
+
+    noise: np.ndarray  # float32[4]: powf(area * noise_weight, 1/3) per scale
+    num_div0: np.ndarray  # float64[3]: scale 0's double divisors per band
+    num_div123: np.ndarray  # float32[3, 1]: scales 1..3's one float divisor each
+    den_div: np.ndarray  # float64[4, 1]: per scale
+    den_cube: np.ndarray  # float64[4, 3]: pow(factor, 3) per scale and band
+    #: float32[kinds, 1, scales, 1]: the noise floor each root gets (num, den: the scale's;
+    #: AIM: none), over the scales scored and the kinds computed (options adm_skip_*)
+    floors: np.ndarray
 
 
 _CONSTS: dict = {}
 
 
-def _consts(width: int, height: int, options: Mapping[str, Any]) -> list[_ScaleConsts | None]:
+def _consts(width: int, height: int, options: Mapping[str, Any]) -> _Consts:
     key = (width, height, tuple(sorted((k, v) for k, v in options.items() if k.startswith("adm_"))))
     got = _CONSTS.get(key)
     if got is not None:
         return got
     factors, params = plan_for(width, height, options)
     nw = float(options["adm_noise_weight"])
-    got = []
+    noise, div123, den_div = [], [], []
     for s in range(4):
         p = params[s]
-        noise = powf(p.region.area * nw, ONE_THIRD_F)
+        noise.append(powf(p.region.area * nw, ONE_THIRD_F))
         if s == 0:
             base = (52, 52, 57)
-            num_div = tuple(_pow2_u32(base[b] - p.cub_shift[b] - p.row_shift) for b in range(3))
-            den_div = 2.0 ** (18 - p.den_row_shift)
+            num_div0 = [_pow2_u32(base[b] - p.cub_shift[b] - p.row_shift) for b in range(3)]
+            den_div.append(2.0 ** (18 - p.den_row_shift))
         else:
             e = (45, 39, 36)[s - 1] - p.cub_shift[0] - p.row_shift
-            num_div = (np.float32(math.inf) if (e < 0 or e >= 128) else np.float32(2.0**e),)
-            den_div = _pow2_u32((32, 27, 23)[s - 1] - p.den_row_shift - p.den_cub_shift)
-        got.append(_ScaleConsts(noise, num_div, den_div, tuple(math.pow(float(f), 3) for f in factors[s])))
+            div123.append(np.float32(math.inf) if (e < 0 or e >= 128) else np.float32(2.0**e))
+            den_div.append(_pow2_u32((32, 27, 23)[s - 1] - p.den_row_shift - p.den_cub_shift))
+    scored = noise[1:] if options["adm_skip_scale0"] else noise
+    kinds = [scored, scored] + ([] if options["adm_skip_aim"] else [[np.float32(0.0)] * len(scored)])
+    got = _Consts(np.array(noise, dtype=np.float32), np.array(num_div0, dtype=np.float64),
+                  np.array(div123, dtype=np.float32)[:, None], np.array(den_div, dtype=np.float64)[:, None],
+                  np.array([[math.pow(float(f), 3) for f in factors[s]] for s in range(4)], dtype=np.float64),
+                  np.array(kinds, dtype=np.float32)[:, None, :, None])
     if len(_CONSTS) > 64:
         _CONSTS.clear()
     _CONSTS[key] = got
     return got
 
 
-def _num_scale(acc: np.ndarray, s: int, c: _ScaleConsts, noise: np.float32, simd: bool) -> np.ndarray:
-    """float32[N]: one scale's numerator (h + v + d cube roots plus noise) from int64[N, 3] sums."""
-    if s == 0:
-        # int64 / double, then stored to float: rounded twice.  Except that
-        # AVX-512 first converts the h sum to float (one rounding); the
-        # division by a power of two is then exact.
-        f = [(acc[:, b].astype(np.float64) / c.num_div[b]).astype(np.float32) for b in range(3)]
-        if simd:
-            f[0] = (acc[:, 0].astype(np.float32).astype(np.float64) / c.num_div[0]).astype(np.float32)
-    else:
-        # int64 / float is a float division of the int64 rounded once to float
-        # (an int64 array cast to float32 rounds once, like C; a Python int
-        # through np.float32 would go through a double first).
-        f = [acc[:, b].astype(np.float32) / c.num_div[0] for b in range(3)]
-    h, v, d = (powf_array(x, ONE_THIRD_F) + noise for x in f)
-    return h + v + d
+def _num_terms(acc: np.ndarray, c: _Consts, simd: bool) -> np.ndarray:
+    """float32[N, 4, 3]: the numerator bands (h, v, d) of every scale before their cube roots,
+    from int64[N, 4, 3] sums."""
+    out = np.empty(acc.shape, dtype=np.float32)
+    # scale 0: int64 / double, then stored to float: rounded twice.  Except that
+    # AVX-512 first converts the h sum to float (one rounding); the division by
+    # a power of two is then exact.
+    out[:, 0] = acc[:, 0].astype(np.float64) / c.num_div0
+    if simd:
+        out[:, 0, 0] = acc[:, 0, 0].astype(np.float32).astype(np.float64) / c.num_div0[0]
+    # scales 1..3: int64 / float is a float division of the int64 rounded once to
+    # float (an int64 array cast to float32 rounds once, like C; a Python int
+    # through np.float32 would go through a double first).
+    out[:, 1:] = acc[:, 1:].astype(np.float32) / c.num_div123
+    return out
 
 
-def _den_scale(acc: np.ndarray, c: _ScaleConsts) -> np.ndarray:
-    h, v, d = (
-        powf_array(((acc[:, b].astype(np.float64) / c.den_div) * c.den_cube[b]).astype(np.float32), ONE_THIRD_F)
-        + c.noise
-        for b in range(3)
-    )
-    return h + v + d
+def _den_terms(acc: np.ndarray, c: _Consts) -> np.ndarray:
+    """float32[N, 4, 3]: the denominator bands of every scale before their cube roots."""
+    return ((acc.astype(np.float64) / c.den_div) * c.den_cube).astype(np.float32)
 
 
 def metrics_from_sums(width: int, height: int, num: np.ndarray, den: np.ndarray, aim: np.ndarray,
                       options: Mapping[str, Any], code_path: str = "avx512") -> list[dict[str, float]]:
     """libvmaf's scores of N frames from their integer sums (int64[N, 4, 3] each), one dict per frame."""
-    consts = _consts(width, height, options)
+    return per_frame(columns_from_sums(width, height, num, den, aim, options, code_path))
+
+
+def columns_from_sums(width: int, height: int, num: np.ndarray, den: np.ndarray, aim: np.ndarray,
+                      options: Mapping[str, Any], code_path: str = "avx512") -> dict[str, np.ndarray]:
+    """:func:`metrics_from_sums` as columns: base metric name -> float64 array over the N frames."""
+    c = _consts(width, height, options)
+    return _columns(c, width, height, num, den, aim, options, code_path)
+
+
+class BatchScorer:
+    """:func:`columns_from_sums` for one size and set of options, its constants looked up once
+    (a session's GPU twin calls it once per batch)."""
+
+    def __init__(self, width: int, height: int, options: Mapping[str, Any], code_path: str = "avx512"):
+        self.width, self.height, self.options, self.code_path = width, height, options, code_path
+        self._consts = _consts(width, height, self.options)
+
+    def __call__(self, num: np.ndarray, den: np.ndarray, aim: np.ndarray) -> dict[str, np.ndarray]:
+        return _columns(self._consts, self.width, self.height, num, den, aim, self.options, self.code_path)
+
+
+def _columns(c: _Consts, width: int, height: int, num: np.ndarray, den: np.ndarray, aim: np.ndarray,
+             options: Mapping[str, Any], code_path: str) -> dict[str, np.ndarray]:
     skip0, skip_aim = bool(options["adm_skip_scale0"]), bool(options["adm_skip_aim"])
     simd = code_path == "avx512"
     n = num.shape[0]
-    tot_num = np.zeros(n)
-    tot_den = np.zeros(n)
-    tot_aim = np.zeros(n)
-    nums, dens = [], []
+    # Every band of every scale (num, den, aim) before its cube root in one float32 array,
+    # so glibc's powf runs over the whole batch in one call (element by element, as C does).
+    kinds = [_num_terms(num, c, simd), _den_terms(den, c)] + ([] if skip_aim else [_num_terms(aim, c, simd)])
+    terms = np.stack(kinds)  # [kind, frame, scale, band]
+    if skip0:
+        terms = terms[:, :, 1:]
+    roots = powf_array(terms.ravel(), ONE_THIRD_F).reshape(terms.shape)
+    # each band's root plus the scale's noise floor (none for AIM), then h + v + d in float
+    r = roots + c.floors
+    sums = ((r[..., 0] + r[..., 1]) + r[..., 2]).astype(np.float64)  # [kind, frame, scale]
+    if skip0:
+        skipped = np.zeros((len(kinds), n, 1))
+        skipped[1] = float(np.float32(1e-10))  # den
+        sums = np.concatenate([skipped, sums], axis=2)
+    # in double, scale by scale from 0.0, as C adds them (every kind at once)
+    tot = np.zeros(sums.shape[:2])
     for s in range(4):
-        if s == 0 and skip0:
-            ns, ds, ans = np.zeros(n), np.full(n, float(np.float32(1e-10))), np.zeros(n)
-        else:
-            c = consts[s]
-            ns = _num_scale(num[:, s], s, c, c.noise, simd).astype(np.float64)
-            ds = _den_scale(den[:, s], c).astype(np.float64)
-            ans = np.zeros(n) if skip_aim else _num_scale(aim[:, s], s, c, np.float32(0.0), simd).astype(np.float64)
-        tot_num += ns
-        tot_den += ds
-        tot_aim += ans
-        nums.append(ns)
-        dens.append(ds)
+        tot += sums[:, :, s]
+    tot_num, tot_den = tot[0], tot[1]
+    tot_aim = np.zeros(n) if skip_aim else tot[2]
 
     limit = 1e-10 * (width * height) / (1920.0 * 1080.0)
     tot_num[tot_num < limit] = 0.0
@@ -329,22 +364,22 @@ def metrics_from_sums(width: int, height: int, num: np.ndarray, den: np.ndarray,
         # libvmaf leaves the AIM score uninitialised when den is 0; 0 is our choice.
         score = np.where(zero, 1.0, tot_num / np.where(zero, 1.0, tot_den))
         score_aim = np.where(zero, 0.0, tot_aim / np.where(zero, 1.0, tot_den))
-        per_scale = [nums[s] / dens[s] for s in range(4)]
+        per_scale = sums[0] / sums[1]  # [frame, scale]
     w = float(options["adm_dlm_weight"])
     adm3 = score * w + (1 - score_aim) * (1 - w)
     min_val = float(options["adm_min_val"])
     adm3 = np.where(adm3 > min_val, adm3, min_val)
     columns = {"integer_adm2": score, "integer_aim": score_aim, "integer_adm3": adm3}
     for s in range(4):
-        columns[f"integer_adm_scale{s}"] = per_scale[s]
+        columns[f"integer_adm_scale{s}"] = per_scale[:, s]
     if options.get("debug"):
         columns["integer_adm"] = score
         columns["integer_adm_num"] = tot_num
         columns["integer_adm_den"] = tot_den
         for s in range(4):
-            columns[f"integer_adm_num_scale{s}"] = nums[s]
-            columns[f"integer_adm_den_scale{s}"] = dens[s]
-    return per_frame(columns)
+            columns[f"integer_adm_num_scale{s}"] = sums[0, :, s]
+            columns[f"integer_adm_den_scale{s}"] = sums[1, :, s]
+    return columns
 
 
 def metrics_from_stats(stats: AdmStats, options: Mapping[str, Any]) -> dict[str, float]:

@@ -260,6 +260,60 @@ class MotionTimeline:
     def flush(self) -> list[FrameScores]:
         return self._release(final=True)
 
+    def push_batch(self, first: int, scores: list[float]) -> tuple[int, dict[str, np.ndarray]]:
+        """:meth:`push` of frames ``first``, ``first + 1`` ... in order; the frames that makes
+        final as columns: (the first of them, base name -> float64 array over them).
+
+        The same values as :meth:`push` frame by frame: every released frame has
+        its next frame (only :meth:`flush` releases the last), and what frame *i*
+        gets depends on the scores alone, not on when it is released, so the
+        frames are released at once after the last push, each C operation of
+        :meth:`_frame_metrics` one numpy operation over them (doubles, the same
+        order; ``MIN`` as a comparison and a select)."""
+        if first != self._count:
+            raise ValueError(f"motion expects frame {self._count}, got {first}")
+        for k, score in enumerate(scores):
+            self._scores[first + k] = score
+        if first <= self.min_idx < first + len(scores):
+            self._stamp_score = scores[self.min_idx - first]
+        self._count += len(scores)
+        n, lo = self._count, self._next
+        hi = max(lo, n - 1) if n > self.min_idx else lo  # released: [lo, hi)
+        if hi == lo:
+            return lo, {}
+        sc = self._scores
+        score = np.array([sc[i] for i in range(lo, hi)])
+        # frames before min_idx have no motion of their own (see _frame_metrics)
+        pre = max(0, min(hi, self.min_idx) - lo)
+        stamp = 0.0 if self._stamp_score is None else self._processed(self._stamp_score)
+        rest = range(lo + pre, hi)
+        nxt = np.array([sc[i + 1] for i in rest])
+        back = 1 if self.five_frame else 0
+        valid = np.array([i - back >= self.min_idx for i in rest], dtype=bool)
+        low = np.array([sc[i - back] if i - back >= self.min_idx else 0.0 for i in rest])
+        motion2 = np.where(valid & (low < nxt), low, nxt)
+        off, factor = self.blend_offset, self.blend_factor
+        blended = motion2 * factor + (1.0 - factor) * np.where(off < motion2, off, motion2)
+        processed = np.where(blended < self.max_val, blended, self.max_val)
+        if pre:
+            self._prev_processed = stamp
+        if self.moving_average and len(processed):
+            prev = np.concatenate(([self._prev_processed], processed[:-1]))
+            motion3 = (processed + prev) / 2.0
+        else:
+            motion3 = processed
+        if len(processed):
+            self._prev_processed = float(processed[-1])
+        cols = {SAD_NAME: score,
+                "integer_motion2": np.concatenate((np.zeros(pre), motion2)),
+                "integer_motion3": np.concatenate((np.full(pre, stamp), motion3))}
+        if self.debug:
+            cols["integer_motion"] = score
+        for i in range(lo, hi):  # keep what later frames still read, as _release does
+            sc.pop(i - 2, None)
+        self._next = hi
+        return lo, cols
+
     def _processed(self, motion2: float) -> float:
         return c_min(motion_blend(motion2, self.blend_factor, self.blend_offset), self.max_val)
 

@@ -34,6 +34,7 @@ __all__ = [
     "apsnr_from_totals",
     "compute_stats",
     "metrics_from_stats",
+    "columns_from_stats",
     "psnr_params",
 ]
 
@@ -148,6 +149,32 @@ def metrics_from_stats(
     return out
 
 
+def columns_from_stats(
+    sse: np.ndarray, plane_shapes: Sequence[tuple[int, int]], params: PsnrParams
+) -> dict[str, np.ndarray]:
+    """:func:`metrics_from_stats` of N frames at once, from int64[N, planes] SSE: name -> float64[N].
+
+    The same operations element by element: the int64 to double conversion,
+    the divisions and the floor in double, C's ``log10`` per element (through
+    :func:`c_log10`: numpy's vectorised log10 may differ in the last bit), then
+    the cap as ``MIN``."""
+    planes = len(plane_shapes)
+    peak_sq = float((params.peak * params.peak) & _U32)
+    pixels = np.array([float((w * h) & _U32) for h, w in plane_shapes])
+    caps = np.array(params.psnr_max[:planes], dtype=np.float64)
+    # [frame, plane], every plane at once: each element's operations are the scalar ones
+    mse = sse[:, :planes].astype(np.float64) / pixels
+    ratio = (peak_sq / np.where(mse > 1e-16, mse, 1e-16)).ravel().tolist()
+    db = 10.0 * np.fromiter(map(c_log10, ratio), dtype=np.float64, count=len(ratio)).reshape(mse.shape)
+    db = np.where(db < caps, db, caps)
+    out: dict[str, np.ndarray] = {}
+    for p in range(planes):
+        out[PSNR_NAMES[p]] = db[:, p]
+        if params.enable_mse:
+            out[MSE_NAMES[p]] = mse[:, p]
+    return out
+
+
 def apsnr_from_totals(peak: int, sse_total: Sequence[int], pixels_total: Sequence[int]) -> dict[str, float]:
     """libvmaf's whole-run PSNR per plane from summed SSE and sample counts.
 
@@ -205,12 +232,16 @@ class IntegerPsnr(PerFrameTwin):
         if self.params is None:
             self._setup(ref)
         n = len(self._shapes)
-        sse = compute_stats(ref.planes[:n], dist.planes[:n])
+        sse = self.sse(ref.planes[:n], dist.planes[:n])
         if self.enable_apsnr:
             for p, (h, w) in enumerate(self._shapes):
                 self._sse_total[p] += int(sse[p])
                 self._pixels_total[p] += (h * w) & _U32
         return [(index, metrics_from_stats(sse, self._shapes, self.params))]
+
+    def sse(self, ref_planes: Sequence[np.ndarray], dist_planes: Sequence[np.ndarray]) -> np.ndarray:
+        """The planes' sums of squared errors (:func:`compute_stats`; a native kernel overrides it)."""
+        return compute_stats(ref_planes, dist_planes)
 
     def aggregate(self) -> dict[str, float]:
         """Whole-run metrics (``apsnr_*``) when ``enable_apsnr`` is set, else empty."""

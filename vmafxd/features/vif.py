@@ -65,6 +65,8 @@ __all__ = [
     "build_log2_table",
     "compute_stats",
     "metrics_from_stats",
+    "metrics_from_sums",
+    "columns_from_sums",
 ]
 
 #: 1-D filter taps per scale (symmetric, odd length, each summing to 65536).
@@ -551,7 +553,12 @@ def compute_stats(
 
 def metrics_from_sums(acc: np.ndarray, skip_scale0: bool, options: Mapping[str, Any]) -> list[dict[str, float]]:
     """libvmaf's scores of N frames from their accumulators (``int64[N, 4, 4]``, rows as
-    :meth:`VifStats.to_array`): one dict of base metric name -> value per frame.
+    :meth:`VifStats.to_array`): one dict of base metric name -> value per frame."""
+    return per_frame(columns_from_sums(acc, skip_scale0, options))
+
+
+def columns_from_sums(acc: np.ndarray, skip_scale0: bool, options: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """:func:`metrics_from_sums` as columns: base metric name -> float64 array over the N frames.
 
     Debug metrics are included when ``options["debug"]`` is true.  libvmaf
     evaluates ``num`` and ``den`` in double and stores them in ``float``; the
@@ -586,7 +593,7 @@ def metrics_from_sums(acc: np.ndarray, skip_scale0: bool, options: Mapping[str, 
         for s in range(_NUM_SCALES):
             columns[f"integer_vif_num_scale{s}"] = n64[:, s]
             columns[f"integer_vif_den_scale{s}"] = d64[:, s]
-    return per_frame(columns)
+    return columns
 
 
 def metrics_from_stats(stats: VifStats, options: Mapping[str, Any]) -> dict[str, float]:

@@ -32,8 +32,9 @@ __all__ = ["AUTO_FEATURES", "CompiledScorer", "ENGINES", "available", "make_cpu_
 log = logging.getLogger("vmafxd.lanes.compiled")
 
 #: the CPU lane's engines: "numpy" (the twins), "compiled" (every feature with a kernel
-#: compiled), "auto" (the features in AUTO_FEATURES compiled when a host C++ compiler is
-#: found, the rest -- and everything without a compiler -- on the numpy twins)
+#: compiled), "auto" (when a host C++ compiler is found: the features with a native kernel
+#: on it, those in AUTO_FEATURES compiled, the rest -- and everything without a compiler --
+#: on the numpy twins)
 ENGINES = ("auto", "compiled", "numpy")
 
 #: the features whose compiled kernels beat their numpy twins at 576x324 and at 1080p on
@@ -41,9 +42,12 @@ ENGINES = ("auto", "compiled", "numpy")
 #: The others' kernels are shaped for thousands of GPU threads (a tile and its halo per
 #: block, an index divided per sample) and lose to the vectorised twins on a CPU at one
 #: size or both: motion, vif, psnr, float_motion; cambi, float_vif and float_psnr win at
-#: one size only.
+#: one size only (cambi and motion run their native kernels instead, and so do adm, vif and
+#: psnr: vmafxd/lanes/native; vif and psnr at 0.6-0.9 of libvmaf's single-threaded C,
+#: docs/performance.md).
 AUTO_FEATURES = frozenset({
     "adm", "ciede", "float_adm", "float_ansnr", "float_moment", "float_ms_ssim", "float_ssim", "psnr_hvs",
+    # the SpEED pair runs its native kernel in auto (vmafxd/lanes/native/speed.cpp: faster than these and libvmaf)
     "speed_chroma", "speed_temporal",
 })
 
@@ -101,44 +105,56 @@ def resolve_engine(engine: str) -> str:
 
 def make_cpu_scorer(plan, width: int, height: int, bitdepth: int, subsampling: Subsampling, engine: str = "auto"):
     """The CPU lane's scorer of ``plan`` for ``engine`` (see ENGINES): a :class:`CompiledScorer`,
-    or the twins' ``CpuScorer`` when nothing of the plan is to run compiled.  With ``auto``, a
-    build that fails is said once in the log and the twins score instead.  A plan the
-    kernels do not take (GpuUnsupported: e.g. CAMBI's heatmaps) is the twins' with either."""
+    or the twins' ``CpuScorer`` when nothing of the plan is to run compiled.  With ``auto``, the
+    features with a native kernel (:mod:`.native`) run it, those in AUTO_FEATURES the compiled
+    GPU kernels, the rest their twins; a build that fails is said once in the log and the twins
+    score instead.  A plan the kernels do not take (GpuUnsupported: e.g. CAMBI's heatmaps) is
+    the twins' with either (with ``auto``, a native kernel still runs its feature)."""
     from ..core.scoring import CpuScorer
     from .errors import CompileError
     from .gpu.engine import GpuUnsupported
 
     global _fallback_said
     chosen = resolve_engine(engine)
-    features = None if engine == "compiled" else AUTO_FEATURES
+    alternative = None
+    features = None
+    if engine != "compiled":
+        from . import native
+
+        if chosen != "numpy":
+            alternative = native.extractor
+            features = AUTO_FEATURES - native.NATIVE_FEATURES.keys()
+        else:
+            features = AUTO_FEATURES
     if chosen == "numpy" or not any(features is None or i.decl.name in features for i in plan.instances):
-        return CpuScorer(plan, width, height, bitdepth)
+        return CpuScorer(plan, width, height, bitdepth, alternative)
     try:
-        return CompiledScorer(plan, width, height, bitdepth, subsampling, features=features)
+        return CompiledScorer(plan, width, height, bitdepth, subsampling, features=features, alternative=alternative)
     except GpuUnsupported as e:
         log.info("cpu engine: %s (%s): this session on the numpy twins", e.field, e)
-        return CpuScorer(plan, width, height, bitdepth)
+        return CpuScorer(plan, width, height, bitdepth, alternative)
     except (CompileError, RuntimeUnavailable, OSError) as e:  # OSError: a library that cannot be loaded
         if engine == "compiled":
             raise
         if not _fallback_said:
             _fallback_said = True
             log.warning("cpu engine: the compiled kernels cannot be built (%s); scoring with the numpy twins", e)
-        return CpuScorer(plan, width, height, bitdepth)
+        return CpuScorer(plan, width, height, bitdepth, alternative)
 
 
 class CompiledScorer:
     """``CpuScorer(plan, width, height, bitdepth)``'s interface over the compiled kernels.
 
     ``features``: the features to run compiled (None: every one with a kernel); the
-    plan's other instances run on their numpy twins, in the same scorer.  Each part
+    plan's other instances run on their numpy twins (or ``alternative``'s extractors: see
+    CpuScorer), in the same scorer.  Each part
     has its own assembler over its own instances; the frames each makes final go
     into this scorer's assembler, which predicts the models once a frame is final
     here (a part's lag is at most the plan's, so a part has given a frame before
     this assembler finalises it)."""
 
     def __init__(self, plan, width: int, height: int, bitdepth: int, subsampling: Subsampling = Subsampling.S420,
-                 features=None):
+                 features=None, alternative=None):
         from ..core.scoring import CpuScorer, FrameAssembler, ScoringPlan
         from .gpu.engine import GpuScorer
 
@@ -147,7 +163,7 @@ class CompiledScorer:
         self.aggregate: dict[str, float] = {}
         compiled = [i for i in plan.instances if i.decl.gpu is not None and (features is None or i.decl.name in features)]
         rest = [i for i in plan.instances if i not in compiled]
-        self._numpy = CpuScorer(ScoringPlan(rest, [], {}), width, height, bitdepth) if rest else None
+        self._numpy = CpuScorer(ScoringPlan(rest, [], {}), width, height, bitdepth, alternative) if rest else None
         self._scorer = None
         self._frame: int | None = None  # device memory of one frame pair (host memory here)
         self._host: np.ndarray | None = None

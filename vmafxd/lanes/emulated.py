@@ -293,6 +293,45 @@ def _compiler() -> str | None:
     return None
 
 
+_libdirs: dict[str, Path] = {}
+
+
+def library_dir(kind: str) -> Path:
+    """``kind/`` in the kernel cache (kernels.cache_dir: a restart loads, not builds), else a
+    temporary directory of this process when the cache cannot be written."""
+    found = _libdirs.get(kind)
+    if found is None:
+        from .gpu.kernels import cache_dir
+
+        root = cache_dir()
+        if root is not None:
+            try:
+                (root / kind).mkdir(parents=True, exist_ok=True)
+                if os.access(root / kind, os.W_OK | os.X_OK):
+                    found = root / kind
+            except OSError:
+                pass
+        if found is None:
+            found = Path(tempfile.mkdtemp(prefix=f"vmafxd-{kind}-"))
+        _libdirs[kind] = found
+    return found
+
+
+def build_library(cxx: str, source: str, flags: Sequence[str], lib: Path, name: str) -> None:
+    """Build ``source`` into the shared library ``lib`` (raises CompileError).  Each caller writes
+    its own temporary files and the library appears whole or not at all, so two threads or
+    processes building the same source read no half file."""
+    stem = lib.parent / f".{lib.stem}.{os.getpid()}.{threading.get_ident()}"
+    src, tmp = Path(f"{stem}.cpp"), Path(f"{stem}.so")
+    src.write_text(source)
+    res = subprocess.run([cxx, *flags, "-o", str(tmp), str(src)], capture_output=True, text=True)
+    src.unlink(missing_ok=True)
+    if res.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise CompileError("emu", name, res.stderr)
+    os.replace(tmp, lib)
+
+
 class EmulatedRuntime(DeviceTable):
     device_class = EmuDevice
     name = "emu"
@@ -335,21 +374,8 @@ class EmulatedRuntime(DeviceTable):
         return self._version
 
     def _library_dir(self) -> Path:
-        """``emu/`` in the kernel cache (kernels.cache_dir: a restart loads, not builds), else a
-        temporary directory of this process when the cache cannot be written."""
         if self._libdir is None:
-            from .gpu.kernels import cache_dir
-
-            root = cache_dir()
-            if root is not None:
-                try:
-                    (root / "emu").mkdir(parents=True, exist_ok=True)
-                    if os.access(root / "emu", os.W_OK | os.X_OK):
-                        self._libdir = root / "emu"
-                except OSError:
-                    pass
-            if self._libdir is None:
-                self._libdir = Path(tempfile.mkdtemp(prefix="vmafxd-emu-"))
+            self._libdir = library_dir("emu")
         return self._libdir
 
     def compile(self, source: str, name: str, arch: str, options: Sequence[str]) -> bytes:
@@ -368,20 +394,12 @@ class EmulatedRuntime(DeviceTable):
         libdir = self._library_dir()
         lib = libdir / f"{Path(name).stem}-{digest}.so"
         if not lib.exists():
-            # per caller: two threads building the same source write their own files
-            stem = libdir / f".{lib.stem}.{os.getpid()}.{threading.get_ident()}"
-            src, tmp = Path(f"{stem}.cpp"), Path(f"{stem}.so")
-            src.write_text(source)
-            pre = subprocess.run([self._cxx, "-E", "-P", "-x", "c++", "-std=c++17", "-DVX_EMULATE=1", *defines,
-                                  str(src)], capture_output=True, text=True)
+            # the preprocessor reads the source from its standard input: no file to share
+            pre = subprocess.run([self._cxx, "-E", "-P", "-x", "c++", "-std=c++17", "-DVX_EMULATE=1", *defines, "-"],
+                                 input=source, capture_output=True, text=True)
             if pre.returncode != 0:
-                src.unlink(missing_ok=True)
                 raise CompileError("emu", name, pre.stderr)
             kernels = sorted(set(_KERNEL_DECL.findall(pre.stdout)))
-            src.write_text(source + "\n" + "".join(f"VX_EMU_LAUNCHER({k})\n" for k in kernels))
-            res = subprocess.run([self._cxx, *flags, "-o", str(tmp), str(src)], capture_output=True, text=True)
-            src.unlink(missing_ok=True)
-            if res.returncode != 0:
-                raise CompileError("emu", name, res.stderr)
-            os.replace(tmp, lib)  # whole or absent: a concurrent build of the same source reads no half file
+            build_library(self._cxx, source + "\n" + "".join(f"VX_EMU_LAUNCHER({k})\n" for k in kernels), flags, lib,
+                          name)
         return str(lib).encode()

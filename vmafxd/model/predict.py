@@ -20,9 +20,12 @@ __all__ = ["predict", "predict_set", "normalise", "correct_chroma_from_luma", "c
 
 def normalise(model: Model, features: np.ndarray) -> np.ndarray:
     x = np.array(features, dtype=np.float64, copy=True)
-    if model.norm_type == "linear_rescale":
-        for k, f in enumerate(model.features):
-            x[:, k] = f.slope * x[:, k] + f.intercept
+    if model.norm_type == "linear_rescale" and model.features:
+        # every feature at once: slope * x + intercept per element, as feature by feature
+        k = len(model.features)
+        slopes = np.array([f.slope for f in model.features], dtype=np.float64)
+        intercepts = np.array([f.intercept for f in model.features], dtype=np.float64)
+        x[:, :k] = slopes * x[:, :k] + intercepts
     return x
 
 

@@ -38,14 +38,23 @@ class SvmModel:
             x = x[None, :]
         if x.shape[1] < self.sv.shape[1]:
             raise ValueError(f"model needs {self.sv.shape[1]} features, got {x.shape[1]}")
-        d2 = np.zeros((x.shape[0], self.sv.shape[0]))
-        for k in range(self.sv.shape[1]):
-            d = x[:, k : k + 1] - self.sv[None, :, k]
-            d2 = d2 + d * d
+        nf = self.sv.shape[1]
+        if nf == 0:
+            d2 = np.zeros((x.shape[0], self.sv.shape[0]))
+        else:
+            # every (feature, frame, support vector) difference squared at once (support vectors
+            # innermost: long contiguous rows); then summed feature by feature in index order
+            # from the first (0.0 + a is a, as libsvm starts)
+            sq = np.ascontiguousarray(x[:, :nf].T)[:, :, None] - np.ascontiguousarray(self.sv.T)[:, None, :]
+            sq *= sq
+            d2 = sq[0].copy()
+            for k in range(1, nf):
+                d2 += sq[k]
         # the C library's exp, as libsvm calls it: numpy's vectorised exp rounds differently
         # for a few arguments in a hundred (seen with the v1.0.16 models' 215 support vectors)
+        # (map straight into an array: a third less time than a list comprehension)
         arg = ((-self.gamma) * d2).ravel().tolist()
-        kern = np.array([math.exp(v) for v in arg]).reshape(d2.shape)
+        kern = np.fromiter(map(math.exp, arg), dtype=np.float64, count=len(arg)).reshape(d2.shape)
         terms = self.coef[None, :] * kern
         total = np.cumsum(terms, axis=1)[:, -1] if terms.shape[1] else np.zeros(x.shape[0])
         return total - self.rho

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..formats import PixelFormat, storage_planes
+from ..formats import SCALE_FLAGS, PixelFormat, storage_planes
 from .input import Input, InputError
 from .video import VideoInfo
 
@@ -24,14 +24,6 @@ _DIRECT = {
     "yuv444p10le": (PixelFormat.YUV444P, 10), "gray": (PixelFormat.YUV400P, 8), "gray10le": (PixelFormat.YUV400P, 10),
 }
 _FF_NAME = {v: k for k, v in _DIRECT.items()}
-
-#: --scale names -> PyAV's Interpolation names (FFmpeg's sws flags)
-SCALE_FLAGS = {
-    "fast_bilinear": "FAST_BILINEAR", "bilinear": "BILINEAR", "bicubic": "BICUBIC", "experimental": "X",
-    "neighbor": "POINT", "area": "AREA", "bicublin": "BICUBLIN", "gauss": "GAUSS", "sinc": "SINC",
-    "lanczos": "LANCZOS", "spline": "SPLINE",
-}
-
 
 _TEXT_FORMATS = ("tty",)
 _TEXT_CODECS = ("ansi", "bintext", "xbin", "idf")

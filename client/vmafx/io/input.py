@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .video import VideoInfo, unpack_planes
 
-__all__ = ["Input", "InputError", "pack_planes", "unpack_planes", "read_pair", "PARALLEL_READ_BYTES"]
+__all__ = ["Input", "InputError", "InputFramesAt", "pack_planes", "unpack_planes", "read_pair", "PARALLEL_READ_BYTES"]
 
 
 def pack_planes(planes, dst: memoryview) -> int:
@@ -56,16 +56,42 @@ class InputError(ValueError):
     """An input cannot be read as video; the message names the file and what was expected."""
 
 
+class InputFramesAt:
+    """An input's :class:`~vmafx.io.video.FramesAt`: ``read(i, dst)`` from any thread, a
+    failed read one :class:`InputError` naming the file and the frame; ``advance(n)`` counts
+    the frames taken in the input's ``frames_read`` too."""
+
+    def __init__(self, inp: "Input", at):
+        self._inp, self._at = inp, at
+
+    def read(self, i: int, dst: memoryview) -> bool:
+        try:
+            return self._at.read(i, dst)
+        except OSError as e:
+            raise InputError(f"{self._inp.name}: frame {self._inp.frames_read + i} cannot be read "
+                             f"({e.strerror or e})") from None
+
+    def advance(self, n: int) -> None:
+        if n:
+            self._at.advance(n)
+            self._inp.frames_read += n
+
+    def close(self) -> None:
+        self._at.close()
+
+
 class Input:
     """One opened input: ``info``, ``read_frame()``, ``pushback()``, ``close()``."""
 
     def __init__(self, name: str, info: VideoInfo, next_frame, closer, *, total: int | None = None,
-                 next_into=None):
+                 next_into=None, frames_at=None):
         self.name = name
         self.info = info
         self._next = next_frame
         #: reads the next frame straight into a packed buffer (y4m and raw files), or None
         self._next_into = next_into
+        #: the reader's frames from its position, read by offset (regular y4m and raw files), or None
+        self._frames_at = frames_at
         self._close = closer
         self._back: list = []
         #: frames in the input when knowable without reading it (regular uncompressed files)
@@ -107,6 +133,15 @@ class Input:
                              f"expected {len(dst)}")
         pack_planes(frame, dst)
         return True
+
+    def frames_at(self, *, mapped: bool = False) -> "InputFramesAt | None":
+        """The next frames, readable by position from several threads at once (y4m and raw
+        regular files, when no frame was given back), or None: read them one by one.
+        ``mapped``: copied out of a mapping of the file rather than read with ``preadv``."""
+        if self._back or self._frames_at is None:
+            return None
+        at = self._frames_at(mapped=mapped)
+        return None if at is None else InputFramesAt(self, at)
 
     def pushback(self, frame) -> None:
         self._back.append(frame)

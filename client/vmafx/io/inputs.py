@@ -96,7 +96,7 @@ def _from_reader(r: VideoReader, name: str, total: int | None = None) -> Input:
             return r.read_frame_into(dst)
         except Y4MError as e:
             raise InputError(str(e)) from None
-    return Input(name, r.info, nxt, r.close, total=total, next_into=nxt_into)
+    return Input(name, r.info, nxt, r.close, total=total, next_into=nxt_into, frames_at=r.frames_at)
 
 
 def _raw_geometry(name, width, height, pixel_format, bitdepth) -> VideoInfo:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import gzip
 import io
 import lzma
+import mmap
 import os
 import stat
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ import numpy as np
 
 from ..formats import PixelFormat, parse_pixel_format, storage_planes
 
-__all__ = ["VideoInfo", "VideoReader", "open_video", "Y4MError", "unpack_planes"]
+__all__ = ["VideoInfo", "VideoReader", "FramesAt", "open_video", "Y4MError", "unpack_planes"]
 
 
 def unpack_planes(data, shapes, dtype) -> list:
@@ -129,6 +130,67 @@ def _readinto_exact(f: BinaryIO, dst: memoryview) -> int:
     return n
 
 
+class FramesAt:
+    """The frames of a regular uncompressed file from where its reader stands, read by position.
+
+    Once a y4m file's first frame is reached every plain frame is ``FRAME\\n`` and then
+    ``size`` bytes (a raw file: the bytes alone), so frame ``i`` after the reader's position
+    starts at ``base + i * stride``, and several threads can each ``preadv`` a different
+    frame of it at once: the read syscall holds no GIL, so reading scales past one thread.
+    :meth:`read` says only whether frame ``i`` is such a plain, whole frame; anything
+    else (the end, a truncated frame, a ``FRAME`` line with parameters, after which the
+    offsets no longer hold) is left to the reader's sequential :meth:`VideoReader.read_frame_into`,
+    which ends or fails exactly as it always has.  :meth:`advance` then moves the reader
+    past the frames taken."""
+
+    def __init__(self, reader: "VideoReader", fd: int, base: int, head: int, size: int, *, mapped: bool = False):
+        self._reader, self._fd, self.base, self.head, self.size = reader, fd, base, head, size
+        self.stride = head + size
+        self.name = reader._name
+        #: with ``mapped``: the file mapped as it is now, frames copied out of it with numpy
+        #: (whose copy of a large block drops the GIL and streams past the caches); read() and
+        #: not mapped past the mapping's end.  Opt-in ($VMAFX_READ_MMAP): a file truncated while
+        #: mapped kills the process with SIGBUS where ``preadv`` only returns short.
+        self._map = self._bytes = None
+        if mapped:
+            try:
+                self._map = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+            except (OSError, ValueError):  # an empty file, or one that cannot be mapped: preadv
+                self._map = None
+            else:
+                self._bytes = np.frombuffer(self._map, np.uint8)
+
+    def read(self, i: int, dst: memoryview) -> bool:
+        """Frame ``i`` (counted from the reader's position) into ``dst``; True when it is a
+        plain whole frame.  Any thread; an ``OSError`` of the read is the caller's to report."""
+        size, pos = self.size, self.base + i * self.stride
+        src = self._bytes
+        if src is not None and pos + self.stride <= src.size:
+            if self.head and src[pos:pos + self.head].tobytes() != _FRAME_LINE:
+                return False
+            np.copyto(np.frombuffer(dst, np.uint8, size), src[pos + self.head:pos + self.stride])
+            return True
+        if not self.head:
+            return os.preadv(self._fd, [dst[:size]], pos) == size
+        head = bytearray(self.head)
+        return os.preadv(self._fd, [head, dst[:size]], pos) == self.stride and head == _FRAME_LINE
+
+    def close(self) -> None:
+        """The mapping, if any, let go (every read is over)."""
+        m, self._map, self._bytes = self._map, None, None
+        if m is not None:
+            try:
+                m.close()
+            except BufferError:  # a view of it still held somewhere: unmapped when that goes
+                pass
+
+    def advance(self, n: int) -> None:
+        """The reader is past ``n`` frames read by :meth:`read` (0..n-1, all plain)."""
+        r = self._reader
+        r._pos = self.base + n * self.stride
+        r.frames_read += n
+
+
 class VideoReader:
     """Iterates over frames; each frame is a list of stored planes (numpy arrays)."""
 
@@ -161,6 +223,14 @@ class VideoReader:
             self._f.seek(self._pos)
             self._pos = None
         return self._f
+
+    def frames_at(self, *, mapped: bool = False) -> FramesAt | None:
+        """The frames from here on, read by position (a regular uncompressed file), or None;
+        ``mapped``: copied out of a mapping of the file (:class:`FramesAt`)."""
+        if self._fd is None:
+            return None
+        base = self._pos if self._pos is not None else self._f.tell()
+        return FramesAt(self, self._fd, base, len(_FRAME_LINE) if self._y4m else 0, self._frame_size, mapped=mapped)
 
     def read_frame(self) -> list[np.ndarray] | None:
         """The next frame's planes, or None at the end of the stream (read as

@@ -17,7 +17,7 @@ import numpy as np
 from ...features import adm as cpu
 from ...features._adm_core import COS_1DEG_SQ
 from ...features._adm_plan import ScaleParams, plan_for
-from .engine import GpuFeature, GpuUnsupported
+from .engine import GpuFeature, GpuUnsupported, rows_of
 from .launch import I32, I64, U64
 
 __all__ = ["make", "scale_table", "PARAM_NAMES"]
@@ -100,6 +100,7 @@ class GpuAdm(GpuFeature):
         self.skip0 = bool(self.values["adm_skip_scale0"])
         self.skip_aim = bool(self.values["adm_skip_aim"])
         _, self.params = plan_for(w, h, self.values)
+        self._scores = cpu.BatchScorer(w, h, self.values)
         # band sizes, and the per-frame scratch layout: per scale 8 planes (ref a h v d, dist a h v d)
         self.sizes, self.pitches, self.offsets, self.plane_elems = [], [], [], []
         off, bw, bh = 0, w, h
@@ -190,10 +191,12 @@ class GpuAdm(GpuFeature):
         num, den, aim = self._sums(record)[0].copy()
         return cpu.AdmStats(self.width, self.height, num, den, aim)
 
-    def metrics(self, stats: np.ndarray, first_seq: int, count: int):
+    def columns(self, stats: np.ndarray, first_seq: int, count: int):
         sums = self._sums(stats[:count, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.int64))
-        rows = cpu.metrics_from_sums(self.width, self.height, sums[:, 0], sums[:, 1], sums[:, 2], self.values)
-        return [(first_seq + i, m) for i, m in enumerate(rows)]
+        return first_seq, self._scores(sums[:, 0], sums[:, 1], sums[:, 2])
+
+    def metrics(self, stats: np.ndarray, first_seq: int, count: int):
+        return rows_of(self.columns(stats, first_seq, count))
 
 
 def make(instance, scorer) -> GpuAdm:

@@ -35,9 +35,11 @@ import numpy as np
 from vmafx.formats import PixelFormat, Subsampling, scoring_planes
 
 from ...core.scoring import FrameAssembler, PlanError, ScoringPlan
+from ...features.declaration import per_frame
 from .launch import I32, U64, Launcher
 
-__all__ = ["FrameSource", "GpuFrame", "HostUploads", "packed_layout", "Staging", "Batch", "GpuScorer", "KernelSet", "GpuUnsupported", "twin_modules"]
+__all__ = ["FrameSource", "GpuFrame", "HostUploads", "packed_layout", "Staging", "Batch", "GpuScorer", "KernelSet", "GpuUnsupported", "twin_modules",
+           "rows_of", "job_table"]
 
 def twin_modules() -> dict[str, str]:
     """Feature name -> its GPU twin's module under vmafxd.lanes.gpu (``make(instance, scorer)``),
@@ -88,11 +90,23 @@ class GpuFeature:
     def flush(self):
         return self._rule_flush() if self._rule_flush is not None else []
 
+    def columns(self, stats: np.ndarray, first_seq: int, count: int) -> tuple[int, dict[str, np.ndarray]] | None:
+        """A batch's metrics as columns: (the first frame's seq, base metric name -> float64 array
+        over consecutive frames from it); None for a twin that gives one dict per frame
+        (:meth:`metrics` alone).  A twin that has it defines ``metrics`` as ``rows_of(columns)``."""
+        return None
+
     def close(self) -> None:
         """Free the owned device memory, in the order it was owned; a second call does nothing."""
         owned, self._owned = self._owned, []
         for ptr in owned:
             self.scorer.device.free(ptr)
+
+
+def rows_of(columns: tuple[int, dict[str, np.ndarray]]) -> list:
+    """:meth:`GpuFeature.columns`' result as ``metrics()`` gives it: (seq, {name: float}) per frame."""
+    first, cols = columns
+    return list(enumerate(per_frame(cols), first)) if cols else []
 
 
 class KernelSet:
@@ -259,6 +273,50 @@ def convert_jobs(src: FrameSource, staging: Staging, dst_base: int, frame: int, 
     return jobs
 
 
+def job_table(frames: Sequence["GpuFrame"], staging: Staging, dst_base: int, templates: dict) -> np.ndarray:
+    """uint64[jobs, 8]: every frame's :func:`convert_jobs`, ref then dist, frame by frame, as one
+    table built in whole-array operations.
+
+    A source's jobs depend on its pointer, its layout and where it lands in
+    staging.  The layout's part is made once per (format, planes) and kept in
+    ``templates`` (the layout's jobs at pointer 0 into staging at 0), as are
+    the places in staging per batch size (the k-th source: frame ``k // 2``,
+    role ``k % 2``, as ``plane_ptr``); the rest is two columns added here: the
+    sources' pointers, and ``dst_base`` plus their places.
+    """
+    srcs = [s for f in frames for s in (f.ref, f.dist)]
+    keys = [(s.pixel_format, s.planes) for s in srcs]
+    if keys.count(keys[0]) == len(keys):  # one layout (the usual case): broadcast it
+        template = _template(keys[0], staging, templates)[None]
+    else:
+        template = np.stack([_template(k, staging, templates) for k in keys])
+    table = np.empty((len(srcs),) + template.shape[1:], dtype=np.uint64)
+    table[:] = template
+    table[:, :, 0] += np.array([s.ptr for s in srcs], dtype=np.uint64)[:, None]
+    table[:, :, 5] += _places(len(srcs), staging, templates) + np.uint64(dst_base)
+    return table.reshape(-1, 8)
+
+
+def _places(count: int, staging: Staging, templates: dict) -> np.ndarray:
+    """uint64[count, 1]: the k-th source's offset in staging, ``k // 2`` frames and ``k % 2`` roles in."""
+    got = templates.get(count)
+    if got is None:
+        k = np.arange(count, dtype=np.uint64)
+        got = templates[count] = ((k // np.uint64(2)) * np.uint64(staging.frame_bytes)
+                                  + (k % np.uint64(2)) * np.uint64(staging.role_bytes))[:, None]
+    return got
+
+
+def _template(key: tuple, staging: Staging, templates: dict) -> np.ndarray:
+    t = templates.get(key)
+    if t is None:
+        t = np.asarray(convert_jobs(FrameSource(0, *key), staging, 0, 0, 0), dtype=np.uint64)
+        if len(templates) >= 80:  # a session sees one or two layouts (and batch sizes); bound it
+            templates.clear()
+        templates[key] = t
+    return t
+
+
 @dataclass
 class Batch:
     first_seq: int
@@ -306,6 +364,10 @@ class GpuScorer:
             twin.stats_offset = offset
             offset += (twin.stats_bytes + 7) // 8 * 8
             self.twins.append(twin)
+        #: per twin: base metric name -> output name (the plan's names, once per session)
+        self._names = [twin.instance.names for twin in self.twins]
+        #: per twin: its columns() (GpuFeature's), or None for one that gives dicts alone (cambi)
+        self._columns = [getattr(twin, "columns", None) for twin in self.twins]
         self.stats_bytes = max(8, offset)
         self._stats_dev = device.alloc(self.stats_bytes * max_batch)
         self._jobs_dev = device.alloc(max_batch * 2 * 3 * 64)
@@ -313,6 +375,8 @@ class GpuScorer:
         self._slots = [_HostSlot(device, max_batch, self.stats_bytes, max_batch * 2 * 3) for _ in range(slots)]
         self._next_seq = 0
         self._inflight: list[Batch] = []
+        #: (pixel format, planes) -> that layout's convert jobs at pointer 0 (:func:`job_table`)
+        self._templates: dict[tuple, np.ndarray] = {}
 
     # -- submission --------------------------------------------------------------
     def can_enqueue(self) -> bool:
@@ -331,16 +395,13 @@ class GpuScorer:
             for ev in f.waits:
                 st.wait_event(ev)
         staging = dev.alloc_async(n * stg.frame_bytes, st)
-        jobs = []
-        for i, f in enumerate(frames):
-            jobs += convert_jobs(f.ref, stg, staging, i, 0)
-            jobs += convert_jobs(f.dist, stg, staging, i, 1)
-        table = np.asarray(jobs, dtype=np.uint64)
+        table = job_table(frames, stg, staging, self._templates)
+        njobs = len(table)
         slot.jobs[: table.nbytes] = table.view(np.uint8).ravel()
         dev.copy_htod_async(self._jobs_dev, slot.jobs, table.nbytes, st)
         rows_per_block = 4
-        self._convert(((stg.height + rows_per_block - 1) // rows_per_block, len(jobs)), (256,), st,
-                      self._jobs_dev, len(jobs))
+        self._convert(((stg.height + rows_per_block - 1) // rows_per_block, njobs), (256,), st,
+                      self._jobs_dev, njobs)
         copied = dev.create_event()
         copied.record(st)
         dev.memset_async(self._stats_dev, 0, n * self.stats_bytes, st)
@@ -363,8 +424,12 @@ class GpuScorer:
         """Metrics of a batch whose ``done`` event has completed; returns frames now final."""
         if not batch.done.query():
             raise RuntimeError("batch completed before its done event")
-        for twin in self.twins:
-            names = twin.instance.names
+        for twin, names, columns in zip(self.twins, self._names, self._columns):
+            got = columns(batch.stats, batch.first_seq, batch.count) if columns is not None else None
+            if got is not None:  # the batch's values as arrays, handed over whole
+                first, cols = got
+                self.assembler.add_columns(first, {names[k]: v for k, v in cols.items() if k in names})
+                continue
             for seq, metrics in twin.metrics(batch.stats, batch.first_seq, batch.count):
                 self.assembler.add(seq, {names[k]: v for k, v in metrics.items() if k in names})
         finals = self.assembler.pushed(batch.first_seq + batch.count - 1)
@@ -375,8 +440,7 @@ class GpuScorer:
 
     def finish(self) -> list[tuple[int, dict[str, float]]]:
         """After the last batch completed: flush temporal features, final frames."""
-        for twin in self.twins:
-            names = twin.instance.names
+        for twin, names in zip(self.twins, self._names):
             for seq, metrics in twin.flush():
                 self.assembler.add(seq, {names[k]: v for k, v in metrics.items() if k in names})
             agg = getattr(twin, "aggregate", None)

@@ -2,55 +2,36 @@
 
 What ``vmafxctl score --in-process --lane cuda`` runs: no socket, no second
 process, no copy through a shared buffer.  Frames are read straight into
-page-locked host memory (a reader's ``read_frame_into``) on a reader thread,
+page-locked host memory on reader threads (vmafxd/lanes/gpu/batch_filler.py: regular
+files by position on several threads, others with a reader's ``read_frame_into``),
 a whole batch of reference and distorted frames goes up in one asynchronous
-copy, and the engine scores it while the reader fills the next slot.
+copy, and the engine scores it while the readers fill the next slots.
 The scores are the engine's, so the daemon's and the CPU lane's, bit for bit.
 """
 
 from __future__ import annotations
 
-import importlib
 import queue
-import threading
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import numpy as np
 
 from vmafx.formats import storage_planes
-from vmafx.io.input import PARALLEL_READ_BYTES, pack_planes, read_pair, unpack_planes
+from vmafx.io.input import unpack_planes
+from vmafx.io.parallel_read import read_threads
 
 from ..runtime import RuntimeUnavailable
+from .batch_filler import BatchFiller, SlotPinner
+from .device_start import RUNTIMES, SLOT_BYTES, start_device, take_device
 from .engine import FrameSource, GpuFrame, GpuScorer, KernelSet
 
-__all__ = ["RUNTIMES", "score_readers", "RuntimeUnavailable"]
-
-#: the GPU runtimes this can score on ("emu": the CPU emulator of the kernels, for tests)
-RUNTIMES = {"cuda": "vmafxd.lanes.cuda", "hip": "vmafxd.lanes.hip", "emu": "vmafxd.lanes.emulated"}
-
-
-def _read_into(reader, dst: memoryview) -> bool:
-    """The reader's next frame, packed plane after plane, into ``dst``; False at its end."""
-    into = getattr(reader, "read_frame_into", None)
-    if into is not None:
-        return into(dst)
-    planes = reader.read_frame()  # a reader of planes only (the --scale path)
-    if planes is None:
-        return False
-    pack_planes(planes, dst)
-    return True
-
+__all__ = ["RUNTIMES", "score_readers", "start_device", "RuntimeUnavailable"]
 
 #: at most this many frame pairs a batch (one upload, one launch sequence), and batches of
 #: host memory circulating
 BATCH, SLOTS = 32, 4
-#: page-locked bytes a slot aims at.  Pinning is paid up front (cuMemHostAlloc: about
-#: 0.4 ms a MiB on the H200), so 32 pairs of 4K frames (800 MB a slot) cost more to pin
-#: than to score; measured there (docs/gpu-runs.md), 800 1080p frames: batches of 32
-#: 776 frames/s, 16 966, 8 1,068, 4 1,002; 200 4K frames: 32 69, 8 186, 4 242.
-SLOT_BYTES = 64 << 20
+# SLOT_BYTES: page-locked bytes a slot aims at (device_start.py says why 64 MiB)
 
 
 def batch_for(pair_bytes: int, most: int) -> int:
@@ -58,70 +39,9 @@ def batch_for(pair_bytes: int, most: int) -> int:
     return max(1, min(most, SLOT_BYTES // max(1, pair_bytes)))
 
 
-class _BatchFiller:
-    """The reader thread: fills free slots' page-locked memory with frame pairs.
-
-    Reading is most of what the command does (the kernels take a fraction of a
-    millisecond a 1080p frame), so it runs beside the scoring thread: ``preadv``
-    and xz decoding release the GIL, so the scoring thread uploads, launches and
-    completes batches meanwhile.  From 1 MiB a frame the distorted frame is read on
-    a second thread while this one reads the reference (one thread's copy out of
-    the page cache is what caps the file path at large sizes).  A frame read past
-    the other input's end is given back (``pushback``), as the CPU lane does."""
-
-    def __init__(self, reference, distorted, fs: int, batch: int, max_frames: int | None, unpack):
-        self.rr, self.dr = reference, distorted
-        self.fs, self.batch, self.left = fs, batch, max_frames
-        self.unpack = unpack
-        self.free: queue.SimpleQueue = queue.SimpleQueue()  # slot (memoryview) or None: stop
-        self.ready: queue.SimpleQueue = queue.SimpleQueue()  # (slot, count, last) or an exception
-        self._helper = ThreadPoolExecutor(1, "vmafx-read-dist") if fs >= PARALLEL_READ_BYTES else None
-        self._thread = threading.Thread(target=self._run, name="vmafx-read", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self.free.put(None)
-        self._thread.join()
-        if self._helper is not None:
-            self._helper.shutdown(wait=True)
-
-    def _pair(self, host: memoryview, i: int) -> bool:
-        fs = self.fs
-        ref, dist = host[2 * i * fs:(2 * i + 1) * fs], host[(2 * i + 1) * fs:(2 * i + 2) * fs]
-        a, b = read_pair(lambda: _read_into(self.rr, ref), lambda: _read_into(self.dr, dist), self._helper)
-        if b and not a and hasattr(self.dr, "pushback"):  # the reference ended first
-            self.dr.pushback(self.unpack(dist))
-        if a and not b and hasattr(self.rr, "pushback"):  # the distorted ended first
-            self.rr.pushback(self.unpack(ref))
-        return a and b
-
-    def _run(self) -> None:
-        while True:
-            slot = self.free.get()
-            if slot is None:
-                return
-            count, last = 0, False
-            try:
-                while count < self.batch:
-                    if self.left is not None and self.left <= 0 or not self._pair(slot[1], count):
-                        last = True
-                        break
-                    count += 1
-                    if self.left is not None:
-                        self.left -= 1
-            except BaseException as e:  # reported in the scoring thread
-                self.ready.put(e)
-                return
-            self.ready.put((slot, count, last))
-            if last:
-                return
-
-
 def score_readers(lane: str, plan, reference, distorted, *, max_frames: int | None = None,
                   progress: Callable[[int], None] | None = None, batch: int | None = None,
-                  slots: int | None = None):
+                  slots: int | None = None, threads: int | None = None):
     """Score frame pairs from two readers (``.info``, ``read_frame_into`` or ``read_frame``)
     until either ends or ``max_frames``; returns (the finished :class:`GpuScorer`, frames scored).
 
@@ -129,15 +49,13 @@ def score_readers(lane: str, plan, reference, distorted, *, max_frames: int | No
     while others are uploaded and scored; a slot goes back to the reader after its
     batch's ``done`` event (its copy is on the same stream, so it has finished by then).
     A frame read past the other input's end goes back through ``pushback``.
+    ``threads``: how many read the files (:func:`vmafx.io.parallel_read.read_threads`).
+    The device comes from :func:`start_device` when it was started, else is started now.
+    One slot is pinned before the first frame, the others on a thread while the first batches
+    are read and scored.
     Raises :class:`RuntimeUnavailable` when the lane's runtime or device is missing."""
     slots = slots or SLOTS
-    try:
-        binding = importlib.import_module(RUNTIMES[lane])
-    except ImportError as e:
-        raise RuntimeUnavailable(lane, f"its binding cannot be imported ({e})") from None
-    rt = binding.load()
-    if rt.device_count() < 1:
-        raise RuntimeUnavailable(lane, "no device")
+    rt, dev, first_host = take_device(lane)
     info = reference.info
     w, h, bpc, fmt = info.width, info.height, info.bitdepth, info.pixel_format
     shapes = storage_planes(fmt, w, h, bpc)
@@ -147,23 +65,29 @@ def score_readers(lane: str, plan, reference, distorted, *, max_frames: int | No
         fs += s.size
     layout = tuple(layout)
     batch = batch or batch_for(2 * fs, BATCH)
-    dev = rt.device(0)
     dev.make_current()
-    kernels = KernelSet(rt, dev)
-    stream = dev.create_stream()
-    # a slot is completed before the reader gets it back, so the scorer needs room for all of them
-    scorer = GpuScorer(dev, kernels, stream, plan, w, h, bpc, fmt.subsampling, max_batch=batch, slots=slots)
-    hosts, devs = [], []
-    filler = None
+    slot_bytes = 2 * batch * fs
+    hosts: list = [None] * slots
+    devs: list = []
+    filler = pinner = kernels = stream = scorer = None
     try:
-        for _ in range(slots):
-            hosts.append(dev.alloc_host(2 * batch * fs))
-            devs.append(dev.alloc(2 * batch * fs))
+        if first_host is not None and first_host.nbytes >= slot_bytes:
+            hosts[0], first_host = first_host, None
+        else:
+            hosts[0] = dev.alloc_host(slot_bytes)
         dtype = np.uint8 if bpc <= 8 else np.dtype("<u2")
-        filler = _BatchFiller(reference, distorted, fs, batch, max_frames, lambda buf: unpack_planes(bytes(buf), shapes, dtype))
-        for k in range(slots):
-            filler.free.put((k, memoryview(hosts[k])))
+        filler = BatchFiller(reference, distorted, fs, batch, max_frames,
+                              lambda buf: unpack_planes(bytes(buf), shapes, dtype), read_threads(threads))
+        filler.free.put((0, memoryview(hosts[0])))
+        # the first batch is read, and the other slots pinned, while the kernels' modules load
         filler.start()
+        pinner = SlotPinner(dev, hosts, slot_bytes, filler.free)
+        kernels = KernelSet(rt, dev)
+        stream = dev.create_stream()
+        # a slot is completed before the reader gets it back, so the scorer needs room for all of them
+        scorer = GpuScorer(dev, kernels, stream, plan, w, h, bpc, fmt.subsampling, max_batch=batch, slots=slots)
+        for _ in range(slots):
+            devs.append(dev.alloc(slot_bytes))
         pending: deque = deque()
 
         def complete_oldest() -> None:
@@ -200,12 +124,20 @@ def score_readers(lane: str, plan, reference, distorted, *, max_frames: int | No
         scorer.finish()
         return scorer, n
     finally:
+        if pinner is not None:
+            pinner.stop()
         if filler is not None:
             filler.stop()
-        stream.synchronize()
+        if stream is not None:
+            stream.synchronize()
         for p in devs:
             dev.free(p)
         for p in hosts:
-            dev.free_host(p)
-        scorer.close()
-        kernels.close()
+            if p is not None:
+                dev.free_host(p)
+        if first_host is not None:  # a slot too small for this geometry's batch
+            dev.free_host(first_host)
+        if scorer is not None:
+            scorer.close()
+        if kernels is not None:
+            kernels.close()

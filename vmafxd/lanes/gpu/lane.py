@@ -164,13 +164,15 @@ class GpuImport(LaneImport):
 
     def __post_init__(self):
         self.zero_copy = self.memory is not None
+        #: what every frame's FrameSource takes from the layout (made once: it is per frame otherwise)
+        self._format: PixelFormat = self.layout.geometry.pixel_format
+        self._planes = tuple((p.offset, p.pitch) for p in self.layout.planes)
 
     def implicit_fence_fds(self):
         return self.host.implicit_fence_fds() if self.host is not None else ()
 
     def source(self, ptr: int) -> FrameSource:
-        fmt: PixelFormat = self.layout.geometry.pixel_format
-        return FrameSource(ptr, fmt, tuple((p.offset, p.pitch) for p in self.layout.planes))
+        return FrameSource(ptr, self._format, self._planes)
 
     def close(self) -> None:
         if self.closed:

@@ -9,6 +9,7 @@ to the driver each time (the driver copies the values during the call).
 
 from __future__ import annotations
 
+import struct
 from typing import Sequence
 
 import numpy as np
@@ -20,6 +21,9 @@ I64 = np.dtype(np.int64)
 I32 = np.dtype(np.int32)
 F64 = np.dtype(np.float64)
 F32 = np.dtype(np.float32)
+
+#: struct codes of one 8-byte argument slot per type
+_CODES = {U64: "Q", I64: "q", I32: "i4x", F64: "d", F32: "f4x"}
 
 
 class Launcher:
@@ -33,6 +37,11 @@ class Launcher:
         # one 8-byte slot per argument (every kernel parameter here is <= 8 bytes)
         self._record = np.zeros(len(types), dtype=np.uint64)
         self._views = [self._record[i:i + 1].view(t) for i, t in enumerate(types)]
+        # all values in one C call (struct) into the 8-byte slots, a narrower value in the slot's
+        # low bytes (native order, as the views write it); anything struct refuses (a float for an
+        # int, a negative for an unsigned) goes through the views, which cast as numpy does
+        codes = [_CODES.get(t) for t in self.types]
+        self._pack = struct.Struct("=" + "".join(codes)).pack_into if None not in codes else None
         base = self._record.ctypes.data
         self._ptrs = np.array([base + 8 * i for i in range(len(types))], dtype=np.uint64)
         self.args_address = int(self._ptrs.ctypes.data)
@@ -40,7 +49,12 @@ class Launcher:
     def __call__(self, grid, block, stream, *values, shared: int | None = None) -> None:
         if len(values) != len(self._views):
             raise TypeError(f"kernel takes {len(self._views)} arguments, got {len(values)}")
-        for view, v in zip(self._views, values):
-            view[0] = v
+        try:
+            if self._pack is None:
+                raise TypeError
+            self._pack(self._record, 0, *values)
+        except (struct.error, TypeError):
+            for view, v in zip(self._views, values):
+                view[0] = v
         self.device.launch_packed(self.function, grid, block, self.shared if shared is None else shared,
                                   stream, self.args_address, self.types)

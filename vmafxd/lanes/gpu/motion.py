@@ -12,13 +12,18 @@ from __future__ import annotations
 import numpy as np
 
 from ...features import motion as cpu
-from .engine import GpuFeature
+from .engine import GpuFeature, rows_of
 from .launch import I32, I64, U64
 
 __all__ = ["make"]
 
 #: the SAD kernel's output tile (MT_W x MT_H in motion.cu)
 _TILE_W, _TILE_H = 64, 64
+#: batches of this many frames and more go through the temporal rule as columns
+#: (MotionTimeline.push_batch: the same values), smaller ones frame by frame, whichever is
+#: cheaper (scripts/bench_engine_host.py --plans motion: 1.5 µs a frame less at 32 frames,
+#: 20 µs a batch more at one)
+_COLUMNS_FROM = 12
 
 
 class GpuMotion(GpuFeature):
@@ -62,7 +67,26 @@ class GpuMotion(GpuFeature):
             dev.copy_dtod_async(self._history[1], self._history[0], self._plane_bytes, st)
         dev.copy_dtod_async(self._history[0], stg.plane_ptr(staging, n - 1, 0, 0), self._plane_bytes, st)
 
+    def _scores(self, stats: np.ndarray, first_seq: int, count: int) -> list[float]:
+        """Each frame's score (``motion.metrics_from_stats`` of its SAD, over the batch: the same
+        double operations in the same order, ``MIN`` as a select); 0 before the first real one."""
+        if self.force_zero:
+            return [0.0] * count
+        sad = stats[:count, self.stats_offset:self.stats_offset + 8].view(np.int64)[:, 0]
+        w, h = self.scorer.staging.shapes[0]
+        x = sad.astype(np.float64) / 256.0 / float((w * h) & 0xFFFFFFFF) * self.fps_weight
+        x = np.where(x < self.max_val, x, self.max_val)
+        x[:max(0, self.gap - first_seq)] = 0.0
+        return x.tolist()
+
+    def columns(self, stats: np.ndarray, first_seq: int, count: int):
+        if count < _COLUMNS_FROM:
+            return None  # a few frames: metrics(), frame by frame, costs less than the arrays
+        return self.timeline.push_batch(first_seq, self._scores(stats, first_seq, count))
+
     def metrics(self, stats: np.ndarray, first_seq: int, count: int):
+        if count >= _COLUMNS_FROM:
+            return rows_of(self.columns(stats, first_seq, count))
         sad = stats[:count, self.stats_offset:self.stats_offset + 8].view(np.int64)[:, 0]
         w, h = self.scorer.staging.shapes[0]
         return self.push_scores(first_seq, (

@@ -9,10 +9,14 @@ from __future__ import annotations
 import numpy as np
 
 from ...features import psnr as cpu
-from .engine import GpuFeature
+from .engine import GpuFeature, rows_of
 from .launch import I32, I64, U64
 
 __all__ = ["make", "PlaneSse"]
+
+#: batches of this many frames and more are scored as columns (columns_from_stats: the same
+#: arithmetic), smaller ones frame by frame (metrics_from_stats), whichever is cheaper
+_COLUMNS_FROM = 4
 
 
 class PlaneSse:
@@ -53,7 +57,20 @@ class GpuPsnr(GpuFeature):
         for p in range(self.nplanes):
             self._sse(staging, n, p, stats + self.stats_offset, record_bytes)
 
+    def columns(self, stats: np.ndarray, first_seq: int, count: int):
+        if count < _COLUMNS_FROM:
+            return None  # a few frames: metrics(), frame by frame, costs less than the arrays
+        sse = stats[:count, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.int64)
+        shapes = self.shapes[: self.nplanes]
+        if self.apsnr:
+            for p, (h, w) in enumerate(shapes):
+                self._sse_total[p] += sum(sse[:, p].tolist())  # Python ints: no overflow
+                self._pixels_total[p] += ((h * w) & 0xFFFFFFFF) * count
+        return first_seq, cpu.columns_from_stats(sse, shapes, self.params)
+
     def metrics(self, stats: np.ndarray, first_seq: int, count: int):
+        if count >= _COLUMNS_FROM:
+            return rows_of(self.columns(stats, first_seq, count))
         sse = stats[:, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.int64)
         shapes = self.shapes[: self.nplanes]
         out = []

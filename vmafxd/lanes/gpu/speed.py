@@ -32,13 +32,13 @@ _COLS = 256  # SP_COLS
 
 class GpuSpeed(GpuFeature):
     def __init__(self, instance, scorer):
-        self.temporal = instance.decl.name == "speed_temporal"
-        decl = speed_temporal.DECLARATION if self.temporal else speed_chroma.DECLARATION
+        self.is_temporal = instance.decl.name == "speed_temporal"
+        decl = speed_temporal.DECLARATION if self.is_temporal else speed_chroma.DECLARATION
         super().__init__(instance, scorer, decl)
         stg = scorer.staging
         role_elems = stg.role_bytes // stg.elem
         # the CPU twins are built for their checks (options, bit depth, size)
-        if self.temporal:
+        if self.is_temporal:
             self.geometry = speed_temporal.SpeedTemporal(self.values, stg.width, stg.height, stg.bitdepth).geometry
             plane = 0
             dis_cur = 0 if self.values["speed_use_ref_diff"] else role_elems
@@ -75,7 +75,7 @@ class GpuSpeed(GpuFeature):
         self._resize = [self.own(upload(dev, st, np.asarray(t, np.float32 if k % 3 == 2 else np.int64)))
                         for k, t in enumerate(tables)]
         self._history = None
-        if self.temporal:
+        if self.is_temporal:
             self._history = self.own(dev.alloc(stg.frame_bytes))
             dev.memset_async(self._history, 0, stg.frame_bytes, st)
         ks = scorer.kernels
@@ -122,12 +122,12 @@ class GpuSpeed(GpuFeature):
         g = self.geometry
         th, tw = g.truncated
         rec = stats[:count, self.stats_offset:self.stats_offset + self.stats_bytes]
-        mode = 0 if self.temporal else int(self.values["speed_weight_var_mode"])
+        mode = 0 if self.is_temporal else int(self.values["speed_weight_var_mode"])
         # every scored frame of the batch in one finish_scores call: its linear algebra runs on the
         # stack of all their pictures' matrices (the same values as frame by frame, fewer numpy calls)
         # only speed_temporal's frame 0 goes unscored (it has no previous frame), and it
         # can only be a batch's first: the scored frames are rec[skip:count]
-        skip = 1 if self.temporal and first_seq == 0 else 0
+        skip = 1 if self.is_temporal and first_seq == 0 else 0
         scored = count - skip
         scores = []
         if scored > 0:
@@ -142,7 +142,7 @@ class GpuSpeed(GpuFeature):
                 out.append((seq, {"speed_temporal": 0.0}))
                 continue
             j = (i - skip) * per_frame
-            if self.temporal:
+            if self.is_temporal:
                 out.append((seq, {"speed_temporal": float(scores[j][0])}))
             else:
                 (su, eu), (sv, ev) = scores[j:j + 2]

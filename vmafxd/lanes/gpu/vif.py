@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...features import vif as cpu
-from .engine import GpuFeature
+from .engine import GpuFeature, rows_of
 from .launch import F64, I32, I64, U64
 
 __all__ = ["make"]
@@ -104,10 +104,12 @@ class GpuVif(GpuFeature):
             src_r, src_d, fstride, pitch = dst_r, dst_d, dst_fstride, self.pitches[s + 1]
         dev.free_async(scratch, st)
 
-    def metrics(self, stats: np.ndarray, first_seq: int, count: int):
+    def columns(self, stats: np.ndarray, first_seq: int, count: int):
         acc = stats[:count, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.int64)
-        rows = cpu.metrics_from_sums(acc, self.skip0, self.values)
-        return [(first_seq + i, m) for i, m in enumerate(rows)]
+        return first_seq, cpu.columns_from_sums(acc, self.skip0, self.values)
+
+    def metrics(self, stats: np.ndarray, first_seq: int, count: int):
+        return rows_of(self.columns(stats, first_seq, count))
 
 
 def make(instance, scorer) -> GpuVif:

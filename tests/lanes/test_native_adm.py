@@ -1,0 +1,81 @@
+"""The native ADM sums (vmafxd/lanes/native/adm.cpp) against the numpy twin.
+
+The 36 integer sums are compared with the twin's :func:`compute_stats` on the
+ADM kernel test's corner cases (full-range noise and two-level pictures at 8 to
+16 bits, odd and minimal sizes, options where libvmaf's AVX-512 routines and
+its C leftovers differ), and the extractor's metrics with the twin's for the
+options that only change the float arithmetic, on a vendored pair.
+"""
+
+import numpy as np
+import pytest
+
+from vmafxd.features import adm as cpu
+
+from ..reference import vendored_pairs
+from .conftest import load_runtime
+from .test_adm_kernel import CASES, _case_id, _pictures
+
+
+@pytest.fixture(scope="module")
+def native_adm():
+    load_runtime("emu")  # skips without a host compiler
+    from vmafxd.lanes.native import adm
+
+    return adm
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_sums_equal_the_twins(native_adm, case):
+    w, h, bpc, kind, options = case
+    options = cpu.DECLARATION.with_defaults(options)
+    for seed in (0, 1):
+        ref, dist = _pictures(w, h, bpc, kind, seed)
+        want = cpu.compute_stats(ref, dist, bpc, options)
+        got = native_adm.compute_sums(ref, dist, bpc, options)
+        for field in ("num", "den", "aim"):
+            assert np.array_equal(getattr(got, field), getattr(want, field)), (seed, field)
+    assert want.den.any() and (want.aim.any() or options["adm_skip_aim"])
+
+
+def test_sums_read_strided_planes(native_adm):
+    ref, dist = _pictures(240, 150, 10, "noise", 3)
+    view_r, view_d = ref[7:140, 3:201], dist[::1, ::1][5:138, 9:207]
+    options = cpu.DECLARATION.with_defaults({})
+    want = cpu.compute_stats(np.ascontiguousarray(view_r), np.ascontiguousarray(view_d), 10, options)
+    got = native_adm.compute_sums(view_r, view_d, 10, options)
+    assert np.array_equal(got.num, want.num) and np.array_equal(got.aim, want.aim)
+
+
+def _run(extractor, refs, dists):
+    out = []
+    for i, (r, d) in enumerate(zip(refs, dists)):
+        out += extractor.extract(i, r, d)
+    return out + list(extractor.flush())
+
+
+@pytest.mark.parametrize("options", [
+    {"debug": True},
+    {"adm_dlm_weight": 0.8, "adm_min_val": 0.5, "adm_noise_weight": 0.2},
+    {"adm_skip_scale0": True, "debug": True},
+], ids=lambda o: ",".join(o))
+def test_extractor_equals_the_twin(native_adm, options):
+    pair = vendored_pairs()[0]
+    refs, dists = pair.pictures()
+    options = cpu.DECLARATION.with_defaults(options)
+    args = (options, pair.width, pair.height, pair.bitdepth)
+    want = _run(cpu.IntegerAdm(*args), refs[:3], dists[:3])
+    got = _run(native_adm.NativeAdm(*args), refs[:3], dists[:3])
+    assert got == want and len(got) == 3
+
+
+def test_what_the_twin_refuses_is_left_to_it(native_adm):
+    from vmafxd.lanes.native import NativeUnsupported
+
+    defaults = cpu.DECLARATION.with_defaults({})
+    for options, size in ((defaults, (32, 64)), (defaults, (64, 20)), (dict(defaults, adm_csf_mode=2,
+                                                                           adm_ref_display_height=1000), (64, 64))):
+        with pytest.raises(NativeUnsupported):
+            native_adm.NativeAdm(options, *size, 8)
+    with pytest.raises(NativeUnsupported):
+        native_adm.NativeAdm(defaults, 64, 64, 7)

@@ -1,0 +1,119 @@
+"""Native CPU kernels: C++ written for one CPU thread, for the CPU lane's slowest twins.
+
+The numpy twins (vmafxd/features) are the reference; the compiled engine
+(:mod:`..compiled`) runs the GPU kernels on the host, which is fast where a
+feature's kernel suits one thread and slow where it is shaped for thousands
+(a tile and its halo per block).  The kernels here are shaped like libvmaf's C
+instead -- row passes over whole planes, sliding windows -- and compute the
+same integer statistics (or the same float operations in the same order) as
+the twin, which then turns them into metrics with its own Python.  Each is
+proven equal to its twin, frame by frame, in tests/lanes/test_native_*.py.
+
+A feature with a native kernel names its extractor in :data:`NATIVE_FEATURES`
+(``module:Class`` in this package).  The extractor has the twin's interface
+(``cls(options, width, height, bitdepth)``, ``extract(index, ref, dist)``,
+``flush()``, ``aggregate()`` where the twin has it), and may raise
+:class:`NativeUnsupported` from its constructor for options it does not take
+(the twin scores those).  Sources build once per machine into the kernel cache
+(``native/`` beside the emulator's ``emu/``), with the emulator's exactness flags.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import logging
+import threading
+from pathlib import Path
+
+from ..errors import CompileError
+from ..runtime import RuntimeUnavailable
+
+__all__ = ["NATIVE_FEATURES", "NativeUnsupported", "available", "extractor", "library"]
+
+log = logging.getLogger("vmafxd.lanes.native")
+
+#: feature name -> ``module:Class`` of its native extractor in this package
+NATIVE_FEATURES: dict[str, str] = {
+    "adm": "adm:NativeAdm",
+    "cambi": "cambi:NativeCambi",
+    "motion": "motion:NativeMotion",
+    "speed_chroma": "speed:SpeedChroma",
+    "speed_temporal": "speed:SpeedTemporal",
+    "psnr": "psnr:Psnr",
+    "vif": "vif:Vif",
+}
+
+_HERE = Path(__file__).resolve().parent
+_lock = threading.Lock()
+_libraries: dict[str, ctypes.CDLL] = {}
+
+
+class NativeUnsupported(Exception):
+    """A native extractor does not take these options (the twin scores them)."""
+
+
+def available() -> bool:
+    """Whether native kernels can be built here (a host C++ compiler is found)."""
+    from ..emulated import _compiler
+
+    return _compiler() is not None
+
+
+def library(name: str) -> ctypes.CDLL:
+    """``<name>.cpp`` of this package, built (once a machine, cached) and loaded (once a process)."""
+    with _lock:
+        lib = _libraries.get(name)
+        if lib is None:
+            lib = _libraries[name] = ctypes.CDLL(str(_build(name)))
+        return lib
+
+
+def _build(name: str) -> Path:
+    from ..emulated import BUILD_FLAGS, _compiler, build_library, library_dir
+    from ..gpu.kernels import cache_key
+
+    cxx = _compiler()
+    if cxx is None:
+        raise RuntimeUnavailable("native", "no host C++ compiler (g++) to build the native kernels")
+    source = (_HERE / f"{name}.cpp").read_text()
+    flags = [f for f in BUILD_FLAGS if f != "-DVX_EMULATE=1"]
+    digest = cache_key(source, "host", _version(cxx), flags)[:20]
+    lib = library_dir("native") / f"{name}-{digest}.so"
+    if not lib.exists():
+        build_library(cxx, source, flags, lib, name)
+    return lib
+
+
+_versions: dict[str, str] = {}
+
+
+def _version(cxx: str) -> str:
+    if cxx not in _versions:
+        import subprocess
+
+        out = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout.splitlines()
+        _versions[cxx] = out[0] if out else cxx
+    return _versions[cxx]
+
+
+_said: set[str] = set()
+
+
+def extractor(decl, options: dict, width: int, height: int, bitdepth: int):
+    """The native extractor of ``decl`` for these options, or None (no kernel, no compiler, options it
+    does not take, or a build that failed: said once in the log, and the twin scores)."""
+    spec = NATIVE_FEATURES.get(decl.name)
+    if spec is None or not available():
+        return None
+    module, cls = spec.split(":")
+    try:
+        return getattr(importlib.import_module(f"{__package__}.{module}"), cls)(options, width, height, bitdepth)
+    except NativeUnsupported:
+        return None
+    except (CompileError, RuntimeUnavailable, OSError) as e:
+        if decl.name not in _said:
+            _said.add(decl.name)
+            log.warning("cpu engine: the native %s kernel cannot be built (%s); scoring with its numpy twin",
+                        decl.name, e)
+        return None

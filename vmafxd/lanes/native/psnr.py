@@ -1,0 +1,56 @@
+"""Native integer PSNR (``psnr``): psnr.cpp for the planes' sums of squared errors.
+
+The twin (:class:`vmafxd.features.psnr.IntegerPsnr`) does everything else: the
+options, the peak and the caps (``min_sse``, ``reduced_hbd_peak``), which planes
+are scored (``enable_chroma``, 4:0:0), ``enable_mse``, the whole-run APSNR
+(``enable_apsnr``) and libvmaf's double arithmetic; this class only replaces its
+:meth:`~vmafxd.features.psnr.IntegerPsnr.sse` with psnr.cpp's integer sums
+(the same integers in any order).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Sequence
+
+import numpy as np
+
+from ...features.psnr import IntegerPsnr
+from . import library
+from .vif import plane_samples
+
+__all__ = ["Psnr"]
+
+_P = ctypes.c_void_p
+_I = ctypes.c_int
+_S = ctypes.c_ssize_t
+_PLANES = ("luma", "Cb", "Cr")
+
+
+def _lib() -> ctypes.CDLL:
+    lib = library("psnr")
+    if not getattr(lib, "_vx_typed", False):
+        lib.psnr_sse.restype = ctypes.c_uint64
+        lib.psnr_sse.argtypes = [_P, _S, _P, _S, _I, _I, _I]
+        lib._vx_typed = True
+    return lib
+
+
+class Psnr(IntegerPsnr):
+    """``psnr`` with psnr.cpp's sums of squared errors (the twin's options, errors and metrics)."""
+
+    def __init__(self, options, width: int, height: int, bitdepth: int):
+        super().__init__(options, width, height, bitdepth)
+        self._lib = _lib()  # built now: where it cannot be, native.extractor leaves the frame to the twin
+
+    def sse(self, ref_planes: Sequence[np.ndarray], dist_planes: Sequence[np.ndarray]) -> np.ndarray:
+        out = np.empty(len(ref_planes), np.int64)
+        for p, (ref, dist) in enumerate(zip(ref_planes, dist_planes)):
+            shape = ref.shape
+            r = plane_samples("psnr", f"the reference's {_PLANES[p]}", ref, shape)
+            d = plane_samples("psnr", f"the distorted {_PLANES[p]}", dist, shape)
+            if r[0].dtype != d[0].dtype:
+                raise TypeError(f"psnr: the reference's and the distorted {_PLANES[p]} samples differ in type")
+            h, w = shape
+            out[p] = self._lib.psnr_sse(r[0].ctypes.data, r[1], d[0].ctypes.data, d[1], w, h, r[0].itemsize)
+        return out

@@ -1,0 +1,111 @@
+"""Native integer VIF (``vif``): vif.cpp for the per-frame statistics.
+
+The twin (:mod:`vmafxd.features.vif`) checks the options and the size, and turns
+the statistics into metrics (:func:`~vmafxd.features.vif.metrics_from_sums`,
+libvmaf's float and double arithmetic); vif.cpp forms the four scales' integer
+sums (num_log, den_log, num_non_log, den_non_log) from the luma samples, each
+equal to the twin's :func:`~vmafxd.features.vif.compute_stats` (integers: any
+order gives the same sums).  The twin's log2 table is handed to vif.cpp, so both
+read the very same entries.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from ...features.declaration import FrameScores
+from ...features.vif import LOG2_TABLE, VifExtractor, metrics_from_sums
+from . import library
+
+__all__ = ["Vif", "plane_samples"]
+
+_P = ctypes.c_void_p
+_I = ctypes.c_int
+_S = ctypes.c_ssize_t
+
+
+def _lib() -> ctypes.CDLL:
+    lib = library("vif")
+    if not getattr(lib, "_vx_typed", False):
+        lib.vif_new.restype = _P
+        lib.vif_new.argtypes = [_I, _I, _I, ctypes.c_double, _I, _P]
+        lib.vif_free.restype = None
+        lib.vif_free.argtypes = [_P]
+        lib.vif_frame.restype = _I
+        lib.vif_frame.argtypes = [_P, _P, _S, _P, _S, _I, _P]
+        lib.vif_set_isa.restype = _I
+        lib.vif_set_isa.argtypes = [_I]
+        lib._vx_typed = True
+    return lib
+
+
+def plane_samples(feature: str, name: str, plane: np.ndarray, shape: tuple[int, int]) -> tuple[np.ndarray, int]:
+    """(the plane with unit column stride, its row stride in samples); a TypeError or ValueError
+    naming the plane where a native kernel cannot read it (a Picture's planes are uint8 or uint16)."""
+    if plane.dtype not in (np.uint8, np.uint16):
+        raise TypeError(f"{feature}: {name} samples of type {plane.dtype}: expected uint8 or uint16")
+    if plane.shape != shape:
+        raise ValueError(f"{feature}: {name} is {plane.shape[1::-1]}, expected {shape[::-1]} (width, height)")
+    if plane.strides[1] != plane.itemsize or plane.strides[0] % plane.itemsize or plane.strides[0] < 0:
+        plane = np.ascontiguousarray(plane)
+    return plane, plane.strides[0] // plane.itemsize
+
+
+#: vif.cpp's instruction sets: its loops in pairs of SSE2 registers, in AVX2 ones, in AVX-512 ones
+ISAS = ("baseline", "avx2", "avx512")
+
+
+def use_isa(name: str) -> str:
+    """Run vif.cpp's frames with instruction set ``name``, or the best the CPU has below it (the
+    tests compare them; the best the CPU has is the default); returns the one now in use."""
+    return ISAS[_lib().vif_set_isa(ISAS.index(name))]
+
+
+class _Context:
+    """One vif.cpp context (freed with the object)."""
+
+    def __init__(self, width: int, height: int, bitdepth: int, gain_limit: float, skip_scale0: bool):
+        self.lib = _lib()
+        self.handle = self.lib.vif_new(width, height, bitdepth, gain_limit, int(skip_scale0), LOG2_TABLE.ctypes.data)
+        if not self.handle:
+            raise MemoryError(f"vif.cpp: no context for {width}x{height} at {bitdepth} bits")
+        self.sums = np.zeros((4, 4), np.int64)
+
+    def frame(self, ref: tuple[np.ndarray, int], dist: tuple[np.ndarray, int]) -> np.ndarray:
+        """The frame's ``int64[4, 4]`` (scale x (num_log, den_log, num_non_log, den_non_log)), a view
+        overwritten by the next frame."""
+        if self.lib.vif_frame(self.handle, ref[0].ctypes.data, ref[1], dist[0].ctypes.data, dist[1],
+                              ref[0].itemsize, self.sums.ctypes.data):
+            raise MemoryError("vif.cpp: no memory to widen the 8-bit samples")
+        return self.sums
+
+    def __del__(self):
+        handle, self.handle = getattr(self, "handle", None), None
+        if handle:
+            self.lib.vif_free(handle)
+
+
+class Vif:
+    """``vif`` through vif.cpp (the twin's options, errors and metrics)."""
+
+    def __init__(self, options: Mapping[str, Any], width: int, height: int, bitdepth: int):
+        self.twin = VifExtractor(options, width, height, bitdepth)  # the bit depth's and the size's errors
+        self.options = self.twin.options
+        self.skip_scale0 = bool(self.options.get("vif_skip_scale0", False))
+        gain_limit = float(self.options.get("vif_enhn_gain_limit", 100.0))
+        self.shape = (height, width)
+        self._context = _Context(width, height, bitdepth, gain_limit, self.skip_scale0)
+
+    def extract(self, index: int, ref: Any, dist: Any) -> Iterable[FrameScores]:
+        r = plane_samples("vif", "the reference's luma", ref.planes[0], self.shape)
+        d = plane_samples("vif", "the distorted luma", dist.planes[0], self.shape)
+        if r[0].dtype != d[0].dtype:
+            raise TypeError("vif: the reference's and the distorted luma samples differ in type")
+        sums = self._context.frame(r, d)
+        return [(index, metrics_from_sums(sums[None], self.skip_scale0, self.options)[0])]
+
+    def flush(self) -> Iterable[FrameScores]:
+        return []
