@@ -69,6 +69,11 @@ case "$phase" in
             -k "cuda and (p16 or p17 or p18 or p15) and not every_frame"
         step racecheck ${RACECHECK_S:-300} compute-sanitizer --tool racecheck --error-exitcode 9 python3 -m pytest \
             -p no:cacheprovider -q tests/lanes/test_float_kernels.py -k "cuda and p16 and model"
+        # the integer VIF (fused scale-0 statistics + decimation), motion and ADM (scales 1-3 in one launch) kernels
+        step memcheck_int ${MEMCHECK_S:-300} compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest \
+            -p no:cacheprovider -q tests/lanes/test_vif_motion_kernels.py tests/lanes/test_adm_kernel.py -k "cuda and not wide and not split"
+        step racecheck_int ${RACECHECK_S:-300} compute-sanitizer --tool racecheck --error-exitcode 9 python3 -m pytest \
+            -p no:cacheprovider -q tests/lanes/test_vif_motion_kernels.py -k "cuda and (default or motion)"
         ;;
     kernels)
         # a few features alone at 1080p (µs a frame), then where each one's device time goes (ncu per kernel)

@@ -11,16 +11,18 @@
 // the one _adm_dwt.py / _adm_core.py reproduce and document; the comments
 // here say only how the kernel maps them.
 //
-// Launches per batch (frame = blockIdx.z everywhere): per scale s = 0..3
-//   1. vx_adm_dwt0_u8 / _u16 (s = 0, from the staging luma) or
+// Launches per batch (frame = blockIdx.z everywhere):
+//   1. per scale s = 0..3, vx_adm_dwt0_u8 / _u16 (s = 0, from the staging luma) or
 //      vx_adm_dwt_s16 (s = 1, from scale 0's int16 LL band) /
 //      vx_adm_dwt_s32 (s = 2, 3): one DWT level of ref and dist, writing the
-//      4 bands (a, h, v, d) of both to scratch (int16 at scale 0, int32 above);
-//   2. vx_adm_stats_narrow (s = 0) / vx_adm_stats_wide (s = 1..3): decouple,
-//      CSF, contrast masking, cubes and per-row sums of one scale, adding the
-//      9 sums (num, aim, den x 3 bands) of each block to the frame's record
+//      4 bands (a, h, v, d) of both to scratch (int16 at scale 0, int32 above;
+//      every scale's bands stay until the batch's end);
+//   2. vx_adm_stats_narrow (s = 0, after its DWT) and vx_adm_stats_wide3 (s = 1..3
+//      in one launch, after the last DWT; vx_adm_stats_wide is one of them alone):
+//      decouple, CSF, contrast masking, cubes and per-row sums of a scale, adding
+//      the 9 sums (num, aim, den x 3 bands) of each block to the frame's record
 //      with 64-bit atomics (integers: any order gives the same total).
-// 8 launches (7 with adm_skip_scale0, whose DWT then writes only LL).
+// 6 launches (5 with adm_skip_scale0, whose DWT then writes only LL).
 //
 // DWT tiling: a block makes an ADM_DWT_TY x ADM_DWT_TX (8 x 127) tile of
 // output band pixels for ref and dist.  Phase V: one item per (role, input
@@ -158,6 +160,55 @@ VX_DEVICE int adm_tap(int e, int n)
 // stored as int16.  Scales 1-3 (the previous LL band in, int16 or int32):
 // 64-bit sums (32x32->64 products), each pass rounded, shifted and stored
 // as int32.  Band planes of a scale: role * 4 + (0 a, 1 h, 2 v, 3 d).
+// Phase V of one input column: the low- and high-pass vertical sums of the tile's ny output
+// rows, from tap row y (= 2 oy0 - 1) down, into lo[r * ADM_DWT_IW] / hi[r * ADM_DWT_IW].
+// MIRROR: rows through adm_tap (the block touches the top or bottom edge); otherwise every
+// tap row is inside the picture and the rows are read by a stepped pointer.
+template <bool MIRROR, typename T, bool S0>
+VX_DEVICE void adm_dwt_column(const T* s, int y, int h, int pitch, int ny, u32 k_lo, u32 k_hi, int v_add,
+                              int v_shift, i32* lo_out, i32* hi_out)
+{
+    const i64 p1 = pitch, p2 = 2 * (i64)pitch, p3 = 3 * (i64)pitch;
+    const T* p = s + (MIRROR ? 0 : (i64)y * pitch);
+    i32 x0, x1;
+    if (MIRROR) {
+        x0 = s[adm_tap(y, h) * pitch];
+        x1 = s[adm_tap(y + 1, h) * pitch];
+    } else {
+        x0 = p[0];
+        x1 = p[p1];
+    }
+#pragma unroll
+    for (int r = 0; r < ADM_DWT_TY; ++r) {
+        if (r >= ny) break;
+        i32 x2, x3;
+        if (MIRROR) {
+            x2 = s[adm_tap(y + 2, h) * pitch];
+            x3 = s[adm_tap(y + 3, h) * pitch];
+        } else {
+            x2 = p[p2];
+            x3 = p[p3];
+            p += p2;
+        }
+        if (S0) {
+            const u32 lo = (u32)adm_lo[0] * (u32)x0 + (u32)adm_lo[1] * (u32)x1 + (u32)adm_lo[2] * (u32)x2 +
+                           (u32)adm_lo[3] * (u32)x3;
+            const u32 hi = (u32)adm_hi[0] * (u32)x0 + (u32)adm_hi[1] * (u32)x1 + (u32)adm_hi[2] * (u32)x2 +
+                           (u32)adm_hi[3] * (u32)x3;
+            lo_out[r * ADM_DWT_IW] = (i32)(lo + k_lo) >> v_shift;
+            hi_out[r * ADM_DWT_IW] = (i32)(hi + k_hi) >> v_shift;
+        } else {
+            const i64 lo = (i64)adm_lo[0] * x0 + (i64)adm_lo[1] * x1 + (i64)adm_lo[2] * x2 + (i64)adm_lo[3] * x3;
+            const i64 hi = (i64)adm_hi[0] * x0 + (i64)adm_hi[1] * x1 + (i64)adm_hi[2] * x2 + (i64)adm_hi[3] * x3;
+            lo_out[r * ADM_DWT_IW] = (i32)((lo + v_add) >> v_shift);
+            hi_out[r * ADM_DWT_IW] = (i32)((hi + v_add) >> v_shift);
+        }
+        x0 = x2;
+        x1 = x3;
+        y += 2;
+    }
+}
+
 template <typename T, typename TOUT, bool S0>
 VX_DEVICE void adm_dwt_impl(const T* src_r, const T* src_d, i64 src_fstride, int src_pitch, int w, int h,
                             int v_add, int v_shift, int h_add, int h_shift, int lo_only, TOUT* dst,
@@ -176,35 +227,20 @@ VX_DEVICE void adm_dwt_impl(const T* src_r, const T* src_d, i64 src_fstride, int
     // S0: recentring constants, int32 arithmetic as C (v_add = 2^(bpc-1), v_shift = bpc)
     const u32 k_lo = (u32)v_add - (u32)ADM_LO_SUM * (u32)v_add;
     const u32 k_hi = (u32)v_add;
+    // Blocks whose tap rows all lie inside the picture (all but the first and last block rows)
+    // read them without the edge rule: a pointer stepped two rows at a time instead of
+    // adm_tap's compares, selects and a multiply per row (the same rows, the same integers).
+    const bool rows_inside = 2 * oy0 - 1 >= 0 && 2 * (oy0 + ny - 1) + 2 <= h - 1;
     for (int i = t; i < 2 * ADM_DWT_IW; i += blockDim.x) {
         const int role = i / ADM_DWT_IW, c = i - role * ADM_DWT_IW;
         if (c >= ncol) continue;
         const T* s = (role ? src_d : src_r) + frame * src_fstride + adm_tap(c0 + c, w);
-        int y = 2 * oy0 - 1;  // first tap row of output row oy0
-        i32 x0 = s[adm_tap(y, h) * src_pitch], x1 = s[adm_tap(y + 1, h) * src_pitch];
-#pragma unroll
-        for (int r = 0; r < ADM_DWT_TY; ++r) {
-            if (r >= ny) break;
-            const i32 x2 = s[adm_tap(y + 2, h) * src_pitch], x3 = s[adm_tap(y + 3, h) * src_pitch];
-            if (S0) {
-                const u32 lo = (u32)adm_lo[0] * (u32)x0 + (u32)adm_lo[1] * (u32)x1 + (u32)adm_lo[2] * (u32)x2 +
-                               (u32)adm_lo[3] * (u32)x3;
-                const u32 hi = (u32)adm_hi[0] * (u32)x0 + (u32)adm_hi[1] * (u32)x1 + (u32)adm_hi[2] * (u32)x2 +
-                               (u32)adm_hi[3] * (u32)x3;
-                vlo[role][r][c] = (i32)(lo + k_lo) >> v_shift;
-                vhi[role][r][c] = (i32)(hi + k_hi) >> v_shift;
-            } else {
-                const i64 lo = (i64)adm_lo[0] * x0 + (i64)adm_lo[1] * x1 + (i64)adm_lo[2] * x2 +
-                               (i64)adm_lo[3] * x3;
-                const i64 hi = (i64)adm_hi[0] * x0 + (i64)adm_hi[1] * x1 + (i64)adm_hi[2] * x2 +
-                               (i64)adm_hi[3] * x3;
-                vlo[role][r][c] = (i32)((lo + v_add) >> v_shift);
-                vhi[role][r][c] = (i32)((hi + v_add) >> v_shift);
-            }
-            x0 = x2;
-            x1 = x3;
-            y += 2;
-        }
+        if (rows_inside)
+            adm_dwt_column<false, T, S0>(s, 2 * oy0 - 1, h, src_pitch, ny, k_lo, k_hi, v_add, v_shift,
+                                         &vlo[role][0][c], &vhi[role][0][c]);
+        else
+            adm_dwt_column<true, T, S0>(s, 2 * oy0 - 1, h, src_pitch, ny, k_lo, k_hi, v_add, v_shift,
+                                        &vlo[role][0][c], &vhi[role][0][c]);
     }
     __syncthreads();
     for (int i = t; i < 2 * ADM_DWT_TY * ADM_DWT_TX; i += blockDim.x) {
@@ -484,7 +520,7 @@ VX_DEVICE i64 adm_cube_wide(i32 src, i64 irf, i64 thr, bool vec, i64 sq_add, int
 
 template <bool WIDE>
 VX_DEVICE void adm_stats_impl(const typename AdmTile<WIDE>::band_t* bands, i64 fstride, i64 pitch, i64 plane_stride,
-                              const i64* prm, i64* out, int out_stride, int scale)
+                              const i64* prm, i64* out, int out_stride, int scale, int strip)
 {
     typedef typename AdmTile<WIDE>::band_t B;
     enum { TH = AdmTile<WIDE>::TH, TW = AdmTile<WIDE>::TW, NG = AdmTile<WIDE>::NG };
@@ -501,7 +537,7 @@ VX_DEVICE void adm_stats_impl(const typename AdmTile<WIDE>::band_t* bands, i64 f
     const int bw = (int)prm[P_W], bh = (int)prm[P_H];
     const int top = (int)prm[P_TOP], bottom = (int)prm[P_BOTTOM];
     const int left = (int)prm[P_LEFT], right = (int)prm[P_RIGHT];
-    const int y0 = top + blockIdx.x * TH;
+    const int y0 = top + strip * TH;
     if (y0 >= bottom) return;  // (whole block: no barrier skipped by some threads only)
     const int nrows = bottom - y0 < TH ? bottom - y0 : TH;
     const int vr_lo = (int)prm[P_VR_LO], vr_hi = (int)prm[P_VR_HI];
@@ -706,11 +742,34 @@ VX_DEVICE void adm_stats_impl(const typename AdmTile<WIDE>::band_t* bands, i64 f
 VX_KERNEL void __launch_bounds__(ADM_THREADS, ADM_STATS_MINB) vx_adm_stats_narrow(const i16* bands, i64 fstride, i64 pitch, i64 plane_stride, const i64* prm,
                                    i64* out, int out_stride, int scale)
 {
-    adm_stats_impl<false>(bands, fstride, pitch, plane_stride, prm, out, out_stride, scale);
+    adm_stats_impl<false>(bands, fstride, pitch, plane_stride, prm, out, out_stride, scale, blockIdx.x);
 }
 
 VX_KERNEL void __launch_bounds__(ADM_THREADS, ADM_STATS_MINB) vx_adm_stats_wide(const i32* bands, i64 fstride, i64 pitch, i64 plane_stride, const i64* prm,
                                  i64* out, int out_stride, int scale)
 {
-    adm_stats_impl<true>(bands, fstride, pitch, plane_stride, prm, out, out_stride, scale);
+    adm_stats_impl<true>(bands, fstride, pitch, plane_stride, prm, out, out_stride, scale, blockIdx.x);
+}
+
+// Scales 1-3 in one launch, after the three DWT levels: blocks [0, strips1) take scale 1's
+// strips, the next strips2 scale 2's, the rest scale 3's (each block one strip of one scale,
+// exactly as vx_adm_stats_wide's launch of that scale would).  One launch instead of three:
+// the small scales' blocks fill the device beside the larger one's instead of each launch
+// draining alone (scale 3 of 1080p is 17 strips a frame).  The bands of scale s start
+// off[s - 1] elements into `bands` (pitch and plane stride likewise), and its parameter row
+// is prm + s * prm_row.
+VX_KERNEL void __launch_bounds__(ADM_THREADS, ADM_STATS_MINB) vx_adm_stats_wide3(const i32* bands, i64 fstride, i64 off1, i64 off2, i64 off3,
+                                  i64 pitch1, i64 pitch2, i64 pitch3, i64 plane1, i64 plane2, i64 plane3,
+                                  const i64* prm, int prm_row, i64* out, int out_stride, int strips1,
+                                  int strips2)
+{
+    int strip = blockIdx.x, scale = 1;
+    i64 off = off1, pitch = pitch1, plane = plane1;
+    if (strip >= strips1 + strips2) {
+        strip -= strips1 + strips2, scale = 3, off = off3, pitch = pitch3, plane = plane3;
+    } else if (strip >= strips1) {
+        strip -= strips1, scale = 2, off = off2, pitch = pitch2, plane = plane2;
+    }
+    adm_stats_impl<true>(bands + off, fstride, pitch, plane, prm + (i64)scale * prm_row, out, out_stride, scale,
+                         strip);
 }

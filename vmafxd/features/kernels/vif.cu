@@ -13,6 +13,10 @@
 // every scale.  The per-pixel double arithmetic (g, sv_sq) is IEEE double
 // with contraction off, exactly as the C code computes it.  The sums are
 // integers: blocks add them with 64-bit atomics in any order.
+//
+// Launches per batch: vx_vif_stats0_down_u8/_u16 (scale 0's sums and the scale-1 pictures;
+// with vif_skip_scale0, vx_vif_down1_* alone), vx_vif_stats1_down, vx_vif_stats2_down (each
+// scale's sums and the next scale's pictures) and vx_vif_stats3: 4 launches.
 
 __constant__ u16 vif_taps0[17] = {489, 935, 1640, 2640, 3896, 5274, 6547, 7455, 7784, 7455, 6547, 5274, 3896, 2640, 1640, 935, 489};
 __constant__ u16 vif_taps1[9] = {1244, 3663, 7925, 12590, 14692, 12590, 7925, 3663, 1244};
@@ -67,6 +71,173 @@ VX_DEVICE i32 vif_log2_64(const u16* table, u64 v)
 template <typename T> struct VifSqSum { typedef u64 type; };
 template <> struct VifSqSum<u8> { typedef u32 type; };
 
+// ---- the filter sums, with the mirrored taps folded ----------------------------------------
+// Every filter is symmetric (tap k = tap FW-1-k), so a sum over the window is
+//     sum_{k<HALF} f[k] * (x[k] + x[FW-1-k])  +  f[HALF] * x[HALF]
+// (the ALU adds the mirrored pair, one multiply-add per pair instead of two).  All the values
+// below are unsigned and every filter's taps add up to 2^16, so a partial sum never exceeds
+// the whole sum: a sum type is wide enough when the whole sum fits, whatever the order of the
+// terms, and the integers (hence libvmaf's rounding and shifts, applied to the whole sums
+// exactly where they were) are the same.  Three sum types, each for the values it is given:
+//   VifSum32   (u32): values v <= 65535 (a picture, 8 to 16 bits, or a 16-bit mean):
+//              sum <= 2^16 * 65535 < 2^32; a pair v0 + v1 <= 131070 and f * (v0 + v1) <= 2^32
+//              too.  Also the 8-bit products a * b <= 255^2 = 65025 (scale 0 of 8-bit input,
+//              where s_sq = 0): sum <= 2^16 * 65025 = 4,261,478,400 < 2^32.
+//   VifSumWide (u64): values below 2^32 (16-bit products, the vertical pass's moments): sum
+//              < 2^16 * 2^32 = 2^48; one widening multiply-add a tap (a pair would need 33 bits).
+//   VifSumSplit: the same values as Wide, their low and high 16 bits summed apart in 32 bits
+//              (each half <= 65535, so each sum <= 2^16 * 65535 < 2^32 and a pair fits as in
+//              VifSum32); the value is hi * 2^16 + lo = sum f * v exactly.  Pairs fold again,
+//              for two 32-bit multiply-adds a pair instead of two widening ones; the halves
+//              cost the ALU two operations a value.
+// Where the 48-bit sums fold (VIF_HFOLD, VIF_VFOLD16), VIF_HSPLIT moments of the horizontal
+// pass (of xx, yy, xy, in that order) and VIF_VSPLIT of the 16-bit vertical pass use
+// VifSumSplit, the others VifSumWide.
+//
+// Which passes fold (compile-time, for timing A/B: scripts/bench_vif_tiles.sh).  The figures
+// are sm_90 SASS from ptxas (NVRTC 13.0), a strip's unrolled loop body:
+//   VIF_VFOLD (default 1): the vertical pass of 8-bit samples (vx_vif_stats0_u8 and _down_u8):
+//     559 instructions a strip of 4 outputs, 299 on the multiply-add pipe, against 595 and 345
+//     unfolded; that pass was multiply-add bound (an IMAD takes the pipe two cycles a warp).
+//   VIF_VFOLD16 (default 0): the vertical pass of 16-bit samples too (its moments are 48-bit
+//     sums: vx_vif_stats1_down's strip is 564 instructions folded against 390).
+//   VIF_HFOLD (default 0): the horizontal pass.  Its moments are 48-bit sums: unfolded, one
+//     widening multiply-add a tap; folded, ptxas's code is 996-1,023 instructions a strip of 3
+//     outputs against 766 (9-84 widening multiply-adds against 156): a win only if a widening
+//     multiply-add costs the pipe two issues -- for the device to decide.
+//   VIF_SYM=0 sets them all to 0: the arithmetic as it was before the fold.
+#ifndef VIF_SYM
+#define VIF_SYM 1
+#endif
+#ifndef VIF_VFOLD
+#define VIF_VFOLD VIF_SYM
+#endif
+#ifndef VIF_HFOLD
+#define VIF_HFOLD 0
+#endif
+#ifndef VIF_VFOLD16
+#define VIF_VFOLD16 0
+#endif
+#ifndef VIF_HSPLIT
+#define VIF_HSPLIT 2
+#endif
+#ifndef VIF_VSPLIT
+#define VIF_VSPLIT 2
+#endif
+
+// (member functions: VX_DEVICE is static)
+#if defined(VX_EMU)
+#define VIF_MEMBER inline
+#else
+#define VIF_MEMBER __device__ __forceinline__
+#endif
+
+struct VifSum32 {
+    u32 s;
+    VIF_MEMBER void zero() { s = 0; }
+    VIF_MEMBER void one(u32 f, u32 v) { s += f * v; }
+    VIF_MEMBER void pair(u32 f, u32 v0, u32 v1) { s += f * (v0 + v1); }
+    VIF_MEMBER u32 value() const { return s; }
+};
+
+struct VifSumWide {
+    u64 s;
+    VIF_MEMBER void zero() { s = 0; }
+    VIF_MEMBER void one(u32 f, u32 v) { s += (u64)f * v; }
+    VIF_MEMBER void pair(u32 f, u32 v0, u32 v1) { one(f, v0), one(f, v1); }
+    VIF_MEMBER u64 value() const { return s; }
+};
+
+struct VifSumSplit {
+    u32 lo, hi;
+    VIF_MEMBER void zero() { lo = hi = 0; }
+    VIF_MEMBER void one(u32 f, u32 v) { lo += f * (v & 0xffffu); hi += f * (v >> 16); }
+    VIF_MEMBER void pair(u32 f, u32 v0, u32 v1)
+    {
+        lo += f * ((v0 & 0xffffu) + (v1 & 0xffffu));
+        hi += f * ((v0 >> 16) + (v1 >> 16));
+    }
+    VIF_MEMBER u64 value() const { return ((u64)hi << 16) + lo; }
+};
+
+// the sum type of moment m (0 xx, 1 yy, 2 xy) when `split` of the three are split
+template <bool SPLIT> struct VifSumPick { typedef VifSumWide type; };
+template <> struct VifSumPick<true> { typedef VifSumSplit type; };
+
+// The vertical pass of a column strip: outputs j = 0..VIF_RV-1 filter rows j..j+FW-1 of the
+// column at p (ref) / q (dist), rows VIF_IW apart.  The pairs go outermost, so a row's sample
+// and its three products (computed once, kept in registers while the strip's outputs use
+// them) live for about VIF_RV pair steps.  S: the moments' sum type (VifSum32 for 8-bit
+// samples, VifSumWide/VifSumSplit otherwise).
+template <int FW, typename SR, typename SD, typename SX>
+VX_DEVICE void vif_vertical_sym(const u16* p, const u16* q, VifSum32* m1, VifSum32* m2, SR* rr, SD* dd, SX* rd)
+{
+    const int HALF = FW / 2;
+#pragma unroll
+    for (int j = 0; j < VIF_RV; ++j) m1[j].zero(), m2[j].zero(), rr[j].zero(), dd[j].zero(), rd[j].zero();
+#pragma unroll
+    for (int k = 0; k <= HALF; ++k) {
+        const u32 f = vif_tap<FW>(k);
+#pragma unroll
+        for (int j = 0; j < VIF_RV; ++j) {
+            // a row's sample and products (a * b < 2^32 for 16-bit samples: exact in u32)
+            const int r0 = j + k, r1 = j + FW - 1 - k;
+            const u32 a0 = p[r0 * VIF_IW], b0 = q[r0 * VIF_IW];
+            const u32 aa0 = a0 * a0, bb0 = b0 * b0, ab0 = a0 * b0;
+            if (k == HALF) {  // the centre tap
+                m1[j].one(f, a0), m2[j].one(f, b0);
+                rr[j].one(f, aa0), dd[j].one(f, bb0), rd[j].one(f, ab0);
+            } else {
+                const u32 a1 = p[r1 * VIF_IW], b1 = q[r1 * VIF_IW];
+                const u32 aa1 = a1 * a1, bb1 = b1 * b1, ab1 = a1 * b1;
+                m1[j].pair(f, a0, a1), m2[j].pair(f, b0, b1);
+                rr[j].pair(f, aa0, aa1), dd[j].pair(f, bb0, bb1), rd[j].pair(f, ab0, ab1);
+            }
+        }
+    }
+}
+
+// The horizontal pass of a row strip: outputs j = 0..VIF_RH-1 filter columns j..j+FW-1 of
+// the vertical results from column 0 of the pointers.  Means: VifSum32 (16-bit means);
+// moments (below 2^32): the first VIF_HSPLIT of xx, yy, xy split, the others wide.
+template <int FW>
+VX_DEVICE void vif_horizontal_sym(const u16* mu1p, const u16* mu2p, const u32* rrp, const u32* ddp, const u32* rdp,
+                                  u32* mu1, u32* mu2, u64* xx, u64* yy, u64* xy)
+{
+    const int HALF = FW / 2;
+    VifSum32 m1[VIF_RH], m2[VIF_RH];
+    typename VifSumPick<(VIF_HSPLIT > 0)>::type sx[VIF_RH];
+    typename VifSumPick<(VIF_HSPLIT > 1)>::type sy[VIF_RH];
+    typename VifSumPick<(VIF_HSPLIT > 2)>::type sxy[VIF_RH];
+#pragma unroll
+    for (int j = 0; j < VIF_RH; ++j) m1[j].zero(), m2[j].zero(), sx[j].zero(), sy[j].zero(), sxy[j].zero();
+#pragma unroll
+    for (int k = 0; k <= HALF; ++k) {
+        const u32 f = vif_tap<FW>(k);
+#pragma unroll
+        for (int j = 0; j < VIF_RH; ++j) {
+            const int c0 = j + k, c1 = j + FW - 1 - k;
+            if (k == HALF) {
+                m1[j].one(f, mu1p[c0]), m2[j].one(f, mu2p[c0]);
+                sx[j].one(f, rrp[c0]), sy[j].one(f, ddp[c0]), sxy[j].one(f, rdp[c0]);
+            } else {
+                m1[j].pair(f, mu1p[c0], mu1p[c1]), m2[j].pair(f, mu2p[c0], mu2p[c1]);
+                sx[j].pair(f, rrp[c0], rrp[c1]), sy[j].pair(f, ddp[c0], ddp[c1]), sxy[j].pair(f, rdp[c0], rdp[c1]);
+            }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < VIF_RH; ++j) {
+        mu1[j] = m1[j].value(), mu2[j] = m2[j].value();
+        xx[j] = sx[j].value(), yy[j] = sy[j].value(), xy[j] = sxy[j].value();
+    }
+}
+
+// the vertical pass's sum type of moment M (0 rr, 1 dd, 2 rd) for samples T: 8-bit products
+// in 32 bits (VifSum32's bound), 16-bit ones split for the first VIF_VSPLIT moments
+template <typename T, int M> struct VifMoment { typedef typename VifSumPick<(M < VIF_VSPLIT)>::type type; };
+template <int M> struct VifMoment<u8, M> { typedef VifSum32 type; };
+
 // Stage the ih x iw rectangle of both pictures from row gy0, column gx0 in shared memory (row
 // pitch in_pitch), mirrored as libvmaf mirrors.  Rows and columns past the mirror's reach
 // (h + half, w + half) feed only outputs past the picture: they stay zero.
@@ -86,6 +257,47 @@ VX_DEVICE void vif_stage(const T* r, const T* d, i64 pitch, int w, int h, int ha
         in_r[ty * in_pitch + tx] = a;
         in_d[ty * in_pitch + tx] = b;
     }
+}
+
+// vif_stage for a block whose rectangle lies inside the picture (no mirror, no bounds) and
+// whose rows are aligned to 4 samples: 4 samples a load (vx_load_quad), then 4 shared-memory
+// stores.  The same values as vif_stage; sm_90 SASS: a loop of 46 instructions for 4 samples
+// of both pictures against 55 for one (1080p 8-bit: 3 iterations a thread instead of 12).
+// `iw` is a multiple of 4.
+template <typename T>
+VX_DEVICE void vif_stage_inside(const T* r, const T* d, i64 pitch, int gy0, int gx0, int ih, int iw, u16* in_r,
+                                u16* in_d, int in_pitch)
+{
+    typedef typename VxQuad<T>::type Q;
+    const int bits = 8 * (int)sizeof(T);
+    const Q mask = ((Q)1 << bits) - 1;
+    const int qw = iw / 4;
+    for (int i = threadIdx.x; i < ih * qw; i += blockDim.x) {
+        const int ty = i / qw, tx = (i % qw) * 4;
+        const i64 o = (i64)(gy0 + ty) * pitch + gx0 + tx;
+        const Q a = vx_load_quad(r + o), b = vx_load_quad(d + o);
+        u16* pr = in_r + ty * in_pitch + tx;
+        u16* pd = in_d + ty * in_pitch + tx;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            pr[k] = (u16)((a >> (bits * k)) & mask);
+            pd[k] = (u16)((b >> (bits * k)) & mask);
+        }
+    }
+}
+
+// vif_stage, or vif_stage_inside where it gives the same values (the rectangle inside the
+// picture, rows aligned to 4 samples): most blocks of a picture
+template <typename T>
+VX_DEVICE void vif_stage_block(const T* r, const T* d, i64 pitch, int w, int h, int half, int gy0, int gx0, int ih,
+                               int iw, u16* in_r, u16* in_d, int in_pitch)
+{
+    const u64 align = 4 * sizeof(T) - 1;  // a quad's bytes
+    if (iw % 4 == 0 && gy0 >= 0 && gx0 >= 0 && gy0 + ih <= h && gx0 + iw <= w &&
+        (((u64)r | (u64)d) & align) == 0 && ((u64)pitch & 3) == 0 && (gx0 & 3) == 0)
+        vif_stage_inside(r, d, pitch, gy0, gx0, ih, iw, in_r, in_d, in_pitch);
+    else
+        vif_stage(r, d, pitch, w, h, half, gy0, gx0, ih, iw, in_r, in_d, in_pitch);
 }
 
 // One pixel's contribution to the four sums, from its filtered moments (libvmaf's
@@ -122,10 +334,26 @@ VX_DEVICE void vif_pixel(u32 mu1, u32 mu2, u64 xx, u64 yy, u64 xy, const u16* lo
     }
 }
 
-template <typename T, int FW>
+// The decimation to scale s + 1 fused into scale s's statistics (DOWN, s = 0..2): the stats
+// block's staged input (its tile and a halo of HALF = FW/2 rows and columns, mirrored) holds
+// every sample that the scale-(s+1) pixels of its tile need (those at even rows and columns
+// 2 oy, 2 ox inside the tile, whose windows of the next scale's DF = FW/2 + 1 taps reach
+// DH = DF/2 <= HALF past it), so the block filters them from shared memory too and the
+// separate decimation launch (vx_vif_down<s+1>, which staged the same picture again) goes.
+// The arithmetic is vif_down_impl's: vertical (sum f*x + 2^(s_mu-1)) >> s_mu in 32 bits
+// (s_mu = bpc at scale 0, 16 above; <= 2^16 (2^b - 1) + 2^(b-1) < 2^32), horizontal
+// (sum f*v + 2^15) >> 16 (<= 2^16 * 65535 + 2^15 < 2^32), mirrored as libvmaf (the staged
+// halo is that mirror), the same integers.
+struct VifDownOut {
+    u16* ref;
+    u16* dis;
+    i64 frame_stride, pitch;
+};
+
+template <typename T, int FW, bool DOWN>
 VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int w, int h, i64 pitch,
                               int s_mu, int s_sq, const u16* log2_table, double gain_limit,
-                              i64* out, int out_stride, int out_index)
+                              i64* out, int out_stride, int out_index, VifDownOut down = VifDownOut())
 {
     const int HALF = FW / 2;
     const int IW = VIF_TW + FW - 1;  // tile columns incl. halo
@@ -146,7 +374,7 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
     const int x0 = blockIdx.x * VIF_TW, y0 = blockIdx.y * VIF_TH;
     const int t = threadIdx.x;
 
-    vif_stage(r, d, pitch, w, h, HALF, y0 - HALF, x0 - HALF, IH, IW, &in_r[0][0], &in_d[0][0], VIF_IW);
+    vif_stage_block(r, d, pitch, w, h, HALF, y0 - HALF, x0 - HALF, IH, IW, &in_r[0][0], &in_d[0][0], VIF_IW);
     __syncthreads();
 
     // vertical pass: a thread item is a column strip of VIF_RV rows
@@ -158,21 +386,33 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
         if (tx >= IW) continue;
         u32 m1[VIF_RV], m2[VIF_RV];
         SqSum rr[VIF_RV], dd[VIF_RV], rd[VIF_RV];
+        if (VIF_VFOLD && (sizeof(T) == 1 || VIF_VFOLD16)) {
+            VifSum32 s1[VIF_RV], s2[VIF_RV];
+            typename VifMoment<T, 0>::type sr[VIF_RV];
+            typename VifMoment<T, 1>::type sd[VIF_RV];
+            typename VifMoment<T, 2>::type srd[VIF_RV];
+            vif_vertical_sym<FW>(&in_r[y][tx], &in_d[y][tx], s1, s2, sr, sd, srd);
 #pragma unroll
-        for (int j = 0; j < VIF_RV; ++j) m1[j] = m2[j] = 0, rr[j] = dd[j] = rd[j] = 0;
+            for (int j = 0; j < VIF_RV; ++j)
+                m1[j] = s1[j].value(), m2[j] = s2[j].value(), rr[j] = sr[j].value(), dd[j] = sd[j].value(),
+                rd[j] = srd[j].value();
+        } else {  // unfolded
 #pragma unroll
-        for (int k = 0; k < VIF_RV + FW - 1; ++k) {
-            const u32 a = in_r[y + k][tx], b = in_d[y + k][tx];
+            for (int j = 0; j < VIF_RV; ++j) m1[j] = m2[j] = 0, rr[j] = dd[j] = rd[j] = 0;
 #pragma unroll
-            for (int j = 0; j < VIF_RV; ++j) {
-                if (k - j < 0 || k - j >= FW) continue;
-                const u32 f = vif_tap<FW>(k - j);
-                const u32 fa = f * a, fb = f * b;
-                m1[j] += fa;
-                m2[j] += fb;
-                rr[j] += (SqSum)fa * a;
-                dd[j] += (SqSum)fb * b;
-                rd[j] += (SqSum)fa * b;
+            for (int k = 0; k < VIF_RV + FW - 1; ++k) {
+                const u32 a = in_r[y + k][tx], b = in_d[y + k][tx];
+#pragma unroll
+                for (int j = 0; j < VIF_RV; ++j) {
+                    if (k - j < 0 || k - j >= FW) continue;
+                    const u32 f = vif_tap<FW>(k - j);
+                    const u32 fa = f * a, fb = f * b;
+                    m1[j] += fa;
+                    m2[j] += fb;
+                    rr[j] += (SqSum)fa * a;
+                    dd[j] += (SqSum)fb * b;
+                    rd[j] += (SqSum)fa * b;
+                }
             }
         }
 #pragma unroll
@@ -194,6 +434,10 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
         if (y0 + ty >= h || x0 + x >= w) continue;
         u32 mu1[VIF_RH], mu2[VIF_RH];
         u64 xx[VIF_RH], yy[VIF_RH], xy[VIF_RH];
+#if VIF_SYM && VIF_HFOLD
+        vif_horizontal_sym<FW>(&v_mu1[ty][x], &v_mu2[ty][x], &v_rr[ty][x], &v_dd[ty][x], &v_rd[ty][x], mu1, mu2, xx,
+                               yy, xy);
+#else
 #pragma unroll
         for (int j = 0; j < VIF_RH; ++j) mu1[j] = mu2[j] = 0, xx[j] = yy[j] = xy[j] = 0;
 #pragma unroll
@@ -211,6 +455,7 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
                 xy[j] += (u64)f * c;
             }
         }
+#endif
 #pragma unroll
         for (int j = 0; j < VIF_RH; ++j) {
             if (x0 + x + j >= w) break;
@@ -231,6 +476,49 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
     __syncthreads();
     s = vx_block_sum_i64(den_non_log, scratch);
     if (t == 0 && s) vx_atomic_add_i64(o + 3, s);
+    if (!DOWN) return;
+
+    // ---- the next scale's pixels of this tile (see VifDownOut), from the staged input
+    const int DF = FW / 2 + 1, DH = DF / 2;  // the next scale's taps: 9, 5, 3
+    const int DW = VIF_TW / 2, DHT = VIF_TH / 2;  // its pixels a tile
+    const int DCOLS = VIF_TW + DF - 2;      // staged columns their windows read (2 (DW-1) + DF)
+    const int w2 = w / 2, h2 = h / 2, oy0 = y0 / 2, ox0 = x0 / 2;
+    // staged row/column of the first tap of pixel (0, 0): 2 * 0 - DH, offset by HALF; the last
+    // tap of the last pixel, HALF + DH + VIF_TH - 2 (rows) / VIF_TW - 2 (columns), is inside
+    // the staged IH x IW because DH <= HALF + 1
+    const int r0 = HALF - DH, c0 = HALF - DH;
+    const u32 rnd = 1u << (s_mu - 1);       // s_mu = bpc >= 8 at scale 0, 16 above
+    // the vertical sums reuse v_rr / v_dd (the horizontal pass read them before the barriers
+    // of the block sums above)
+    for (int i = t; i < DHT * DCOLS; i += blockDim.x) {
+        const int ty = i / DCOLS, c = i % DCOLS;
+        if (oy0 + ty >= h2) continue;
+        u32 ar = 0, ad = 0;
+#pragma unroll
+        for (int k = 0; k < DF; ++k) {
+            const u32 f = vif_tap<DF>(k);
+            ar += f * (u32)in_r[r0 + 2 * ty + k][c0 + c];
+            ad += f * (u32)in_d[r0 + 2 * ty + k][c0 + c];
+        }
+        v_rr[ty][c] = (ar + rnd) >> s_mu;
+        v_dd[ty][c] = (ad + rnd) >> s_mu;
+    }
+    __syncthreads();
+    for (int i = t; i < DHT * DW; i += blockDim.x) {
+        const int ty = i / DW, tx = i % DW;
+        const int oy = oy0 + ty, ox = ox0 + tx;
+        if (oy >= h2 || ox >= w2) continue;
+        u32 ar = 0, ad = 0;
+#pragma unroll
+        for (int k = 0; k < DF; ++k) {
+            const u32 f = vif_tap<DF>(k);
+            ar += f * v_rr[ty][2 * tx + k];
+            ad += f * v_dd[ty][2 * tx + k];
+        }
+        const i64 o2 = frame * down.frame_stride + (i64)oy * down.pitch + ox;
+        down.ref[o2] = (u16)((ar + 32768) >> 16);
+        down.dis[o2] = (u16)((ad + 32768) >> 16);
+    }
 }
 
 // Decimation to the next scale: filter with that scale's taps (FW), keep even
@@ -308,15 +596,31 @@ VX_DEVICE void vif_down_impl(const T* ref, const T* dis, i64 frame_stride, int w
                         int s_sq, const u16* log2_table, double gain_limit, i64* out, int out_stride,          \
                         int out_index)                                                                       \
     {                                                                                                        \
-        vif_stats_impl<T, FW>(ref, dis, frame_stride, w, h, pitch, s_mu, s_sq, log2_table, gain_limit, out,  \
-                              out_stride, out_index);                                                        \
+        vif_stats_impl<T, FW, false>(ref, dis, frame_stride, w, h, pitch, s_mu, s_sq, log2_table, gain_limit,  \
+                                     out, out_stride, out_index);                                            \
     }
 
+// scale s's statistics and the decimation to scale s + 1 in one launch (VifDownOut); the grid
+// is the statistics' (VIF_TW x VIF_TH tiles), the next scale's pictures as vx_vif_down<s+1>'s
+#define VIF_STATS_DOWN(NAME, T, FW)                                                                         \
+    VX_KERNEL void __launch_bounds__(VIF_THREADS, VIF_STATS_MINB) NAME(const T* ref, const T* dis, i64 frame_stride, int w, int h, i64 pitch, int s_mu,      \
+                        int s_sq, const u16* log2_table, double gain_limit, i64* out, int out_stride,          \
+                        int out_index, u16* out_ref, u16* out_dis, i64 out_frame_stride, i64 out_pitch)      \
+    {                                                                                                        \
+        VifDownOut down;                                                                                     \
+        down.ref = out_ref, down.dis = out_dis, down.frame_stride = out_frame_stride, down.pitch = out_pitch; \
+        vif_stats_impl<T, FW, true>(ref, dis, frame_stride, w, h, pitch, s_mu, s_sq, log2_table, gain_limit,   \
+                                    out, out_stride, out_index, down);                                       \
+    }
+
+// (vx_vif_stats0_u8, scale 0's statistics alone, is not launched by the lane: it stays for
+// scripts/bench_vif_tiles.sh's A/B against earlier revisions)
 VIF_STATS(vx_vif_stats0_u8, u8, 17)
-VIF_STATS(vx_vif_stats0_u16, u16, 17)
-VIF_STATS(vx_vif_stats1, u16, 9)
-VIF_STATS(vx_vif_stats2, u16, 5)
 VIF_STATS(vx_vif_stats3, u16, 3)
+VIF_STATS_DOWN(vx_vif_stats0_down_u8, u8, 17)
+VIF_STATS_DOWN(vx_vif_stats0_down_u16, u16, 17)
+VIF_STATS_DOWN(vx_vif_stats1_down, u16, 9)
+VIF_STATS_DOWN(vx_vif_stats2_down, u16, 5)
 
 #define VIF_DOWN(NAME, T, FW)                                                                                \
     VX_KERNEL void NAME(const T* ref, const T* dis, i64 frame_stride, int w, int h, i64 pitch, int s_mu,      \
@@ -326,7 +630,6 @@ VIF_STATS(vx_vif_stats3, u16, 3)
                              out_pitch);                                                                     \
     }
 
+// scale 0's decimation alone: with vif_skip_scale0 (and for scripts/bench_vif_tiles.sh)
 VIF_DOWN(vx_vif_down1_u8, u8, 9)
 VIF_DOWN(vx_vif_down1_u16, u16, 9)
-VIF_DOWN(vx_vif_down2, u16, 5)
-VIF_DOWN(vx_vif_down3, u16, 3)

@@ -144,6 +144,26 @@ VX_DEVICE void vx_atomic_add_i64(i64* dst, i64 v)
     atomicAdd((u64*)dst, (u64)v);
 }
 
+// Four consecutive samples in one load (a u32 of 8-bit samples, a u64 of 16-bit ones), for
+// staging loops whose rows are aligned to 4 samples; sample k is bits [k * 8 * sizeof(T), ...)
+// (little-endian on every target).  The emulator copies the bytes instead (no aliasing of the
+// caller's samples as a wider type).
+template <typename T> struct VxQuad { typedef u64 type; };
+template <> struct VxQuad<u8> { typedef u32 type; };
+
+template <typename T>
+VX_DEVICE typename VxQuad<T>::type vx_load_quad(const T* p)
+{
+    typedef typename VxQuad<T>::type Q;
+#if defined(VX_EMU)
+    Q v;
+    __builtin_memcpy(&v, p, sizeof(Q));
+    return v;
+#else
+    return *(const Q*)p;
+#endif
+}
+
 // libvmaf's mirror without repeating the edge sample: -1 -> 1, n -> n - 2.
 VX_DEVICE int vx_mirror(int i, int n)
 {

@@ -126,8 +126,10 @@ class GpuAdm(GpuFeature):
                      ks.launcher("adm.cu", "vx_adm_dwt_s32", dwt_types),
                      ks.launcher("adm.cu", "vx_adm_dwt_s32", dwt_types)]
         stats_types = [U64, I64, I64, I64, U64, U64, I32, I32]
-        self._stats = [ks.launcher("adm.cu", "vx_adm_stats_narrow", stats_types)] + \
-                      [ks.launcher("adm.cu", "vx_adm_stats_wide", stats_types) for _ in range(3)]
+        self._stats0 = ks.launcher("adm.cu", "vx_adm_stats_narrow", stats_types)
+        # scales 1-3's statistics in one launch after the DWTs (vx_adm_stats_wide3)
+        self._stats_wide3 = ks.launcher("adm.cu", "vx_adm_stats_wide3",
+                                        [U64, I64, *[I64] * 3, *[I64] * 3, *[I64] * 3, U64, I32, U64, I32, I32, I32])
 
         table = scale_table(self.params, self.values["adm_enhn_gain_limit"], self.skip_aim)
         self._row_bytes = table.shape[1] * 8
@@ -162,14 +164,22 @@ class GpuAdm(GpuFeature):
                                  self.plane_elems[s - 1], w, h, *_S123_ROUNDING[s - 1],
                                  dst, self.frame_bytes // elem, self.pitches[s], self.plane_elems[s])
             w, h = bw, bh
-            if s == 0 and self.skip0:
-                continue
-            reg = self.params[s].region
-            strips = (reg.bottom - reg.top + _STATS_TH - 1) // _STATS_TH
-            self._stats[s]((strips, 1, n), (_THREADS,), st,
-                           dst, self.frame_bytes // elem, self.pitches[s], self.plane_elems[s],
-                           self._table + s * self._row_bytes, out, ostride, s)
+            if s == 0 and not self.skip0:
+                self._stats0((self._strips(0), 1, n), (_THREADS,), st,
+                               dst, self.frame_bytes // elem, self.pitches[0], self.plane_elems[0],
+                               self._table, out, ostride, 0)
+        # scales 1-3 (int32 bands): one launch over the three scales' strips
+        strips = [self._strips(s) for s in (1, 2, 3)]
+        self._stats_wide3((sum(strips), 1, n), (_THREADS,), st,
+                          scratch, self.frame_bytes // 4, *[self.offsets[s] // 4 for s in (1, 2, 3)],
+                          *self.pitches[1:], *self.plane_elems[1:], self._table, self._row_bytes // 8,
+                          out, ostride, strips[0], strips[1])
         dev.free_async(scratch, st)
+
+    def _strips(self, s: int) -> int:
+        """Blocks of scale ``s``'s statistics: strips of _STATS_TH rows of its region."""
+        reg = self.params[s].region
+        return (reg.bottom - reg.top + _STATS_TH - 1) // _STATS_TH
 
     @staticmethod
     def _sums(records: np.ndarray) -> np.ndarray:

@@ -17,6 +17,8 @@ from .launch import I32, I64, U64
 
 __all__ = ["make"]
 
+#: the SAD kernel's output tile (MT_W x MT_H in motion.cu)
+_TILE_W, _TILE_H = 64, 64
 #: batches of this many frames and more go through the temporal rule as columns
 #: (MotionTimeline.push_batch: the same values), smaller ones frame by frame, whichever is
 #: cheaper (scripts/bench_engine_host.py --plans motion: 1.5 µs a frame less at 32 frames,
@@ -54,7 +56,7 @@ class GpuMotion(GpuFeature):
         luma = stg.plane_ptr(staging, 0, 0, 0)
         first = max(0, self.gap - first_seq)  # frames before the first real score
         if first < n:
-            self._launch(((w + 63) // 64, (h + 15) // 16, n - first), (256,), st,
+            self._launch(((w + _TILE_W - 1) // _TILE_W, (h + _TILE_H - 1) // _TILE_H, n - first), (256,), st,
                          luma, self._history[0], self._history[1], self.gap, w, h, stg.pitches[0],
                          stg.frame_stride_elems, stg.bitdepth, first, stats + self.stats_offset,
                          record_bytes // 8, 0)

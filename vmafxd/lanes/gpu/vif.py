@@ -1,4 +1,4 @@
-"""Integer VIF on the GPU: per scale a statistics kernel and a decimation kernel.
+"""Integer VIF on the GPU: per scale a statistics kernel that also decimates to the next scale.
 
 Statistics per frame: ``int64[4, 4]`` (scale x num_log, den_log, num_non_log,
 den_non_log), exact integers; the host calls the CPU twin's
@@ -16,8 +16,6 @@ from .launch import F64, I32, I64, U64
 
 __all__ = ["make"]
 
-_STATS = ("vx_vif_stats0", "vx_vif_stats1", "vx_vif_stats2", "vx_vif_stats3")
-_DOWN = ("vx_vif_down1", "vx_vif_down2", "vx_vif_down3")
 #: the statistics kernels' output tile (VIF_TW x VIF_TH in vif.cu)
 _TILE_W, _TILE_H = 48, 32
 #: the decimation kernels' output tile (VD_TW x VD_TH)
@@ -67,10 +65,14 @@ class GpuVif(GpuFeature):
         sfx = "_u8" if stg.elem == 1 else "_u16"
         stats_types = [U64, U64, I64, I32, I32, I64, I32, I32, U64, F64, U64, I32, I32]
         down_types = [U64, U64, I64, I32, I32, I64, I32, U64, U64, I64, I64]
-        self._stats = [ks.launcher("vif.cu", _STATS[0] + sfx, stats_types)] + \
-                      [ks.launcher("vif.cu", n, stats_types) for n in _STATS[1:]]
-        self._down = [ks.launcher("vif.cu", _DOWN[0] + sfx, down_types)] + \
-                     [ks.launcher("vif.cu", n, down_types) for n in _DOWN[1:]]
+        self._stats3 = ks.launcher("vif.cu", "vx_vif_stats3", stats_types)
+        # (with vif_skip_scale0: scale 0's decimation alone)
+        self._down1 = ks.launcher("vif.cu", "vx_vif_down1" + sfx, down_types)
+        # scale s's statistics and the decimation to scale s + 1 in one launch (s < 3; at s = 0
+        # unless scale 0 is skipped)
+        down_out = [U64, U64, I64, I64]
+        self._stats_down = [ks.launcher("vif.cu", "vx_vif_stats0_down" + sfx, stats_types + down_out)] + \
+                           [ks.launcher("vif.cu", f"vx_vif_stats{s}_down", stats_types + down_out) for s in (1, 2)]
         self._log2 = _Log2Table.pointer(scorer.device, scorer.stream)
 
     def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
@@ -85,19 +87,20 @@ class GpuVif(GpuFeature):
         for s in range(4):
             w, h = self.sizes[s]
             s_mu, s_sq = (bpc, 2 * (bpc - 8)) if s == 0 else (16, 16)
-            if not (s == 0 and self.skip0):
-                self._stats[s](((w + _TILE_W - 1) // _TILE_W, (h + _TILE_H - 1) // _TILE_H, n), (256,), st,
-                               src_r, src_d, fstride, w, h, pitch, s_mu, s_sq, self._log2, self.gain,
-                               out, ostride, 4 * s)
+            grid = ((w + _TILE_W - 1) // _TILE_W, (h + _TILE_H - 1) // _TILE_H, n)
+            args = (src_r, src_d, fstride, w, h, pitch, s_mu, s_sq, self._log2, self.gain, out, ostride, 4 * s)
             if s == 3:
+                self._stats3(grid, (256,), st, *args)
                 break
             w2, h2 = self.sizes[s + 1]
             dst_r = scratch + self.offsets[s + 1]
             dst_d = scratch + n * self.frame_bytes + self.offsets[s + 1]
             dst_fstride = self.frame_bytes // 2
-            self._down[s](((w2 + _DOWN_W - 1) // _DOWN_W, (h2 + _DOWN_H - 1) // _DOWN_H, n), (256,), st,
-                          src_r, src_d, fstride, w, h, pitch, bpc if s == 0 else 16,
-                          dst_r, dst_d, dst_fstride, self.pitches[s + 1])
+            if s == 0 and self.skip0:  # the decimation alone
+                self._down1(((w2 + _DOWN_W - 1) // _DOWN_W, (h2 + _DOWN_H - 1) // _DOWN_H, n), (256,), st,
+                            src_r, src_d, fstride, w, h, pitch, bpc, dst_r, dst_d, dst_fstride, self.pitches[1])
+            else:  # the statistics and the decimation to scale s + 1, one launch
+                self._stats_down[s](grid, (256,), st, *args, dst_r, dst_d, dst_fstride, self.pitches[s + 1])
             src_r, src_d, fstride, pitch = dst_r, dst_d, dst_fstride, self.pitches[s + 1]
         dev.free_async(scratch, st)
 
