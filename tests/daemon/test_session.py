@@ -61,9 +61,13 @@ class RecordingTable(PendingReleases):
         super().__init__()
         self.added = []
 
-    def add(self, event, on_complete, label=""):
+    def add(self, event, on_complete, label="", **kw):
         self.added.append(label)
-        return super().add(event, on_complete, label)
+        return super().add(event, on_complete, label, **kw)
+
+    def add_many(self, events, labels, batch):
+        self.added.extend(labels)
+        return super().add_many(events, labels, batch)
 
 
 class Host:
@@ -81,7 +85,7 @@ class Host:
         for data in packets:
             self.emit(decode(data))  # the ledger's own encoding of a result or a released
 
-    def outcome_sent(self, session, scored, accepted):
+    def outcomes_sent(self, session, scored, failed, accepted):
         pass
 
     def outcomes_settled(self):

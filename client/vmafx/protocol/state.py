@@ -227,6 +227,8 @@ def check_packet(data_len: int, nfds: int, truncated: bool, ctrunc: bool, limits
 
 
 _FINISHED = frozenset({State.CLOSED, State.ERROR})
+_RELEASED, _RESULT = m.Released, m.Result
+assert {_RELEASED, _RESULT} <= SERVER_SENDS[State.OPEN]
 
 
 class _Connection:
@@ -420,7 +422,24 @@ class ClientConnection(_Connection):
 
     def receive_packet(self, data: bytes) -> list[m.Message]:
         """Apply one packet: its message, or each message of a bundle in order."""
-        return [self._apply(msg) for msg in self._decode(data)]
+        msgs = self._decode(data)
+        ledger = self.ledger
+        for msg in msgs:
+            cls = type(msg)
+            # A frame's messages (three a frame) while open, written out: what _apply does for
+            # them (both are allowed while open: SERVER_SENDS), the frame ledger's check.
+            if (cls is _RELEASED or cls is _RESULT) and self.state is State.OPEN:
+                try:
+                    if cls is _RESULT:
+                        ledger.outcome(msg.session, msg.index)
+                    else:
+                        ledger.released(msg.session, msg.index, msg.role)
+                except RemoteProtocolError:
+                    self._to(Event.PROTOCOL_ERROR)
+                    raise
+            else:
+                self._apply(msg)
+        return msgs
 
     def _decode(self, data: bytes) -> list[m.Message]:
         if self.state is State.ERROR:
