@@ -783,7 +783,11 @@ def _result_read(d: dict) -> "Result | None":
     """A received result map whose values are plainly valid (else None: the general path)."""
     if len(d) == 4:
         s, i, metrics = d.get("session"), d.get("index"), d.get("metrics")
-        if type(s) is int and type(i) is int and 0 <= s <= _U32 and 0 <= i <= _U32 and plain_metrics(metrics):
+        if (type(s) is int and type(i) is int and 0 <= s <= _U32 and 0 <= i <= _U32 and type(metrics) is dict
+                and len(metrics) <= 4096):
+            for k, v in metrics.items():  # plain_metrics's check, written out
+                if type(k) is not str or (type(v) is not float and v is not None):
+                    return None
             del d["t"]
             msg = _new_object(Result)  # its metrics: a fresh dict of the unpacker's
             _set_attr(msg, "__dict__", d)

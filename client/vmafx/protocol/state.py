@@ -189,6 +189,13 @@ class FramePromise:
     #: the roles not released yet
     unreleased: set[str] = field(default_factory=lambda: {"ref", "dist"})
 
+    def __init__(self, label: str | tuple[int, int] = "frame", answered: bool = False,
+                 unreleased: set[str] | None = None):
+        # written out (the dataclass's calls a factory): a promise is made for every frame, twice
+        self.label = label
+        self.answered = answered
+        self.unreleased = {"ref", "dist"} if unreleased is None else unreleased
+
     @property
     def name(self) -> str:
         label = self.label
