@@ -716,8 +716,8 @@ class ClientHandler:
             frame = FrameRecord(sid, index, f.ref, f.dist)
             frame.ref, frame.dist = ref, dist
             records.append(frame)
-        session.receive_many(records)
-        self._count_frame(n, n * cost)
+        accepted = session.receive_many(records)
+        self._count_frame(accepted, accepted * cost)
         return True
 
     def _submit(self, sid: int, msg: Submit | SubmitFrame, pkt: Packet) -> None:

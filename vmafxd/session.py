@@ -316,16 +316,31 @@ class Session:
         self.submitted += 1
         self.ledger.receive(frame, place=self.state == Session.OPEN and room)
 
-    def receive_many(self, frames: list[FrameRecord]) -> None:
+    def receive_many(self, frames: list[FrameRecord]) -> int:
         """Frames of a submit_many the client handler found acceptable as a group (checked as
-        :meth:`check` would, with room for all): placed, accepted and queued in one step."""
+        :meth:`check` would, with room for all): placed, accepted and queued in one step.
+        Returns how many were accepted: all, unless the ledger refuses a transition (a bug:
+        then, as :meth:`accept` does, the session stops and the frames not accepted are refused)."""
         ledger = self.ledger
         self.submitted += len(frames)
         ledger.receive_many(frames)
-        ledger.accept_many(frames)
+        try:
+            ledger.accept_many(frames)
+        except LedgerError as e:
+            accepted = [f for f in frames if f.accepted]
+            if accepted:
+                self.last_index = accepted[-1].index
+                self.accepted += len(accepted)
+                self._queue.put_many(accepted)
+            self.ledger_broken(e)
+            for frame in frames:
+                if frame.state is FrameState.RECEIVED:  # still answered, once
+                    self.refuse(frame, RemoteProtocolError(ErrorCode.E_INTERNAL, "", e.message))
+            return len(accepted)
         self.last_index = frames[-1].index
         self.accepted += len(frames)
         self._queue.put_many(frames)
+        return len(frames)
 
     def check(self, frame: FrameRecord, buffers) -> None:
         """Refuse what cannot be scored; on success ``frame.ref``/``frame.dist`` are set (not yet referenced)."""

@@ -36,11 +36,14 @@ class Host:
         self.pending = PendingReleases()
         self.sent = []
         self.counted = []
+        #: (message type, packets) of each emit_packet call: one write each
+        self.writes = []
 
     def emit(self, msg):
         self.sent.append(msg)
 
     def emit_packet(self, cls, packets):
+        self.writes.append((cls.__name__, len(packets)))
         for data in packets:
             msg = decode(data)  # the ledger's own encoding: what a client reads
             assert type(msg) is cls and encode(msg)[0] == data  # the general path's bytes
@@ -287,3 +290,53 @@ def test_docs_frame_life_names_every_state_and_event_and_its_straight_edges_are_
               **{(s.value, e.value): n.value for (s, e), n in RELEASE_TRANSITIONS.items()}}
     for a, event, b in edges:
         assert tables.get((a, event)) == b, (a, event, b)
+
+
+# -- groups: accepted, tracked, completed and answered in one step each ------------------------------
+
+
+def test_a_group_is_answered_in_order_one_write_per_run_and_its_releases_in_one_write():
+    host = Host()
+    finals = []
+    ledger = FrameLedger(1, host, finals.append)
+    ref, dist = _buffer(10), _buffer(11)
+    frames = [FrameRecord(1, i, 10, 11) for i in range(6)]
+    for f in frames:
+        f.ref, f.dist = ref, dist
+    ledger.receive_many(frames)
+    ledger.accept_many(frames)
+    assert ledger.in_flight == 6 and (ref.refs, dist.refs) == (7, 7)
+    assert ledger.hand_over_many(frames) == frames
+    ledger.track_many(frames, [HostReleaseEvent.completed() for _ in frames])
+    ledger.lane_failed(3, "E_INTERNAL", "", "the lane failed")
+    # 1..5 scored before 0: nothing leaves; then 0: 0-2 in one write, the error, 4-5 in one write
+    ledger.lane_scored_many([(i, {"x": float(i), "bad": float("inf")}) for i in (1, 2, 4, 5)])
+    assert not any(isinstance(m, (Result, FrameError)) for m in host.sent)
+    ledger.lane_scored_many([(0, {"x": 0.0, "bad": float("nan")})])
+    outcomes = [m for m in host.sent if isinstance(m, (Result, FrameError))]
+    assert [(type(m).__name__, m.index) for m in outcomes] == [
+        ("Result", 0), ("Result", 1), ("Result", 2), ("FrameError", 3), ("Result", 4), ("Result", 5)]
+    assert all(m.metrics == {"x": float(m.index), "bad": None} for m in outcomes if isinstance(m, Result))
+    assert [w for w in host.writes if w[0] == "Result"] == [("Result", 3), ("Result", 2)]
+    assert [sum(c[k] for c in host.counted) for k in (1, 2, 3)] == [5, 1, 6] and ledger.in_flight == 0
+    assert len(host.counted) == 1  # one account of the whole run
+    ledger.close(lambda: SessionClosed(session=1, frames=ledger.scored, failed=ledger.failed))
+    host.complete_all()
+    assert host.writes[-1] == ("Released", 12)  # every frame's two released in one write
+    assert _kinds(host.sent[6:18]) == [("Released", i, role) for i in range(6) for role in ("ref", "dist")]
+    assert isinstance(host.sent[-1], SessionClosed) and (host.sent[-1].frames, host.sent[-1].failed) == (5, 1)
+    assert (ref.refs, dist.refs) == (1, 1) and finals == [host.sent[-1]]
+
+
+def test_a_group_with_a_frame_already_tracked_tracks_the_others_and_says_so():
+    host = Host()
+    ledger = FrameLedger(1, host, lambda msg: None)
+    ref, dist = _buffer(10), _buffer(11)
+    a, b, c = (_accepted(ledger, i, ref, dist) for i in range(3))
+    ledger.hand_over_many([a, b, c])
+    ledger.track(b, HostReleaseEvent.completed())
+    with pytest.raises(LedgerError):
+        ledger.track_many([a, b, c], [HostReleaseEvent.completed() for _ in range(3)])
+    assert ledger.releasing == 3 and len(host.pending) == 3  # a and c tracked, b once
+    host.complete_all()
+    assert sorted(_kinds(host.sent)) == sorted(("Released", i, r) for i in range(3) for r in ("ref", "dist"))
