@@ -39,7 +39,9 @@ protocol's own cost per frame.  ``VX_PROF=FILE`` runs the daemon under cProfile
 counts the trio thread's CPU time, not wall-clock time (on a loaded machine a wall-clock profile
 charges a call for the time the thread waited for a core).  Besides the daemon's CPU per
 1,000 frames, the line gives its trio thread's alone (requests, ledger, messages,
-reaper: the protocol's host path, without the lane's worker threads).
+reaper: the protocol's host path, without the lane's worker threads), and the producer's
+own CPU (this process's thread: the client side of the protocol -- encoding submits,
+decoding results and releases, its frame ledger -- and the benchmark's loop).
 
 The producer sends the frames it may send at once in one ``submit_many`` packet
 (up to the daemon's ``max_frames_per_submit``); ``--single-submits`` sends one
@@ -154,6 +156,7 @@ class RunStats:
     sent: int  # packets this producer sent (submits, close)
     daemon_cpu: float | None = None  # seconds of the daemon's CPU during the run (one producer only)
     trio_cpu: float | None = None  # of it, the daemon's trio thread (requests, ledger, messages)
+    producer_cpu: float = 0.0  # this producer's own CPU (its thread: the protocol's client side and the loop)
 
     @property
     def fps(self) -> float:
@@ -234,6 +237,7 @@ class Producer:
         cpu0 = cpu_seconds(daemon_pid) if daemon_pid else None
         trio0 = cpu_seconds(daemon_pid, main_thread=True) if daemon_pid else None
         packets0, sent0 = c.packets, c.sent
+        own0 = time.thread_time()
         t0 = clock()
         # Motion's lag holds a session's last frames until it closes: submit them
         # all, then close, and count the results that arrive before session_closed.
@@ -263,10 +267,11 @@ class Producer:
                 break
             handle(msg)
         t1 = clock()
+        own = time.thread_time() - own0
         cpu = cpu_seconds(daemon_pid) - cpu0 if daemon_pid else None
         trio = cpu_seconds(daemon_pid, main_thread=True) - trio0 if daemon_pid else None
         assert done == frames, f"{done} of {frames} frames scored"
-        return RunStats(frames, t0, t1, latency, done_at, c.packets - packets0, c.sent - sent0, cpu, trio)
+        return RunStats(frames, t0, t1, latency, done_at, c.packets - packets0, c.sent - sent0, cpu, trio, own)
 
     def close(self) -> None:
         for rb, db, rid, did in self.bufs:
@@ -484,7 +489,8 @@ def main() -> int:
                   f"max {max(fps):.0f}); latency p50 {pct[50]:.1f} ms, p90 {pct[90]:.1f} ms, p95 {pct[95]:.1f} ms, "
                   f"p99 {pct[99]:.1f} ms; daemon CPU "
                   f"{statistics.median(r.daemon_cpu / r.frames * 1000 for r in runs):.2f} s per 1,000 frames (its trio "
-                  f"thread {statistics.median(r.trio_cpu / r.frames * 1000 for r in runs):.3f} s); "
+                  f"thread {statistics.median(r.trio_cpu / r.frames * 1000 for r in runs):.3f} s); producer CPU "
+                  f"{statistics.median(r.producer_cpu / r.frames * 1000 for r in runs):.3f} s per 1,000 frames; "
                   f"{statistics.median(r.frames / r.packets for r in runs):.1f} frames per packet read; "
                   f"{statistics.median(r.frames / r.sent for r in runs):.1f} frames per packet sent {tail}",
                   flush=True)

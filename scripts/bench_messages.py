@@ -9,6 +9,12 @@ the daemon: a result, two releases), decoding them (the producer reads them),
 and decoding a frame's submit -- one ``submit`` packet per frame against one
 ``submit_many`` of N frames, per frame.  Medians over R repeats (min and max
 too: the machine is shared).
+
+The client's receive path, per frame: a bundle of ``--frames`` frames' messages as the daemon
+sends them (each frame's two ``released``, then the results), read by
+``ClientConnection.receive_packet`` (what a raw protocol client, the benchmarks' producer,
+runs) and by ``ClientTracker.receive`` (the client library's, under ``vmafx.Client`` and
+``BlockingClient``): decoding, the frame ledger's checks, and the tracker's own.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import time
 import timeit
 from pathlib import Path
 
@@ -23,11 +30,53 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "client")]
 
 from vmafx.protocol import Released, Result, Submit, SubmitFrame, SubmitMany  # noqa: E402
-from vmafx.protocol.messages import decode, encode  # noqa: E402
+from vmafx.protocol.messages import BufferRegistered, SessionOpened, bundle, decode, encode  # noqa: E402
+from vmafx.protocol.state import ClientConnection, State  # noqa: E402
+from vmafx.tracking import ClientTracker  # noqa: E402
+
+METRICS = {"psnr_y": 40.1, "psnr_cb": 41.2, "psnr_cr": 42.0}
 
 
 def per_call_us(fn, number: int, repeats: int, per: int = 1) -> list[float]:
     return [t / number / per * 1e6 for t in timeit.repeat(fn, number=number, repeat=repeats)]
+
+
+def frames_bundle(session: int, first: int, n: int) -> bytes:
+    """What the daemon sends for frames first..first+n-1 in one packet: the releases, then the results."""
+    msgs = [encode(Released(buffer=1 + role, session=session, index=i, role=("ref", "dist")[role]))[0]
+            for i in range(first, first + n) for role in (0, 1)]
+    msgs += [encode(Result(session=session, index=i, metrics=METRICS))[0] for i in range(first, first + n)]
+    return bundle(msgs)
+
+
+def receive_path_us(n: int, rounds: int, repeats: int, library: bool) -> list[float]:
+    """µs a frame for a bundle of ``n`` frames through ClientConnection.receive_packet, or (``library``)
+    ClientTracker.receive; the frames are submitted (untimed) before each bundle."""
+    out = []
+    for _ in range(repeats):
+        tracker = ClientTracker("bench")
+        conn = tracker.conn
+        conn.state, conn.bundles, conn.submit_many = State.OPEN, True, True
+        st = tracker.opened(SessionOpened(re=0, session=3, lane="emu", metrics=tuple(METRICS)),
+                            width=64, height=64, pixel_format="yuv420p", bitdepth=8)
+        ref, dist = (tracker.registered(BufferRegistered(re=0, buffer=b)) for b in (1, 2))
+        spent = 0.0
+        for r in range(rounds):
+            indices = range(r * n, (r + 1) * n)
+            data = frames_bundle(3, r * n, n)
+            if library:
+                tracker.submit_packet(st, [(i, ref, dist) for i in indices])
+                t0 = time.perf_counter()
+                tracker.receive(data)
+                spent += time.perf_counter() - t0
+                st.outcomes.clear()
+            else:
+                conn.ledger.submitted_many(3, list(indices))
+                t0 = time.perf_counter()
+                conn.receive_packet(data)
+                spent += time.perf_counter() - t0
+        out.append(spent / (rounds * n) * 1e6)
+    return out
 
 
 def main() -> int:
@@ -48,6 +97,13 @@ def main() -> int:
         ("decode submit, per frame", per_call_us(lambda: decode(submit_wire), 20000, args.repeats)),
         (f"decode submit_many of {args.frames}, per frame",
          per_call_us(lambda: decode(many_wire), 20000 // args.frames, args.repeats, args.frames)),
+    ]
+    rounds = max(1, 20000 // args.frames)
+    rows += [
+        (f"receive a bundle of {args.frames} frames (ClientConnection.receive_packet), per frame",
+         receive_path_us(args.frames, rounds, args.repeats, library=False)),
+        (f"receive a bundle of {args.frames} frames (ClientTracker.receive, the library), per frame",
+         receive_path_us(args.frames, rounds, args.repeats, library=True)),
     ]
     for name, us in rows:
         print(f"{name}: {statistics.median(us):.2f} us (min {min(us):.2f}, max {max(us):.2f})")

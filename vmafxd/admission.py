@@ -283,6 +283,18 @@ class Admission:
         fit = min(lim.max_bytes_in_flight_per_client, self.bytes_total_limit) // max(1, cost)
         return max(1, min(lim.max_frames_in_flight, fit))
 
+    def frames_fit(self, uid: int, client_bytes: int, cost: int, count: int) -> bool:
+        """:meth:`check_frame` would let each of ``count`` frames of ``cost`` bytes in, one after the
+        other, each counted once in (a submit_many's frames checked in one step)."""
+        lim = self.limits
+        acc = self.accounts.get(uid)
+        held = acc.held.frames if acc is not None else 0
+        total = self.total
+        return (held + count <= lim.max_frames_in_flight_per_uid
+                and total.frames + count <= lim.max_frames_in_flight_total
+                and client_bytes + count * cost <= lim.max_bytes_in_flight_per_client
+                and total.bytes + count * cost <= self.bytes_total_limit)
+
     def check_frame(self, uid: int, client_bytes: int, cost: int) -> None:
         """At submit: one more frame of ``cost`` bytes for a client holding ``client_bytes``."""
         lim = self.limits

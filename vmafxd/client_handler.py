@@ -111,7 +111,7 @@ class ClientHost(Protocol):
 
     def session_closed(self, session: Session) -> None: ...
 
-    def outcome_sent(self, scored: bool) -> None: ...
+    def outcomes_sent(self, scored: int, failed: int) -> None: ...
 
     def status(self, viewer: PeerCreds | None = None) -> dict[str, Any]: ...
 
@@ -404,14 +404,15 @@ class ClientHandler:
             if not conn.finished:  # cannot happen (frames exist only once open): loud, as conn.send is
                 log.error("client %s: refusing to send a %s in state %s", self.label, cls.TYPE, conn.state.value)
             return  # closed: dropped, as emit drops it
-        put = self.outgoing.put
-        for data in packets:
-            if len(data) > self.limits.max_message_bytes:
-                log.error("client %s: refusing to send an invalid %s: %d bytes exceed the limit of %d",
-                          self.label, cls.TYPE, len(data), self.limits.max_message_bytes)
-            elif not put(data):
-                self.abort(f"it is not reading (more than {self.outgoing.bound} packets queued)")
-                return
+        limit = self.limits.max_message_bytes
+        if max(map(len, packets), default=0) > limit:  # cannot happen for what the ledger makes
+            for data in packets:
+                if len(data) > limit:
+                    log.error("client %s: refusing to send an invalid %s: %d bytes exceed the limit of %d",
+                              self.label, cls.TYPE, len(data), limit)
+            packets = tuple(data for data in packets if len(data) <= limit)
+        if not self.outgoing.put_many(packets):
+            self.abort(f"it is not reading (more than {self.outgoing.bound} packets queued)")
 
     def emit(self, msg: Message) -> None:
         """Queue a message for this client (dropped once the connection is closing)."""
@@ -670,12 +671,54 @@ class ClientHandler:
         the daemon's own refusals name the field as for a submit (``ref``, ``ref_fence``): the
         frame_error's index says which frame."""
         sid = msg.session
+        if self._accept_group(sid, msg.frames):
+            return
         for f in msg.frames:
             if type(f) is BadFrame:
                 frame, session = self._arrived(sid, f.index, f.ref, f.dist)
                 self._refuse_frame(frame, session, RemoteProtocolError(f.code, f.field, f.message))
             else:
                 self._submit(sid, f, pkt)
+
+    def _accept_group(self, sid: int, frames: tuple) -> bool:
+        """A submit_many's frames accepted in one step when every one of them would be accepted on
+        its own: all decoded, no fences, an open session, indices increasing past its last, buffers
+        it has matched before, room in the order, the in-flight limit and the byte budgets for all
+        of them.  Then one validation pass, one ledger and admission step and one hand-over to the
+        session's task; the outcome of every frame is the one the frame-by-frame path gives it.
+        False (nothing done) otherwise: the frames go one by one, each refusal naming its field."""
+        session = self.sessions.get(sid)
+        if session is None or session.state != Session.OPEN or session.early_release:
+            return False
+        n = len(frames)
+        cost = self._frame_cost.get(sid, 0)
+        if (self.held.frames + n > self.limits.max_frames_in_flight
+                or not self.admission.frames_fit(self.uid, self.held.bytes, cost, n)):
+            return False
+        unanswered = 0
+        for s in self.sessions.values():
+            unanswered += s.ledger.unanswered
+        if unanswered + n > 2 * self.limits.max_frames_in_flight + 16:  # _room, for each frame in turn
+            return False
+        get, geometry = self.buffers.get, session.geometry
+        last = session.last_index
+        records = []
+        for f in frames:
+            if type(f) is not SubmitFrame or f.ref_fence is not None or f.dist_fence is not None:
+                return False
+            index = f.index
+            if last is not None and index <= last:
+                return False
+            last = index
+            ref, dist = get(f.ref), get(f.dist)
+            if ref is None or dist is None or ref.matched is not geometry or dist.matched is not geometry:
+                return False  # unknown, or not seen with this session yet: the full check names it
+            frame = FrameRecord(sid, index, f.ref, f.dist)
+            frame.ref, frame.dist = ref, dist
+            records.append(frame)
+        accepted = session.receive_many(records)
+        self._count_frame(accepted, accepted * cost)
+        return True
 
     def _submit(self, sid: int, msg: Submit | SubmitFrame, pkt: Packet) -> None:
         """One frame: a submit, or a frame of a submit_many."""
@@ -727,10 +770,10 @@ class ClientHandler:
 
     # ------------------------------------------------------------------ SessionHost
 
-    def outcome_sent(self, session: int, scored: bool, accepted: bool) -> None:
-        self.server.outcome_sent(scored)
+    def outcomes_sent(self, session: int, scored: int, failed: int, accepted: int) -> None:
+        self.server.outcomes_sent(scored, failed)
         if accepted:
-            self._count_frame(-1, -self._frame_cost.get(session, 0))
+            self._count_frame(-accepted, -accepted * self._frame_cost.get(session, 0))
 
     def _count_frame(self, frames: int, nbytes: int) -> None:
         """A frame came into flight (+1) or left it (-1): this client's holdings and its uid's account

@@ -15,7 +15,8 @@ from typing import Any
 
 import msgpack
 
-from vmafx.protocol.messages import plain_metrics, plain_u32s
+#: the largest u32 (vmafx.protocol.messages' bound for the fields below)
+_U32 = (1 << 32) - 1
 
 __all__ = ["FramePackets"]
 
@@ -33,9 +34,13 @@ class FramePackets:
     def __init__(self) -> None:
         self._pack = msgpack.Packer(use_bin_type=True).pack
 
+    # The checks are plain_u32s's and plain_metrics's, written out: a call with *args and a loop
+    # cost more than the packing (three packets a frame).
+
     def released_pair(self, session: int, index: int, ref: Any, dist: Any) -> tuple[bytes, bytes] | None:
         """A frame's two ``released`` (ref, then dist)."""
-        if plain_u32s(session, index, ref, dist):
+        if (type(session) is int and type(index) is int and type(ref) is int and type(dist) is int
+                and 0 <= session <= _U32 and 0 <= index <= _U32 and 0 <= ref <= _U32 and 0 <= dist <= _U32):
             pack = self._pack
             return (pack({"t": "released", "buffer": ref, "session": session, "index": index, "role": "ref"}),
                     pack({"t": "released", "buffer": dist, "session": session, "index": index, "role": "dist"}))
@@ -43,6 +48,10 @@ class FramePackets:
 
     def result(self, session: int, index: int, metrics: dict) -> bytes | None:
         """A frame's ``result`` (metrics: str -> float or None)."""
-        if plain_u32s(session, index) and plain_metrics(metrics):
+        if (type(session) is int and type(index) is int and 0 <= session <= _U32 and 0 <= index <= _U32
+                and type(metrics) is dict and len(metrics) <= 4096):
+            for k, v in metrics.items():
+                if type(k) is not str or (type(v) is not float and v is not None):
+                    return None
             return self._pack({"t": "result", "session": session, "index": index, "metrics": metrics})
         return None

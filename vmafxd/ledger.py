@@ -47,9 +47,9 @@ docs/frame-life.md draws the same picture.
 from __future__ import annotations
 
 import logging
+import math
 from collections import deque
-from functools import partial
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from vmafx.protocol import (
     ErrorCode, FrameError, LocalProtocolError, Message, Released, RemoteProtocolError, Result,
@@ -129,6 +129,9 @@ _BY_EVENT: dict[FrameEvent, tuple[bool, dict]] = {
                                                        else OUTCOME_TRANSITIONS).items() if ev is e})
     for e in FrameEvent
 }
+#: the rows of the steps the batched paths take for each frame, written out there (no call a step)
+_COMPLETE_MOVES = _BY_EVENT[_E.COMPLETE][1]
+assert OUTCOME_TRANSITIONS[(_F.SCORED, _E.SEND)] is _F.ANSWERED
 #: states whose outcome is decided (nothing more may be decided for the frame)
 DECIDED = frozenset({_F.SCORED, _F.FAILED, _F.ANSWERED})
 #: states whose outcome may leave (its turn in the order came)
@@ -277,9 +280,9 @@ class LedgerHost(Protocol):
     def emit_packet(self, cls: type[Message], packets: tuple[bytes, ...]) -> None:
         """``cls`` messages the ledger encoded itself (a frame's result, or its two released)."""
 
-    def outcome_sent(self, session: int, scored: bool, accepted: bool) -> None:
-        """A frame's outcome left (``scored``: a result, else a frame_error; ``accepted``: it was
-        counted in flight, and no longer is)."""
+    def outcomes_sent(self, session: int, scored: int, failed: int, accepted: int) -> None:
+        """Outcomes of ``session`` left: ``scored`` results and ``failed`` frame_errors, of which
+        ``accepted`` frames were counted in flight and no longer are (one call per run of them)."""
 
 
 class FrameLedger:
@@ -303,6 +306,9 @@ class FrameLedger:
         self.in_flight = 0
         self.scored = 0
         self.failed = 0
+        #: the pending-release table's batch callback for this ledger's frames (one bound method,
+        #: kept: the reaper groups completed entries by it)
+        self._complete_batch = self._complete_many
 
     # -- counts ---------------------------------------------------------------------------
 
@@ -336,6 +342,14 @@ class FrameLedger:
             frame.placed = True
             self._order.append(frame)
 
+    def receive_many(self, frames: list[FrameRecord]) -> None:
+        """Decoded submits of this session (a submit_many's), each taking its place in the order."""
+        if self._final is not None or self.closed:
+            raise LedgerError(f"session {self.session_id}: a frame placed after close")
+        for frame in frames:
+            frame.placed = True
+        self._order.extend(frames)
+
     def accept(self, frame: FrameRecord) -> None:
         """Checked: take references on both buffers; the frame goes to the session's fence wait."""
         assert frame.ref is not None and frame.dist is not None
@@ -346,6 +360,21 @@ class FrameLedger:
         frame.ref.ref()
         frame.dist.ref()
         self.in_flight += 1
+
+    def accept_many(self, frames: list[FrameRecord]) -> None:
+        """:meth:`accept` for each of ``frames`` (placed, checked, fresh: received), in one step."""
+        moves = _BY_EVENT[_E.ACCEPT][1]
+        for frame in frames:
+            if not frame.placed:
+                raise LedgerError(f"frame {frame.index} of session {frame.session}: accepted without a place")
+            nxt = moves.get(frame.state)
+            if nxt is None:
+                frame.step(_E.ACCEPT)  # raises, naming the transition
+            frame.state = nxt
+            frame.accepted = True
+            frame.ref.ref()
+            frame.dist.ref()
+            self.in_flight += 1
 
     def release_early(self, frame: FrameRecord) -> None:
         """The R15 plant (vmafxd/session.py): ``released`` now; references still follow the real event."""
@@ -369,6 +398,22 @@ class FrameLedger:
         frame.step(_E.HAND_OVER)
         self._in_lane[frame.index] = frame
 
+    def hand_over_many(self, frames: list[FrameRecord]) -> list[FrameRecord]:
+        """:meth:`hand_over` for a group (before ``LaneSession.submit_many``); returns those handed
+        over: a frame answered meanwhile (shutdown past its deadline) is released unread instead."""
+        moves = _BY_EVENT[_E.HAND_OVER][1]
+        in_lane = self._in_lane
+        ready = []
+        for frame in frames:
+            nxt = moves.get(frame.state)
+            if nxt is None:  # not acquired any more: nothing to score
+                self.release_unread(frame)
+                continue
+            frame.state = nxt
+            in_lane[frame.index] = frame
+            ready.append(frame)
+        return ready
+
     def track(self, frame: FrameRecord, event: ReleaseEvent) -> None:
         """The frame's one entry in the pending-release table; completed by the reaper."""
         if self.closed:
@@ -378,8 +423,36 @@ class FrameLedger:
         frame.step(_E.TRACK)
         frame.event = event
         self._pending[id(frame)] = frame  # before adding: a table may complete the entry at once
-        # labelled by the frame itself: str() formats it only if a log line needs it
-        self.host.pending.add(event, partial(self._complete, frame), label=frame)
+        # labelled by the frame itself: str() formats it only if a log line needs it; the
+        # reaper completes a pass's frames of this ledger together (_complete_many)
+        self.host.pending.add(event, None, frame, batch=self._complete_batch)
+
+    def track_many(self, frames: list[FrameRecord], events: list[ReleaseEvent]) -> None:
+        """:meth:`track` for each frame and its event (a group handed over at once), their entries
+        added to the table in one step.  A frame that may not be tracked (a bug) does not stop the
+        others; the first error is raised after them."""
+        if self.closed:
+            log.error("session %d: frames tracked for release after session_closed", self.session_id)
+        moves = _BY_EVENT[_E.TRACK][1]
+        pending = self._pending
+        error: LedgerError | None = None
+        tracked, their_events = [], []
+        for frame, event in zip(frames, events):
+            nxt = moves.get(frame.release)
+            if nxt is None:
+                try:
+                    frame.step(_E.TRACK)  # raises, naming the transition
+                except LedgerError as e:
+                    error = error or e
+                continue
+            frame.release = nxt
+            frame.event = event
+            pending[id(frame)] = frame  # before adding: a table may complete the entry at once
+            tracked.append(frame)
+            their_events.append(event)
+        self.host.pending.add_many(their_events, tracked, self._complete_batch)
+        if error is not None:
+            raise error
 
     def release_unread(self, frame: FrameRecord) -> None:
         """An accepted frame that no lane will read: released through the table like any other."""
@@ -416,6 +489,24 @@ class FrameLedger:
         # its metrics, kept as they are when the session made them (a fresh dict of its own)
         frame.decide(_E.SCORE, metrics if type(metrics) is dict else dict(metrics))
 
+    def lane_scored_many(self, items: Sequence[tuple[int, Mapping[str, float]]]) -> None:
+        """The lane's final metrics for several frames (``frames_scored``'s items): each made the
+        frame's outcome with values that are not finite as nil (libvmaf's ``null``), then what
+        became ready is sent."""
+        in_lane = self._in_lane
+        moves = _BY_EVENT[_E.SCORE][1]
+        isfinite = math.isfinite
+        for index, metrics in items:
+            frame = in_lane.pop(index, None)
+            if frame is None:
+                continue  # already failed (shutdown past its deadline), or not this session's
+            nxt = moves.get(frame.state)
+            if nxt is None:
+                frame.step(_E.SCORE)  # raises, naming the transition
+            frame.state = nxt
+            frame.outcome = {k: f if isfinite(f := float(v)) else None for k, v in metrics.items()}
+        self._flush()
+
     def lane_failed(self, index: int, code: ErrorCode | str, field: str, message: str) -> None:
         frame = self._in_lane.pop(index, None)
         if frame is None:
@@ -437,15 +528,52 @@ class FrameLedger:
 
     def _complete(self, frame: FrameRecord) -> None:
         """The reaper saw the frame's release event complete (or the frame was never read)."""
+        packets: list[bytes] = []
+        self._complete_one(frame, packets)
+        if packets:
+            self.host.emit_packet(Released, tuple(packets))
+        self._flush()
+
+    def _complete_many(self, frames: list[FrameRecord]) -> None:
+        """:meth:`_complete` for the frames of one reaper pass: their ``released`` leave in one
+        write, then what became ready.  A frame that fails (a bug, logged) does not stop the others."""
+        packets: list[bytes] = []
+        for frame in frames:
+            try:
+                self._complete_one(frame, packets)
+            except Exception:
+                log.exception("completing release %s failed", frame)
+        if packets:
+            self.host.emit_packet(Released, tuple(packets))
+        self._flush()
+
+    def _complete_one(self, frame: FrameRecord, packets: list[bytes]) -> None:
+        """A frame's release completed: its two ``released`` added to ``packets`` (or, the general
+        way, sent after what ``packets`` holds), its references dropped."""
         self._pending.pop(id(frame), None)
-        frame.step(_E.COMPLETE)
-        frame.send_released(self.host.emit, self.host.emit_packet)
+        nxt = _COMPLETE_MOVES.get(frame.release)
+        if nxt is None:
+            frame.step(_E.COMPLETE)  # raises, naming the transition
+        frame.release = nxt
+        unreleased = frame.promise.unreleased
+        # both roles at once, the common case: neither was released (the promise's own check)
+        pair = (_PACKETS.released_pair(frame.session, frame.index, frame.ref_id, frame.dist_id)
+                if len(unreleased) == 2 else None)
+        if pair is not None:
+            unreleased.clear()
+            packets += pair
+        else:  # the general way (the R15 plant released early; a value it must name)
+            host = self.host
+            if packets:
+                host.emit_packet(Released, tuple(packets))
+                packets.clear()
+            frame.send_released(host.emit, host.emit_packet)
         for rec in (frame.ref, frame.dist):
             if rec is not None:
                 rec.unref()
-        self._flush()
 
     def _send(self, frame: FrameRecord) -> None:
+        """One frame's outcome, out of turn (refused without a place in the order)."""
         host = self.host
         scored = frame.send_outcome(host.emit, host.emit_packet)
         if frame.accepted:
@@ -454,11 +582,52 @@ class FrameLedger:
             self.scored += 1
         else:
             self.failed += 1
-        host.outcome_sent(self.session_id, scored, frame.accepted)
+        host.outcomes_sent(self.session_id, int(scored), int(not scored), int(frame.accepted))
+
+    def _send_ready(self) -> None:
+        """Send every outcome whose turn came: the results' packets in one write (a frame_error,
+        which goes the general way, first sends those before it, keeping the order)."""
+        host, order = self.host, self._order
+        packets: list[bytes] = []
+        scored = failed = accepted = 0
+        try:
+            while order and order[0].state in _SENDABLE:
+                frame = order.popleft()
+                if frame.state is _F.SCORED:
+                    frame.state = _F.ANSWERED  # the SEND step from SCORED (the table's one row)
+                    try:
+                        frame.promise.answer(LocalProtocolError)
+                    except LocalProtocolError as e:
+                        raise LedgerError(e.message) from None
+                    data = _PACKETS.result(frame.session, frame.index, frame.outcome)
+                    if data is not None:
+                        packets.append(data)
+                    else:  # the general way (it names what is wrong, should a metric be)
+                        if packets:
+                            host.emit_packet(Result, tuple(packets))
+                            packets = []
+                        host.emit(Result(session=frame.session, index=frame.index, metrics=frame.outcome))
+                    scored += 1
+                else:
+                    if packets:
+                        host.emit_packet(Result, tuple(packets))
+                        packets = []
+                    frame.send_outcome(host.emit)
+                    failed += 1
+                if frame.accepted:
+                    accepted += 1
+        finally:
+            if packets:
+                host.emit_packet(Result, tuple(packets))
+            if scored or failed:
+                self.in_flight -= accepted
+                self.scored += scored
+                self.failed += failed
+                host.outcomes_sent(self.session_id, scored, failed, accepted)
 
     def _flush(self) -> None:
-        while self._order and self._order[0].state in _SENDABLE:
-            self._send(self._order.popleft())
+        if self._order and self._order[0].state in _SENDABLE:
+            self._send_ready()
         if not self._order and not self._pending and self._final is not None and not self.closed:
             self.closed = True
             final, self._final = self._final, None

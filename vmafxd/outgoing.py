@@ -66,6 +66,28 @@ class OutgoingQueue:
                 self._idle = trio.Event()
         return True
 
+    def put_many(self, packets: tuple[bytes, ...] | list[bytes]) -> bool:
+        """Queue several packets at once (a run of a session's results or releases): as
+        :meth:`put` for each, in order.  False when they would overflow the queue (the client is
+        not reading; nothing of them is queued then)."""
+        if self.closed or self._ended:
+            self.dropped += len(packets)
+            return True
+        q = self._queue
+        n = len(packets)
+        if len(q) + n > self.bound:
+            self.dropped += n
+            return False
+        was_empty = not q
+        q.extend(packets)
+        self._bytes += sum(map(len, packets))
+        self._pending += n
+        if was_empty and n:  # the sender may be waiting, and nothing is idle any more
+            self._wakeup.set()
+            if self._idle.is_set():
+                self._idle = trio.Event()
+        return True
+
     @property
     def pending(self) -> int:
         """Packets queued and not yet sent."""

@@ -49,7 +49,7 @@ import trio
 
 from .core.release import ReleaseEvent
 
-__all__ = ["PendingRelease", "PendingReleases", "ReleaseReaper"]
+__all__ = ["PendingRelease", "PendingReleases", "ReleaseReaper", "complete_pass"]
 
 log = logging.getLogger("vmafxd.reaper")
 
@@ -59,10 +59,15 @@ class PendingRelease:
     """One frame's release: its event and what to do once the event completes."""
 
     event: ReleaseEvent
-    #: runs once, in the trio thread, after the event completed (sends ``released``, drops references)
-    on_complete: Callable[[], None]
+    #: runs once, in the trio thread, after the event completed (sends ``released``, drops references);
+    #: None for an entry of a ``batch``
+    on_complete: Callable[[], None] | None
     #: what it is, for log lines: any object (a frame labels itself: formatted only when logged)
     label: Any = ""
+    #: instead of ``on_complete``: the reaper calls ``batch(labels)`` once per pass with the labels
+    #: of every entry of that ``batch`` that completed in the pass, in the order they were added (a
+    #: session's ledger takes its completed frames at once: their ``released`` in one write)
+    batch: Callable[[list[Any]], None] | None = None
 
 
 class PendingReleases:
@@ -79,8 +84,9 @@ class PendingReleases:
         """The reaper's wake-up (trio thread), called when an entry is added that it must see (see add)."""
         self._wake = wake
 
-    def add(self, event: ReleaseEvent, on_complete: Callable[[], None], label: Any = "") -> PendingRelease:
-        entry = PendingRelease(event, on_complete, label)
+    def add(self, event: ReleaseEvent, on_complete: Callable[[], None], label: Any = "", *,
+            batch: Callable[[list[Any]], None] | None = None) -> PendingRelease:
+        entry = PendingRelease(event, on_complete, label, batch)
         self._entries[id(entry)] = entry
         if event.signals_completion:
             # It wakes the reaper when it completes (after this entry is in the table); only
@@ -98,6 +104,25 @@ class PendingReleases:
             if self._polled == 1:
                 self._wake()
         return entry
+
+    def add_many(self, events: list[ReleaseEvent], labels: list[Any], batch: Callable[[list[Any]], None]) -> None:
+        """An entry of ``batch`` for each event and its label (a group of frames handed over at
+        once): what :meth:`add` does for each, one wake-up of the reaper at most."""
+        entries = self._entries
+        wake = False
+        polled = 0
+        for event, label in zip(events, labels):
+            entry = PendingRelease(event, None, label, batch)
+            entries[id(entry)] = entry
+            if not event.signals_completion:
+                polled += 1
+            elif event.recorded and event.query():  # R5: an event not recorded is not asked
+                wake = True
+        if polled:
+            wake = wake or self._polled == 0  # the reaper starts polling (see add)
+            self._polled += polled
+        if wake:
+            self._wake()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -217,12 +242,9 @@ class ReleaseReaper:
 
     async def reap_once(self) -> None:
         """Complete what has completed, then run the frees that became due."""
-        for entry in self.table.take_completed():
-            self.completed += 1
-            try:
-                entry.on_complete()
-            except Exception:
-                log.exception("completing release %s failed", entry.label)
+        completed = self.table.take_completed()
+        self.completed += len(completed)
+        complete_pass(completed)
         if self._frees:
             batch, self._frees = self._frees, []
             # Shielded: an import handed to us must be closed even if we are
@@ -267,6 +289,30 @@ class ReleaseReaper:
                     continue
                 await self.next_pass()
         return self.idle
+
+
+def complete_pass(completed: list[PendingRelease]) -> None:
+    """Run the completions of one pass: each entry's ``on_complete``, or, for entries with a
+    ``batch``, one ``batch(labels)`` call per batch after the others (one write of a session's
+    ``released`` for the pass)."""
+    groups: dict[Callable[[list[Any]], None], list[Any]] = {}
+    for entry in completed:
+        if entry.batch is not None:
+            labels = groups.get(entry.batch)
+            if labels is None:
+                groups[entry.batch] = [entry.label]
+            else:
+                labels.append(entry.label)
+            continue
+        try:
+            entry.on_complete()
+        except Exception:
+            log.exception("completing release %s failed", entry.label)
+    for batch, labels in groups.items():
+        try:
+            batch(labels)
+        except Exception:
+            log.exception("completing the releases of %d frames (%s ...) failed", len(labels), labels[0])
 
 
 def _close_all(batch: list[_Free]) -> None:

@@ -240,12 +240,10 @@ class Server:
         log.debug("session %d closed: %d scored, %d failed", session.id, session.scored, session.failed)
         self.changed.set()
 
-    def outcome_sent(self, scored: bool) -> None:
-        """A frame's outcome left: a result (``scored``) or a frame_error."""
-        if scored:
-            self.frames_scored += 1
-        else:
-            self.frames_failed += 1
+    def outcomes_sent(self, scored: int, failed: int) -> None:
+        """Frames' outcomes left: ``scored`` results and ``failed`` frame_errors."""
+        self.frames_scored += scored
+        self.frames_failed += failed
 
     # ------------------------------------------------------------------ status
 

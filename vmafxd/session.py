@@ -38,7 +38,6 @@ cannot free memory a worker is reading.
 from __future__ import annotations
 
 import logging
-import math
 import os
 from collections import deque
 from dataclasses import replace
@@ -143,15 +142,6 @@ def model_output_names(ms: ModelSet) -> list[str]:
     return names
 
 
-def _finite(metrics: Mapping[str, float]) -> dict[str, float | None]:
-    """nil for values that are not finite, as libvmaf prints ``null``."""
-    out: dict[str, float | None] = {}
-    for k, v in metrics.items():
-        v = float(v)
-        out[k] = v if math.isfinite(v) else None
-    return out
-
-
 # ---------------------------------------------------------------------------
 # the session
 
@@ -161,10 +151,11 @@ class FrameQueue:
 
     What a trio memory channel did here, for a frame each: ``put`` is its ``send_nowait``
     (``ClosedResourceError`` once closed, ``BrokenResourceError`` once the task stopped
-    reading), ``get`` its ``receive`` (None at the end).  The channel's send and receive were a
-    measurable share of a frame's cost on the trio thread.  Unlike ``receive``, ``get`` does not
-    yield when a frame is already queued: the task hands over all that is queued in one go
-    (a fence wait still suspends it).
+    reading), ``get_all`` its ``receive`` (empty at the end).  The channel's send and receive
+    were a measurable share of a frame's cost on the trio thread.  Unlike ``receive``,
+    ``get_all`` takes every frame queued: one await a wake-up, not a frame (the task hands
+    the run of frames with nothing to wait for to the lane at once; a fence wait still
+    suspends it frame by frame).
     """
 
     __slots__ = ("_frames", "_wakeup", "closed", "_reader_gone")
@@ -185,20 +176,35 @@ class FrameQueue:
         if len(frames) == 1:  # it was empty: the task may be waiting
             self._wakeup.set()
 
+    def put_many(self, frames: list[FrameRecord]) -> None:
+        """:meth:`put` for each of ``frames`` (a submit_many's), one wake-up."""
+        if self._reader_gone:
+            raise trio.BrokenResourceError("the session's task has stopped")
+        if self.closed:
+            raise trio.ClosedResourceError("the session's queue is closed")
+        queued = self._frames
+        was_empty = not queued
+        queued.extend(frames)
+        if was_empty and queued:
+            self._wakeup.set()
+
     def close(self) -> None:
         """No more frames; the task sees the end once it has taken what is queued."""
         self.closed = True
         self._wakeup.set()
 
-    async def get(self) -> FrameRecord | None:
-        """The next frame (waiting for one), or None once closed and empty."""
+    async def get_all(self) -> list[FrameRecord]:
+        """Every frame queued (waiting for one), or an empty list once closed and empty: the
+        session's task takes what a wake-up finds in one go, not one await a frame."""
         frames = self._frames
         while not frames:
             if self.closed:
-                return None
+                return []
             self._wakeup = trio.Event()
             await self._wakeup.wait()
-        return frames.popleft()
+        taken = list(frames)
+        frames.clear()
+        return taken
 
     def take_all(self) -> list[FrameRecord]:
         """The task stops: what is still queued (released unread), and ``put`` refuses from now on."""
@@ -310,6 +316,32 @@ class Session:
         self.submitted += 1
         self.ledger.receive(frame, place=self.state == Session.OPEN and room)
 
+    def receive_many(self, frames: list[FrameRecord]) -> int:
+        """Frames of a submit_many the client handler found acceptable as a group (checked as
+        :meth:`check` would, with room for all): placed, accepted and queued in one step.
+        Returns how many were accepted: all, unless the ledger refuses a transition (a bug:
+        then, as :meth:`accept` does, the session stops and the frames not accepted are refused)."""
+        ledger = self.ledger
+        self.submitted += len(frames)
+        ledger.receive_many(frames)
+        try:
+            ledger.accept_many(frames)
+        except LedgerError as e:
+            accepted = [f for f in frames if f.accepted]
+            if accepted:
+                self.last_index = accepted[-1].index
+                self.accepted += len(accepted)
+                self._queue.put_many(accepted)
+            self.ledger_broken(e)
+            for frame in frames:
+                if frame.state is FrameState.RECEIVED:  # still answered, once
+                    self.refuse(frame, RemoteProtocolError(ErrorCode.E_INTERNAL, "", e.message))
+            return len(accepted)
+        self.last_index = frames[-1].index
+        self.accepted += len(frames)
+        self._queue.put_many(frames)
+        return len(frames)
+
     def check(self, frame: FrameRecord, buffers) -> None:
         """Refuse what cannot be scored; on success ``frame.ref``/``frame.dist`` are set (not yet referenced)."""
         if self.state != Session.OPEN:
@@ -379,9 +411,7 @@ class Session:
 
     def frames_scored(self, items: Sequence[tuple[int, Mapping[str, float]]]) -> None:
         try:
-            for index, metrics in items:
-                self.ledger.lane_scored(index, _finite(metrics))
-            self.ledger.flush()
+            self.ledger.lane_scored_many(items)
         except LedgerError as e:
             self.ledger_broken(e)
         self.host.outcomes_settled()
@@ -410,19 +440,32 @@ class Session:
 
     async def _run(self) -> None:
         current: FrameRecord | None = None
+        #: taken from the queue by this wake-up; from ``pos`` on not handed over yet
+        taken: list[FrameRecord] = []
+        pos = 0
         lane_finished = False
         queue = self._queue
+        waits = self._waits
         try:
-            while (frame := await queue.get()) is not None:
-                current = frame
-                try:
-                    if self._waits(frame):
-                        await self._hand_over(frame)
-                    else:
-                        self._deliver(frame)
-                except LedgerError as e:
-                    self.ledger_broken(e)
-                current = None
+            while taken := await queue.get_all():
+                pos, n = 0, len(taken)
+                while pos < n:
+                    frame = taken[pos]
+                    if waits(frame):  # its fences first (it suspends the task; the rest wait)
+                        current = frame
+                        pos += 1
+                        try:
+                            await self._hand_over(frame)
+                        except LedgerError as e:
+                            self.ledger_broken(e)
+                        current = None
+                        continue
+                    # the run of frames with nothing to wait for goes to the lane at once
+                    end = pos + 1
+                    while end < n and not waits(taken[end]):
+                        end += 1
+                    group, pos = taken[pos:end], end
+                    self._deliver_many(group)
             summary = await self.lane_session.finish()
             lane_finished = True
             try:
@@ -455,6 +498,8 @@ class Session:
             # reached the lane are released unread; the lane drops the rest.
             if current is not None and current.release is ReleaseState.HELD:
                 self.ledger.release_unread(current)  # cancelled in its fence wait
+            for frame in taken[pos:]:  # taken from the queue, never handed over
+                self.ledger.release_unread(frame)
             for frame in self._queue.take_all():
                 self.ledger.release_unread(frame)
             if self.state != Session.CLOSED and not lane_finished:
@@ -506,6 +551,40 @@ class Session:
             log.exception("session %d: the lane refused frame %d", self.id, frame.index)
             return self._fail_unread(frame, ErrorCode.E_INTERNAL, "", f"the lane failed: {e}")
         self.ledger.track(frame, event)
+
+    def _deliver_many(self, frames: list[FrameRecord]) -> None:
+        """:meth:`_deliver` for a run of frames with nothing to wait for: one hand-over to the lane
+        (``LaneSession.submit_many``: one job for the group), each frame's release event tracked."""
+        submit_many = self.lane_session.submit_many
+        if submit_many is None or len(frames) == 1:
+            for frame in frames:  # the lane takes frames one by one
+                try:
+                    self._deliver(frame)
+                except LedgerError as e:
+                    self.ledger_broken(e)
+            return
+        if self.state == Session.CLOSED:  # answered meanwhile (shutdown past its deadline)
+            for frame in frames:
+                self.ledger.release_unread(frame)
+            return
+        try:
+            ready = self.ledger.hand_over_many(frames)  # before submit: a lane may report inside it
+        except LedgerError as e:
+            return self.ledger_broken(e)
+        if not ready:
+            return
+        try:
+            events = submit_many([LaneFrame(f.index, f.ref.imp, f.dist.imp, f.ref_gpu_fence, f.dist_gpu_fence)
+                                  for f in ready])
+        except Exception as e:  # all or none: no frame was taken
+            log.exception("session %d: the lane refused frames %d..%d", self.id, ready[0].index, ready[-1].index)
+            for frame in ready:
+                self._fail_unread(frame, ErrorCode.E_INTERNAL, "", f"the lane failed: {e}")
+            return
+        try:
+            self.ledger.track_many(ready, events)
+        except LedgerError as e:
+            self.ledger_broken(e)
 
     def _fail_unread(self, frame: FrameRecord, code: ErrorCode, field: str, message: str) -> None:
         self.ledger.fail(frame, code, field, message)

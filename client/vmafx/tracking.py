@@ -34,6 +34,9 @@ from .protocol.errors import ErrorCode, LocalProtocolError, RemoteProtocolError
 from .protocol.limits import Limits, PROTOCOL_VERSION
 from .protocol.state import ClientConnection, State
 
+_new_object = object.__new__
+_set_attr = object.__setattr__
+
 __all__ = ["ClientTracker", "SessionState", "BufferState", "FrameResult", "Summary", "ServerInfo",
            "ClientView", "BufferView", "SessionView"]
 
@@ -418,7 +421,12 @@ class ClientTracker:
         self.in_flight -= 1
 
     def _on_result(self, msg: m.Result) -> None:
-        self._outcome(msg.session, msg.index, FrameResult(msg.session, msg.index, dict(msg.metrics)))
+        # FrameResult's fields set without the frozen dataclass's __init__ (four object.__setattr__
+        # calls, for every frame); its metrics a copy of the message's, as before
+        result = _new_object(FrameResult)
+        _set_attr(result, "__dict__", {"session": msg.session, "index": msg.index, "metrics": dict(msg.metrics),
+                                       "error": None})
+        self._outcome(msg.session, msg.index, result)
 
     def _on_frame_error(self, msg: m.FrameError) -> None:
         err = daemon_error(msg.code, msg.field, msg.message, session=msg.session, index=msg.index)
@@ -427,14 +435,17 @@ class ClientTracker:
     def _on_released(self, msg: m.Released) -> None:
         key = (msg.session, msg.index, msg.role)
         st = self.buffers.get(msg.buffer)
-        if st is None or not st.references.get(key):
+        refs = st.references if st is not None else None
+        n = refs.get(key) if refs is not None else None
+        if not n:
             raise RemoteProtocolError(ErrorCode.E_PROTO, "buffer",
                                       f"released buffer {msg.buffer}, which frame {msg.index} of session "
                                       f"{msg.session} did not reference as {msg.role}")
-        st.references[key] -= 1
-        if not st.references[key]:
-            del st.references[key]
-        if not st.busy:
+        if n > 1:
+            refs[key] = n - 1
+            return
+        del refs[key]
+        if not refs:  # not busy any more
             for callback in list(st.on_released):
                 callback()
 

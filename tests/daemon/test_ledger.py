@@ -14,7 +14,7 @@ from vmafxd.ledger import (
     ReleaseState, answer_without_session,
 )
 from vmafxd.core.release import HostReleaseEvent
-from vmafxd.reaper import PendingReleases, ReleaseReaper
+from vmafxd.reaper import PendingReleases, ReleaseReaper, complete_pass
 from vmafxd.session import Session, build_plan
 
 GEO = Geometry(64, 36, PixelFormat.YUV420P, 8)
@@ -36,22 +36,24 @@ class Host:
         self.pending = PendingReleases()
         self.sent = []
         self.counted = []
+        #: (message type, packets) of each emit_packet call: one write each
+        self.writes = []
 
     def emit(self, msg):
         self.sent.append(msg)
 
     def emit_packet(self, cls, packets):
+        self.writes.append((cls.__name__, len(packets)))
         for data in packets:
             msg = decode(data)  # the ledger's own encoding: what a client reads
             assert type(msg) is cls and encode(msg)[0] == data  # the general path's bytes
             self.sent.append(msg)
 
-    def outcome_sent(self, session, scored, accepted):
-        self.counted.append((session, scored, accepted))
+    def outcomes_sent(self, session, scored, failed, accepted):
+        self.counted.append((session, scored, failed, accepted))
 
     def complete_all(self):
-        for entry in self.pending.take_completed():
-            entry.on_complete()
+        complete_pass(self.pending.take_completed())
 
 
 def _frame(index, state=FrameState.RECEIVED, release=ReleaseState.HELD):
@@ -199,8 +201,8 @@ def test_outcomes_leave_in_order_and_the_final_message_waits_for_every_release()
     host.complete_all()
     assert isinstance(host.sent[-1], SessionClosed) and (host.sent[-1].frames, host.sent[-1].failed) == (2, 2)
     assert finals == [host.sent[-1]] and ledger.closed and ledger.in_flight == 0
-    assert len(host.counted) == 4  # every outcome counted once
-    assert sorted(scored for _, scored, _ in host.counted) == [False, False, True, True]
+    # every outcome counted once: two results, two frame_errors (the refused 2 and 3 never accepted)
+    assert [sum(c[k] for c in host.counted) for k in (1, 2, 3)] == [2, 2, 2]
 
 
 def test_a_frame_of_no_session_is_released_and_answered_once():
@@ -288,3 +290,53 @@ def test_docs_frame_life_names_every_state_and_event_and_its_straight_edges_are_
               **{(s.value, e.value): n.value for (s, e), n in RELEASE_TRANSITIONS.items()}}
     for a, event, b in edges:
         assert tables.get((a, event)) == b, (a, event, b)
+
+
+# -- groups: accepted, tracked, completed and answered in one step each ------------------------------
+
+
+def test_a_group_is_answered_in_order_one_write_per_run_and_its_releases_in_one_write():
+    host = Host()
+    finals = []
+    ledger = FrameLedger(1, host, finals.append)
+    ref, dist = _buffer(10), _buffer(11)
+    frames = [FrameRecord(1, i, 10, 11) for i in range(6)]
+    for f in frames:
+        f.ref, f.dist = ref, dist
+    ledger.receive_many(frames)
+    ledger.accept_many(frames)
+    assert ledger.in_flight == 6 and (ref.refs, dist.refs) == (7, 7)
+    assert ledger.hand_over_many(frames) == frames
+    ledger.track_many(frames, [HostReleaseEvent.completed() for _ in frames])
+    ledger.lane_failed(3, "E_INTERNAL", "", "the lane failed")
+    # 1..5 scored before 0: nothing leaves; then 0: 0-2 in one write, the error, 4-5 in one write
+    ledger.lane_scored_many([(i, {"x": float(i), "bad": float("inf")}) for i in (1, 2, 4, 5)])
+    assert not any(isinstance(m, (Result, FrameError)) for m in host.sent)
+    ledger.lane_scored_many([(0, {"x": 0.0, "bad": float("nan")})])
+    outcomes = [m for m in host.sent if isinstance(m, (Result, FrameError))]
+    assert [(type(m).__name__, m.index) for m in outcomes] == [
+        ("Result", 0), ("Result", 1), ("Result", 2), ("FrameError", 3), ("Result", 4), ("Result", 5)]
+    assert all(m.metrics == {"x": float(m.index), "bad": None} for m in outcomes if isinstance(m, Result))
+    assert [w for w in host.writes if w[0] == "Result"] == [("Result", 3), ("Result", 2)]
+    assert [sum(c[k] for c in host.counted) for k in (1, 2, 3)] == [5, 1, 6] and ledger.in_flight == 0
+    assert len(host.counted) == 1  # one account of the whole run
+    ledger.close(lambda: SessionClosed(session=1, frames=ledger.scored, failed=ledger.failed))
+    host.complete_all()
+    assert host.writes[-1] == ("Released", 12)  # every frame's two released in one write
+    assert _kinds(host.sent[6:18]) == [("Released", i, role) for i in range(6) for role in ("ref", "dist")]
+    assert isinstance(host.sent[-1], SessionClosed) and (host.sent[-1].frames, host.sent[-1].failed) == (5, 1)
+    assert (ref.refs, dist.refs) == (1, 1) and finals == [host.sent[-1]]
+
+
+def test_a_group_with_a_frame_already_tracked_tracks_the_others_and_says_so():
+    host = Host()
+    ledger = FrameLedger(1, host, lambda msg: None)
+    ref, dist = _buffer(10), _buffer(11)
+    a, b, c = (_accepted(ledger, i, ref, dist) for i in range(3))
+    ledger.hand_over_many([a, b, c])
+    ledger.track(b, HostReleaseEvent.completed())
+    with pytest.raises(LedgerError):
+        ledger.track_many([a, b, c], [HostReleaseEvent.completed() for _ in range(3)])
+    assert ledger.releasing == 3 and len(host.pending) == 3  # a and c tracked, b once
+    host.complete_all()
+    assert sorted(_kinds(host.sent)) == sorted(("Released", i, r) for i in range(3) for r in ("ref", "dist"))

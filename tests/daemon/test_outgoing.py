@@ -76,3 +76,17 @@ async def test_a_message_sent_while_the_sender_waits_is_not_held_back():
             await q.flushed()
         assert len(cap.packets) == 1 and decode_packet(cap.packets[0], bundles=True)[0].index == 0
         q.close()
+
+
+async def test_put_many_queues_in_order_as_one_bundle_and_refuses_what_would_overflow():
+    q = OutgoingQueue(bound=5)
+    q.bundle_bytes = 65536
+    assert q.put(_released(0))
+    assert q.put_many([_released(1), _released(2), _released(3)])
+    assert not q.put_many([_released(4), _released(5)])  # 4 + 2 > 5: none of them is queued
+    assert q.pending == 4 and q.put_many([_released(4)])
+    q.close()
+    cap = _Capture()
+    await q.run(cap)
+    assert len(cap.packets) == 1
+    assert [m.index for m in decode_packet(cap.packets[0], bundles=True)] == [0, 1, 2, 3, 4]

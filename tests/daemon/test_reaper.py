@@ -125,3 +125,36 @@ async def test_drain_wakes_on_the_reapers_passes_and_waits_for_the_frees():
             assert await reaper.drain(5)
         assert done == [1, 2] and freed == [1] and reaper.idle  # the free and its follow-up ran too
         nursery.cancel_scope.cancel()
+
+
+def test_entries_of_a_batch_complete_in_one_call_per_pass_in_the_order_they_were_added():
+    from vmafxd.reaper import complete_pass
+
+    table = PendingReleases()
+    calls, alone = [], []
+    events = [DeviceLikeEvent() for _ in range(4)]
+    table.add_many(events[:3], ["a", "b", "c"], calls.append)
+    table.add(events[3], lambda: alone.append("d"))
+    for ev in events:
+        ev.recorded = True
+    events[1].done = events[0].done = events[3].done = True
+    complete_pass(table.take_completed())
+    assert calls == [["a", "b"]] and alone == ["d"] and len(table) == 1
+    assert events[2].queries == 1 and events[2].destroyed == 0  # still pending, asked once
+    events[2].done = True
+    complete_pass(table.take_completed())
+    assert calls == [["a", "b"], ["c"]] and len(table) == 0 and all(ev.destroyed == 1 for ev in events)
+
+
+def test_add_many_wakes_the_reaper_once_when_polling_starts_and_never_asks_an_unrecorded_event():
+    table = PendingReleases()
+    wakes = []
+    table.bind(lambda: wakes.append(1))
+    polled = [DeviceLikeEvent() for _ in range(3)]
+    table.add_many(polled, [0, 1, 2], lambda labels: None)
+    assert wakes == [1] and table.needs_polling() and all(ev.queries == 0 for ev in polled)
+    table.add_many([DeviceLikeEvent()], [3], lambda labels: None)
+    assert wakes == [1]  # already polling: found on its next pass
+    done = HostReleaseEvent.completed()
+    table.add_many([HostReleaseEvent(), done], [4, 5], lambda labels: None)
+    assert wakes == [1, 1]  # one of them completed already

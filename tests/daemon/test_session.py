@@ -61,9 +61,13 @@ class RecordingTable(PendingReleases):
         super().__init__()
         self.added = []
 
-    def add(self, event, on_complete, label=""):
+    def add(self, event, on_complete, label="", **kw):
         self.added.append(label)
-        return super().add(event, on_complete, label)
+        return super().add(event, on_complete, label, **kw)
+
+    def add_many(self, events, labels, batch):
+        self.added.extend(labels)
+        return super().add_many(events, labels, batch)
 
 
 class Host:
@@ -81,7 +85,7 @@ class Host:
         for data in packets:
             self.emit(decode(data))  # the ledger's own encoding of a result or a released
 
-    def outcome_sent(self, session, scored, accepted):
+    def outcomes_sent(self, session, scored, failed, accepted):
         pass
 
     def outcomes_settled(self):
@@ -217,3 +221,122 @@ def test_a_plan_resolves_each_feature_once(monkeypatch):
         build_plan([], ["psnr", "psnr=enable_chroma=maybe"], Limits())
     assert (e.value.code.value, e.value.field) == ("E_INVAL", "features[1].enable_chroma")
     assert calls == ["psnr", "psnr"]
+
+
+# -- frames handed over in groups (LaneSession.submit_many) --------------------------------------
+
+
+class GroupLaneSession(FakeLaneSession):
+    """A lane that takes runs of frames at once: it notes each group it was given."""
+
+    def __init__(self, refuse: bool = False):
+        super().__init__()
+        self.groups = []
+        self.refuse = refuse
+
+    def submit_many(self, frames):
+        if self.refuse:
+            raise RuntimeError("the device is gone")
+        self.groups.append([f.index for f in frames])
+        self.sink.frames_scored([(f.index, {"psnr_y": 40.0 + f.index, "nan": float("nan")}) for f in frames])
+        return [HostReleaseEvent.completed() for _ in frames]
+
+
+async def _run_frames(lane, fenced=(), n=6, accept_many=True):
+    """A session over ``lane``: frames 0..n-1 queued before its task runs (``fenced``: with an
+    eventfd acquire fence, already signalled), then closed; what it sent."""
+    from vmafxd.fences import AcquireFence
+    from vmafx.protocol.messages import Fence
+    from vmafx.transport import OwnedFd
+
+    host = Host()
+    sess = Session(7, host, "cpu", lane, GEO, build_plan([], ["psnr"], host.limits))
+    lane.sink = sess
+    buf = _record(FakeDmabufImport(-1))
+    buf.imp.implicit_fence_fds = lambda: ()
+    buf.implicit_fences = False
+    buf.matched = GEO
+    reaper = ReleaseReaper(host.pending)
+    frames = [FrameRecord(7, i, 1, 1) for i in range(n)]
+    for f in frames:
+        f.ref, f.dist = buf, buf
+        if f.index in fenced:
+            f.ref_fence = AcquireFence.take(Fence("eventfd", fd=0), OwnedFd(os.eventfd(1)), "ref_fence")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(reaper.run)
+        if accept_many and not fenced:
+            assert sess.receive_many(frames) == n
+        else:
+            for f in frames:
+                sess.receive(f)
+                sess.accept(f)
+        nursery.start_soon(sess.run)
+        sess.close(3)
+        with trio.fail_after(5):
+            await sess.finished.wait()
+        nursery.cancel_scope.cancel()
+    return host, sess
+
+
+async def test_a_run_of_frames_without_fences_goes_to_the_lane_as_one_group():
+    lane = GroupLaneSession()
+    host, sess = await _run_frames(lane)
+    assert lane.groups == [[0, 1, 2, 3, 4, 5]] and lane.submitted == []  # one hand-over, no submit
+    results = [m for m in host.sent if isinstance(m, Result)]
+    assert [(r.index, r.metrics) for r in results] == [(i, {"psnr_y": 40.0 + i, "nan": None}) for i in range(6)]
+    assert sorted(m[1] for m in host.sent if isinstance(m, tuple)) == sorted(list(range(6)) * 2)
+    assert isinstance(host.sent[-1], SessionClosed) and (host.sent[-1].frames, sess.accepted) == (6, 6)
+    assert sorted(map(str, host.pending.added)) == [f"session 7 frame {i}" for i in range(6)]
+
+
+async def test_a_fenced_frame_splits_the_run_and_waits_alone():
+    lane = GroupLaneSession()
+    host, _ = await _run_frames(lane, fenced=(2,))
+    assert lane.groups == [[0, 1], [3, 4, 5]] and lane.submitted == [2]  # in order, the fenced one alone
+    assert [m.index for m in host.sent if isinstance(m, Result)] == list(range(6))
+
+
+async def test_a_lane_that_refuses_a_group_fails_each_frame_once_and_releases_it():
+    lane = GroupLaneSession(refuse=True)
+    host, sess = await _run_frames(lane)
+    errors = [m for m in host.sent if isinstance(m, FrameError)]
+    assert [(e.index, e.code) for e in errors] == [(i, "E_INTERNAL") for i in range(6)]
+    assert "the device is gone" in errors[0].message
+    assert sorted(m[1] for m in host.sent if isinstance(m, tuple)) == sorted(list(range(6)) * 2)
+    assert isinstance(host.sent[-1], SessionClosed) and (host.sent[-1].frames, host.sent[-1].failed) == (0, 6)
+
+
+async def test_frames_taken_but_not_handed_over_are_released_when_the_task_is_cancelled():
+    from vmafxd.fences import AcquireFence
+    from vmafx.protocol.messages import Fence
+    from vmafx.transport import OwnedFd
+
+    host = Host()
+    lane = GroupLaneSession()
+    sess = Session(7, host, "cpu", lane, GEO, build_plan([], ["psnr"], host.limits))
+    lane.sink = sess
+    buf = _record(FakeDmabufImport(-1))
+    buf.imp.implicit_fence_fds = lambda: ()
+    buf.implicit_fences = False
+    never = os.eventfd(0)
+    frames = [FrameRecord(7, i, 1, 1) for i in range(4)]
+    for f in frames:
+        f.ref, f.dist = buf, buf
+    frames[1].ref_fence = AcquireFence.take(Fence("eventfd", fd=0), OwnedFd(never), "ref_fence")
+    reaper = ReleaseReaper(host.pending)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(reaper.run)
+        for f in frames:
+            sess.receive(f)
+            sess.accept(f)
+        nursery.start_soon(sess.run)
+        await trio.sleep(0.05)  # frame 0 handed over; frame 1 waits on its fence; 2 and 3 taken with it
+        assert lane.groups == [] and lane.submitted == [0]
+        sess.cancel()
+        with trio.fail_after(5):
+            await sess.finished.wait()
+        await reaper.drain(1)
+        nursery.cancel_scope.cancel()
+    # every frame released once per role: the handed-over one, the waiting one, the two behind it
+    assert sorted(m[1] for m in host.sent if isinstance(m, tuple)) == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert buf.refs == 1

@@ -104,3 +104,40 @@ def test_frames_of_no_session_each_get_their_frame_error_and_releases(daemon):
     assert c.conn.ledger.unanswered() == [] and c.conn.ledger.unreleased() == 0
     assert not any(isinstance(m, Goodbye) for m in msgs)
     c.close()
+
+
+def test_frames_accepted_as_a_group_are_answered_as_frame_by_frame_and_the_limit_refuses_the_same_frame(
+        fresh_daemon, p01):
+    """A packet whose frames all pass is accepted in one step (buffers this session has matched
+    before); one that the group check does not take goes frame by frame.  Either way each frame's
+    outcome is the one a submit of its own gets: scored, or (past max_frames_in_flight) E_NOMEM."""
+    _, refs, dists = p01
+    want, _ = reference_frames(refs, dists, features=["psnr"], models=(), n=4)
+    d = fresh_daemon("--limit", "max_frames_in_flight=4")
+    c = RawClient(d.socket, submit_many=True)
+    assert c.hello().submit_many is True
+    bufs = [(frame_memfd(refs[i]), frame_memfd(dists[i])) for i in range(4)]
+    ids = [(c.register_ok(r), c.register_ok(dd)) for r, dd in bufs]
+    s = c.open_ok(features=["psnr"], models=[], width=refs[0].width, height=refs[0].height).session
+
+    def send(indices):
+        c.submit_many(s, [(i, *ids[i % 4]) for i in indices])
+        return [c.outcome(s, i) for i in indices]
+
+    first = send(range(0, 4))  # buffers new to the session: frame by frame
+    again = send(range(4, 8))  # the same buffers, all four fit: one group
+    over = send(range(8, 13))  # five frames, four fit: frame by frame, the fifth refused
+    for i, o in enumerate(first + again + over[:4]):
+        assert isinstance(o, Result) and o.metrics == want[i % 4], (i, o)
+    assert isinstance(over[4], FrameError) and (over[4].code, over[4].field) == ("E_NOMEM", "index")
+    late = send([13, 14])  # room again
+    assert [type(o) for o in late] == [Result, Result] and late[1].metrics == want[2]
+    closed = c.close_session(s)
+    assert (closed.frames, closed.failed) == (14, 1)
+    assert _released_roles(c, s) == {i: sorted([("ref", ids[i % 4][0]), ("dist", ids[i % 4][1])]) for i in range(15)}
+    assert c.conn.ledger.unanswered() == [] and c.conn.ledger.unreleased() == 0
+    c.close()
+    for r, dd in bufs:
+        r.close()
+        dd.close()
+    assert d.wait_fds() == d.baseline

@@ -211,3 +211,62 @@ def test_received_per_frame_messages_decode_as_the_general_path_does():
     got = decode(msgpack.packb({"t": "result", "session": 2, "index": 3, "metrics": {"a": 1.5, "b": None, "c": 2}}))
     assert got == Result(session=2, index=3, metrics={"a": 1.5, "b": None, "c": 2.0})
     assert type(got.metrics["c"]) is float
+
+
+def test_plain_frames_of_a_submit_many_decode_to_the_frames_their_constructor_makes():
+    frames = [{"index": 4, "ref": 1, "dist": 2}, {"index": 5, "ref": (1 << 32) - 1, "dist": 0},
+              {"index": 6, "ref": 1, "dist": 2, "ref_fence": {"kind": "eventfd", "fd": 0}},
+              {"index": 7, "ref": True, "dist": 2}, {"index": 8, "ref": 1, "colour": 2},
+              {"index": 9, "ref": 1 << 32, "dist": 2}]
+    got = decode(_wire(frames), (5,)).frames
+    want = (SubmitFrame(4, 1, 2), SubmitFrame(5, (1 << 32) - 1, 0), SubmitFrame(6, 1, 2, Fence("eventfd", fd=0)))
+    assert got[:3] == want and [hash(f) for f in got[:3]] == [hash(f) for f in want]
+    assert all(type(f) is SubmitFrame and f.ref_fence is None and f.dist_fence is None for f in got[:2])
+    assert got[0].to_wire() == frames[0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        got[0].index = 9
+    assert [(type(f).__name__, f.field) for f in got[3:]] == [
+        ("BadFrame", "frames[3].ref"), ("BadFrame", "frames[4].colour"), ("BadFrame", "frames[5].ref")]
+
+
+def _bundle(*maps):
+    return msgpack.packb(list(maps), use_bin_type=True)
+
+
+def test_a_bundles_per_frame_messages_decode_as_each_alone_does():
+    from vmafx.protocol import Goodbye, Released, Result
+    from vmafx.protocol.messages import decode_packet
+
+    maps = [{"t": "released", "buffer": 1, "session": 2, "index": 3, "role": "ref"},
+            {"t": "result", "session": 2, "index": 3, "metrics": {"a": 1.5, "b": None}},
+            {"t": "result", "session": 2, "index": 4, "metrics": {"c": 2}},  # an integer: the general way
+            {"t": "goodbye", "reason": "bye"}]
+    got = decode_packet(_bundle(*maps), bundles=True)
+    assert got == [Released(buffer=1, session=2, index=3, role="ref"),
+                   Result(session=2, index=3, metrics={"a": 1.5, "b": None}),
+                   Result(session=2, index=4, metrics={"c": 2.0}), Goodbye(reason="bye")]
+    assert [decode(msgpack.packb(m)) for m in maps] == got
+    assert type(got[2].metrics["c"]) is float
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        got[0].index = 9
+    for bad, field in (({"t": "released", "buffer": 1, "session": 2, "index": 3, "role": "luma"}, "role"),
+                       ({"t": "result", "session": 2, "index": -1, "metrics": {}}, "index"),
+                       ({"t": "result", "session": 2, "index": 1, "metrics": {"x": "1"}}, "metrics.x"),
+                       ({"t": ["released"], "buffer": 1}, "t")):
+        with pytest.raises(RemoteProtocolError) as e:
+            decode_packet(_bundle(maps[0], bad), bundles=True)
+        assert e.value.field == field, bad
+
+
+def test_the_clients_frame_ledger_checks_every_message_of_a_bundle():
+    c = ClientConnection("t")
+    c.state, c.bundles = State.OPEN, True
+    c.ledger.submitted_many(2, [3, 4])
+    released = [{"t": "released", "buffer": 1, "session": 2, "index": i, "role": r}
+                for i in (3, 4) for r in ("ref", "dist")]
+    result = {"t": "result", "session": 2, "index": 3, "metrics": {}}
+    assert len(c.receive_packet(_bundle(*released, result))) == 5
+    assert c.ledger.unanswered() == [(2, 4)] and c.ledger.unreleased() == 0
+    with pytest.raises(RemoteProtocolError) as e:
+        c.receive_packet(_bundle({**result, "index": 4}, result))  # frame 3 answered twice
+    assert e.value.field == "index" and "not outstanding" in e.value.message and c.state is State.ERROR

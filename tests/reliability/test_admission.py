@@ -221,3 +221,32 @@ def test_per_uid_caps_hold_across_a_users_connections():
             buf.close()
     finally:
         d.close()
+
+
+def test_frames_fit_is_each_frame_checked_in_turn():
+    """A submit_many's frames are checked in one step: frames_fit says yes exactly when check_frame
+    would let every one of them in, each counted before the next (every bound at its edge)."""
+    import itertools
+
+    lim = Limits(max_frames_in_flight_per_uid=4, max_frames_in_flight_total=5,
+                 max_bytes_in_flight_per_client=300, max_bytes_in_flight_total=400)
+    seen = set()
+    for uid_frames, other_frames, client_bytes, other_bytes, cost, count in itertools.product(
+            range(5), range(2), (0, 100, 200), (0, 150), (0, 50, 100), range(1, 5)):
+        adm = Admission(lim)
+        adm.sync(1000, Holdings(), Holdings(frames=uid_frames, bytes=client_bytes))
+        adm.sync(1001, Holdings(), Holdings(frames=other_frames, bytes=other_bytes))
+        fits = adm.frames_fit(1000, client_bytes, cost, count)
+        held = client_bytes
+        try:
+            for _ in range(count):
+                adm.check_frame(1000, held, cost)
+                adm.count_frames(1000, 1, cost)
+                held += cost
+            each = True
+        except Exception:
+            each = False
+        assert fits == each, (uid_frames, other_frames, client_bytes, other_bytes, cost, count)
+        seen.add(fits)
+    assert seen == {True, False}
+    assert Admission(lim).frames_fit(4242, 0, 0, 4)  # a uid without an account yet

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import trio
 
@@ -155,6 +155,16 @@ class CpuLaneSession(WorkerLaneSession):
         self._next_seq += 1
         self.worker.post(_FrameJob(self, seq, frame, event))
         return event
+
+    def submit_many(self, frames: Sequence[LaneFrame]) -> list[HostReleaseEvent]:
+        """Frames handed over as one job group (LaneSession.submit_many: all or none)."""
+        if self._done:
+            raise RuntimeError("submit after finish or abort")
+        wake, seq = self.lane.services.wake_reaper, self._next_seq
+        jobs = [_FrameJob(self, seq + k, frame, HostReleaseEvent(wake)) for k, frame in enumerate(frames)]
+        self._next_seq = seq + len(jobs)
+        self.worker.post_many(jobs)
+        return [job.event for job in jobs]
 
     def _finish_job(self, deliver) -> Job:
         return _FinishJob(self, deliver)

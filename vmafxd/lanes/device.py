@@ -209,6 +209,12 @@ class LaneSession(abc.ABC):
     #: the device (index) the session runs on
     device: int | None = None
 
+    #: ``submit_many(frames) -> [ReleaseEvent, ...]``: several frames handed over in one go (one
+    #: job for the group: the daemon hands over every frame a wake-up of the session's task found
+    #: ready), one event per frame in the same order.  All or none: when it raises, no frame was
+    #: taken.  None (a lane without it): the daemon submits the frames one by one.
+    submit_many: Callable[[Sequence[LaneFrame]], list[ReleaseEvent]] | None = None
+
     @abc.abstractmethod
     def submit(self, frame: LaneFrame) -> ReleaseEvent: ...
 
@@ -390,6 +396,12 @@ class DeviceWorker:
         """Thread-safe; jobs posted after :meth:`stop` are dropped."""
         self._queue.put(job)
 
+    def post_many(self, jobs: list[Job]) -> None:
+        """:meth:`post` for each of ``jobs``, in order, as one queue item: one wake-up of the
+        worker for a group of frames (each put may hand the GIL to the waiting worker)."""
+        if jobs:
+            self._queue.put(jobs)
+
     def stop(self) -> None:
         self._stopping.set()
         self._queue.put(_STOP)
@@ -425,18 +437,26 @@ class DeviceWorker:
         """Work in flight that must complete before the thread may stop."""
         return False
 
+    @staticmethod
+    def _take(item: Any, jobs: list) -> None:
+        """A queue item into ``jobs``: a job, or a group of them (:meth:`post_many`)."""
+        if type(item) is list:
+            jobs.extend(item)
+        else:
+            jobs.append(item)
+
     def run_forever(self) -> None:
         self.setup()
         try:
             while True:
                 jobs = []
                 try:
-                    jobs.append(self._queue.get(timeout=self.poll_timeout()))
+                    self._take(self._queue.get(timeout=self.poll_timeout()), jobs)
                 except queue.Empty:
                     pass
                 while True:
                     try:
-                        jobs.append(self._queue.get_nowait())
+                        self._take(self._queue.get_nowait(), jobs)
                     except queue.Empty:
                         break
                 stop = any(j is _STOP for j in jobs)
@@ -454,11 +474,12 @@ class DeviceWorker:
             # Whatever was posted after the stop still gets its drop().
             while True:
                 try:
-                    job = self._queue.get_nowait()
+                    item = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if job is not _STOP:
-                    job.drop()
+                for job in item if type(item) is list else (item,):
+                    if job is not _STOP:
+                        job.drop()
         finally:
             self.teardown()
 

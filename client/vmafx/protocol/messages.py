@@ -481,6 +481,7 @@ _FRAME_KEYS = frozenset({"index", "ref", "dist", "ref_fence", "dist_fence"})
 
 
 _new_object = object.__new__
+_set_attr = object.__setattr__
 
 
 def _u32_or_none(v) -> int | None:
@@ -582,6 +583,17 @@ def _submit_frames(v, path):
     out: list[SubmitFrame | BadFrame] = []
     used: set[int] = set()
     for i, x in enumerate(v):
+        if type(x) is dict and len(x) == 3:
+            # The common frame, written out: exactly index, ref and dist, each plainly a u32 (no
+            # fences, so no fd to count).  Its checked map becomes the frame's own attributes (the
+            # fences are the class's None); anything else takes SubmitFrame.check, which names it.
+            index, ref, dist = x.get("index"), x.get("ref"), x.get("dist")
+            if (type(index) is int and type(ref) is int and type(dist) is int
+                    and 0 <= index <= _U32 and 0 <= ref <= _U32 and 0 <= dist <= _U32):
+                frame = _new_object(SubmitFrame)
+                _set_attr(frame, "__dict__", x)
+                out.append(frame)
+                continue
         if not isinstance(x, dict):
             raise _Bad(f"{path}[{i}]", "expected a map with index, ref and dist", ErrorCode.E_PROTO)
         index = _u32_or_none(x.get("index"))
@@ -748,12 +760,22 @@ def _result_map(msg: "Result") -> dict | None:
 _PLAIN_MAPS: dict[type, Callable[[Any], dict | None]] = {Released: _released_map, Result: _result_map}
 
 
+# The client's side: the messages it receives for every frame (three a frame), read without the
+# dataclass __init__ (a frozen one sets each field through object.__setattr__).  The checks are
+# check_wire's for the plain case: the map has exactly the message's fields, each plainly of its
+# type; the map itself (the unpacker's own, less its "t") then becomes the message's attributes.
+# Anything else returns None and goes the general way, which names the field.
+
 def _released_read(d: dict) -> "Released | None":
     """A received released map whose values are plainly valid (else None: the general path)."""
     if len(d) == 5:
         b, s, i, r = d.get("buffer"), d.get("session"), d.get("index"), d.get("role")
-        if plain_u32s(b, s, i) and (r == "ref" or r == "dist"):
-            return Released(buffer=b, session=s, index=i, role=r)
+        if (type(b) is int and type(s) is int and type(i) is int and 0 <= b <= _U32 and 0 <= s <= _U32
+                and 0 <= i <= _U32 and (r == "ref" or r == "dist")):
+            del d["t"]
+            msg = _new_object(Released)
+            _set_attr(msg, "__dict__", d)
+            return msg
     return None
 
 
@@ -761,13 +783,21 @@ def _result_read(d: dict) -> "Result | None":
     """A received result map whose values are plainly valid (else None: the general path)."""
     if len(d) == 4:
         s, i, metrics = d.get("session"), d.get("index"), d.get("metrics")
-        if plain_u32s(s, i) and plain_metrics(metrics):
-            return Result(session=s, index=i, metrics=metrics)  # a fresh dict of the unpacker's
+        if (type(s) is int and type(i) is int and 0 <= s <= _U32 and 0 <= i <= _U32 and type(metrics) is dict
+                and len(metrics) <= 4096):
+            for k, v in metrics.items():  # plain_metrics's check, written out
+                if type(k) is not str or (type(v) is not float and v is not None):
+                    return None
+            del d["t"]
+            msg = _new_object(Result)  # its metrics: a fresh dict of the unpacker's
+            _set_attr(msg, "__dict__", d)
+            return msg
     return None
 
 
-#: The same for the client's side: the messages it receives for every frame.
 _PLAIN_READS: dict[type, Callable[[dict], Any]] = {Released: _released_read, Result: _result_read}
+#: the same by wire type, for a bundle's messages
+_PLAIN_READS_BY_TYPE: dict[str, Callable[[dict], Any]] = {"released": _released_read, "result": _result_read}
 
 
 def encode(msg: Message, *, max_bytes: int | None = None) -> tuple[bytes, tuple[int, ...]]:
@@ -852,7 +882,19 @@ def decode_packet(data: bytes, *, bundles: bool) -> list[Message]:
             raise RemoteProtocolError(ErrorCode.E_PROTO, "message", "a bundle, but the hello did not ask for bundles")
         if not obj:
             raise RemoteProtocolError(ErrorCode.E_PROTO, "message", "an empty bundle")
-        return [_from_obj(x, (), f"message[{i}]") for i, x in enumerate(obj)]
+        out: list[Message] = []
+        reads = _PLAIN_READS_BY_TYPE
+        for i, x in enumerate(obj):
+            if type(x) is dict:
+                t = x.get("t")
+                read = reads.get(t) if type(t) is str else None
+                if read is not None:
+                    msg = read(x)
+                    if msg is not None:
+                        out.append(msg)
+                        continue
+            out.append(_from_obj(x, (), f"message[{i}]"))
+        return out
     return [_from_obj(obj, ())]
 
 

@@ -189,6 +189,13 @@ class FramePromise:
     #: the roles not released yet
     unreleased: set[str] = field(default_factory=lambda: {"ref", "dist"})
 
+    def __init__(self, label: str | tuple[int, int] = "frame", answered: bool = False,
+                 unreleased: set[str] | None = None):
+        # written out (the dataclass's calls a factory): a promise is made for every frame, twice
+        self.label = label
+        self.answered = answered
+        self.unreleased = {"ref", "dist"} if unreleased is None else unreleased
+
     @property
     def name(self) -> str:
         label = self.label
@@ -227,6 +234,8 @@ def check_packet(data_len: int, nfds: int, truncated: bool, ctrunc: bool, limits
 
 
 _FINISHED = frozenset({State.CLOSED, State.ERROR})
+_RELEASED, _RESULT = m.Released, m.Result
+assert {_RELEASED, _RESULT} <= SERVER_SENDS[State.OPEN]
 
 
 class _Connection:
@@ -420,7 +429,24 @@ class ClientConnection(_Connection):
 
     def receive_packet(self, data: bytes) -> list[m.Message]:
         """Apply one packet: its message, or each message of a bundle in order."""
-        return [self._apply(msg) for msg in self._decode(data)]
+        msgs = self._decode(data)
+        ledger = self.ledger
+        for msg in msgs:
+            cls = type(msg)
+            # A frame's messages (three a frame) while open, written out: what _apply does for
+            # them (both are allowed while open: SERVER_SENDS), the frame ledger's check.
+            if (cls is _RELEASED or cls is _RESULT) and self.state is State.OPEN:
+                try:
+                    if cls is _RESULT:
+                        ledger.outcome(msg.session, msg.index)
+                    else:
+                        ledger.released(msg.session, msg.index, msg.role)
+                except RemoteProtocolError:
+                    self._to(Event.PROTOCOL_ERROR)
+                    raise
+            else:
+                self._apply(msg)
+        return msgs
 
     def _decode(self, data: bytes) -> list[m.Message]:
         if self.state is State.ERROR:

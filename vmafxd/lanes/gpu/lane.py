@@ -636,6 +636,14 @@ class GpuLaneSession(WorkerLaneSession):
         self.worker.post(_FrameJob(self, frame, handle))
         return handle
 
+    def submit_many(self, frames) -> list[BatchReleaseHandle]:
+        """Frames handed over as one job group (LaneSession.submit_many: all or none)."""
+        if self._done:
+            raise RuntimeError("submit after finish or abort")
+        jobs = [_FrameJob(self, frame, BatchReleaseHandle()) for frame in frames]
+        self.worker.post_many(jobs)
+        return [job.handle for job in jobs]
+
     def _finish_job(self, deliver) -> Job:
         return _FinishJob(self, deliver)
 
