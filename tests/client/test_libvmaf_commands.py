@@ -215,3 +215,25 @@ def _as_printed(doc: dict, drop: set[str]):
     pooled = [(k, [(m, format_score(x)) for m, x in v.items()]) for k, v in doc["pooled_metrics"].items()
               if k not in drop]
     return frames, pooled, list(doc["aggregate_metrics"].items())
+
+
+def test_format_score_takes_the_leading_zeros_rule_of_output_c():
+    # format_score skips libvmaf's multiply-by-ten loop for fractions from 10^-4 up; near and
+    # below that the loop decides, so every value prints as the loop alone would have it
+    import math
+    import random
+
+    from vmafx.io.scores import count_leading_zeros, format_score
+
+    def by_the_loop(v):
+        if v is None or not math.isfinite(v):
+            return "null"
+        return "%.6f" % v if count_leading_zeros(v) <= 6 else "%.16f" % v
+
+    rnd = random.Random(7)
+    values = [k + sign * rnd.random() * 10.0 ** -e for k in (0, 1, 7, 60, 99) for e in range(2, 12)
+              for sign in (1, -1) for _ in range(200)]
+    values += [1e-4, math.nextafter(1e-4, 0), 1e-6, math.nextafter(1e-6, 0), 1e-7, 60.00000000000001,
+               1.0000002377970294, 0.0, -0.0, None, math.nan, math.inf]
+    assert [format_score(v) for v in values] == [by_the_loop(v) for v in values]
+    assert format_score(60.00000000000001) == "60.0000000000000071" and format_score(1.5) == "1.500000"

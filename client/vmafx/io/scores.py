@@ -41,7 +41,14 @@ def in_collector_order(frames, pooled, order):
         seen.setdefault(n, len(seen))
     big = len(rank)
     key = lambda n: (rank.get(n, big), seen.get(n, 0))  # noqa: E731
-    out_frames = [(i, {n: m[n] for n in sorted(m, key=key)}) for i, m in frames]
+    orders: dict[tuple, list[str]] = {}  # a frame's names in order, by the names as they come (few kinds a log)
+    out_frames = []
+    for i, m in frames:
+        names = tuple(m)
+        ordered = orders.get(names)
+        if ordered is None:
+            ordered = orders[names] = sorted(names, key=key)
+        out_frames.append((i, {n: m[n] for n in ordered}))
     out_pooled = {n: pooled[n] for n in sorted(pooled, key=key)}
     return out_frames, out_pooled
 
@@ -67,7 +74,11 @@ def count_leading_zeros(x: float) -> int:
 def format_score(value: float | None) -> str:
     if value is None or not math.isfinite(value):
         return "null"
-    if count_leading_zeros(value) <= 6:
+    frac = abs(value) % 1.0
+    # count_leading_zeros is a loop of multiplications; it can only pass 6 when the fraction
+    # is below 10^-6 (from 10^-4 up it stops within five steps whatever their rounding), so
+    # the common case skips it
+    if frac == 0.0 or frac >= 1e-4 or count_leading_zeros(value) <= 6:
         return "%.6f" % value
     return "%.16f" % value
 
@@ -83,9 +94,18 @@ def _metric_names(frames) -> list[str]:
     return names
 
 
+_JS_CACHE: dict[str, str] = {}
+
+
 def _js(text: str) -> str:
     # A JSON string: libvmaf's plain names come out as libvmaf writes them; others stay valid JSON.
-    return json.dumps(str(text), ensure_ascii=False)
+    # Cached: a log repeats the same few names on every frame.
+    found = _JS_CACHE.get(text)
+    if found is None:
+        found = json.dumps(str(text), ensure_ascii=False)
+        if len(_JS_CACHE) < 4096:
+            _JS_CACHE[text] = found
+    return found
 
 
 def write_json(out, frames, pooled, aggregate=None, *, version: str, fps: float | None = None) -> None:
@@ -99,18 +119,14 @@ def write_json(out, frames, pooled, aggregate=None, *, version: str, fps: float 
         w(f'  "fps": {fps:.2f},\n')
     w('  "frames": [')
     for i, (idx, metrics) in enumerate(frames):
-        w(",\n" if i > 0 else "\n")
-        w("    {\n")
-        w(f'      "frameNum": {idx},\n')
-        w('      "metrics": {\n')
-        items = list(metrics.items())
-        for j, (name, value) in enumerate(items):
+        parts = [",\n" if i > 0 else "\n", f'    {{\n      "frameNum": {idx},\n      "metrics": {{\n']
+        last = len(metrics) - 1
+        for j, (name, value) in enumerate(metrics.items()):
             text = format_score(value)
             # output.c writes a non-finite per-frame value as null *without* the newline.
-            end = "" if text == "null" else "\n"
-            w(f'        {_js(name)}: {text}{"," if j < len(items) - 1 else ""}{end}')
-        w("      }\n")
-        w("    }")
+            parts.append(f'        {_js(name)}: {text}{"," if j < last else ""}{"" if text == "null" else chr(10)}')
+        parts.append("      }\n    }")
+        w("".join(parts))
     w("\n  ],\n")
     w('  "pooled_metrics": {')
     for i, (name, methods) in enumerate(pooled.items()):
