@@ -72,4 +72,7 @@ case "$profile" in
               echo "bootstrap: systemd-python did not build; the sd_notify tests will skip and say why" >&2 ;;
     *) echo "usage: $0 [core|test]" >&2; exit 2 ;;
 esac
+# the CPU lane's native C++ kernels, built once into the kernel cache (with g++; without one the
+# CPU lane runs its numpy twins): the first score loads them instead of compiling for ~15 s
+"$venv/bin/python" -m vmafxd.lanes.native > /dev/null 2>&1 || true
 echo "$venv"

@@ -320,16 +320,36 @@ def library_dir(kind: str) -> Path:
 def build_library(cxx: str, source: str, flags: Sequence[str], lib: Path, name: str) -> None:
     """Build ``source`` into the shared library ``lib`` (raises CompileError).  Each caller writes
     its own temporary files and the library appears whole or not at all, so two threads or
-    processes building the same source read no half file."""
-    stem = lib.parent / f".{lib.stem}.{os.getpid()}.{threading.get_ident()}"
-    src, tmp = Path(f"{stem}.cpp"), Path(f"{stem}.so")
-    src.write_text(source)
-    res = subprocess.run([cxx, *flags, "-o", str(tmp), str(src)], capture_output=True, text=True)
-    src.unlink(missing_ok=True)
-    if res.returncode != 0:
-        tmp.unlink(missing_ok=True)
-        raise CompileError("emu", name, res.stderr)
-    os.replace(tmp, lib)
+    processes building the same source read no half file.  The compiler runs in a session of
+    its own with its temporary files in a folder of this build: an interrupt (Ctrl-C reaches
+    this process, not the compiler) stops the whole compiler (driver, cc1plus, as) and leaves
+    no file behind."""
+    work = Path(tempfile.mkdtemp(prefix=f".{lib.stem}.", dir=lib.parent))
+    src, tmp = work / "source.cpp", work / "library.so"
+    try:
+        src.write_text(source)
+        proc = subprocess.Popen([cxx, *flags, "-o", str(tmp), str(src)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                env={**os.environ, "TMPDIR": str(work)})
+        try:
+            while True:  # in short waits: a signal another thread took is acted on within 0.2 s
+                try:
+                    _, err = proc.communicate(timeout=0.2)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        except BaseException:
+            try:
+                os.killpg(proc.pid, 9)
+            except OSError:
+                pass
+            proc.wait()
+            raise
+        if proc.returncode != 0:
+            raise CompileError("emu", name, err)
+        os.replace(tmp, lib)  # whole or absent: a concurrent build of the same source reads no half file
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 class EmulatedRuntime(DeviceTable):

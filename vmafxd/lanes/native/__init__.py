@@ -29,7 +29,7 @@ from pathlib import Path
 from ..errors import CompileError
 from ..runtime import RuntimeUnavailable
 
-__all__ = ["NATIVE_FEATURES", "NativeUnsupported", "available", "extractor", "library"]
+__all__ = ["NATIVE_FEATURES", "NativeUnsupported", "available", "build_all", "extractor", "library"]
 
 log = logging.getLogger("vmafxd.lanes.native")
 
@@ -67,6 +67,20 @@ def library(name: str) -> ctypes.CDLL:
         if lib is None:
             lib = _libraries[name] = ctypes.CDLL(str(_build(name)))
         return lib
+
+
+def build_all(workers: int | None = None) -> list[str]:
+    """Build every native kernel of this package now, at once (``python -m vmafxd.lanes.native``,
+    which scripts/bootstrap.sh runs): the first score then loads instead of compiling (VIF's
+    three instruction-set builds take 10-15 s of g++).  Returns the names built or found."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    names = sorted({spec.split(":")[0] for spec in NATIVE_FEATURES.values()})
+    with ThreadPoolExecutor(max_workers=workers or min(len(names), os.cpu_count() or 1)) as pool:
+        for path in pool.map(_build, names):
+            log.info("native kernel %s", path)
+    return names
 
 
 def _build(name: str) -> Path:
