@@ -165,8 +165,7 @@ def test_a_device_started_ahead_is_the_one_scored_on_and_its_slot_used(emu, chel
     monkeypatch.setattr(gpu_in_process, "SLOTS", 3)
     in_process.start_gpu("emu")
     start = device_start._starting["emu"]
-    _rt, dev, first, kernels = start.take()
-    assert kernels is None  # the emulator's modules are g++ builds: not loaded ahead
+    _rt, dev, first = start.take()
     freed = []
     real_free = type(dev).free_host
     monkeypatch.setattr(type(dev), "free_host", lambda self, a: (freed.append(a), real_free(self, a))[1])
@@ -221,28 +220,3 @@ def test_a_failing_read_on_a_thread_is_one_input_error_and_every_thread_stops(em
     with pytest.raises(InputError, match=r"dist\.y4m: frame 3 cannot be read \(Input/output error\)$"):
         _score("emu", chelsea["ref"], chelsea["dist"])
     assert not [t.name for t in threading.enumerate() if t.name.startswith("vmafx-read")]
-
-
-@pytest.mark.parametrize("preload", ["1", "0"])
-def test_the_start_thread_loads_the_vmaf_kernels_where_binaries_are_cached(emu, monkeypatch, preload):
-    """Runtimes with a binary cache (CUDA, HIP) get the gather's and VMAF's modules loaded on the
-    start thread; VMAFX_PRELOAD_KERNELS=0 leaves them to the scoring thread."""
-    from vmafxd.lanes import emulated
-    from vmafxd.lanes.gpu import device_start, engine
-
-    loaded = []
-    monkeypatch.setattr(emulated.EmulatedRuntime, "caches_binaries", True)
-    monkeypatch.setattr(engine.KernelSet, "module", lambda self, source: loaded.append(source))
-    monkeypatch.setenv("VMAFX_PRELOAD_KERNELS", preload)
-    in_process.start_gpu("emu")
-    _rt, dev, first, kernels = device_start.take_device("emu")
-    try:
-        if preload == "1":
-            assert isinstance(kernels, engine.KernelSet) and kernels.device is dev
-            assert loaded == list(device_start.PRELOAD_SOURCES)
-        else:
-            assert kernels is None and loaded == []
-    finally:
-        dev.free_host(first)
-        if kernels is not None:
-            kernels.close()

@@ -15,7 +15,7 @@ import atexit
 import importlib
 import threading
 
-__all__ = ["PRELOAD_SOURCES", "RUNTIMES", "SLOT_BYTES", "start_device", "take_device"]
+__all__ = ["RUNTIMES", "SLOT_BYTES", "start_device", "take_device"]
 
 #: the GPU runtimes the in-process path scores on ("emu": the CPU emulator of the kernels, for tests)
 RUNTIMES = {"cuda": "vmafxd.lanes.cuda", "hip": "vmafxd.lanes.hip", "emu": "vmafxd.lanes.emulated"}
@@ -27,14 +27,6 @@ RUNTIMES = {"cuda": "vmafxd.lanes.cuda", "hip": "vmafxd.lanes.hip", "emu": "vmaf
 #: 8 1,068, 4 1,002; 200 4K frames: 32 69, 8 186, 4 242.
 SLOT_BYTES = 64 << 20
 
-#: kernel sources loaded on the start thread too, once the slot is pinned: the gather and the
-#: features of every built-in VMAF model (what a plain ``vmafxctl score`` runs).  Loading a
-#: module means the compiler's version for the cache key (NVRTC is loaded for it), the cached
-#: binary read, and the driver's module load; the scoring thread loads any other source itself.
-#: Only for runtimes that cache binaries (CUDA, HIP), not the emulator, whose "load" is a g++
-#: build.  ``VMAFX_PRELOAD_KERNELS=0`` leaves every load to the scoring thread.
-PRELOAD_SOURCES = ("convert.cu", "vif.cu", "adm.cu", "motion.cu")
-
 
 class _DeviceStart:
     """A lane's runtime, device 0 and one page-locked slot, made on a thread of their own.
@@ -43,7 +35,7 @@ class _DeviceStart:
 
     def __init__(self, lane: str):
         self.lane = lane
-        self.runtime = self.device = self.host = self.kernels = None
+        self.runtime = self.device = self.host = None
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=f"vmafx-start-{lane}", daemon=True)
         self._thread.start()
@@ -65,27 +57,13 @@ class _DeviceStart:
             self.host = dev.alloc_host(SLOT_BYTES)
         except BaseException as e:  # raised where the device is taken
             self.error = e
-            return
-        import os
-
-        if not getattr(self.runtime, "caches_binaries", False) or os.environ.get("VMAFX_PRELOAD_KERNELS", "1") == "0":
-            return
-        try:
-            from .engine import KernelSet
-
-            self.kernels = KernelSet(self.runtime, self.device)
-            for source in PRELOAD_SOURCES:
-                self.kernels.module(source)
-        except Exception:  # a module that cannot load fails again, and is reported, where the scoring loads it
-            pass
 
     def take(self):
-        """(runtime, device, the pinned slot or None, a KernelSet with modules loaded or None); the
-        start's error raised here."""
+        """(runtime, device, the pinned slot or None); the start's error raised here."""
         self._thread.join()
         if self.error is not None and self.device is None:
             raise self.error
-        return self.runtime, self.device, self.host, self.kernels
+        return self.runtime, self.device, self.host
 
 
 #: devices being started for the scoring to come, by lane
@@ -118,8 +96,7 @@ def _wait_for_starts() -> None:
 
 
 def take_device(lane: str):
-    """(runtime, device 0, a pinned slot or None, a KernelSet or None) of ``lane``: the start made
-    ahead, else one made now."""
+    """(runtime, device 0, a pinned slot or None) of ``lane``: the start made ahead, else one made now."""
     with _starting_lock:
         start = _starting.pop(lane, None)
     return (start or _DeviceStart(lane)).take()

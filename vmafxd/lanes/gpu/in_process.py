@@ -55,7 +55,7 @@ def score_readers(lane: str, plan, reference, distorted, *, max_frames: int | No
     are read and scored.
     Raises :class:`RuntimeUnavailable` when the lane's runtime or device is missing."""
     slots = slots or SLOTS
-    rt, dev, first_host, kernels_ready = take_device(lane)
+    rt, dev, first_host = take_device(lane)
     info = reference.info
     w, h, bpc, fmt = info.width, info.height, info.bitdepth, info.pixel_format
     shapes = storage_planes(fmt, w, h, bpc)
@@ -69,8 +69,7 @@ def score_readers(lane: str, plan, reference, distorted, *, max_frames: int | No
     slot_bytes = 2 * batch * fs
     hosts: list = [None] * slots
     devs: list = []
-    filler = pinner = stream = scorer = None
-    kernels = kernels_ready  # closed below whatever happens
+    filler = pinner = kernels = stream = scorer = None
     try:
         if first_host is not None and first_host.nbytes >= slot_bytes:
             hosts[0], first_host = first_host, None
@@ -83,8 +82,7 @@ def score_readers(lane: str, plan, reference, distorted, *, max_frames: int | No
         # the first batch is read, and the other slots pinned, while the kernels' modules load
         filler.start()
         pinner = SlotPinner(dev, hosts, slot_bytes, filler.free)
-        if kernels is None:
-            kernels = KernelSet(rt, dev)
+        kernels = KernelSet(rt, dev)
         stream = dev.create_stream()
         # a slot is completed before the reader gets it back, so the scorer needs room for all of them
         scorer = GpuScorer(dev, kernels, stream, plan, w, h, bpc, fmt.subsampling, max_batch=batch, slots=slots)
