@@ -25,11 +25,16 @@ import importlib
 import logging
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import CompileError
 from ..runtime import RuntimeUnavailable
 
-__all__ = ["NATIVE_FEATURES", "NativeUnsupported", "available", "build_all", "extractor", "library"]
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["NATIVE_FEATURES", "NativeUnsupported", "available", "build_all", "extractor", "library",
+           "plane_samples"]
 
 log = logging.getLogger("vmafxd.lanes.native")
 
@@ -60,12 +65,19 @@ def available() -> bool:
     return _compiler() is not None
 
 
-def library(name: str) -> ctypes.CDLL:
-    """``<name>.cpp`` of this package, built (once a machine, cached) and loaded (once a process)."""
+def library(name: str, signatures: dict | None = None) -> ctypes.CDLL:
+    """``<name>.cpp`` of this package, built (once a machine, cached) and loaded (once a process).
+
+    ``signatures``: ``{function: (restype, argtypes)}``, set on the library's functions once,
+    when it is loaded, before any caller sees it."""
     with _lock:
         lib = _libraries.get(name)
         if lib is None:
-            lib = _libraries[name] = ctypes.CDLL(str(_build(name)))
+            lib = ctypes.CDLL(str(_build(name)))
+            for fn, (restype, argtypes) in (signatures or {}).items():
+                f = getattr(lib, fn)
+                f.restype, f.argtypes = restype, list(argtypes)
+            _libraries[name] = lib
         return lib
 
 
@@ -131,3 +143,17 @@ def extractor(decl, options: dict, width: int, height: int, bitdepth: int):
             log.warning("cpu engine: the native %s kernel cannot be built (%s); scoring with its numpy twin",
                         decl.name, e)
         return None
+
+
+def plane_samples(feature: str, name: str, plane: np.ndarray, shape: tuple[int, int]) -> tuple[np.ndarray, int]:
+    """(the plane with unit column stride, its row stride in samples); a TypeError or ValueError
+    naming the plane where a native kernel cannot read it (a Picture's planes are uint8 or uint16)."""
+    import numpy as np
+
+    if plane.dtype not in (np.uint8, np.uint16):
+        raise TypeError(f"{feature}: {name} samples of type {plane.dtype}: expected uint8 or uint16")
+    if plane.shape != shape:
+        raise ValueError(f"{feature}: {name} is {plane.shape[1::-1]}, expected {shape[::-1]} (width, height)")
+    if plane.strides[1] != plane.itemsize or plane.strides[0] % plane.itemsize or plane.strides[0] < 0:
+        plane = np.ascontiguousarray(plane)
+    return plane, plane.strides[0] // plane.itemsize

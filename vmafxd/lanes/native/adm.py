@@ -25,25 +25,18 @@ from . import NativeUnsupported, library
 
 __all__ = ["NativeAdm", "compute_sums"]
 
-_fns = None
+_P, _S, _I = ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int
+_SIGNATURES = {
+    "vx_adm_param_count": (_I, []),
+    "vx_adm_new": (_P, []),
+    "vx_adm_free": (None, [_P]),
+    "vx_adm_stats": (None, [_P, _P, _S, _P, _S, _I, _I, _I, _I, _P, _P, ctypes.c_int64, ctypes.c_double,
+                            ctypes.c_double, _I, _I, _P]),
+}
 
 
 def _functions():
-    global _fns
-    if _fns is None:
-        lib = library("adm")
-        lib.vx_adm_param_count.restype = ctypes.c_int
-        lib.vx_adm_new.restype = ctypes.c_void_p
-        lib.vx_adm_free.argtypes = (ctypes.c_void_p,)
-        lib.vx_adm_free.restype = None
-        lib.vx_adm_stats.restype = None
-        lib.vx_adm_stats.argtypes = (
-            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_void_p, ctypes.c_ssize_t,
-            ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-            ctypes.c_int64, ctypes.c_double, ctypes.c_double, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
-        )
-        _fns = lib
-    return _fns
+    return library("adm", _SIGNATURES)
 
 
 def _u8(mask) -> np.ndarray:

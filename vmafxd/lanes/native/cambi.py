@@ -28,22 +28,20 @@ __all__ = ["NativeCambi"]
 _c_int, _c_ptr, _c_ssize = ctypes.c_int, ctypes.c_void_p, ctypes.c_ssize_t
 
 
+_SIGNATURES = {
+    "cambi_context_new": (_c_ptr, []),
+    "cambi_context_free": (None, [_c_ptr]),
+    "cambi_plane": (_c_int, [
+        _c_ptr, _c_ptr, _c_int, _c_ssize, _c_int, _c_int, _c_int,  # context, luma, bytes, stride, bd, w, h
+        _c_ptr, _c_ptr, _c_int, _c_int, _c_int, _c_int,  # ys, xs, enc bd, mask index, window, speed-up
+        _c_int, _c_ptr, _c_ptr, _c_int, _c_int, _c_int, _c_ptr,  # nd, tvi, weights, vlt, band, lut
+        _c_ptr, _c_ptr, _c_ptr,  # top-k counts, totals, heatmaps
+    ]),
+}
+
+
 def _lib() -> ctypes.CDLL:
-    lib = library("cambi")
-    if not getattr(lib, "_vx_typed", False):
-        lib.cambi_context_new.restype = _c_ptr
-        lib.cambi_context_new.argtypes = []
-        lib.cambi_context_free.restype = None
-        lib.cambi_context_free.argtypes = [_c_ptr]
-        lib.cambi_plane.restype = _c_int
-        lib.cambi_plane.argtypes = [
-            _c_ptr, _c_ptr, _c_int, _c_ssize, _c_int, _c_int, _c_int,  # context, luma, bytes, stride, bd, w, h
-            _c_ptr, _c_ptr, _c_int, _c_int, _c_int, _c_int,  # ys, xs, enc bd, mask index, window, speed-up
-            _c_int, _c_ptr, _c_ptr, _c_int, _c_int, _c_int, _c_ptr,  # nd, tvi, weights, vlt, band, lut
-            _c_ptr, _c_ptr, _c_ptr,  # top-k counts, totals, heatmaps
-        ]
-        lib._vx_typed = True
-    return lib
+    return library("cambi", _SIGNATURES)
 
 
 def _ptr(a: np.ndarray | None) -> int | None:

@@ -23,19 +23,12 @@ from . import NativeUnsupported, library
 
 __all__ = ["NativeMotion", "sad"]
 
-_lib = None
+_SIGNATURES = {"vx_motion_sad": (ctypes.c_int64, [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_void_p, ctypes.c_ssize_t,
+                                                  ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int])}
 
 
 def _sad_function():
-    global _lib
-    if _lib is None:
-        lib = library("motion")
-        fn = lib.vx_motion_sad
-        fn.restype = ctypes.c_int64
-        fn.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_void_p, ctypes.c_ssize_t,
-                       ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int)
-        _lib = fn
-    return _lib
+    return library("motion", _SIGNATURES).vx_motion_sad
 
 
 def _rows(plane: np.ndarray) -> tuple[np.ndarray, int]:

@@ -16,8 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from ...features.psnr import IntegerPsnr
-from . import library
-from .vif import plane_samples
+from . import library, plane_samples
 
 __all__ = ["Psnr"]
 
@@ -28,12 +27,7 @@ _PLANES = ("luma", "Cb", "Cr")
 
 
 def _lib() -> ctypes.CDLL:
-    lib = library("psnr")
-    if not getattr(lib, "_vx_typed", False):
-        lib.psnr_sse.restype = ctypes.c_uint64
-        lib.psnr_sse.argtypes = [_P, _S, _P, _S, _I, _I, _I]
-        lib._vx_typed = True
-    return lib
+    return library("psnr", {"psnr_sse": (ctypes.c_uint64, [_P, _S, _P, _S, _I, _I, _I])})
 
 
 class Psnr(IntegerPsnr):

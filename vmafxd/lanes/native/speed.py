@@ -24,7 +24,7 @@ from ...features.declaration import FrameScores, check_chroma
 from ...features.speed_chroma import SpeedChroma as ChromaTwin
 from ...features.speed_chroma import metrics_from_scores
 from ...features.speed_temporal import SpeedTemporal as TemporalTwin
-from . import library
+from . import library, plane_samples
 
 __all__ = ["SpeedChroma", "SpeedTemporal"]
 
@@ -34,22 +34,17 @@ _I = ctypes.c_int
 _S = ctypes.c_ssize_t
 
 
+_SIGNATURES = {
+    "speed_new": (_P, [_I, _I, _I, _I, _I, _P, _P, _P, _P, _P, _P, _P, _I, _P, _I, _F, _F, ctypes.c_double, _I]),
+    "speed_free": (None, [_P]),
+    "speed_chroma_pair": (_I, [_P, _P, _S, _P, _S, _I, _F, _P]),
+    "speed_temporal_push": (None, [_P, _P, _S, _P, _S, _I, _F, _I, _I, _P]),
+    "speed_picture_sums": (None, [_P, _P, _P]),
+}
+
+
 def _lib() -> ctypes.CDLL:
-    lib = library("speed")
-    if not getattr(lib, "_vx_typed", False):
-        lib.speed_new.restype = _P
-        lib.speed_new.argtypes = [_I, _I, _I, _I, _I, _P, _P, _P, _P, _P, _P, _P, _I, _P, _I, _F, _F,
-                                  ctypes.c_double, _I]
-        lib.speed_free.restype = None
-        lib.speed_free.argtypes = [_P]
-        lib.speed_chroma_pair.restype = _I
-        lib.speed_chroma_pair.argtypes = [_P, _P, _S, _P, _S, _I, _F, _P]
-        lib.speed_temporal_push.restype = None
-        lib.speed_temporal_push.argtypes = [_P, _P, _S, _P, _S, _I, _F, _I, _I, _P]
-        lib.speed_picture_sums.restype = None
-        lib.speed_picture_sums.argtypes = [_P, _P, _P]
-        lib._vx_typed = True
-    return lib
+    return library("speed", _SIGNATURES)
 
 
 class _Context:
@@ -98,18 +93,6 @@ class _Context:
             self.lib.speed_free(handle)
 
 
-def _samples(feature: str, name: str, plane: np.ndarray, shape: tuple[int, int]) -> tuple[np.ndarray, int]:
-    """(the plane with unit column stride, its row stride in samples); a TypeError or ValueError
-    naming the plane where speed.cpp cannot read it (a Picture's planes are uint8 or uint16)."""
-    if plane.dtype not in (np.uint8, np.uint16):
-        raise TypeError(f"{feature}: {name} samples of type {plane.dtype}: expected uint8 or uint16")
-    if plane.shape != shape:
-        raise ValueError(f"{feature}: {name} is {plane.shape[1::-1]}, expected {shape[::-1]} (width, height)")
-    if plane.strides[1] != plane.itemsize or plane.strides[0] % plane.itemsize or plane.strides[0] < 0:
-        plane = np.ascontiguousarray(plane)
-    return plane, plane.strides[0] // plane.itemsize
-
-
 class SpeedChroma:
     """``speed_chroma`` through speed.cpp (the twin's options, errors and metrics)."""
 
@@ -131,8 +114,8 @@ class SpeedChroma:
         shape = (ctx.geometry.height, ctx.geometry.width)
         out = []
         for p, name in ((1, "Cb"), (2, "Cr")):
-            r = _samples("speed_chroma", f"the reference's {name}", ref.planes[p], shape)
-            d = _samples("speed_chroma", f"the distorted {name}", dist.planes[p], shape)
+            r = plane_samples("speed_chroma", f"the reference's {name}", ref.planes[p], shape)
+            d = plane_samples("speed_chroma", f"the distorted {name}", dist.planes[p], shape)
             if r[0].itemsize != d[0].itemsize:
                 raise TypeError(f"speed_chroma: the reference's and the distorted {name} samples differ in type")
             err = ctx.lib.speed_chroma_pair(ctx.handle, r[0].ctypes.data, r[1], d[0].ctypes.data, d[1],
@@ -158,8 +141,8 @@ class SpeedTemporal:
     def extract(self, index: int, ref: Any, dist: Any) -> Iterable[FrameScores]:
         ctx = self._context
         shape = (ctx.geometry.height, ctx.geometry.width)
-        r = _samples("speed_temporal", "the reference's luma", ref.luma, shape)
-        d = _samples("speed_temporal", "the distorted luma", dist.luma, shape)
+        r = plane_samples("speed_temporal", "the reference's luma", ref.luma, shape)
+        d = plane_samples("speed_temporal", "the distorted luma", dist.luma, shape)
         if r[0].itemsize != d[0].itemsize:
             raise TypeError("speed_temporal: the reference's and the distorted luma samples differ in type")
         previous = int(index != 0 and self._has_previous)

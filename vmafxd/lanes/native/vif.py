@@ -18,40 +18,25 @@ import numpy as np
 
 from ...features.declaration import FrameScores
 from ...features.vif import LOG2_TABLE, VifExtractor, metrics_from_sums
-from . import library
+from . import library, plane_samples
 
-__all__ = ["Vif", "plane_samples"]
+__all__ = ["Vif"]
 
 _P = ctypes.c_void_p
 _I = ctypes.c_int
 _S = ctypes.c_ssize_t
 
 
+_SIGNATURES = {
+    "vif_new": (_P, [_I, _I, _I, ctypes.c_double, _I, _P]),
+    "vif_free": (None, [_P]),
+    "vif_frame": (_I, [_P, _P, _S, _P, _S, _I, _P]),
+    "vif_set_isa": (_I, [_I]),
+}
+
+
 def _lib() -> ctypes.CDLL:
-    lib = library("vif")
-    if not getattr(lib, "_vx_typed", False):
-        lib.vif_new.restype = _P
-        lib.vif_new.argtypes = [_I, _I, _I, ctypes.c_double, _I, _P]
-        lib.vif_free.restype = None
-        lib.vif_free.argtypes = [_P]
-        lib.vif_frame.restype = _I
-        lib.vif_frame.argtypes = [_P, _P, _S, _P, _S, _I, _P]
-        lib.vif_set_isa.restype = _I
-        lib.vif_set_isa.argtypes = [_I]
-        lib._vx_typed = True
-    return lib
-
-
-def plane_samples(feature: str, name: str, plane: np.ndarray, shape: tuple[int, int]) -> tuple[np.ndarray, int]:
-    """(the plane with unit column stride, its row stride in samples); a TypeError or ValueError
-    naming the plane where a native kernel cannot read it (a Picture's planes are uint8 or uint16)."""
-    if plane.dtype not in (np.uint8, np.uint16):
-        raise TypeError(f"{feature}: {name} samples of type {plane.dtype}: expected uint8 or uint16")
-    if plane.shape != shape:
-        raise ValueError(f"{feature}: {name} is {plane.shape[1::-1]}, expected {shape[::-1]} (width, height)")
-    if plane.strides[1] != plane.itemsize or plane.strides[0] % plane.itemsize or plane.strides[0] < 0:
-        plane = np.ascontiguousarray(plane)
-    return plane, plane.strides[0] // plane.itemsize
+    return library("vif", _SIGNATURES)
 
 
 #: vif.cpp's instruction sets: its loops in pairs of SSE2 registers, in AVX2 ones, in AVX-512 ones
