@@ -45,9 +45,8 @@ import numpy as np  # noqa: E402
 
 from vmafx.io.inputs import open_input  # noqa: E402
 from vmafx.io.parallel_read import ParallelPairReads  # noqa: E402
-
-#: the in-process path's slot size, batch cap and slots (vmafxd/lanes/gpu/in_process.py)
-SLOT_BYTES, BATCH, SLOTS = 64 << 20, 32, 4
+# the in-process path's batch size and slots, as it sizes them
+from vmafxd.lanes.gpu.in_process import BATCH, SLOTS, batch_for  # noqa: E402
 
 SCORE = ("import sys; from vmafx.cli import main; "
          "sys.exit(main(['score', '-r', sys.argv[1], '-d', sys.argv[2], '-q', '--in-process', '--lane', sys.argv[3]]))")
@@ -57,7 +56,7 @@ EMU = ("import sys; from vmafxd.lanes.gpu import in_process as g; g.RUNTIMES['cu
 
 
 def _batch(fs: int) -> int:
-    return max(1, min(BATCH, SLOT_BYTES // (2 * fs)))
+    return batch_for(2 * fs, BATCH)
 
 
 _hosts: dict[tuple[int, int], np.ndarray] = {}
