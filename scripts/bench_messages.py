@@ -31,7 +31,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "client")]
 
 from vmafx.protocol import Released, Result, Submit, SubmitFrame, SubmitMany  # noqa: E402
 from vmafx.protocol.messages import BufferRegistered, SessionOpened, bundle, decode, encode  # noqa: E402
-from vmafx.protocol.state import ClientConnection, State  # noqa: E402
+from vmafx.protocol.state import State  # noqa: E402
 from vmafx.tracking import ClientTracker  # noqa: E402
 
 METRICS = {"psnr_y": 40.1, "psnr_cb": 41.2, "psnr_cr": 42.0}
