@@ -184,7 +184,7 @@ def _launch_private(args):
     from .private_daemon import PrivateDaemon
 
     extra = ["--cpu-workers", str(args.threads)] if args.threads else []
-    if getattr(args, "cpu_engine", None):
+    if args.cpu_engine:
         extra += ["--cpu-engine", args.cpu_engine]
     daemon = PrivateDaemon(lane=args.lane, extra_args=extra)
     daemon.launch()
@@ -248,7 +248,7 @@ def _score(args, ref, dist, read_dist, specs, progress):
     try:
         report, read = in_process.score_in_process(ref, wrapped, specs, args.feature, lane=lane,
                                                    max_frames=args.frame_cnt or None, progress=progress,
-                                                   cpu_engine=getattr(args, "cpu_engine", None) or "auto")
+                                                   cpu_engine=args.cpu_engine or "auto")
     except in_process.LaneUnavailableHere as e:
         where = "score through a daemon (without --in-process)" if args.in_process else \
             "start vmafxd (systemctl start vmafxd), or score with --private"
