@@ -23,10 +23,10 @@ from vmafx.io.parallel_read import read_threads
 
 from ..runtime import RuntimeUnavailable
 from .batch_filler import BatchFiller, SlotPinner
-from .device_start import RUNTIMES, SLOT_BYTES, start_device, take_device
+from .device_start import RUNTIMES, SLOT_BYTES, take_device
 from .engine import FrameSource, GpuFrame, GpuScorer, KernelSet
 
-__all__ = ["RUNTIMES", "score_readers", "start_device", "RuntimeUnavailable"]
+__all__ = ["RUNTIMES", "score_readers", "RuntimeUnavailable"]
 
 #: at most this many frame pairs a batch (one upload, one launch sequence), and batches of
 #: host memory circulating
@@ -50,7 +50,7 @@ def score_readers(lane: str, plan, reference, distorted, *, max_frames: int | No
     batch's ``done`` event (its copy is on the same stream, so it has finished by then).
     A frame read past the other input's end goes back through ``pushback``.
     ``threads``: how many read the files (:func:`vmafx.io.parallel_read.read_threads`).
-    The device comes from :func:`start_device` when it was started, else is started now.
+    The device comes from :func:`.device_start.start_device` when it was started, else is started now.
     One slot is pinned before the first frame, the others on a thread while the first batches
     are read and scored.
     Raises :class:`RuntimeUnavailable` when the lane's runtime or device is missing."""
