@@ -146,7 +146,6 @@ class FramesAt:
     def __init__(self, reader: "VideoReader", fd: int, base: int, head: int, size: int, *, mapped: bool = False):
         self._reader, self._fd, self.base, self.head, self.size = reader, fd, base, head, size
         self.stride = head + size
-        self.name = reader._name
         #: with ``mapped``: the file mapped as it is now, frames copied out of it with numpy
         #: (whose copy of a large block drops the GIL and streams past the caches); read() and
         #: not mapped past the mapping's end.  Opt-in ($VMAFX_READ_MMAP): a file truncated while
