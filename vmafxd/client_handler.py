@@ -585,7 +585,8 @@ class ClientHandler:
 
         self.server.reaper.free_later(rec.imp, then)
 
-    def _room(self) -> bool:
+    def _room(self, frames: int = 1) -> bool:
+        """Room in the order of outcomes for ``frames`` more frames."""
         # Refused frames also wait for their turn in the order of outcomes;
         # a client that keeps submitting past its limit gets its refusals
         # unordered rather than growing this without bound.
@@ -593,7 +594,7 @@ class ClientHandler:
         n = 0
         for s in self.sessions.values():
             n += s.ledger.unanswered
-        return n < 2 * self.limits.max_frames_in_flight + 16
+        return n + frames <= 2 * self.limits.max_frames_in_flight + 16
 
     async def _open_session(self, msg: OpenSession) -> None:
         if len(self.sessions) >= self.limits.max_sessions_per_client:
@@ -695,10 +696,7 @@ class ClientHandler:
         if (self.held.frames + n > self.limits.max_frames_in_flight
                 or not self.admission.frames_fit(self.uid, self.held.bytes, cost, n)):
             return False
-        unanswered = 0
-        for s in self.sessions.values():
-            unanswered += s.ledger.unanswered
-        if unanswered + n > 2 * self.limits.max_frames_in_flight + 16:  # _room, for each frame in turn
+        if not self._room(n):  # room for each frame in turn
             return False
         get, geometry = self.buffers.get, session.geometry
         last = session.last_index

@@ -720,8 +720,8 @@ class Goodbye(Message):
 
 
 def plain_u32s(*values) -> bool:
-    """Every value is plainly an unsigned 32-bit integer (the fast paths' check: also
-    vmafxd/frame_packets.py's)."""
+    """Every value is plainly an unsigned 32-bit integer (the fast paths' check;
+    vmafxd/frame_packets.py writes the same out)."""
     for v in values:
         if type(v) is not int or not 0 <= v <= _U32:
             return False
@@ -730,7 +730,7 @@ def plain_u32s(*values) -> bool:
 
 def plain_metrics(metrics) -> bool:
     """``metrics`` is plainly what a result's check takes as it is: a dict of at most 4096
-    str -> float or None (the fast paths' check: also vmafxd/frame_packets.py's)."""
+    str -> float or None (the fast paths' check; vmafxd/frame_packets.py writes the same out)."""
     if type(metrics) is not dict or len(metrics) > 4096:
         return False
     for k, v in metrics.items():
@@ -797,7 +797,7 @@ def _result_read(d: dict) -> "Result | None":
 
 _PLAIN_READS: dict[type, Callable[[dict], Any]] = {Released: _released_read, Result: _result_read}
 #: the same by wire type, for a bundle's messages
-_PLAIN_READS_BY_TYPE: dict[str, Callable[[dict], Any]] = {"released": _released_read, "result": _result_read}
+_PLAIN_READS_BY_TYPE: dict[str, Callable[[dict], Any]] = {cls.TYPE: read for cls, read in _PLAIN_READS.items()}
 
 
 def encode(msg: Message, *, max_bytes: int | None = None) -> tuple[bytes, tuple[int, ...]]:

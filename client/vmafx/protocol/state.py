@@ -172,7 +172,7 @@ def _check_submit_many(msg: m.SubmitMany, taken: bool, untaken: str, limits: Lim
 # the per-frame promise
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class FramePromise:
     """One submitted frame's promise: exactly one outcome, exactly one ``released`` per role.
 
@@ -186,12 +186,12 @@ class FramePromise:
     #: a promise is made for every frame)
     label: str | tuple[int, int] = "frame"
     answered: bool = False
-    #: the roles not released yet
-    unreleased: set[str] = field(default_factory=lambda: {"ref", "dist"})
+    #: the roles not released yet (``{"ref", "dist"}`` when not given)
+    unreleased: set[str]
 
     def __init__(self, label: str | tuple[int, int] = "frame", answered: bool = False,
                  unreleased: set[str] | None = None):
-        # written out (the dataclass's calls a factory): a promise is made for every frame, twice
+        # written out, not the dataclass's (it calls a factory): a promise is made for every frame, twice
         self.label = label
         self.answered = answered
         self.unreleased = {"ref", "dist"} if unreleased is None else unreleased
