@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = ["NATIVE_FEATURES", "NativeUnsupported", "available", "build_all", "extractor", "library",
-           "plane_samples"]
+           "plane_samples", "row_samples"]
 
 log = logging.getLogger("vmafxd.lanes.native")
 
@@ -154,6 +154,16 @@ def plane_samples(feature: str, name: str, plane: np.ndarray, shape: tuple[int, 
         raise TypeError(f"{feature}: {name} samples of type {plane.dtype}: expected uint8 or uint16")
     if plane.shape != shape:
         raise ValueError(f"{feature}: {name} is {plane.shape[1::-1]}, expected {shape[::-1]} (width, height)")
+    return row_samples(plane)
+
+
+def row_samples(plane: np.ndarray, dtype=None) -> tuple[np.ndarray, int]:
+    """(``plane``, as ``dtype`` where given, with unit column stride and a forward row stride of
+    whole samples -- a copy only where it has not --, its row stride in samples)."""
+    import numpy as np
+
+    if dtype is not None:
+        plane = np.asarray(plane, dtype=dtype)
     if plane.strides[1] != plane.itemsize or plane.strides[0] % plane.itemsize or plane.strides[0] < 0:
         plane = np.ascontiguousarray(plane)
     return plane, plane.strides[0] // plane.itemsize

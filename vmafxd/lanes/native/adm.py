@@ -21,7 +21,7 @@ from ...features import adm as twin
 from ...features._adm_core import COS_1DEG_SQ
 from ...features._adm_plan import plan_for
 from ...features.declaration import OptionError
-from . import NativeUnsupported, library
+from . import NativeUnsupported, library, row_samples
 
 __all__ = ["NativeAdm", "compute_sums"]
 
@@ -90,13 +90,6 @@ class _Plan:
         self.skip_aim = int(bool(options["adm_skip_aim"]))
 
 
-def _rows(plane: np.ndarray, dtype) -> tuple[np.ndarray, int]:
-    plane = np.asarray(plane, dtype=dtype)
-    if plane.strides[1] != plane.itemsize or plane.strides[0] % plane.itemsize:
-        plane = np.ascontiguousarray(plane)
-    return plane, plane.strides[0] // plane.itemsize
-
-
 class _Workspace:
     """adm.cpp's band buffers (kept between frames: no allocation per frame)."""
 
@@ -109,8 +102,8 @@ class _Workspace:
 def _sums(ws: _Workspace, plan: _Plan, ref: np.ndarray, dist: np.ndarray, bitdepth: int, out: np.ndarray) -> None:
     h, w = ref.shape
     dtype = np.uint8 if bitdepth == 8 else np.uint16
-    r, rs = _rows(ref, dtype)
-    d, ds = _rows(dist, dtype)
+    r, rs = row_samples(ref, dtype)
+    d, ds = row_samples(dist, dtype)
     _functions().vx_adm_stats(ws.handle, r.ctypes.data, rs, d.ctypes.data, ds, w, h, bitdepth, r.itemsize,
                               plan.table.ctypes.data, plan.mask_ptrs, plan.egl_int, plan.egl, COS_1DEG_SQ,
                               plan.skip0, plan.skip_aim, out.ctypes.data)
