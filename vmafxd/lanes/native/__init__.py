@@ -96,7 +96,7 @@ def build_all(workers: int | None = None) -> list[str]:
 
 
 def _build(name: str) -> Path:
-    from ..emulated import BUILD_FLAGS, _compiler, build_library, library_dir
+    from ..emulated import BUILD_FLAGS, _compiler, build_library, host_compiler_version, library_dir
     from ..gpu.kernels import cache_key
 
     cxx = _compiler()
@@ -104,23 +104,11 @@ def _build(name: str) -> Path:
         raise RuntimeUnavailable("native", "no host C++ compiler (g++) to build the native kernels")
     source = (_HERE / f"{name}.cpp").read_text()
     flags = [f for f in BUILD_FLAGS if f != "-DVX_EMULATE=1"]
-    digest = cache_key(source, "host", _version(cxx), flags)[:20]
+    digest = cache_key(source, "host", host_compiler_version(cxx), flags)[:20]
     lib = library_dir("native") / f"{name}-{digest}.so"
     if not lib.exists():
         build_library(cxx, source, flags, lib, name)
     return lib
-
-
-_versions: dict[str, str] = {}
-
-
-def _version(cxx: str) -> str:
-    if cxx not in _versions:
-        import subprocess
-
-        out = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout.splitlines()
-        _versions[cxx] = out[0] if out else cxx
-    return _versions[cxx]
 
 
 _said: set[str] = set()
