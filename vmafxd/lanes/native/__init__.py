@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = ["NATIVE_FEATURES", "NativeUnsupported", "available", "build_all", "extractor", "library",
-           "plane_samples", "row_samples"]
+           "plane_pair", "plane_samples", "row_samples"]
 
 log = logging.getLogger("vmafxd.lanes.native")
 
@@ -143,6 +143,17 @@ def plane_samples(feature: str, name: str, plane: np.ndarray, shape: tuple[int, 
     if plane.shape != shape:
         raise ValueError(f"{feature}: {name} is {plane.shape[1::-1]}, expected {shape[::-1]} (width, height)")
     return row_samples(plane)
+
+
+def plane_pair(feature: str, plane: str, ref: np.ndarray, dist: np.ndarray, shape: tuple[int, int]
+               ) -> tuple[tuple[np.ndarray, int], tuple[np.ndarray, int]]:
+    """:func:`plane_samples` of the reference's and the distorted ``plane`` (``luma``, ``Cb``, ...);
+    a TypeError where their samples differ in type."""
+    r = plane_samples(feature, f"the reference's {plane}", ref, shape)
+    d = plane_samples(feature, f"the distorted {plane}", dist, shape)
+    if r[0].dtype != d[0].dtype:
+        raise TypeError(f"{feature}: the reference's and the distorted {plane} samples differ in type")
+    return r, d
 
 
 def row_samples(plane: np.ndarray, dtype=None) -> tuple[np.ndarray, int]:
