@@ -252,12 +252,10 @@ class FrameAssembler:
                 vals, have = np.zeros((rows, self._vals.shape[1])), np.zeros((rows, self._vals.shape[1]), dtype=bool)
                 vals[:live], have[:live] = self._vals[drop:drop + live], self._have[drop:drop + live]
                 self._vals, self._have = vals, have
-            elif live:
+            else:  # live == 0 too: nothing copied, every row cleared
                 self._vals[:live] = self._vals[drop:drop + live].copy()
                 self._have[:live] = self._have[drop:drop + live].copy()
                 self._have[live:] = False
-            else:
-                self._have[:] = False
             self._base, self._end = self._next_final, live
             end -= drop
         self._end = max(self._end, end)

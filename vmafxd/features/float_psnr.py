@@ -18,12 +18,11 @@ the double sum of squared float differences; up to 12 bits it is
 
 from __future__ import annotations
 
-
 import numpy as np
 
+from ._c_math import c_log10, c_max, c_min
 from ._float_common import SCALERS, double_sum, to_float_plane
 from .declaration import LumaTwin
-from ._c_math import c_log10, c_max, c_min
 
 __all__ = ["DECLARATION", "FloatPsnr", "PEAKS", "EXACT_BITDEPTHS", "SCALERS", "noise_sum", "noise_from_sse", "metrics_from_stats"]
 

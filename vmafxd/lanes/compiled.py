@@ -117,15 +117,12 @@ def make_cpu_scorer(plan, width: int, height: int, bitdepth: int, subsampling: S
     global _fallback_said
     chosen = resolve_engine(engine)
     alternative = None
-    features = None
-    if engine != "compiled":
+    features = None  # every feature with a kernel ("compiled")
+    if engine != "compiled" and chosen != "numpy":
         from . import native
 
-        if chosen != "numpy":
-            alternative = native.extractor
-            features = AUTO_FEATURES - native.NATIVE_FEATURES.keys()
-        else:
-            features = AUTO_FEATURES
+        alternative = native.extractor
+        features = AUTO_FEATURES - native.NATIVE_FEATURES.keys()
     if chosen == "numpy" or not any(features is None or i.decl.name in features for i in plan.instances):
         return CpuScorer(plan, width, height, bitdepth, alternative)
     try:

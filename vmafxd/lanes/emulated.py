@@ -293,6 +293,18 @@ def _compiler() -> str | None:
     return None
 
 
+_versions: dict[str, str] = {}
+
+
+def host_compiler_version(cxx: str) -> str:
+    """The first line of ``cxx --version`` (asked once a process): part of a build's cache key."""
+    found = _versions.get(cxx)
+    if found is None:
+        out = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout.splitlines()
+        found = _versions[cxx] = out[0] if out else cxx
+    return found
+
+
 _libdirs: dict[str, Path] = {}
 
 
@@ -376,8 +388,6 @@ class EmulatedRuntime(DeviceTable):
         self._devices: dict[int, EmuDevice] = {}
         if _emu_ipc_events():
             self.ipc_event_kind = "cuda_ipc_event"
-        self._libdir: Path | None = None
-        self._version: str | None = None
 
     def device_count(self) -> int:
         return self._count
@@ -388,15 +398,7 @@ class EmulatedRuntime(DeviceTable):
         return super().device(ordinal)
 
     def compiler_version(self) -> str:
-        if self._version is None:
-            out = subprocess.run([self._cxx, "--version"], capture_output=True, text=True).stdout.splitlines()
-            self._version = out[0] if out else self._cxx
-        return self._version
-
-    def _library_dir(self) -> Path:
-        if self._libdir is None:
-            self._libdir = library_dir("emu")
-        return self._libdir
+        return host_compiler_version(self._cxx)
 
     def compile(self, source: str, name: str, arch: str, options: Sequence[str]) -> bytes:
         """Build a shared library; the 'binary' returned is its path.
@@ -411,8 +413,7 @@ class EmulatedRuntime(DeviceTable):
         defines = [o for o in options if o.startswith("-D")]
         flags = [*BUILD_FLAGS, *defines]
         digest = cache_key(source, arch, self.compiler_version(), flags)[:20]
-        libdir = self._library_dir()
-        lib = libdir / f"{Path(name).stem}-{digest}.so"
+        lib = library_dir("emu") / f"{Path(name).stem}-{digest}.so"
         if not lib.exists():
             # the preprocessor reads the source from its standard input: no file to share
             pre = subprocess.run([self._cxx, "-E", "-P", "-x", "c++", "-std=c++17", "-DVX_EMULATE=1", *defines, "-"],

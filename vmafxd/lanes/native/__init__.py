@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = ["NATIVE_FEATURES", "NativeUnsupported", "available", "build_all", "extractor", "library",
-           "plane_samples"]
+           "plane_pair", "plane_samples", "row_samples"]
 
 log = logging.getLogger("vmafxd.lanes.native")
 
@@ -96,7 +96,7 @@ def build_all(workers: int | None = None) -> list[str]:
 
 
 def _build(name: str) -> Path:
-    from ..emulated import BUILD_FLAGS, _compiler, build_library, library_dir
+    from ..emulated import BUILD_FLAGS, _compiler, build_library, host_compiler_version, library_dir
     from ..gpu.kernels import cache_key
 
     cxx = _compiler()
@@ -104,23 +104,11 @@ def _build(name: str) -> Path:
         raise RuntimeUnavailable("native", "no host C++ compiler (g++) to build the native kernels")
     source = (_HERE / f"{name}.cpp").read_text()
     flags = [f for f in BUILD_FLAGS if f != "-DVX_EMULATE=1"]
-    digest = cache_key(source, "host", _version(cxx), flags)[:20]
+    digest = cache_key(source, "host", host_compiler_version(cxx), flags)[:20]
     lib = library_dir("native") / f"{name}-{digest}.so"
     if not lib.exists():
         build_library(cxx, source, flags, lib, name)
     return lib
-
-
-_versions: dict[str, str] = {}
-
-
-def _version(cxx: str) -> str:
-    if cxx not in _versions:
-        import subprocess
-
-        out = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout.splitlines()
-        _versions[cxx] = out[0] if out else cxx
-    return _versions[cxx]
 
 
 _said: set[str] = set()
@@ -154,6 +142,27 @@ def plane_samples(feature: str, name: str, plane: np.ndarray, shape: tuple[int, 
         raise TypeError(f"{feature}: {name} samples of type {plane.dtype}: expected uint8 or uint16")
     if plane.shape != shape:
         raise ValueError(f"{feature}: {name} is {plane.shape[1::-1]}, expected {shape[::-1]} (width, height)")
+    return row_samples(plane)
+
+
+def plane_pair(feature: str, plane: str, ref: np.ndarray, dist: np.ndarray, shape: tuple[int, int]
+               ) -> tuple[tuple[np.ndarray, int], tuple[np.ndarray, int]]:
+    """:func:`plane_samples` of the reference's and the distorted ``plane`` (``luma``, ``Cb``, ...);
+    a TypeError where their samples differ in type."""
+    r = plane_samples(feature, f"the reference's {plane}", ref, shape)
+    d = plane_samples(feature, f"the distorted {plane}", dist, shape)
+    if r[0].dtype != d[0].dtype:
+        raise TypeError(f"{feature}: the reference's and the distorted {plane} samples differ in type")
+    return r, d
+
+
+def row_samples(plane: np.ndarray, dtype=None) -> tuple[np.ndarray, int]:
+    """(``plane``, as ``dtype`` where given, with unit column stride and a forward row stride of
+    whole samples -- a copy only where it has not --, its row stride in samples)."""
+    import numpy as np
+
+    if dtype is not None:
+        plane = np.asarray(plane, dtype=dtype)
     if plane.strides[1] != plane.itemsize or plane.strides[0] % plane.itemsize or plane.strides[0] < 0:
         plane = np.ascontiguousarray(plane)
     return plane, plane.strides[0] // plane.itemsize

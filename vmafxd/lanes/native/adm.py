@@ -5,8 +5,8 @@ per-pixel pipeline (DWT, decouple, CSF, contrast masking, cubes).  Here that
 pipeline is C++ for one thread, fed with the twin's own per-geometry plan
 (``_adm_plan.plan_for``: shifts, CSF weights, regions and libvmaf's AVX-512
 vector columns, as masks), and the sums go through the twin's
-:func:`~vmafxd.features.adm.metrics_from_sums`, so the metrics are the twin's
-bit for bit once the sums are.  Every option the twin takes is taken here.
+:class:`~vmafxd.features.adm.BatchScorer` (:func:`~vmafxd.features.adm.metrics_from_sums`'s
+arithmetic), so the metrics are the twin's bit for bit once the sums are.  Every option the twin takes is taken here.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import numpy as np
 from ...features import adm as twin
 from ...features._adm_core import COS_1DEG_SQ
 from ...features._adm_plan import plan_for
-from ...features.declaration import OptionError
-from . import NativeUnsupported, library
+from ...features.declaration import OptionError, per_frame
+from . import NativeUnsupported, library, row_samples
 
 __all__ = ["NativeAdm", "compute_sums"]
 
@@ -90,13 +90,6 @@ class _Plan:
         self.skip_aim = int(bool(options["adm_skip_aim"]))
 
 
-def _rows(plane: np.ndarray, dtype) -> tuple[np.ndarray, int]:
-    plane = np.asarray(plane, dtype=dtype)
-    if plane.strides[1] != plane.itemsize or plane.strides[0] % plane.itemsize:
-        plane = np.ascontiguousarray(plane)
-    return plane, plane.strides[0] // plane.itemsize
-
-
 class _Workspace:
     """adm.cpp's band buffers (kept between frames: no allocation per frame)."""
 
@@ -109,8 +102,8 @@ class _Workspace:
 def _sums(ws: _Workspace, plan: _Plan, ref: np.ndarray, dist: np.ndarray, bitdepth: int, out: np.ndarray) -> None:
     h, w = ref.shape
     dtype = np.uint8 if bitdepth == 8 else np.uint16
-    r, rs = _rows(ref, dtype)
-    d, ds = _rows(dist, dtype)
+    r, rs = row_samples(ref, dtype)
+    d, ds = row_samples(dist, dtype)
     _functions().vx_adm_stats(ws.handle, r.ctypes.data, rs, d.ctypes.data, ds, w, h, bitdepth, r.itemsize,
                               plan.table.ctypes.data, plan.mask_ptrs, plan.egl_int, plan.egl, COS_1DEG_SQ,
                               plan.skip0, plan.skip_aim, out.ctypes.data)
@@ -141,6 +134,7 @@ class NativeAdm:
             raise NativeUnsupported("the twin says what is wrong with this depth")
         self.width, self.height, self.bitdepth = width, height, bitdepth
         self._plan = _Plan(width, height, self.options)
+        self._metrics = twin.BatchScorer(width, height, self.options)  # the constants looked up once
         self._ws = _Workspace()
         self._out = np.zeros(36, np.int64)
 
@@ -151,8 +145,7 @@ class NativeAdm:
                              f"expected {self.width}x{self.height}")
         _sums(self._ws, self._plan, ref_luma, dist_luma, self.bitdepth, self._out)
         num, den, aim = self._out.reshape(3, 4, 3)
-        rows = twin.metrics_from_sums(self.width, self.height, num[None], den[None], aim[None], self.options)
-        return [(index, rows[0])]
+        return [(index, per_frame(self._metrics(num[None], den[None], aim[None]))[0])]
 
     def flush(self):
         return []

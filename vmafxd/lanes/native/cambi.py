@@ -21,7 +21,7 @@ import numpy as np
 from ...features import _cambi_core as core
 from ...features._cambi_tables import NUM_SCALES, reciprocal_lut
 from ...features.cambi import _check_range, _Heatmaps, cambi_setup, heatmap_frame, metrics_from_scores
-from . import NativeUnsupported, library
+from . import NativeUnsupported, library, row_samples
 
 __all__ = ["NativeCambi"]
 
@@ -102,10 +102,10 @@ class NativeCambi:
             raise ValueError("cambi: the native extractor is closed")
         g = self._src if is_src else self._enc
         heat = None if is_src else self._heat
-        if luma.dtype not in (np.uint8, np.uint16) or luma.strides[1] != luma.itemsize:
-            luma = np.ascontiguousarray(luma, dtype=np.uint16 if bitdepth > 8 else np.uint8)
+        cast = None if luma.dtype in (np.uint8, np.uint16) else np.uint16 if bitdepth > 8 else np.uint8
+        luma, stride = row_samples(luma, cast)
         rc = self._lib.cambi_plane(
-            self._ctx, _ptr(luma), luma.itemsize, luma.strides[0] // luma.itemsize, bitdepth, g.w, g.h,
+            self._ctx, _ptr(luma), luma.itemsize, stride, bitdepth, g.w, g.h,
             _ptr(g.ys), _ptr(g.xs), self.setup.enc_bitdepth, g.mask_index, g.window,
             int(self.setup.high_res_speedup), self._nd, _ptr(self._tvi), _ptr(self._weights), self._vlt,
             self._band[0], self._band[1], _ptr(self._lut), _ptr(g.topk_counts), _ptr(self._totals), _ptr(heat))

@@ -19,7 +19,7 @@ import numpy as np
 
 from ...features.declaration import FrameScores
 from ...features.motion import DECLARATION, MotionTimeline, metrics_from_stats
-from . import NativeUnsupported, library
+from . import NativeUnsupported, library, row_samples
 
 __all__ = ["NativeMotion", "sad"]
 
@@ -31,13 +31,6 @@ def _sad_function():
     return library("motion", _SIGNATURES).vx_motion_sad
 
 
-def _rows(plane: np.ndarray) -> tuple[np.ndarray, int]:
-    """``plane`` with contiguous rows (a copy only when they are not) and its row stride in samples."""
-    if plane.strides[1] != plane.itemsize or plane.strides[0] % plane.itemsize:
-        plane = np.ascontiguousarray(plane)
-    return plane, plane.strides[0] // plane.itemsize
-
-
 def sad(prev_luma: np.ndarray, cur_luma: np.ndarray, bitdepth: int) -> int:
     """The int64 SAD between two luma planes (what :func:`vmafxd.features.motion.compute_stats` returns)."""
     h, w = cur_luma.shape
@@ -46,8 +39,8 @@ def sad(prev_luma: np.ndarray, cur_luma: np.ndarray, bitdepth: int) -> int:
     if w < 3 or h < 3:
         raise ValueError(f"motion needs a luma plane of at least 3x3, got {w}x{h}")
     dtype = np.uint8 if bitdepth == 8 else np.uint16
-    prev, ps = _rows(np.asarray(prev_luma, dtype=dtype))
-    cur, cs = _rows(np.asarray(cur_luma, dtype=dtype))
+    prev, ps = row_samples(prev_luma, dtype)
+    cur, cs = row_samples(cur_luma, dtype)
     return _sad_function()(prev.ctypes.data, ps, cur.ctypes.data, cs, w, h, bitdepth, prev.itemsize)
 
 

@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from ...features.psnr import IntegerPsnr
-from . import library, plane_samples
+from . import library, plane_pair
 
 __all__ = ["Psnr"]
 
@@ -40,11 +40,7 @@ class Psnr(IntegerPsnr):
     def sse(self, ref_planes: Sequence[np.ndarray], dist_planes: Sequence[np.ndarray]) -> np.ndarray:
         out = np.empty(len(ref_planes), np.int64)
         for p, (ref, dist) in enumerate(zip(ref_planes, dist_planes)):
-            shape = ref.shape
-            r = plane_samples("psnr", f"the reference's {_PLANES[p]}", ref, shape)
-            d = plane_samples("psnr", f"the distorted {_PLANES[p]}", dist, shape)
-            if r[0].dtype != d[0].dtype:
-                raise TypeError(f"psnr: the reference's and the distorted {_PLANES[p]} samples differ in type")
-            h, w = shape
+            r, d = plane_pair("psnr", _PLANES[p], ref, dist, ref.shape)
+            h, w = ref.shape
             out[p] = self._lib.psnr_sse(r[0].ctypes.data, r[1], d[0].ctypes.data, d[1], w, h, r[0].itemsize)
         return out

@@ -24,7 +24,7 @@ from ...features.declaration import FrameScores, check_chroma
 from ...features.speed_chroma import SpeedChroma as ChromaTwin
 from ...features.speed_chroma import metrics_from_scores
 from ...features.speed_temporal import SpeedTemporal as TemporalTwin
-from . import library, plane_samples
+from . import library, plane_pair
 
 __all__ = ["SpeedChroma", "SpeedTemporal"]
 
@@ -114,10 +114,7 @@ class SpeedChroma:
         shape = (ctx.geometry.height, ctx.geometry.width)
         out = []
         for p, name in ((1, "Cb"), (2, "Cr")):
-            r = plane_samples("speed_chroma", f"the reference's {name}", ref.planes[p], shape)
-            d = plane_samples("speed_chroma", f"the distorted {name}", dist.planes[p], shape)
-            if r[0].itemsize != d[0].itemsize:
-                raise TypeError(f"speed_chroma: the reference's and the distorted {name} samples differ in type")
+            r, d = plane_pair("speed_chroma", name, ref.planes[p], dist.planes[p], shape)
             err = ctx.lib.speed_chroma_pair(ctx.handle, r[0].ctypes.data, r[1], d[0].ctypes.data, d[1],
                                             r[0].itemsize, self.scaler, ctx.score_ptr)
             out += [np.float32(ctx.score[0]), bool(err)]
@@ -141,10 +138,7 @@ class SpeedTemporal:
     def extract(self, index: int, ref: Any, dist: Any) -> Iterable[FrameScores]:
         ctx = self._context
         shape = (ctx.geometry.height, ctx.geometry.width)
-        r = plane_samples("speed_temporal", "the reference's luma", ref.luma, shape)
-        d = plane_samples("speed_temporal", "the distorted luma", dist.luma, shape)
-        if r[0].itemsize != d[0].itemsize:
-            raise TypeError("speed_temporal: the reference's and the distorted luma samples differ in type")
+        r, d = plane_pair("speed_temporal", "luma", ref.luma, dist.luma, shape)
         previous = int(index != 0 and self._has_previous)
         self._has_previous = True
         ctx.lib.speed_temporal_push(ctx.handle, r[0].ctypes.data, r[1], d[0].ctypes.data, d[1], r[0].itemsize,

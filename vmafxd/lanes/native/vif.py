@@ -18,7 +18,7 @@ import numpy as np
 
 from ...features.declaration import FrameScores
 from ...features.vif import LOG2_TABLE, VifExtractor, metrics_from_sums
-from . import library, plane_samples
+from . import library, plane_pair
 
 __all__ = ["Vif"]
 
@@ -85,11 +85,7 @@ class Vif:
         self._context = _Context(width, height, bitdepth, gain_limit, self.skip_scale0)
 
     def extract(self, index: int, ref: Any, dist: Any) -> Iterable[FrameScores]:
-        r = plane_samples("vif", "the reference's luma", ref.planes[0], self.shape)
-        d = plane_samples("vif", "the distorted luma", dist.planes[0], self.shape)
-        if r[0].dtype != d[0].dtype:
-            raise TypeError("vif: the reference's and the distorted luma samples differ in type")
-        sums = self._context.frame(r, d)
+        sums = self._context.frame(*plane_pair("vif", "luma", ref.planes[0], dist.planes[0], self.shape))
         return [(index, metrics_from_sums(sums[None], self.skip_scale0, self.options)[0])]
 
     def flush(self) -> Iterable[FrameScores]:
