@@ -38,6 +38,7 @@ from ._c_math import c_min
 
 __all__ = [
     "DECLARATION",
+    "columns_from_stats",
     "FILTER",
     "IntegerMotion",
     "MotionTimeline",
@@ -211,6 +212,15 @@ def metrics_from_stats(
     pixels = (width * height) & 0xFFFFFFFF
     score = float(sad) / 256.0 / float(pixels) * fps_weight
     return c_min(score, max_val)
+
+
+def columns_from_stats(sad: np.ndarray, width: int, height: int, *, fps_weight: float = 1.0,
+                       max_val: float = 10000.0) -> np.ndarray:
+    """:func:`metrics_from_stats` over an array of SADs: the same double operations in the same
+    order, C's ``MIN`` as a select."""
+    pixels = (width * height) & 0xFFFFFFFF
+    x = sad.astype(np.float64) / 256.0 / float(pixels) * fps_weight
+    return np.where(x < max_val, x, max_val)
 
 
 def motion_blend(score: float, factor: float, offset: float) -> float:

@@ -68,14 +68,12 @@ class GpuMotion(GpuFeature):
         dev.copy_dtod_async(self._history[0], stg.plane_ptr(staging, n - 1, 0, 0), self._plane_bytes, st)
 
     def _scores(self, stats: np.ndarray, first_seq: int, count: int) -> list[float]:
-        """Each frame's score (``motion.metrics_from_stats`` of its SAD, over the batch: the same
-        double operations in the same order, ``MIN`` as a select); 0 before the first real one."""
+        """Each frame's score (``motion.columns_from_stats`` of its SAD); 0 before the first real one."""
         if self.force_zero:
             return [0.0] * count
         sad = stats[:count, self.stats_offset:self.stats_offset + 8].view(np.int64)[:, 0]
         w, h = self.scorer.staging.shapes[0]
-        x = sad.astype(np.float64) / 256.0 / float((w * h) & 0xFFFFFFFF) * self.fps_weight
-        x = np.where(x < self.max_val, x, self.max_val)
+        x = cpu.columns_from_stats(sad, w, h, fps_weight=self.fps_weight, max_val=self.max_val)
         x[:max(0, self.gap - first_seq)] = 0.0
         return x.tolist()
 
