@@ -482,13 +482,6 @@ class FrameLedger:
 
     # -- the lane's reports (trio thread) -----------------------------------------------------
 
-    def lane_scored(self, index: int, metrics: Mapping[str, float | None]) -> None:
-        frame = self._in_lane.pop(index, None)
-        if frame is None:
-            return  # already failed (shutdown past its deadline), or not this session's
-        # its metrics, kept as they are when the session made them (a fresh dict of its own)
-        frame.decide(_E.SCORE, metrics if type(metrics) is dict else dict(metrics))
-
     def lane_scored_many(self, items: Sequence[tuple[int, Mapping[str, float]]]) -> None:
         """The lane's final metrics for several frames (``frames_scored``'s items): each made the
         frame's outcome with values that are not finite as nil (libvmaf's ``null``), then what
@@ -526,17 +519,9 @@ class FrameLedger:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _complete(self, frame: FrameRecord) -> None:
-        """The reaper saw the frame's release event complete (or the frame was never read)."""
-        packets: list[bytes] = []
-        self._complete_one(frame, packets)
-        if packets:
-            self.host.emit_packet(Released, tuple(packets))
-        self._flush()
-
     def _complete_many(self, frames: list[FrameRecord]) -> None:
-        """:meth:`_complete` for the frames of one reaper pass: their ``released`` leave in one
-        write, then what became ready.  A frame that fails (a bug, logged) does not stop the others."""
+        """The reaper saw these frames' release events complete (one pass's frames of this ledger,
+        or frames never read): their ``released`` leave in one write, then what became ready.  A frame that fails (a bug, logged) does not stop the others."""
         packets: list[bytes] = []
         for frame in frames:
             try:

@@ -125,7 +125,7 @@ def test_a_frame_gets_exactly_one_outcome_and_a_late_lane_report_is_dropped():
     ref, dist = _buffer(10), _buffer(11)
     f = _accepted(ledger, 0, ref, dist)
     ledger.hand_over(f)
-    ledger.lane_scored(0, {"psnr_y": 40.0})
+    ledger.lane_scored_many([(0, {"psnr_y": 40.0})])
     ledger.lane_failed(0, ErrorCode.E_INTERNAL, "", "late")  # no longer the lane's: dropped
     ledger.fail(f, ErrorCode.E_SHUTDOWN, "", "shutdown")  # decided already: nothing
     ledger.flush()
@@ -155,7 +155,7 @@ def test_release_goes_once_per_role_and_drops_references_once():
     assert _kinds(host.sent) == [("Released", 0, "ref"), ("Released", 0, "dist")]
     assert (ref.refs, dist.refs) == (1, 1) and f.release is ReleaseState.RELEASED and ledger.releasing == 0
     with pytest.raises(LedgerError):
-        ledger._complete(f)  # a second completion is refused before anything is sent or dropped
+        ledger._complete_one(f, [])  # a second completion is refused before anything is sent or dropped
     with pytest.raises(LedgerError):
         ledger.track(f, HostReleaseEvent.completed())
     assert len(host.sent) == 2 and (ref.refs, dist.refs) == (1, 1)
@@ -188,13 +188,13 @@ def test_outcomes_leave_in_order_and_the_final_message_waits_for_every_release()
     for f in (a, b):
         ledger.hand_over(f)
         ledger.track(f, HostReleaseEvent.completed())
-    ledger.lane_scored(1, {"x": 1.0})
+    ledger.lane_scored_many([(1, {"x": 1.0})])
     ledger.flush()
     # the refused frames are released at once; the unplaced one answered at once; 1 and 2 wait for 0
     assert _kinds(host.sent) == [("Released", 2, "ref"), ("Released", 2, "dist"), ("Released", 3, "ref"),
                                  ("Released", 3, "dist"), ("FrameError", 3)]
     ledger.close(lambda: SessionClosed(session=1, frames=ledger.scored, failed=ledger.failed))
-    ledger.lane_scored(0, {"x": 0.0})
+    ledger.lane_scored_many([(0, {"x": 0.0})])
     ledger.flush()
     assert _kinds(host.sent[5:]) == [("Result", 0), ("Result", 1), ("FrameError", 2)]
     assert finals == []  # two frames still hold their buffers
