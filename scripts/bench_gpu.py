@@ -51,6 +51,7 @@ The producer sends the frames it may send at once in one ``submit_many`` packet
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import statistics
 import subprocess
@@ -374,10 +375,11 @@ def bench_engine(w: int, h: int, frames: int, batch: int, models=("version=vmaf_
     from vmafxd.model import load_model
     from vmafxd.core.scoring import ScoringPlan, parse_feature_spec
 
-    if lane == "emu":  # a smoke test of this mode (the emulator's times mean nothing)
-        from vmafxd.lanes import emulated as binding
-    else:
-        from vmafxd.lanes import cuda as binding
+    # the lane's own binding (on "emu" a smoke test of this mode: the emulator's times mean nothing)
+    bindings = {"cuda": "cuda", "hip": "hip", "emu": "emulated"}
+    if lane not in bindings:
+        raise SystemExit(f"bench_gpu.py: --engine-only runs on a GPU lane ({', '.join(bindings)}), not {lane!r}")
+    binding = importlib.import_module(f"vmafxd.lanes.{bindings[lane]}")
     rt = binding.load()
     dev = rt.device(0)
     dev.make_current()
