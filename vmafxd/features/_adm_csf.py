@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import math
+from typing import Callable
 
 import numpy as np
 
@@ -73,13 +74,21 @@ def _scalar_power_is_powf() -> bool:
 _SCALAR_POWF = _scalar_power_is_powf()
 
 
+#: ``native_powf_array(x, y)``: :func:`powf_array` in one compiled loop over the C library's
+#: ``powf`` (vmafxd/lanes/native/host_math.cpp), set by a lane that could build it
+native_powf_array: Callable[[np.ndarray, object], np.ndarray] | None = None
+
+
 def powf_array(x: np.ndarray, y) -> np.ndarray:
     """C ``powf`` of each element of a float32 array.
 
     Element by element: numpy's vectorised power is not the same function.
     numpy's float32 scalar power is (checked at import), and four times
     cheaper than a ctypes call; without it, glibc's ``powf`` through ctypes.
+    Where a lane installed the compiled loop, that (the same function).
     """
+    if native_powf_array is not None:
+        return native_powf_array(x, y)
     yf = np.float32(y)
     if _SCALAR_POWF:
         with np.errstate(all="ignore"):  # C's powf is silent too (inf, nan)

@@ -118,6 +118,10 @@ def make_cpu_scorer(plan, width: int, height: int, bitdepth: int, subsampling: S
     chosen = resolve_engine(engine)
     alternative = None
     features = None  # every feature with a kernel ("compiled")
+    if chosen != "numpy":
+        from .native.host_math import install_soon
+
+        install_soon()  # the SVM's exp and the powf loops compiled (the same bits)
     if engine != "compiled" and chosen != "numpy":
         from . import native
 

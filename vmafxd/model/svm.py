@@ -13,10 +13,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
 __all__ = ["SvmModel", "parse_libsvm", "SvmParseError"]
+
+#: ``native_rbf(model, x)``: the same decision values computed by compiled code (the same operations
+#: in the same order: vmafxd/lanes/native/host_math.cpp), set by a lane that could build it
+native_rbf: Callable[["SvmModel", np.ndarray], np.ndarray] | None = None
 
 
 class SvmParseError(ValueError):
@@ -38,6 +43,8 @@ class SvmModel:
             x = x[None, :]
         if x.shape[1] < self.sv.shape[1]:
             raise ValueError(f"model needs {self.sv.shape[1]} features, got {x.shape[1]}")
+        if native_rbf is not None:
+            return native_rbf(self, x)
         nf = self.sv.shape[1]
         if nf == 0:
             d2 = np.zeros((x.shape[0], self.sv.shape[0]))

@@ -36,6 +36,7 @@ from vmafx.formats import PixelFormat, Subsampling, scoring_planes
 
 from ...core.scoring import FrameAssembler, PlanError, ScoringPlan
 from ...features.declaration import per_frame
+from ..native.host_math import install_soon
 from .launch import I32, U64, Launcher
 
 __all__ = ["FrameSource", "GpuFrame", "HostUploads", "packed_layout", "Staging", "Batch", "GpuScorer", "KernelSet", "GpuUnsupported", "twin_modules",
@@ -345,6 +346,7 @@ class GpuScorer:
 
     def __init__(self, device, kernels: KernelSet, stream, plan: ScoringPlan, width: int, height: int,
                  bitdepth: int, subsampling: Subsampling, *, max_batch: int = 32, slots: int = 3):
+        install_soon()  # the SVM's exp and ADM's powf loops compiled (the same bits), once a process
         self.device = device
         self.kernels = kernels
         self.stream = stream

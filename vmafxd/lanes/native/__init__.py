@@ -88,7 +88,7 @@ def build_all(workers: int | None = None) -> list[str]:
     import os
     from concurrent.futures import ThreadPoolExecutor
 
-    names = sorted({spec.split(":")[0] for spec in NATIVE_FEATURES.values()})
+    names = sorted({spec.split(":")[0] for spec in NATIVE_FEATURES.values()} | {"host_math"})
     with ThreadPoolExecutor(max_workers=workers or min(len(names), os.cpu_count() or 1)) as pool:
         for path in pool.map(_build, names):
             log.info("native kernel %s", path)
