@@ -226,6 +226,23 @@ async def _run(config: Config, lane, sock: socket.socket, notifier: Notifier, re
     return EXIT_FAILURE if forced else EXIT_OK
 
 
+def gil_switch_interval() -> None:
+    """``$VMAFXD_GIL_SWITCH_MS``: CPython's switch interval (default 5 ms), how long a thread that
+    wants the GIL waits before the running one is asked to let go; a benchmark knob (operations.md).
+    A value that is not a positive number is ignored with a warning."""
+    text = os.environ.get("VMAFXD_GIL_SWITCH_MS")
+    if not text:
+        return
+    try:
+        ms = float(text)
+        if not 0 < ms <= 1000:
+            raise ValueError
+    except ValueError:
+        log.warning("VMAFXD_GIL_SWITCH_MS=%r is not a number of milliseconds in (0, 1000]: ignored", text)
+        return
+    sys.setswitchinterval(ms / 1000)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     flags = {
@@ -256,6 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"vmafxd: {e}", file=sys.stderr)
         return EXIT_USAGE
     where = setup_logging(config.log_level)
+    gil_switch_interval()
     log.info("vmafxd %s starting (config: %s; logging to %s)", __version__, config.source, where)
     if early_release_planted():
         log.warning("VMAFXD_TEST_EARLY_RELEASE=1: releasing frames BEFORE they are read (a test plant, R15)")

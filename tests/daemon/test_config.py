@@ -68,3 +68,23 @@ def test_lane_process_is_off_unless_the_file_or_the_flag_says(tmp_path):
     assert load_config(path, {}).lane_process is True
     assert load_config(path, {"lane_process": False}).lane_process is False  # --no-lane-process
     assert load_config(_write(tmp_path, ""), {"lane_process": True}).lane_process is True
+
+
+def test_gil_switch_interval_from_the_environment(monkeypatch, caplog):
+    import sys
+
+    from vmafxd.__main__ import gil_switch_interval
+
+    before = sys.getswitchinterval()
+    try:
+        monkeypatch.setenv("VMAFXD_GIL_SWITCH_MS", "0.5")
+        gil_switch_interval()
+        assert sys.getswitchinterval() == pytest.approx(0.0005)
+        for bad in ("fast", "0", "-1", "5000"):
+            monkeypatch.setenv("VMAFXD_GIL_SWITCH_MS", bad)
+            caplog.clear()
+            gil_switch_interval()
+            assert sys.getswitchinterval() == pytest.approx(0.0005)
+            assert "VMAFXD_GIL_SWITCH_MS" in caplog.text
+    finally:
+        sys.setswitchinterval(before)
