@@ -20,67 +20,81 @@
 // current and as the previous frame) and no blurred plane is stored: the
 // filter's arithmetic is cheap, the planes' memory traffic was not.
 
-// Rows of a block, columns of a chunk, and the widest filter's radius (5 taps).
+// Rows of a block and columns of a chunk: a chunk's columns with the widest filter's
+// halo (radius FM_HALO, 5 taps) are FM_IN_W = 128, so a flat index k splits into
+// row k >> 7 and column k & 127.
 #define FM_ROWS 16
-#define FM_COLS 128
 #define FM_HALO 2
-#define FM_THREADS 256
-#define FM_MAX_TAPS (2 * FM_HALO + 1)
-// the samples a chunk reads: its rows and columns with the halo on every side
+#define FM_IN_W 128
+#define FM_COLS (FM_IN_W - 2 * FM_HALO)
 #define FM_IN_H (FM_ROWS + 2 * FM_HALO)
-#define FM_IN_W (FM_COLS + 2 * FM_HALO)
+#define FM_THREADS 256
 
 // Row sums of |blur(prev) - blur(cur)| for frames first .. of the batch: frame f
 // compares luma f - 1 with luma f; frame 0 of the batch compares `history` (the
 // previous batch's last reference luma, same pitch) with luma 0.  rows[f][y].
-// Shared memory: 2 x 20 x 132 + 2 x 16 x 132 + 16 x 129 + 16 + 5 floats = 46.3 KB (under 48).
-template <typename T>
-VX_DEVICE void fm_sad_rows(const T* luma, const T* history, i64 fstride, int w, int h, i64 pitch, float div,
-                           const float* taps, int fw, int first, float* rows, i64 rows_stride)
+// FW taps (3 or 5; radius r = FW / 2 <= FM_HALO), held in registers.
+// Shared memory: (2 x 20 x 128 + 2 x 16 x 128 + 16 x 125 + 16) floats = 44.9 KB (under 48).
+struct FmShared {
+    float in[2][FM_IN_H][FM_IN_W];      // samples as floats: prev, cur
+    float vert[2][FM_ROWS][FM_IN_W];    // vertical pass: prev, cur
+    float stage[FM_ROWS][FM_COLS + 1];  // |prev - cur|; + 1: a row's adder reads its own bank
+    float acc[FM_ROWS];                 // the rows' running sums
+};
+
+template <typename T, int FW>
+VX_DEVICE void fm_sad_rows(FmShared& sh, const T* luma, const T* history, i64 fstride, int w, int h, i64 pitch,
+                           float div, const float* taps, int first, float* rows, i64 rows_stride)
 {
-    __shared__ float in[2][FM_IN_H][FM_IN_W];         // samples as floats: prev, cur
-    __shared__ float vert[2][FM_ROWS][FM_IN_W];       // vertical pass: prev, cur
-    __shared__ float stage[FM_ROWS][FM_COLS + 1];     // |prev - cur|; + 1: a row's adder reads its own bank
-    __shared__ float acc[FM_ROWS];
-    __shared__ float tp[FM_MAX_TAPS];
-    const int f = blockIdx.z + first, y0 = blockIdx.x * FM_ROWS, r = fw / 2;
+    float (*in)[FM_IN_H][FM_IN_W] = sh.in;
+    float (*vert)[FM_ROWS][FM_IN_W] = sh.vert;
+    float (*stage)[FM_COLS + 1] = sh.stage;
+    float* acc = sh.acc;
+    const int r = FW / 2;
+    const int f = blockIdx.z + first, y0 = blockIdx.x * FM_ROWS;
     const int t = threadIdx.x, n = blockDim.x;
     const int nrows = h - y0 < FM_ROWS ? h - y0 : FM_ROWS;
     const T* prev = f == 0 ? history : luma + (f - 1) * fstride;
     const T* cur = luma + f * fstride;
-    for (int k = t; k < fw; k += n)
-        tp[k] = taps[k];
+    float tp[FW];
+    for (int j = 0; j < FW; ++j)
+        tp[j] = taps[j];
     for (int k = t; k < nrows; k += n)
         acc[k] = 0.0f;
     for (int x0 = 0; x0 < w; x0 += FM_COLS) {
         const int cols = w - x0 < FM_COLS ? w - x0 : FM_COLS;
+        const int cols_in = cols + 2 * r;  // <= FM_IN_W
         __syncthreads();  // the previous chunk added
-        // in[p][iy][ix]: sample (y0 - r + iy, x0 - r + ix), both mirrored, for iy < nrows + 2r, ix < cols + 2r
-        for (int k = t; k < 2 * FM_IN_H * FM_IN_W; k += n) {
-            const int p = k / (FM_IN_H * FM_IN_W), iy = k / FM_IN_W % FM_IN_H, ix = k % FM_IN_W;
-            if (iy >= nrows + 2 * r || ix >= cols + 2 * r) continue;
-            const int y = vx_mirror(y0 - r + iy, h), x = vx_mirror(x0 - r + ix, w);
-            in[p][iy][ix] = vx_float_sample((p ? cur : prev)[(i64)y * pitch + x], div);
+        // in[.][iy][ix]: sample (y0 - r + iy, x0 - r + ix), both mirrored, for iy < nrows + 2r, ix < cols_in
+        for (int k = t; k < (nrows + 2 * r) * FM_IN_W; k += n) {
+            const int iy = k >> 7, ix = k & (FM_IN_W - 1);
+            if (ix >= cols_in) continue;
+            const i64 at = (i64)vx_mirror(y0 - r + iy, h) * pitch + vx_mirror(x0 - r + ix, w);
+            in[0][iy][ix] = vx_float_sample(prev[at], div);
+            in[1][iy][ix] = vx_float_sample(cur[at], div);
         }
         __syncthreads();
-        // vertical pass of rows y0 + ty at column x0 - r + ix: input rows ty .. ty + 2r
-        for (int k = t; k < 2 * FM_ROWS * FM_IN_W; k += n) {
-            const int p = k / (FM_ROWS * FM_IN_W), ty = k / FM_IN_W % FM_ROWS, ix = k % FM_IN_W;
-            if (ty >= nrows || ix >= cols + 2 * r) continue;
-            float a = 0.0f;
-            for (int j = 0; j < fw; ++j)
-                a = a + tp[j] * in[p][ty + j][ix];
-            vert[p][ty][ix] = a;
+        // vertical pass of row y0 + ty at column x0 - r + ix: input rows ty .. ty + 2r
+        for (int k = t; k < nrows * FM_IN_W; k += n) {
+            const int ty = k >> 7, ix = k & (FM_IN_W - 1);
+            if (ix >= cols_in) continue;
+            float a = 0.0f, b = 0.0f;
+            for (int j = 0; j < FW; ++j)
+                a = a + tp[j] * in[0][ty + j][ix];
+            for (int j = 0; j < FW; ++j)
+                b = b + tp[j] * in[1][ty + j][ix];
+            vert[0][ty][ix] = a;
+            vert[1][ty][ix] = b;
         }
         __syncthreads();
         // horizontal pass of output x0 + tx: vertical columns tx .. tx + 2r
-        for (int k = t; k < FM_ROWS * FM_COLS; k += n) {
-            const int ty = k / FM_COLS, tx = k % FM_COLS;
-            if (ty >= nrows || tx >= cols) continue;
+        for (int k = t; k < nrows * FM_IN_W; k += n) {
+            const int ty = k >> 7, tx = k & (FM_IN_W - 1);
+            if (tx >= cols) continue;
             float bp = 0.0f, bc = 0.0f;
-            for (int j = 0; j < fw; ++j)
+            for (int j = 0; j < FW; ++j)
                 bp = bp + tp[j] * vert[0][ty][tx + j];
-            for (int j = 0; j < fw; ++j)
+            for (int j = 0; j < FW; ++j)
                 bc = bc + tp[j] * vert[1][ty][tx + j];
             const float d = bp - bc;
             stage[ty][tx] = d < 0.0f ? -d : d;
@@ -98,18 +112,30 @@ VX_DEVICE void fm_sad_rows(const T* luma, const T* history, i64 fstride, int w, 
         rows[f * rows_stride + y0 + k] = acc[k];
 }
 
+template <typename T>
+VX_DEVICE void fm_sad_rows_any(const T* luma, const T* history, i64 fstride, int w, int h, i64 pitch, float div,
+                               const float* taps, int fw, int first, float* rows, i64 rows_stride)
+{
+    __shared__ FmShared sh;  // one copy for both instances
+    if (fw == 3)
+        fm_sad_rows<T, 3>(sh, luma, history, fstride, w, h, pitch, div, taps, first, rows, rows_stride);
+    else
+        fm_sad_rows<T, 5>(sh, luma, history, fstride, w, h, pitch, div, taps, first, rows, rows_stride);
+}
+
+// fw: 3 or 5 taps (float_motion.filter_for)
 VX_KERNEL void VX_BOUNDS(FM_THREADS, 4)
 vx_fmotion_rows_u8(const u8* luma, const u8* history, i64 fstride, int w, int h, i64 pitch, float div,
                    const float* taps, int fw, int first, float* rows, i64 rows_stride)
 {
-    fm_sad_rows<u8>(luma, history, fstride, w, h, pitch, div, taps, fw, first, rows, rows_stride);
+    fm_sad_rows_any<u8>(luma, history, fstride, w, h, pitch, div, taps, fw, first, rows, rows_stride);
 }
 
 VX_KERNEL void VX_BOUNDS(FM_THREADS, 4)
 vx_fmotion_rows_u16(const u16* luma, const u16* history, i64 fstride, int w, int h, i64 pitch, float div,
                     const float* taps, int fw, int first, float* rows, i64 rows_stride)
 {
-    fm_sad_rows<u16>(luma, history, fstride, w, h, pitch, div, taps, fw, first, rows, rows_stride);
+    fm_sad_rows_any<u16>(luma, history, fstride, w, h, pitch, div, taps, fw, first, rows, rows_stride);
 }
 
 // The rows of each frame added top to bottom into one float, into the frame's record
