@@ -248,13 +248,14 @@ VX_DEVICE float fa_cube(float x)
     return x * x * x;
 }
 
-// The masking and row-sum block: FA_CM_ROWS region rows, FA_CM_COLS columns at a time.
+// The masking and row-sum block: FA_CM_ROWS region rows, FA_CM_COLS columns at a time;
+// with the neighbours' one-sample halo on every side the window is FA_CM_TH x FA_CM_TW,
+// and FA_CM_TW = 64 splits a flat index k into row k >> 6 and column k & 63.
 #define FA_CM_ROWS 8
-#define FA_CM_COLS 64
-#define FA_CM_THREADS 256
-// the neighbours' window: the chunk and a one-sample halo on every side
+#define FA_CM_TW 64
+#define FA_CM_COLS (FA_CM_TW - 2)
 #define FA_CM_TH (FA_CM_ROWS + 2)
-#define FA_CM_TW (FA_CM_COLS + 2)
+#define FA_CM_THREADS 256
 
 // The masking threshold of tile pixel (ty, tx) (the picture's `at`) from three angle
 // planes `m` (r or a) and their staged |rf x| / 30 `flt` (tile row ty + 1 + dy,
@@ -312,18 +313,21 @@ vx_fadm_cm_rows(const float* bands, const float* ra, i64 fstride, i64 rfstride, 
         if (!bypass) {
             // tile (ty, tx) is the picture's (top + ry0 - 1 + ty, left + x0 - 1 + tx), mirrored:
             // the region lies inside the band, so ty, tx reach at most one sample outside it
-            for (int k = t; k < 6 * FA_CM_TH * FA_CM_TW; k += n) {
-                const int p = k / (FA_CM_TH * FA_CM_TW), ty = k / FA_CM_TW % FA_CM_TH, tx = k % FA_CM_TW;
-                if (ty >= nrows + 2 || tx >= cols + 2) continue;
+            for (int k = t; k < (nrows + 2) * FA_CM_TW; k += n) {
+                const int ty = k >> 6, tx = k & (FA_CM_TW - 1);
+                if (tx >= cols + 2) continue;
                 const int y = fa_cm_index(top + ry0 - 1 + ty, h), x = fa_cm_index(left + x0 - 1 + tx, w);
-                const float* src = p < 3 ? a + p * plane : r + (p - 3) * plane;
-                flt[p][ty][tx] = fa_flt(rf[p % 3], src[(i64)y * pitch + x]);
+                const i64 at = (i64)y * pitch + x;
+                for (int th = 0; th < 3; ++th) {
+                    flt[th][ty][tx] = fa_flt(rf[th], a[th * plane + at]);
+                    flt[3 + th][ty][tx] = fa_flt(rf[th], r[th * plane + at]);
+                }
             }
             __syncthreads();
         }
-        for (int k = t; k < FA_CM_ROWS * FA_CM_COLS; k += n) {
-            const int ty = k / FA_CM_COLS, tx = k % FA_CM_COLS;
-            if (ty >= nrows || tx >= cols) continue;
+        for (int k = t; k < nrows * FA_CM_TW; k += n) {
+            const int ty = k >> 6, tx = k & (FA_CM_TW - 1);
+            if (tx >= cols) continue;
             const i64 at = (i64)(top + ry0 + ty) * pitch + left + x0 + tx;
             const float thr_num = bypass ? 0.0f : fa_threshold(flt, a, plane, at, ty, tx, rf);
             const float thr_aim = bypass ? 0.0f : fa_threshold(flt + 3, r, plane, at, ty, tx, rf);
