@@ -149,12 +149,17 @@ VX_DEVICE void fa_decouple(float ov, float oh, float od, float tv, float th, flo
 }
 
 // One scale's bands of both pictures (frames `fstride` apart, w x h, row pitch `pitch`)
-// -> `bands` (5 planes a frame: ref a v h d, dist a) and, when `full`, `ra` (6 planes:
-// r h v d, a h v d; the same pitch and plane size).  Without `full` (a skipped scale 0)
-// only the two a bands are written.  Block (x, i, f): band row i, columns from x * FA_COLS.
+// -> `bands` (5 planes a frame: ref a v h d, dist a) and `ra` (6 planes: r h v d, a h v d;
+// the same pitch and plane size).  The a bands are written everywhere (the next scale
+// reads them all); the reference's detail and r, a only in the window [wy0, wy1) x
+// [wx0, wx1): the scored region and the masking window's one-sample halo (clipped to
+// the band; the halo's mirrored reads, -1 -> 1 and n -> n - 1, land inside it), all
+// the masking kernel reads.  An empty window (a skipped scale 0) writes the a bands
+// alone.  Block (x, i, f): band row i, columns from x * FA_COLS.
 template <typename T>
 VX_DEVICE void fa_bands(const T* ref, const T* dis, i64 fstride, int w, int h, i64 pitch, float div, int ow,
-                        float* bands, i64 bfstride, i64 bpitch, i64 bplane, int full, double egl,
+                        float* bands, i64 bfstride, i64 bpitch, i64 bplane, int wy0, int wy1, int wx0, int wx1,
+                        double egl,
                         float cos_1deg_sq, const u32* table, float* ra, i64 rafstride)
 {
     // vertical passes of the block's input columns: ref lo, ref hi, dist lo, dist hi
@@ -193,7 +198,7 @@ VX_DEVICE void fa_bands(const T* ref, const T* dis, i64 fstride, int w, int h, i
         const float* dh = vt[3] + c;
         b[j] = fa_fir4(lo, rl[0], rl[1], rl[2], rl[3]);
         b[4 * bplane + j] = fa_fir4(lo, dl[0], dl[1], dl[2], dl[3]);
-        if (!full) continue;
+        if (i < wy0 || i >= wy1 || j < wx0 || j >= wx1) continue;
         const float ov = fa_fir4(hi, rl[0], rl[1], rl[2], rl[3]);
         const float oh = fa_fir4(lo, rh[0], rh[1], rh[2], rh[3]);
         const float od = fa_fir4(hi, rh[0], rh[1], rh[2], rh[3]);
@@ -207,11 +212,13 @@ VX_DEVICE void fa_bands(const T* ref, const T* dis, i64 fstride, int w, int h, i
     }
 }
 
-#define FA_BANDS_ARGS                                                                                           \
-    i64 fstride, int w, int h, i64 pitch, float div, int ow, float *bands, i64 bfstride, i64 bpitch, i64 bplane, \
-        int full, double egl, float cos_1deg_sq, const u32 *table, float *ra, i64 rafstride
-#define FA_BANDS_PASS \
-    fstride, w, h, pitch, div, ow, bands, bfstride, bpitch, bplane, full, egl, cos_1deg_sq, table, ra, rafstride
+#define FA_BANDS_ARGS                                                                                      \
+    i64 fstride, int w, int h, i64 pitch, float div, int ow, float *bands, i64 bfstride, i64 bpitch,        \
+        i64 bplane, int wy0, int wy1, int wx0, int wx1, double egl, float cos_1deg_sq, const u32 *table,    \
+        float *ra, i64 rafstride
+#define FA_BANDS_PASS                                                                                      \
+    fstride, w, h, pitch, div, ow, bands, bfstride, bpitch, bplane, wy0, wy1, wx0, wx1, egl, cos_1deg_sq,   \
+        table, ra, rafstride
 
 VX_KERNEL void vx_fadm_bands_u8(const u8* ref, const u8* dis, FA_BANDS_ARGS)
 {

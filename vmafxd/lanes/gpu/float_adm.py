@@ -43,7 +43,8 @@ class GpuFloatAdm(GpuFloatFeature):
         self.stats_bytes = 36 * 4
         self._rcp = self.own(upload(scorer.device, scorer.stream, RCP_MANTISSA.astype(np.uint32)))
         ks = scorer.kernels
-        bands_args = [U64, U64, I64, I32, I32, I64, F32, I32, U64, I64, I64, I64, I32, F64, F32, U64, U64, I64]
+        bands_args = [U64, U64, I64, I32, I32, I64, F32, I32, U64, I64, I64, I64, I32, I32, I32, I32, F64, F32, U64, U64,
+                      I64]
         sfx = "_u8" if stg.elem == 1 else "_u16"
         self._bands0 = ks.launcher("float_adm.cu", "vx_fadm_bands" + sfx, bands_args)  # staged samples
         self._bands = ks.launcher("float_adm.cu", "vx_fadm_bands_f32", bands_args)  # the previous scale's a
@@ -69,14 +70,16 @@ class GpuFloatAdm(GpuFloatFeature):
             b, bb = bands[s], band_bufs[s]
             ra = Planes(bw, bh, 6)
             full = not (s == 0 and self.skip0)
+            top, bottom, left, right = self.regions[s]
+            # what the masking kernel reads: the region and its one-sample halo, inside the band
+            window = (max(top - 1, 0), min(bottom + 1, bh), max(left - 1, 0), min(right + 1, bw)) if full else (0,) * 4
             launch(((bw + _COLS - 1) // _COLS, bh, n), (256,), st, src_r, src_d, fstride, sw, sh, spitch, self.div,
-                   bw, bb, b.frame, b.pitch, b.plane, int(full), self.egl, float(core.COS_1DEG_SQ), self._rcp,
+                   bw, bb, b.frame, b.pitch, b.plane, *window, self.egl, float(core.COS_1DEG_SQ), self._rcp,
                    ra_buf, ra.frame)
             launch = self._bands
             src_r, src_d, fstride, sw, sh, spitch = b.ptr(bb, 0, 0), b.ptr(bb, 0, 4), b.frame, bw, bh, b.pitch
             if not full:
                 continue
-            top, bottom, left, right = self.regions[s]
             rw, rh = right - left, bottom - top
             rf = self.rfactors[s]
             self._cm_rows(((rh + _CM_ROWS - 1) // _CM_ROWS, 1, n), (_CM_THREADS,), st, bb, ra_buf, b.frame,
