@@ -17,9 +17,9 @@
 //                     divisions are libvmaf's DIVS, Intel's RCPSS estimate (a
 //                     2048-entry table, vmafxd.features._rcp) and one Newton
 //                     step; the gain limit in double.  It writes the two a bands
-//                     (the next scale's input), the reference's v, h, d (the
-//                     denominator's) and r, a: the distorted detail bands never
-//                     reach memory.
+//                     (the next scale's input) and, in the scored region and its
+//                     one-sample halo, the reference's v, h, d (the denominator's)
+//                     and r, a: the distorted detail bands never reach memory.
 //   vx_fadm_cm_rows   adm_cm_s and adm_csf_den_scale_s over the scored region
 //                     and their row sums at once: block (g, 0, f) takes
 //                     FA_CM_ROWS region rows, FA_CM_COLS columns at a time.  It

@@ -43,8 +43,8 @@ class GpuFloatAdm(GpuFloatFeature):
         self.stats_bytes = 36 * 4
         self._rcp = self.own(upload(scorer.device, scorer.stream, RCP_MANTISSA.astype(np.uint32)))
         ks = scorer.kernels
-        bands_args = [U64, U64, I64, I32, I32, I64, F32, I32, U64, I64, I64, I64, I32, I32, I32, I32, F64, F32, U64, U64,
-                      I64]
+        bands_args = [U64, U64, I64, I32, I32, I64, F32, I32, U64, I64, I64, I64, I32, I32, I32, I32, F64, F32,
+                      U64, U64, I64]
         sfx = "_u8" if stg.elem == 1 else "_u16"
         self._bands0 = ks.launcher("float_adm.cu", "vx_fadm_bands" + sfx, bands_args)  # staged samples
         self._bands = ks.launcher("float_adm.cu", "vx_fadm_bands_f32", bands_args)  # the previous scale's a
