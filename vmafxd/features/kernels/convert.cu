@@ -60,7 +60,8 @@ VX_KERNEL void vx_convert(const u64* jobs, int njobs)
     }
 }
 
-// The float features' pictures (float_adm, float_vif): a plane's samples as
+// The float features' pictures (float_vif; float_adm and float_motion convert the
+// staged samples as they read them): a plane's samples as
 // floats, sample / div - 128 (libvmaf's picture_copy); block (x, y, z) converts
 // VX_FLOAT_COLS columns of row y of frame z.  The host half is
 // vmafxd.lanes.gpu.float_util.FloatConvert.
