@@ -10,12 +10,14 @@ prediction, result building) shares this process's interpreter lock with
 this small message loop, not the daemon's.
 
 * trio thread: reads the stream (opens, submits, finishes, aborts), hands
-  frames to the lane's sessions, gathers what the lane reports through its
-  sinks and the frames whose release events completed, and sends them back
-  coalesced (one packet per wake-up, whatever it holds).  It plays the
-  daemon's reaper for the lane's release events: a frame's ``released`` is
-  sent once its event is recorded and complete (never asking one that is not
-  recorded, R5), and the event destroyed.
+  frames to the lane's sessions (a ``SUBMIT_MANY``'s run of frames in one
+  ``submit_many``: one job group, as in the daemon's own process), gathers
+  what the lane reports through its sinks and the frames whose release
+  events completed, and sends them back coalesced (one packet per wake-up,
+  whatever it holds).  It plays the daemon's reaper for the lane's release
+  events: a frame's ``released`` is sent once its event is recorded and
+  complete (never asking one that is not recorded, R5), and the event
+  destroyed.
 * rpc thread: imports buffers (the fds arrive with ``SCM_RIGHTS`` and are
   closed once the lane has kept what it needs, as in the daemon), closes
   imports, answers the device-memory figures.
@@ -56,6 +58,9 @@ log = logging.getLogger("vmafxd.lanes.process")
 
 #: how often pending release events are polled when no completion woke us (the daemon reaper's interval)
 POLL_INTERVAL = 0.002
+#: a frame naming a session or buffer this worker does not have (cannot happen with a daemon that
+#: keeps its side of the wire): its failure, as it crosses
+_NO_SUCH = ["LaneFailure", "", "the worker has no such session or buffer"]
 
 
 class _Sink:
@@ -159,14 +164,15 @@ class Child:
 
     def dispatch(self, msg: list, nursery: trio.Nursery) -> None:
         code = msg[0]
-        if code == wire.SUBMIT:
+        if code == wire.SUBMIT_MANY:
+            self.submit_many(msg[1], msg[2])
+        elif code == wire.SUBMIT:
             _, sid, token, index, ref, dist, rf, df = msg
             session = self.sessions.get(sid)
             ref_imp, dist_imp = self.imports.get(ref), self.imports.get(dist)
             if session is None or ref_imp is None or dist_imp is None:
                 # Cannot happen with a daemon that keeps its side of the wire; say so per frame.
-                self.send([wire.FAILED, sid, [[index, ["LaneFailure", "", "the worker has no such session "
-                                                       "or buffer"]]]])
+                self.send([wire.FAILED, sid, [[index, _NO_SUCH]]])
                 self.send([wire.RELEASED, [token]])
                 return
             try:
@@ -192,6 +198,51 @@ class Child:
                 session.abort()
         else:
             log.error("unknown message %r from the daemon", code)
+
+    def submit_many(self, sid: int, entries: list) -> None:
+        """A ``SUBMIT_MANY``: its frames to the session's ``submit_many``, one job group.
+
+        A frame naming a session or buffer this worker does not have fails alone (``FAILED`` and
+        its ``RELEASED``, as for ``SUBMIT``); the others still go.  The lane's ``submit_many`` is
+        all or none, so when it raises every frame it was given fails, and is released, here.
+        """
+        session = self.sessions.get(sid)
+        imports = self.imports
+        frames: list[LaneFrame] = []
+        tokens: list[int] = []
+        failed: list[list] = []
+        released: list[int] = []
+        for entry in entries:
+            if len(entry) == 4:
+                token, index, ref, dist = entry
+                rf = df = None
+            else:
+                token, index, ref, dist, rf, df = entry
+                rf, df = wire.fence_from_wire(rf), wire.fence_from_wire(df)
+            ref_imp, dist_imp = imports.get(ref), imports.get(dist)
+            if session is None or ref_imp is None or dist_imp is None:
+                failed.append([index, _NO_SUCH])  # cannot happen with a daemon that keeps its side
+                released.append(token)
+                continue
+            frames.append(LaneFrame(index, ref_imp, dist_imp, rf, df))
+            tokens.append(token)
+        if frames:
+            try:
+                events = session.submit_many(frames)
+            except Exception as e:
+                log.exception("submit of frames %d..%d failed", frames[0].index, frames[-1].index)
+                error = wire.error_to_wire(LaneFailure("", str(e)))
+                failed.extend([f.index, error] for f in frames)
+                released.extend(tokens)
+            else:
+                pending = self._pending
+                parked = not pending  # the reaper parks without a timeout while nothing is pending
+                pending.extend(zip(tokens, events))
+                if parked and not self._reap.is_set():
+                    self._reap.set()
+        if failed:
+            self.send([wire.FAILED, sid, failed])
+            self.send([wire.RELEASED, released])
 
     async def open_session(self, sid: int, plan: bytes, geometry: list, name: str | None,
                            client_name: str | None) -> None:
