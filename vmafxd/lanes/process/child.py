@@ -72,7 +72,9 @@ class _Sink:
         self.client_name = client_name  # the lane names the client in its warnings
 
     def frames_scored(self, items: Sequence[tuple[int, Mapping[str, float]]]) -> None:
-        self.child.send([wire.SCORED, self.sid, [[i, dict(m)] for i, m in items]])
+        # As the lane gives them: msgpack packs the (index, metrics) pairs as lists, a metrics
+        # mapping that is not a dict through wire's default; the lane builds a new list a call.
+        self.child.send([wire.SCORED, self.sid, items])
 
     def frame_failed(self, index: int, error: LaneError) -> None:
         self.child.send([wire.FAILED, self.sid, [[index, wire.error_to_wire(error)]]])

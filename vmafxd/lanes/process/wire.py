@@ -85,7 +85,13 @@ _MEMFD_MARK = b"\xc1"  # msgpack's one "never used" byte: cannot start an inline
 
 
 def _plain(value: Any) -> Any:
-    """A numpy scalar (a metric a feature left as float32, say) as the Python number it holds."""
+    """A numpy scalar (a metric a feature left as float32, say) as the Python number it holds; a
+    mapping that is not a dict as one, a sequence that is not a list or tuple as a list.  (msgpack
+    asks only for what it cannot pack itself: a dict, list or tuple costs nothing here.)"""
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, Sequence):  # str and bytes never come here: msgpack packs them
+        return list(value)
     item = getattr(value, "item", None)
     if item is None:
         raise TypeError(f"cannot send a {type(value).__name__} to or from a lane worker")
