@@ -122,12 +122,15 @@ def test_a_group_after_finish_takes_no_frame(daemon_side):
 
 
 class _Event:
-    """A release event of the worker's lane (BatchReleaseHandle's shape)."""
+    """A release event of the worker's lane (BatchReleaseHandle's shape); counts the questions it gets."""
 
-    def __init__(self):
-        self.recorded = self.done = self.destroyed = False
+    def __init__(self, recorded: bool = False, done: bool = False):
+        self.recorded, self.done, self.destroyed = recorded, done, False
+        self.asked = 0
 
     def query(self):
+        assert self.recorded, "R5: an event not recorded is never asked"
+        self.asked += 1
         return self.done
 
     def destroy(self):
@@ -191,15 +194,15 @@ def test_a_group_crosses_the_wire_into_one_submit_many_and_its_answers_come_back
     assert [(f.index, f.ref, f.dist) for f in group] == [(i, f"imp{100 + i}", f"imp{200 + i}") for i in range(3)]
     assert group[2].ref_gpu_fence.kind == "cuda_ipc_event" and group[2].ref_gpu_fence.handle == b"\x02" * 64
     assert group[0].ref_gpu_fence is None and group[2].dist_gpu_fence is None
-    tokens = [t for t, _ in child._pending]
-    assert tokens == [t for t, ev in d.worker.releases.items() if ev in events[:3]]
+    (run,) = child._pending  # the group's frames, one run
+    assert [t for t, _ in run] == [t for t, ev in d.worker.releases.items() if ev in events[:3]]
     assert child._reap.is_set()  # the reaper polls now
     failed, released = child._outbox
     assert failed == [wire.FAILED, 7, [[3, ["LaneFailure", "", "the worker has no such session or buffer"]]]]
     assert released[0] == wire.RELEASED and len(released[1]) == 1
 
     # the lane scores frames 0..2 and their reads complete: the worker's reaper sends their releases
-    for _, ev in child._pending:
+    for _, ev in run:
         ev.recorded = ev.done = True
     child.reap()
     child.send([wire.SCORED, 7, [[i, {"psnr_y": 40.0 + i}] for i in range(3)]])
@@ -254,4 +257,34 @@ def test_single_submits_still_cross():
 
     child = trio.run(main)
     assert [(f.index, f.ref, f.dist) for f in lane_session.singles] == [(0, "a", "b")]
-    assert [t for t, _ in child._pending] == [31] and child._outbox == []
+    assert [[t for t, _ in run] for run in child._pending] == [[31]] and child._outbox == []
+
+
+def test_the_reaper_reads_a_run_up_to_its_first_frame_not_complete():
+    """A submit's frames are asked in order, up to the first one not complete (the device reads them in
+    order): the frames after it are not asked, a frame completed out of order waits for it, an event not
+    recorded is never asked (R5), and each run goes its own way."""
+    async def main():
+        child = _child({}, {})
+        stuck, host_done, later = _Event(recorded=True), _Event(recorded=True, done=True), _Event(recorded=True)
+        first_run = [(1, _Event(recorded=True, done=True)), (2, stuck), (3, host_done), (4, later)]
+        unrecorded = [(5, _Event()), (6, _Event())]
+        second_run = [(7, _Event(recorded=True, done=True)), (8, _Event(recorded=True, done=True))]
+        child._pending = [list(first_run), list(unrecorded), list(second_run)]
+        child.reap()
+        assert child._outbox == [[wire.RELEASED, [1, 7, 8]]]
+        assert (stuck.asked, host_done.asked, later.asked) == (1, 0, 0)
+        assert [[t for t, _ in run] for run in child._pending] == [[2, 3, 4], [5, 6]]
+        assert first_run[0][1].destroyed and not host_done.destroyed
+        child._outbox.clear()
+        stuck.done = True
+        child.reap()  # frame 4 is recorded and still running: 2 and 3 go, 4 waits
+        assert child._outbox == [[wire.RELEASED, [2, 3]]] and stuck.destroyed and host_done.destroyed
+        child._outbox.clear()
+        later.done = True
+        for _, ev in unrecorded:
+            ev.recorded = ev.done = True
+        child.reap()
+        assert child._outbox == [[wire.RELEASED, [4, 5, 6]]] and child._pending == []
+
+    trio.run(main)

@@ -17,7 +17,8 @@ this small message loop, not the daemon's.
   whatever it holds).  It plays the daemon's reaper for the lane's release
   events: a frame's ``released`` is sent once its event is recorded and
   complete (never asking one that is not recorded, R5), and the event
-  destroyed.
+  destroyed; a submit's frames are asked in their order, up to the first
+  one not complete (see :meth:`Child.reap`).
 * rpc thread: imports buffers (the fds arrive with ``SCM_RIGHTS`` and are
   closed once the lane has kept what it needs, as in the daemon), closes
   imports, answers the device-memory figures.
@@ -89,8 +90,9 @@ class Child:
         self.imports: dict[int, Any] = {}
         self._outbox: list = []
         self._kick = trio.Event()
-        #: (token, release event) of frames handed to the lane whose release was not sent yet
-        self._pending: list[tuple[int, Any]] = []
+        #: frames handed to the lane whose release was not sent yet: a run per submit (a group's
+        #: frames in their order), each a list of (token, release event)
+        self._pending: list[list[tuple[int, Any]]] = []
         self._reap = trio.Event()
         self._token: trio.lowlevel.TrioToken | None = None
 
@@ -126,14 +128,27 @@ class Child:
         self._reap.set()  # the event of the moment (the reaper replaces it after each pass)
 
     def reap(self) -> None:
-        """Send ``released`` for every pending event recorded and complete; destroy each once."""
+        """Send ``released`` for pending frames whose events are recorded and complete; destroy each once.
+
+        A run (one submit's frames) is read in order and only up to its first frame not released
+        yet: a session's frames are read by the device in their order, on its one stream, so the
+        frames after that one are not complete either -- asking each of them (a device event
+        query per frame per pass) would find nothing.  Nothing is released early by this, and R5
+        holds (an event not recorded is not asked); a frame the lane completed on the host out of
+        order (a refused GPU fence, say) is released once the frames before it are, when their
+        batch's reads complete.
+        """
         done, left = [], []
-        for token, ev in self._pending:
-            if ev.recorded and ev.query():
+        for run in self._pending:
+            k = 0
+            for token, ev in run:
+                if not (ev.recorded and ev.query()):
+                    break
                 ev.destroy()
                 done.append(token)
-            else:
-                left.append((token, ev))
+                k += 1
+            if k < len(run):
+                left.append(run[k:] if k else run)
         self._pending = left
         if done:
             self.send([wire.RELEASED, done])
@@ -185,7 +200,7 @@ class Child:
                 self.send([wire.FAILED, sid, [[index, wire.error_to_wire(LaneFailure("", str(e)))]]])
                 self.send([wire.RELEASED, [token]])
                 return
-            self._pending.append((token, ev))
+            self._pending.append([(token, ev)])
             if not self._reap.is_set() and len(self._pending) == 1:
                 self._reap.set()  # the reaper parks without a timeout while nothing is pending
         elif code == wire.OPEN:
@@ -239,7 +254,7 @@ class Child:
             else:
                 pending = self._pending
                 parked = not pending  # the reaper parks without a timeout while nothing is pending
-                pending.extend(zip(tokens, events))
+                pending.append(list(zip(tokens, events)))
                 if parked and not self._reap.is_set():
                     self._reap.set()
         if failed:
