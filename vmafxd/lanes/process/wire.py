@@ -6,8 +6,8 @@ socketpairs with the daemon (:mod:`.proxy`):
 * the **stream**: asynchronous, both ways, each packet a msgpack *list of
   messages* -- many submits in one packet one way (a run of a session's
   frames as one ``SUBMIT_MANY``), results, failures and releases of many
-  frames in one packet the other.  A message is a list whose
-  first item is its code (below).
+  frames in one packet the other.  A message is a list whose first item is
+  its code (below).
 * the **rpc**: one request, one reply, in the daemon's calling thread, for
   what the lane interface answers synchronously: ``import_buffer`` (the fds
   travel with ``SCM_RIGHTS``), closing imports (the reaper's thread), the
