@@ -483,14 +483,14 @@ def main() -> int:
                                  submit_many=not args.single_submits)
                     for _ in range(args.repeats)]
             if args.lane_process:  # the daemon's CPU below is its own process's; its lane workers' here
-                print(f"lane workers' CPU {(workers_cpu(proc.pid) - workers0) / (frames * args.repeats) * 1000:.2f}"
+                print(f"lane workers' CPU {(workers_cpu(proc.pid) - workers0) / (frames * args.repeats) * 1000:.3f}"
                       f" s per 1,000 frames (all runs, with their sessions' setup)", flush=True)
             fps = [r.fps for r in runs]
             pct = {q: statistics.median(np.percentile(r.latencies, q) * 1000 for r in runs) for q in (50, 90, 95, 99)}
             print(f"daemon {args.lane} {what} {w}x{h}: {statistics.median(fps):.0f} fps (min {min(fps):.0f}, "
                   f"max {max(fps):.0f}); latency p50 {pct[50]:.1f} ms, p90 {pct[90]:.1f} ms, p95 {pct[95]:.1f} ms, "
                   f"p99 {pct[99]:.1f} ms; daemon CPU "
-                  f"{statistics.median(r.daemon_cpu / r.frames * 1000 for r in runs):.2f} s per 1,000 frames (its trio "
+                  f"{statistics.median(r.daemon_cpu / r.frames * 1000 for r in runs):.3f} s per 1,000 frames (its trio "
                   f"thread {statistics.median(r.trio_cpu / r.frames * 1000 for r in runs):.3f} s); producer CPU "
                   f"{statistics.median(r.producer_cpu / r.frames * 1000 for r in runs):.3f} s per 1,000 frames; "
                   f"{statistics.median(r.frames / r.packets for r in runs):.1f} frames per packet read; "

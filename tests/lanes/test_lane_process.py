@@ -9,6 +9,7 @@ are all exercised without a GPU.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 
@@ -126,6 +127,54 @@ def test_scores_equal_the_in_process_lane():
         d.close()
 
 
+def _score_grouped(c: RawClient, refs, dists, n: int, features, group: int):
+    """Score frames 0..n-1 sent as submit_many groups of ``group`` frames; returns (outcomes, session_closed)."""
+    bufs = [(frame_memfd(refs[i]), frame_memfd(dists[i], pitch_pad=64)) for i in range(n)]
+    ids = [(c.register_ok(r), c.register_ok(d)) for r, d in bufs]
+    s = c.open_ok(models=[], features=list(features)).session
+    for start in range(0, n, group):
+        c.submit_many(s, [(i, *ids[i]) for i in range(start, min(n, start + group))])
+    closed = c.close_session(s, timeout=300)
+    for rid, did in ids:
+        assert isinstance(c.unregister(rid), BufferUnregistered) and isinstance(c.unregister(did), BufferUnregistered)
+    for r, d in bufs:
+        r.close()
+        d.close()
+    return {i: c.outcomes[(s, i)] for i in range(n)}, closed
+
+
+def test_grouped_submits_score_as_the_in_process_lane(p01):
+    """Frames sent in groups (submit_many: the daemon hands each run to the lane in one go; through a
+    worker process one SUBMIT_MANY, one job group there): psnr, vif and motion -- temporal, so the
+    frames' order within and across groups counts -- equal the in-process emulated lane's for every
+    frame and the pooled values, bit for bit; the worker took groups, and nothing is left unanswered."""
+    load_runtime("emu")
+    refs, dists = p01
+    n, features = 11, ("psnr", "vif", "motion")
+    runs = {}
+    for mode in ("in-process", "lane-process"):
+        extra = ("--lane-process",) if mode == "lane-process" else ()
+        d = Daemon("--lane", "emu", *extra, "--gpu-batch", "4", workers=1, fence_timeout_ms=2000)
+        try:
+            c = RawClient(d.socket, "process-groups", submit_many=True)
+            c.hello()
+            runs[mode] = _score_grouped(c, refs, dists, n, features, group=5)
+            assert c.conn.ledger.unanswered() == [] and c.conn.ledger.unreleased() == 0
+            c.close()
+            assert d.stop() == 0, d.log()[-3000:]
+            log = d.log()
+        finally:
+            d.close()
+    (want, want_closed), (got, got_closed) = runs["in-process"], runs["lane-process"]
+    assert (got_closed.frames, got_closed.failed) == (want_closed.frames, want_closed.failed) == (n, 0)
+    for i in range(n):
+        assert isinstance(got[i], Result) and got[i].metrics == want[i].metrics, i
+    assert got[n - 1].metrics["integer_motion2"] > 0  # the temporal feature did run
+    assert got_closed.pooled == want_closed.pooled and got_closed.aggregate == want_closed.aggregate
+    sent = re.search(r"(\d+) frames sent in \d+ packets \((\d+) groups\)", log)
+    assert sent is not None and int(sent[1]) == n and int(sent[2]) >= 1, log[-3000:]
+
+
 def test_a_killed_worker_costs_each_frame_one_outcome_and_its_release(p01):
     """SIGKILL the worker with frames in flight: every frame gets exactly one outcome (a result, or
     E_INTERNAL naming the dead worker), every buffer is released, the session ends (later frames fail at
@@ -136,43 +185,59 @@ def test_a_killed_worker_costs_each_frame_one_outcome_and_its_release(p01):
     d = Daemon("--lane", "emu", "--lane-process", "--gpu-batch", "2", workers=1, fence_timeout_ms=2000)
     try:
         baseline = d.wait_settled()
-        c = RawClient(d.socket, "process-kill")
+        c = RawClient(d.socket, "process-kill", submit_many=True)
         pid = _worker_pid(d.socket)
         c.hello()
         bufs = [(frame_memfd(refs[i]), frame_memfd(dists[i])) for i in range(n)]
         ids = [(c.register_ok(r), c.register_ok(dd)) for r, dd in bufs]
         # vmaf_v0.6.1 on the emulator: each batch takes long enough that frames are in flight at the kill
         s = c.open_ok(models=["version=vmaf_v0.6.1"]).session
-        for i, (rid, did) in enumerate(ids):
-            c.submit(s, i, rid, did)
+        c.submit_many(s, [(i, rid, did) for i, (rid, did) in enumerate(ids)])  # one group in flight
         time.sleep(0.2)
         os.kill(pid, signal.SIGKILL)
         first_failure = c.wait_for(lambda m: isinstance(m, FrameError), timeout=60)
         c.inbox.appendleft(first_failure)
         assert first_failure.code == ErrorCode.E_INTERNAL.value
         assert "device 0 was killed by SIGKILL" in first_failure.message
-        # the session cannot go on: a later frame fails at once, and is released
+        # the session cannot go on: later frames fail at once, and are released (one alone, a group)
         c.submit(s, n, *ids[0])
-        late = c.outcome(s, n, timeout=30)
-        assert isinstance(late, FrameError) and late.code == "E_INTERNAL" and "open a new one" in late.message
+        c.submit_many(s, [(n + 1, *ids[2]), (n + 2, *ids[3])])
+        for i in (n, n + 1, n + 2):
+            late = c.outcome(s, i, timeout=30)
+            assert isinstance(late, FrameError) and late.code == "E_INTERNAL" and "open a new one" in late.message
         closed = c.close_session(s, timeout=60)
-        outcomes = [c.outcomes[(s, i)] for i in range(n + 1)]
+        outcomes = [c.outcomes[(s, i)] for i in range(n + 3)]
         failed = [o for o in outcomes if isinstance(o, FrameError)]
-        assert closed.frames + closed.failed == n + 1 and closed.failed == len(failed) >= 2
+        assert closed.frames + closed.failed == n + 3 and closed.failed == len(failed) >= 4
         assert all(o.code == "E_INTERNAL" for o in failed)
         # exactly one outcome each (the client's ledger refuses a second) and both roles released
         assert c.conn.ledger.unanswered() == [] and c.conn.ledger.unreleased() == 0
         assert sorted((r.index, r.role) for r in c.released if r.session == s) == \
-            sorted((i, role) for i in range(n + 1) for role in ("ref", "dist"))
+            sorted((i, role) for i in range(n + 3) for role in ("ref", "dist"))
         log = d.log()
         assert f"pid {pid}) (device 0) died: was killed by SIGKILL (9)" in log, log[-3000:]
-        # a buffer the dead worker imported refuses its frames, naming the role
+        # a buffer the dead worker imported refuses its frames, naming the role: alone, and within a
+        # group whose other frames (buffers the new worker imported) score
         s2 = c.open_ok(features=["psnr"]).session
         c.submit(s2, 0, *ids[1])
         stale = c.outcome(s2, 0, timeout=30)
         assert isinstance(stale, FrameError) and stale.code == "E_INTERNAL" and stale.field == "ref"
         assert "register it again" in stale.message
+        fresh = [(frame_memfd(refs[k]), frame_memfd(dists[k])) for k in (1, 3)]
+        fresh_ids = [(c.register_ok(r), c.register_ok(dd)) for r, dd in fresh]
+        c.submit_many(s2, [(1, *fresh_ids[0]), (2, *ids[4]), (3, *fresh_ids[1])])
         c.close_session(s2, timeout=30)
+        stale = c.outcomes[(s2, 2)]
+        assert isinstance(stale, FrameError) and stale.code == "E_INTERNAL" and stale.field == "ref"
+        assert "register it again" in stale.message
+        psnr, _ = reference_frames(refs, dists, models=(), features=("psnr",), n=4)
+        assert [c.outcomes[(s2, i)].metrics for i in (1, 3)] == [psnr[1], psnr[3]]
+        assert c.conn.ledger.unanswered() == [] and c.conn.ledger.unreleased() == 0
+        for rid, did in fresh_ids:
+            assert isinstance(c.unregister(rid), BufferUnregistered) and isinstance(c.unregister(did), BufferUnregistered)
+        for r, dd in fresh:
+            r.close()
+            dd.close()
         for rid, did in ids:
             assert isinstance(c.unregister(rid), BufferUnregistered) and isinstance(c.unregister(did), BufferUnregistered)
         for r, dd in bufs:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+from types import MappingProxyType
 
 import numpy as np
 import pytest
@@ -52,6 +53,16 @@ def test_metrics_cross_bit_for_bit_and_numpy_scalars_as_numbers():
     back = wire.decode(wire.encode([values]))[0]
     assert back[:4] == [0.1 + 0.2, 1e-300, float("inf"), float(np.float64(2) ** 0.5)]
     assert back[4] == float(np.float32(0.3))
+
+
+def test_scored_items_cross_as_the_lane_gives_them():
+    """A sink's (index, metrics) pairs go into SCORED unconverted: tuples arrive as lists, a metrics
+    mapping that is not a dict (and any sequence) as its plain counterpart, values bit for bit."""
+    items = [(0, {"psnr_y": 0.1 + 0.2}), (1, MappingProxyType({"psnr_y": np.float32(0.3)})),
+             (2, {"psnr_y": float("inf")})]
+    back = wire.decode(wire.encode([[wire.SCORED, 3, items], [wire.RELEASED, range(4, 6)]]))
+    assert back == [[wire.SCORED, 3, [[0, {"psnr_y": 0.1 + 0.2}], [1, {"psnr_y": float(np.float32(0.3))}],
+                                      [2, {"psnr_y": float("inf")}]]], [wire.RELEASED, [4, 5]]]
 
 
 def _target(fd: str) -> str:

@@ -92,6 +92,33 @@ def test_a_buffer_on_another_device_is_refused_naming_the_device(two_device_daem
     db.close()
 
 
+def test_a_buffer_on_another_device_within_a_group_fails_that_frame_alone(two_device_daemon, p01):
+    """A submit_many whose middle frame reads a buffer of another device: that frame gets its one error
+    (E_INVAL naming the role), the frames before and after it in the group score."""
+    refs, dists = p01
+    c = RawClient(two_device_daemon.socket, "wrong-device-group", submit_many=True)
+    c.hello()
+    s = c.open_ok(features=["psnr"], device=1)
+    bufs = [(frame_memfd(refs[k]), frame_memfd(dists[k])) for k in range(3)]
+    ids = [(c.register_ok(rb, device=1), c.register_ok(db, device=1)) for rb, db in bufs]
+    elsewhere = frame_memfd(dists[1])
+    other = c.register_ok(elsewhere, device=0)
+    c.submit_many(s.session, [(0, *ids[0]), (1, ids[1][0], other), (2, *ids[2])])
+    c.close_session(s.session, timeout=60)
+    out = c.outcomes[(s.session, 1)]
+    assert isinstance(out, FrameError) and out.code == "E_INVAL" and out.field == "dist"
+    assert "device 0" in out.message and "device 1" in out.message
+    want = reference_frames(refs, dists, features=("psnr",), models=(), n=3)[0]
+    for k in (0, 2):
+        assert isinstance(c.outcomes[(s.session, k)], Result) and c.outcomes[(s.session, k)].metrics == want[k]
+    assert c.conn.ledger.unanswered() == [] and c.conn.ledger.unreleased() == 0
+    c.close()
+    for rb, db in bufs:
+        rb.close()
+        db.close()
+    elsewhere.close()
+
+
 @pytest.mark.parametrize("mode", ["in-process", "lane-process"])
 def test_a_subset_of_devices_keeps_their_ordinals(p01, mode):
     """--gpu-devices 1: the lane has device 1 (not 0), takes buffers and sessions there, and scores."""

@@ -10,12 +10,15 @@ prediction, result building) shares this process's interpreter lock with
 this small message loop, not the daemon's.
 
 * trio thread: reads the stream (opens, submits, finishes, aborts), hands
-  frames to the lane's sessions, gathers what the lane reports through its
-  sinks and the frames whose release events completed, and sends them back
-  coalesced (one packet per wake-up, whatever it holds).  It plays the
-  daemon's reaper for the lane's release events: a frame's ``released`` is
-  sent once its event is recorded and complete (never asking one that is not
-  recorded, R5), and the event destroyed.
+  frames to the lane's sessions (a ``SUBMIT_MANY``'s run of frames in one
+  ``submit_many``: one job group, as in the daemon's own process), gathers
+  what the lane reports through its sinks and the frames whose release
+  events completed, and sends them back coalesced (one packet per wake-up,
+  whatever it holds).  It plays the daemon's reaper for the lane's release
+  events: a frame's ``released`` is sent once its event is recorded and
+  complete (never asking one that is not recorded, R5), and the event
+  destroyed; a submit's frames are asked in their order, up to the first
+  one not complete (see :meth:`Child.reap`).
 * rpc thread: imports buffers (the fds arrive with ``SCM_RIGHTS`` and are
   closed once the lane has kept what it needs, as in the daemon), closes
   imports, answers the device-memory figures.
@@ -56,6 +59,9 @@ log = logging.getLogger("vmafxd.lanes.process")
 
 #: how often pending release events are polled when no completion woke us (the daemon reaper's interval)
 POLL_INTERVAL = 0.002
+#: a frame naming a session or buffer this worker does not have (cannot happen with a daemon that
+#: keeps its side of the wire): its failure, as it crosses
+_NO_SUCH = ["LaneFailure", "", "the worker has no such session or buffer"]
 
 
 class _Sink:
@@ -67,7 +73,9 @@ class _Sink:
         self.client_name = client_name  # the lane names the client in its warnings
 
     def frames_scored(self, items: Sequence[tuple[int, Mapping[str, float]]]) -> None:
-        self.child.send([wire.SCORED, self.sid, [[i, dict(m)] for i, m in items]])
+        # As the lane gives them: msgpack packs the (index, metrics) pairs as lists, a metrics
+        # mapping that is not a dict through wire's default; the lane builds a new list a call.
+        self.child.send([wire.SCORED, self.sid, items])
 
     def frame_failed(self, index: int, error: LaneError) -> None:
         self.child.send([wire.FAILED, self.sid, [[index, wire.error_to_wire(error)]]])
@@ -82,8 +90,9 @@ class Child:
         self.imports: dict[int, Any] = {}
         self._outbox: list = []
         self._kick = trio.Event()
-        #: (token, release event) of frames handed to the lane whose release was not sent yet
-        self._pending: list[tuple[int, Any]] = []
+        #: frames handed to the lane whose release was not sent yet: a run per submit (a group's
+        #: frames in their order), each a list of (token, release event)
+        self._pending: list[list[tuple[int, Any]]] = []
         self._reap = trio.Event()
         self._token: trio.lowlevel.TrioToken | None = None
 
@@ -119,14 +128,27 @@ class Child:
         self._reap.set()  # the event of the moment (the reaper replaces it after each pass)
 
     def reap(self) -> None:
-        """Send ``released`` for every pending event recorded and complete; destroy each once."""
+        """Send ``released`` for pending frames whose events are recorded and complete; destroy each once.
+
+        A run (one submit's frames) is read in order and only up to its first frame not released
+        yet: a session's frames are read by the device in their order, on its one stream, so the
+        frames after that one are not complete either -- asking each of them (a device event
+        query per frame per pass) would find nothing.  Nothing is released early by this, and R5
+        holds (an event not recorded is not asked); a frame the lane completed on the host out of
+        order (a refused GPU fence, say) is released once the frames before it are, when their
+        batch's reads complete.
+        """
         done, left = [], []
-        for token, ev in self._pending:
-            if ev.recorded and ev.query():
+        for run in self._pending:
+            k = 0
+            for token, ev in run:
+                if not (ev.recorded and ev.query()):
+                    break
                 ev.destroy()
                 done.append(token)
-            else:
-                left.append((token, ev))
+                k += 1
+            if k < len(run):
+                left.append(run[k:] if k else run)
         self._pending = left
         if done:
             self.send([wire.RELEASED, done])
@@ -159,14 +181,15 @@ class Child:
 
     def dispatch(self, msg: list, nursery: trio.Nursery) -> None:
         code = msg[0]
-        if code == wire.SUBMIT:
+        if code == wire.SUBMIT_MANY:
+            self.submit_many(msg[1], msg[2])
+        elif code == wire.SUBMIT:
             _, sid, token, index, ref, dist, rf, df = msg
             session = self.sessions.get(sid)
             ref_imp, dist_imp = self.imports.get(ref), self.imports.get(dist)
             if session is None or ref_imp is None or dist_imp is None:
                 # Cannot happen with a daemon that keeps its side of the wire; say so per frame.
-                self.send([wire.FAILED, sid, [[index, ["LaneFailure", "", "the worker has no such session "
-                                                       "or buffer"]]]])
+                self.send([wire.FAILED, sid, [[index, _NO_SUCH]]])
                 self.send([wire.RELEASED, [token]])
                 return
             try:
@@ -177,7 +200,7 @@ class Child:
                 self.send([wire.FAILED, sid, [[index, wire.error_to_wire(LaneFailure("", str(e)))]]])
                 self.send([wire.RELEASED, [token]])
                 return
-            self._pending.append((token, ev))
+            self._pending.append([(token, ev)])
             if not self._reap.is_set() and len(self._pending) == 1:
                 self._reap.set()  # the reaper parks without a timeout while nothing is pending
         elif code == wire.OPEN:
@@ -192,6 +215,51 @@ class Child:
                 session.abort()
         else:
             log.error("unknown message %r from the daemon", code)
+
+    def submit_many(self, sid: int, entries: list) -> None:
+        """A ``SUBMIT_MANY``: its frames to the session's ``submit_many``, one job group.
+
+        A frame naming a session or buffer this worker does not have fails alone (``FAILED`` and
+        its ``RELEASED``, as for ``SUBMIT``); the others still go.  The lane's ``submit_many`` is
+        all or none, so when it raises every frame it was given fails, and is released, here.
+        """
+        session = self.sessions.get(sid)
+        imports = self.imports
+        frames: list[LaneFrame] = []
+        tokens: list[int] = []
+        failed: list[list] = []
+        released: list[int] = []
+        for entry in entries:
+            if len(entry) == 4:
+                token, index, ref, dist = entry
+                rf = df = None
+            else:
+                token, index, ref, dist, rf, df = entry
+                rf, df = wire.fence_from_wire(rf), wire.fence_from_wire(df)
+            ref_imp, dist_imp = imports.get(ref), imports.get(dist)
+            if session is None or ref_imp is None or dist_imp is None:
+                failed.append([index, _NO_SUCH])  # cannot happen with a daemon that keeps its side
+                released.append(token)
+                continue
+            frames.append(LaneFrame(index, ref_imp, dist_imp, rf, df))
+            tokens.append(token)
+        if frames:
+            try:
+                events = session.submit_many(frames)
+            except Exception as e:
+                log.exception("submit of frames %d..%d failed", frames[0].index, frames[-1].index)
+                error = wire.error_to_wire(LaneFailure("", str(e)))
+                failed.extend([f.index, error] for f in frames)
+                released.extend(tokens)
+            else:
+                pending = self._pending
+                parked = not pending  # the reaper parks without a timeout while nothing is pending
+                pending.append(list(zip(tokens, events)))
+                if parked and not self._reap.is_set():
+                    self._reap.set()
+        if failed:
+            self.send([wire.FAILED, sid, failed])
+            self.send([wire.RELEASED, released])
 
     async def open_session(self, sid: int, plan: bytes, geometry: list, name: str | None,
                            client_name: str | None) -> None:

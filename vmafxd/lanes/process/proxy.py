@@ -11,8 +11,10 @@ daemon's trio thread:
 
 * ``submit`` appends a message to the worker's outbox and returns a
   :class:`ProxyReleaseEvent`, unrecorded until the worker says the frame's
-  last reader finished; a sender task sends the outbox as one packet per
-  wake-up (so many submits go in one packet once the daemon is busy);
+  last reader finished; ``submit_many`` appends one message for a run of
+  frames (one job group in the worker, as in-process); a sender task sends
+  the outbox as one packet per wake-up (so many submits go in one packet once
+  the daemon is busy);
 * a receiver task takes the worker's packets -- results, failures, releases
   of many frames each -- hands outcomes to the sessions' sinks, completes the
   release events and wakes the reaper once per packet;
@@ -38,7 +40,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import trio
 
@@ -117,37 +119,85 @@ class ProxySession(LaneSession):
         self._summary = LaneSummary()
         self._counted = True
 
+    def _refusal(self, frame: LaneFrame) -> LaneError | None:
+        """Why this session's worker cannot take ``frame`` (None: it can): the session died with
+        its worker, or a buffer was imported on another device or by a worker that has since died."""
+        if self._dead is not None:
+            return LaneFailure("", f"{self._dead}; this session cannot go on (its state died with the "
+                                   f"worker): open a new one")
+        w = self.worker
+        for role, imp in (("ref", frame.ref), ("dist", frame.dist)):
+            if imp.worker is w:
+                continue
+            if imp.worker.slot is not w.slot:
+                return InvalidInput(role, f"the buffer lives on device {imp.device}; this session runs "
+                                          f"on device {self.device}")
+            return LaneFailure(role, "the buffer was imported by a lane worker process that has "
+                                     "since died: register it again")
+        return None
+
     def submit(self, frame: LaneFrame) -> ProxyReleaseEvent:
         if self._done:
             raise RuntimeError("submit after finish or abort")
         ev = ProxyReleaseEvent()
-        w = self.worker
-        ref, dist = frame.ref, frame.dist
-        refusal: LaneError | None = None
-        if self._dead is not None:
-            refusal = LaneFailure("", f"{self._dead}; this session cannot go on (its state died with the "
-                                      f"worker): open a new one")
-        else:
-            for role, imp in (("ref", ref), ("dist", dist)):
-                if imp.worker is w:
-                    continue
-                if imp.worker.slot is not w.slot:
-                    refusal = InvalidInput(role, f"the buffer lives on device {imp.device}; this session runs "
-                                                 f"on device {self.device}")
-                else:
-                    refusal = LaneFailure(role, "the buffer was imported by a lane worker process that has "
-                                                "since died: register it again")
-                break
+        refusal = self._refusal(frame)
         if refusal is not None:
             ev.complete()  # never read: released at once (the pending table wakes the reaper for it)
             self._deliver_failed([(frame.index, refusal)])
             return ev
+        w = self.worker
         token = next(self.lane._tokens)
         w.releases[token] = ev
         self.inflight.add(frame.index)
-        w.send([wire.SUBMIT, self.sid, token, frame.index, ref.id, dist.id,
+        w.frames_sent += 1
+        w.send([wire.SUBMIT, self.sid, token, frame.index, frame.ref.id, frame.dist.id,
                 wire.fence_to_wire(frame.ref_gpu_fence), wire.fence_to_wire(frame.dist_gpu_fence)])
         return ev
+
+    def submit_many(self, frames: Sequence[LaneFrame]) -> list[ProxyReleaseEvent]:
+        """Frames handed over in one go (``LaneSession.submit_many``): one ``SUBMIT_MANY`` message,
+        one job group in the worker; one release event per frame, in order.
+
+        All or none as the lane interface has it: it raises (a submit after finish or abort) before
+        any frame is taken; otherwise every frame is taken and gets exactly one outcome.  A frame
+        :meth:`submit` would refuse (the session died with its worker, a buffer of another device
+        or of a dead worker) is refused the same way here -- its failure through the sink, its
+        event complete at once -- and the others still go to the worker.
+        """
+        if self._done:
+            raise RuntimeError("submit after finish or abort")
+        w = self.worker
+        releases, inflight, tokens = w.releases, self.inflight, self.lane._tokens
+        alive = self._dead is None
+        events: list[ProxyReleaseEvent] = []
+        entries: list[list] = []
+        refused: list[tuple[int, LaneError]] = []
+        for frame in frames:
+            ev = ProxyReleaseEvent()
+            events.append(ev)
+            ref, dist = frame.ref, frame.dist
+            if alive and ref.worker is w and dist.worker is w:
+                token = next(tokens)
+                releases[token] = ev
+                inflight.add(frame.index)
+                rf, df = frame.ref_gpu_fence, frame.dist_gpu_fence
+                if rf is None and df is None:
+                    entries.append([token, frame.index, ref.id, dist.id])
+                else:
+                    entries.append([token, frame.index, ref.id, dist.id,
+                                    wire.fence_to_wire(rf), wire.fence_to_wire(df)])
+            else:
+                ev.complete()  # never read: released at once, as submit's refusals
+                refused.append((frame.index, self._refusal(frame)))
+        if entries:
+            w.frames_sent += len(entries)
+            w.groups_sent += 1
+            w.send([wire.SUBMIT_MANY, self.sid, entries])
+        if refused:
+            # after the group is out: the sink's calls come last, so nothing stands between the
+            # frames taken and their message
+            self._deliver_failed(refused)
+        return events
 
     async def finish(self) -> LaneSummary:
         self._done = True

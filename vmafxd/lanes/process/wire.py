@@ -4,9 +4,10 @@ Each worker process (:mod:`.child`) has two ``AF_UNIX``/``SOCK_SEQPACKET``
 socketpairs with the daemon (:mod:`.proxy`):
 
 * the **stream**: asynchronous, both ways, each packet a msgpack *list of
-  messages* -- many submits in one packet one way, results, failures and
-  releases of many frames in one packet the other.  A message is a list whose
-  first item is its code (below).
+  messages* -- many submits in one packet one way (a run of a session's
+  frames as one ``SUBMIT_MANY``), results, failures and releases of many
+  frames in one packet the other.  A message is a list whose first item is
+  its code (below).
 * the **rpc**: one request, one reply, in the daemon's calling thread, for
   what the lane interface answers synchronously: ``import_buffer`` (the fds
   travel with ``SCM_RIGHTS``), closing imports (the reaper's thread), the
@@ -43,7 +44,8 @@ from ...core.scoring import FeatureInstance, PlanError, ScoringPlan
 from ..errors import InvalidInput, LaneError, LaneFailure, LaneStopped, OutOfMemory, Unsupported
 
 __all__ = [
-    "OPEN", "SUBMIT", "FINISH", "ABORT", "STOP", "READY", "OPENED", "SCORED", "FAILED", "RELEASED", "FINISHED",
+    "OPEN", "SUBMIT", "SUBMIT_MANY", "FINISH", "ABORT", "STOP",
+    "READY", "OPENED", "SCORED", "FAILED", "RELEASED", "FINISHED",
     "RPC_IMPORT", "RPC_CLOSE", "RPC_STATS", "INLINE_MAX", "MAX_FDS",
     "encode", "decode", "packet_bytes", "send_blocking", "recv_blocking",
     "error_to_wire", "error_from_wire", "layout_to_wire", "layout_from_wire",
@@ -56,6 +58,10 @@ SUBMIT = 2  # [SUBMIT, sid, token, index, ref_import, dist_import, ref_fence, di
 FINISH = 3  # [FINISH, sid]
 ABORT = 4  # [ABORT, sid]
 STOP = 5  # [STOP]: finish what is running, drop what is queued (LaneStopped), report, exit
+#: [SUBMIT_MANY, sid, [[token, index, ref_import, dist_import], ...]]: a run of frames of one session, in
+#: index order, handed to the worker's session as one job group (LaneSession.submit_many); a frame with a
+#: GPU fence carries both: [token, index, ref_import, dist_import, ref_fence, dist_fence]
+SUBMIT_MANY = 6
 
 # worker -> daemon (stream)
 READY = 10  # [READY, info] or [READY, None, reason] (the lane is not available here)
@@ -79,7 +85,13 @@ _MEMFD_MARK = b"\xc1"  # msgpack's one "never used" byte: cannot start an inline
 
 
 def _plain(value: Any) -> Any:
-    """A numpy scalar (a metric a feature left as float32, say) as the Python number it holds."""
+    """A numpy scalar (a metric a feature left as float32, say) as the Python number it holds; a
+    mapping that is not a dict as one, a sequence that is not a list or tuple as a list.  (msgpack
+    asks only for what it cannot pack itself: a dict, list or tuple costs nothing here.)"""
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, Sequence):  # str and bytes never come here: msgpack packs them
+        return list(value)
     item = getattr(value, "item", None)
     if item is None:
         raise TypeError(f"cannot send a {type(value).__name__} to or from a lane worker")

@@ -89,8 +89,10 @@ class WorkerProcess:
         self.releases: dict[int, Any] = {}
         self.outbox: list = []
         self._kick = trio.Event()
-        #: frames submitted in how many packets, outcomes and releases received in how many (the log at exit)
+        #: frames submitted (counted by the sessions as they queue them), of them how many groups
+        #: (SUBMIT_MANY), in how many packets; outcomes and releases received in how many (the log at exit)
         self.frames_sent = 0
+        self.groups_sent = 0
         self.packets_sent = 0
         self.packets_received = 0
 
@@ -206,7 +208,6 @@ class WorkerProcess:
                 except (TransportClosed, OSError):
                     return  # the receiver sees the end of the stream
                 self.packets_sent += 1
-                self.frames_sent += sum(1 for m in messages if m[0] == wire.SUBMIT)
 
     async def _receiver(self, channel: TrioPacketChannel) -> None:
         wake = self.lane.services.wake_reaper
@@ -276,8 +277,8 @@ class WorkerProcess:
         stopping = self.lane.stopping
         how = exit_text(rc)
         frames = sum(len(s.inflight) for s in self.sessions.values())
-        log.info("lane worker %s: %d frames sent in %d packets, %d packets received", self.name,
-                 self.frames_sent, self.packets_sent, self.packets_received)
+        log.info("lane worker %s: %d frames sent in %d packets (%d groups), %d packets received", self.name,
+                 self.frames_sent, self.packets_sent, self.groups_sent, self.packets_received)
         if stopping and rc == 0:
             log.info("lane worker %s exited", self.name)
         else:
