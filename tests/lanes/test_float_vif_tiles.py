@@ -1,10 +1,11 @@
-"""Float VIF's tiled kernels against the CPU twin at their edges: equal on every frame, bit for bit.
+"""Float VIF's banded kernels against the CPU twin at their edges: equal on every frame, bit for bit.
 
-The statistics kernel (float_vif.cu's vx_fvif_stat_*) works in tiles of 32
-rows (chunks of 8) and ``tile_width(taps)`` columns (240 for scale 0's 17
-taps); the decimation (vx_fvif_down_*) in runs of 128 output columns; both
-read scale 0 from the staged 8- or 16-bit samples.  The random frames here
-put picture edges one past and one short of those boundaries, take the
+The statistics kernel (float_vif.cu's vx_fvif_stat_*) gives a block a band
+of 8 rows across the width, in segments of ``tile_width(taps)`` columns (240
+for scale 0's 17 taps), and adds each row's values in order as the segments
+come; the decimation (vx_fvif_down_*) works in runs of 128 output columns;
+both read scale 0 from the staged 8- or 16-bit samples.  The random frames
+here put picture edges one past and one short of those boundaries, take the
 smallest picture every scale allows, every depth (8, 10, 12, 16 bits), the
 kernels of any filter width (vif_kernelscale other than 1, up to libvmaf's
 widest, 65 taps) and a skipped scale 0.  Runs on every GPU runtime with a
@@ -58,12 +59,12 @@ def test_tile_widths_and_kernels():
 @pytest.mark.gpu
 @pytest.mark.parametrize("bitdepth, w, h", [
     (8, 16, 16),     # the smallest picture: scale 3 is 2x2 (its filter's radius is 1)
-    (8, 241, 33),    # one column past a 240-column tile, one row past a 32-row tile
-    (8, 480, 31),    # two whole tiles wide, one row short of a tile
-    (8, 259, 45),    # scale 1 (129 wide) one past a decimation run; chunks of 8 ending mid-tile
+    (8, 241, 33),    # one column past a 240-column segment, one row past 4 bands of 8
+    (8, 480, 31),    # two whole segments wide, one row short of 4 bands
+    (8, 259, 45),    # scale 1 (129 wide) one past a decimation run
     (10, 241, 40),
     (12, 97, 57),
-    (16, 250, 18),   # scale 1 is 125 x 9: a tile of 248 columns, one chunk and a row
+    (16, 250, 18),   # scale 1 is 125 x 9: a segment of 248 columns, a band and a row
 ], ids=lambda v: str(v))
 def test_tile_edges_equal_the_cpu_lane(gpu, bitdepth, w, h):
     rt, dev = gpu
@@ -78,7 +79,7 @@ def test_tile_edges_equal_the_cpu_lane(gpu, bitdepth, w, h):
     ({"vif_skip_scale0": "true"}, 8, 243, 35),
     ({"vif_kernelscale": "0.5"}, 10, 249, 41),                 # 9 taps at scale 0: the any-width kernel
     ({"vif_kernelscale": "2.4000000953674316"}, 8, 250, 90),   # 41, 23, 13, 9 taps: any width everywhere
-    ({"vif_kernelscale": "3.7113401889801025"}, 16, 200, 66),  # 65 taps at scale 0: a 192-column tile
+    ({"vif_kernelscale": "3.7113401889801025"}, 16, 200, 66),  # 65 taps at scale 0: 192-column segments
     ({"vif_kernelscale": "3.7113401889801025", "vif_skip_scale0": "true"}, 8, 385, 57),
 ], ids=lambda v: str(v))
 def test_filter_widths_equal_the_cpu_lane(gpu, options, bitdepth, w, h):

@@ -9,18 +9,17 @@
 // the moments x*x, y*y, x*y filtered the same way (the product of the two
 // samples, then the tap), libvmaf's vif_statistic_s per pixel (with its double
 // steps and its polynomial log2), and the sums in libvmaf's order: a float per
-// row, left to right, then the rows top to bottom into one float (the
-// prelude's vx_staged_row_sums: staged in shared memory, one thread a row
-// adding in order; then a block a map).  Scales: the filtered pictures at
-// even rows and columns.  The host computes the scores (the CPU twin's
-// metrics_from_stats).
+// row, left to right, then the rows top to bottom into one float.  Scales:
+// the filtered pictures at even rows and columns.  The host computes the
+// scores (the CPU twin's metrics_from_stats).
 //
 // Launches per scale s: vx_fvif_down_* (s > 0: the scale-s pictures from the
 // scale-(s-1) ones, filtered at even rows and columns only), vx_fvif_stat_*
-// (both passes and the statistic: num and den maps), vx_fvif_rows and
-// vx_fvif_total (the sums).  Scale 0 is never converted to a float picture:
-// both kernels convert the samples as they read them (the same float
-// operations as convert.cu's vx_float_convert).
+// (both passes, the statistic into num and den maps, and each row's sums,
+// left to right, by the block that owns the row) and vx_fvif_total (the rows
+// top to bottom: the prelude's vx_float_map_totals_staged).  Scale 0 is never
+// converted to a float picture: both kernels convert the samples as they read
+// them (the same float operations as convert.cu's vx_float_convert).
 //
 // Plane layouts: pictures and maps with a pitch (elements), frame f at
 // f * fstride; the reference and distorted pictures through two pointers with
@@ -98,31 +97,40 @@ VX_DEVICE void fv_stat(float mu1, float mu2, float xx, float yy, float xy, float
 }
 
 
-// ---- the statistics: vx_fvif_stat_<type>_<taps> ------------------------------------------
-// Block (x, y, f) computes the num and den maps of a tile of frame f: FV_TH rows from
-// y * FV_TH, fv_tile_width(fw) columns from x * that width, in chunks of FV_RV rows:
-//   vertical pass: a thread a column of the tile and its halo (FV_VCOLS columns at most: the
-//     tile's outputs read columns x0 - r .. x0 + tw - 1 + r, each mirrored as the horizontal
-//     pass mirrors it), a strip of the chunk's FV_RV rows in registers: each input row's
-//     a, b and products a*a, b*b, a*b are computed once and serve every output of the strip
-//     whose window holds the row.  Output j's terms come in as the rows come, k ascending:
-//     acc_j = acc_j + t[k - j] * x[k], from acc_j = 0 -- the twin's order.  The five planes
-//     of the chunk go to shared memory (vs).
-//   horizontal pass: a thread a strip of FV_RH outputs of one row, read from vs the same way
-//     (each value loaded once for the strip), then vif_statistic_s per output, into the maps.
-// Shared memory: 5 planes x FV_RV rows x FV_VPITCH floats = 41,120 bytes (+ the taps), under
-// the 48 KiB of static shared memory.  FV_VPITCH = 257 = 1 mod 32: the horizontal pass's warp
-// reads 8 rows (lane % 8) x 4 strips (8 columns apart) at one offset: banks row + 8 strip +
-// offset mod 32, all 32 different.
+// ---- the statistics and their row sums: vx_fvif_stat_<type>_<taps> ----------------------
+// Block (0, y, f) computes a band of FV_RV rows of frame f from y * FV_RV, across the whole
+// width in segments of fv_tile_width(fw) columns, left to right:
+//   A. vertical pass: a thread a column of the segment and its halo (FV_VCOLS columns at
+//      most: the segment's outputs read columns x0 - r .. x0 + tw - 1 + r, each mirrored as
+//      the horizontal pass mirrors it), the band's FV_RV rows in registers: each input row's
+//      a, b and products a*a, b*b, a*b are computed once and serve every output whose window
+//      holds the row.  Output j's terms come in as the rows come, k ascending:
+//      acc_j = acc_j + t[k - j] * x[k], from acc_j = 0 -- the twin's order.  The five planes
+//      go to shared memory (vs).
+//   B. horizontal pass: a thread a strip of FV_RH outputs of one row, read from vs the same
+//      way (each value loaded once for the strip), then vif_statistic_s per output, into the
+//      num and den maps.
+//   C. row sums: one thread per (map, row) adds the segment's values to the row's running
+//      float, left to right (libvmaf's order: the segments come left to right and each is
+//      added in order), reading back the maps the block has just written (after the barrier
+//      every thread's writes are visible to the block).  The running floats end in
+//      rows[f][m][y]; vx_fvif_total adds them top to bottom.
+// Barriers: after A (vs written; C of the previous segment done, its threads run C before
+// A) and after B (maps written; vs read).  C and the next segment's A need none between
+// them: A writes vs, which C does not read, and B, the next writer of the maps, comes after
+// the next barrier.
+// Shared memory: 5 planes x FV_RV rows x FV_VPITCH floats = 41,120 bytes (+ the taps and the
+// running sums), under the 48 KiB of static shared memory.  FV_VPITCH = 257 = 1 mod 32: the
+// horizontal pass's warp reads 8 rows (lane % 8) x 4 strips (8 columns apart) at one offset:
+// banks row + 8 strip + offset mod 32, all 32 different.
 #define FV_THREADS 256
 #define FV_RV 8
 #define FV_RH 8
-#define FV_CHUNKS 4
-#define FV_TH (FV_RV * FV_CHUNKS)
 #define FV_VCOLS FV_THREADS
 #define FV_VPITCH (FV_VCOLS + 1)
+#define FV_CHAINS (2 * FV_RV)  // the row sums of a band: (map, row)
 
-// A tile's output columns for a filter of fw taps: its columns and their halo fill at most
+// A segment's output columns for a filter of fw taps: its columns and their halo fill at most
 // FV_VCOLS, in whole horizontal strips (fw = 17: 240; 9: 248; 65: 192).  The host's twin:
 // vmafxd.lanes.gpu.float_vif.tile_width.
 VX_DEVICE int fv_tile_width(int fw) { return (FV_VCOLS - (fw - 1)) / FV_RH * FV_RH; }
@@ -152,30 +160,47 @@ struct FvTaps<0> {
     FV_MEMBER float operator[](int k) const { return t[k]; }
 };
 
+// s + p[0] + p[1] + ... + p[n - 1], added in that order (8 loads issued before their adds)
+VX_DEVICE float fv_add_run(float s, const float* p, int n)
+{
+    int c = 0;
+    for (; c + 8 <= n; c += 8) {
+        float v[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) v[u] = p[c + u];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) s = s + v[u];
+    }
+    for (; c < n; ++c)
+        s = s + p[c];
+    return s;
+}
+
 // T: the picture's element (u8/u16 staged samples at scale 0, float above); FW: the filter's
 // taps when fixed (0: fw_arg, any width up to FV_MAXTAPS).
 template <typename T, int FW>
-VX_DEVICE void fv_stat_tile(const T* ref, const T* dis, i64 fstride, int w, int h, i64 pitch, float div,
+VX_DEVICE void fv_stat_band(const T* ref, const T* dis, i64 fstride, int w, int h, i64 pitch, float div,
                             const float* taps, int fw_arg, float gain_limit, double sigma_nsq, float sigma_max_inv,
-                            float* num, float* den, i64 mfstride, i64 mpitch)
+                            float* num, float* den, i64 mfstride, i64 mpitch, float* rows_out, i64 rows_fstride)
 {
     __shared__ float vs[5][FV_RV][FV_VPITCH];
     __shared__ float tap_s[FV_MAXTAPS];
+    __shared__ float run[FV_CHAINS];
     const int fw = FW > 0 ? FW : fw_arg, r = fw / 2;
     const int tw = fv_tile_width(fw), vcols = tw + fw - 1;
-    const int f = blockIdx.z, x0 = blockIdx.x * tw, y0 = blockIdx.y * FV_TH;
+    const int f = blockIdx.z, yc = blockIdx.y * FV_RV;
+    const int rows = h - yc < FV_RV ? h - yc : FV_RV;
     const T* a_pic = ref + f * fstride;
     const T* b_pic = dis + f * fstride;
     for (int k = threadIdx.x; k < fw; k += blockDim.x)
         tap_s[k] = taps[k];
+    for (int q = threadIdx.x; q < FV_CHAINS; q += blockDim.x)
+        run[q] = 0.0f;
     __syncthreads();
     FvTaps<FW> tp;
     tp.load(tap_s);
-    for (int chunk = 0; chunk < FV_CHUNKS; ++chunk) {
-        const int yc = y0 + chunk * FV_RV;
-        if (yc >= h) break;
-        const int rows = h - yc < FV_RV ? h - yc : FV_RV;
-        // vertical pass: column c of the tile is picture column vx_mirror(x0 - r + c)
+    for (int x0 = 0; x0 < w; x0 += tw) {
+        // A. vertical pass: column c of the segment is picture column vx_mirror(x0 - r + c)
         for (int c = threadIdx.x; c < vcols; c += blockDim.x) {
             const int gx = x0 - r + c;
             if (gx >= w + r) continue;  // read only by outputs past the picture (x >= w)
@@ -214,8 +239,8 @@ VX_DEVICE void fv_stat_tile(const T* ref, const T* dis, i64 fstride, int w, int 
                 vs[4][j][c] = xy[j];
             }
         }
-        __syncthreads();
-        // horizontal pass and the statistic: item i is row i % FV_RV, strip i / FV_RV
+        __syncthreads();  // vs written; the previous segment's C done
+        // B. horizontal pass and the statistic: item i is row i % FV_RV, strip i / FV_RV
         for (int i = threadIdx.x; i < FV_RV * (tw / FV_RH); i += blockDim.x) {
             const int j = i % FV_RV, c0 = (i / FV_RV) * FV_RH;  // output x0 + c0 + q reads columns c0 + q + tk
             if (j >= rows || x0 + c0 >= w) continue;
@@ -247,18 +272,32 @@ VX_DEVICE void fv_stat_tile(const T* ref, const T* dis, i64 fstride, int w, int 
                         num + row + q, den + row + q);
             }
         }
-        __syncthreads();  // vs read before the next chunk writes it
+        __syncthreads();  // the maps written (for C), vs read (before the next A writes it)
+        // C. row sums: chain q (map q / FV_RV, row q % FV_RV) on thread q * blockDim / FV_CHAINS,
+        // spread over the warps (with fewer threads, a thread takes several chains)
+        const int n = w - x0 < tw ? w - x0 : tw;
+        for (int q = 0; q < FV_CHAINS; ++q) {
+            if ((q * (int)blockDim.x) / FV_CHAINS != (int)threadIdx.x || q % FV_RV >= rows) continue;
+            const float* map = (q < FV_RV ? num : den) + f * mfstride + (i64)(yc + q % FV_RV) * mpitch + x0;
+            run[q] = fv_add_run(run[q], map, n);
+        }
+    }
+    // each chain's running sum is read and written by its own thread only
+    for (int q = 0; q < FV_CHAINS; ++q) {
+        if ((q * (int)blockDim.x) / FV_CHAINS != (int)threadIdx.x || q % FV_RV >= rows) continue;
+        rows_out[f * rows_fstride + (q / FV_RV) * h + yc + q % FV_RV] = run[q];
     }
 }
+
 
 #define FV_STAT_KERNEL(NAME, T, FW)                                                                              \
     VX_KERNEL void VX_BOUNDS(FV_THREADS, 2)                                                                      \
         NAME(const T* ref, const T* dis, i64 fstride, int w, int h, i64 pitch, float div, const float* taps,      \
              int fw, float gain_limit, double sigma_nsq, float sigma_max_inv, float* num, float* den,            \
-             i64 mfstride, i64 mpitch)                                                                           \
+             i64 mfstride, i64 mpitch, float* rows, i64 rows_fstride)                                            \
     {                                                                                                            \
-        fv_stat_tile<T, FW>(ref, dis, fstride, w, h, pitch, div, taps, fw, gain_limit, sigma_nsq, sigma_max_inv, \
-                            num, den, mfstride, mpitch);                                                         \
+        fv_stat_band<T, FW>(ref, dis, fstride, w, h, pitch, div, taps, fw, gain_limit, sigma_nsq, sigma_max_inv, \
+                            num, den, mfstride, mpitch, rows, rows_fstride);                                     \
     }
 
 // Scale 0 from the staged samples (vif_kernelscale 1: 17 taps; any other scale, any width),
@@ -333,13 +372,6 @@ VX_DEVICE void fv_down(const T* ref, const T* dis, i64 fstride, int w, int h, i6
 FV_DOWN_KERNEL(vx_fvif_down_u8, u8)
 FV_DOWN_KERNEL(vx_fvif_down_u16, u16)
 FV_DOWN_KERNEL(vx_fvif_down_f32, float)
-
-// Row sums of `count` maps (maps `plane` elements apart), VX_SUM_ROWS rows a block (vx_staged_row_sums).
-VX_KERNEL void vx_fvif_rows(const float* maps, i64 fstride, i64 pitch, i64 plane, int w, int h, float* rows,
-                            i64 rows_fstride)
-{
-    vx_float_map_rows_staged(maps, fstride, pitch, plane, w, h, rows, rows_fstride);
-}
 
 // Each map's rows added top to bottom into one float, at out[frame][index + m].
 VX_KERNEL void vx_fvif_total(const float* rows, i64 rows_fstride, int h, float* out, int out_stride, int out_index)

@@ -1,4 +1,4 @@
-"""Float VIF on the GPU: decimation, statistic and row-sum kernels (float_vif.cu).
+"""Float VIF on the GPU: decimation, statistic (with the row sums) and total kernels (float_vif.cu).
 
 Statistics per frame: ``float32[4, 2]``, each scale's (num, den) float sums
 in libvmaf's order (rows left to right, then rows top to bottom), so the
@@ -15,15 +15,15 @@ import numpy as np
 from ...features import float_vif as cpu
 from ...features._adm_csf import powf
 from ...features._float_vif_core import gaussian_filter
-from .float_util import SUM_THREADS, GpuFloatFeature, Planes, sum_grid, upload
+from .float_util import SUM_THREADS, GpuFloatFeature, Planes, upload
 from .launch import F32, F64, I32, I64, U64
 
 __all__ = ["make", "tile_width", "stat_kernel"]
 
-# float_vif.cu's tiles: FV_THREADS threads a block; the statistics' FV_TH rows and
-# FV_VCOLS columns with their halo, in strips of FV_RH; the decimation's FV_DCOLS columns
+# float_vif.cu's blocks: FV_THREADS threads; the statistics' bands of FV_RV rows, in
+# segments of FV_VCOLS columns with their halo and strips of FV_RH; the decimation's FV_DCOLS columns
 _THREADS = 256
-_TILE_ROWS = 32
+_BAND_ROWS = 8
 _VCOLS = 256
 _STRIP = 8
 _DOWN_COLS = 128
@@ -70,13 +70,12 @@ class GpuFloatVif(GpuFloatFeature):
             off += len(t)
         ks = scorer.kernels
         self._elem0 = "u8" if scorer.staging.elem == 1 else "u16"
-        stat_types = [U64, U64, I64, I32, I32, I64, F32, U64, I32, F32, F64, F32, U64, U64, I64, I64]
+        stat_types = [U64, U64, I64, I32, I32, I64, F32, U64, I32, F32, F64, F32, U64, U64, I64, I64, U64, I64]
         down_types = [U64, U64, I64, I32, I32, I64, F32, U64, I32, U64, U64, I64, I64, I32]
         self._stat = [ks.launcher("float_vif.cu", stat_kernel(self._elem0 if s == 0 else "f32", len(t)), stat_types)
                       for s, t in enumerate(self.taps)]
         self._down = [None] + [ks.launcher("float_vif.cu", f"vx_fvif_down_{self._elem0 if s == 1 else 'f32'}",
                                            down_types) for s in (1, 2, 3)]
-        self._rows = ks.launcher("float_vif.cu", "vx_fvif_rows", [U64, I64, I64, I64, I32, I32, U64, I64])
         self._total = ks.launcher("float_vif.cu", "vx_fvif_total", [U64, I64, I32, U64, I32, I32])
 
     def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
@@ -104,12 +103,10 @@ class GpuFloatVif(GpuFloatFeature):
                 continue
             r, d, fstride, pitch = src[s]
             m2 = Planes(sw, sh, 2)
-            tw = tile_width(fw)
-            self._stat[s](((sw + tw - 1) // tw, (sh + _TILE_ROWS - 1) // _TILE_ROWS, n), (_THREADS,), st, r, d,
-                          fstride, sw, sh, pitch, self.div if s == 0 else 0.0, taps, fw, self.gain, self.nsq,
-                          self.max_inv, m2.ptr(maps, 0, 0), m2.ptr(maps, 0, 1), m2.frame, m2.pitch)
-            self._rows(sum_grid(sh, 2, n), (SUM_THREADS,), st, maps, m2.frame, m2.pitch, m2.plane, sw, sh,
-                       rows, 2 * sh)
+            # both passes, the statistic and the row sums in one kernel (a block a band of rows)
+            self._stat[s]((1, (sh + _BAND_ROWS - 1) // _BAND_ROWS, n), (_THREADS,), st, r, d, fstride, sw, sh, pitch,
+                          self.div if s == 0 else 0.0, taps, fw, self.gain, self.nsq, self.max_inv,
+                          m2.ptr(maps, 0, 0), m2.ptr(maps, 0, 1), m2.frame, m2.pitch, rows, 2 * sh)
             self._total((1, 2, n), (SUM_THREADS,), st, rows, 2 * sh, sh, out, record_bytes // 4, 2 * s)
         for p in (*pic_bufs[1:], rows, maps):
             dev.free_async(p, st)
