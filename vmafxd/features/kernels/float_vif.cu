@@ -110,8 +110,8 @@ VX_DEVICE void fv_stat(float mu1, float mu2, float xx, float yy, float xy, float
 //   B. horizontal pass: a thread a strip of FV_RH outputs of one row, read from vs the same
 //      way (each value loaded once for the strip), then vif_statistic_s per output, into the
 //      num and den maps.
-//   C. row sums: one thread per (map, row) adds the segment's values to the row's running
-//      float, left to right (libvmaf's order: the segments come left to right and each is
+//   C. row sums: one thread per (map, row), all in the first warp, adds the segment's values
+//      to the row's running float, left to right (libvmaf's order: the segments come left to right and each is
 //      added in order), reading back the maps the block has just written (after the barrier
 //      every thread's writes are visible to the block).  The running floats end in
 //      rows[f][m][y]; vx_fvif_total adds them top to bottom.
@@ -160,16 +160,29 @@ struct FvTaps<0> {
     FV_MEMBER float operator[](int k) const { return t[k]; }
 };
 
-// s + p[0] + p[1] + ... + p[n - 1], added in that order (8 loads issued before their adds)
+// s + p[0] + p[1] + ... + p[n - 1], added in that order.  The values come from global memory
+// (L2: the block wrote them just before), so 16 are loaded ahead of their adds: each batch of
+// 16 is loaded before the previous one is added.
 VX_DEVICE float fv_add_run(float s, const float* p, int n)
 {
     int c = 0;
-    for (; c + 8 <= n; c += 8) {
-        float v[8];
+    float v[16];
+    if (n >= 16) {
 #pragma unroll
-        for (int u = 0; u < 8; ++u) v[u] = p[c + u];
+        for (int u = 0; u < 16; ++u) v[u] = p[u];
+        // invariant: v holds p[c .. c + 15], c + 16 <= n
+        for (; c + 32 <= n; c += 16) {
+            float next[16];
 #pragma unroll
-        for (int u = 0; u < 8; ++u) s = s + v[u];
+            for (int u = 0; u < 16; ++u) next[u] = p[c + 16 + u];
+#pragma unroll
+            for (int u = 0; u < 16; ++u) s = s + v[u];
+#pragma unroll
+            for (int u = 0; u < 16; ++u) v[u] = next[u];
+        }
+#pragma unroll
+        for (int u = 0; u < 16; ++u) s = s + v[u];
+        c += 16;
     }
     for (; c < n; ++c)
         s = s + p[c];
@@ -273,18 +286,18 @@ VX_DEVICE void fv_stat_band(const T* ref, const T* dis, i64 fstride, int w, int 
             }
         }
         __syncthreads();  // the maps written (for C), vs read (before the next A writes it)
-        // C. row sums: chain q (map q / FV_RV, row q % FV_RV) on thread q * blockDim / FV_CHAINS,
-        // spread over the warps (with fewer threads, a thread takes several chains)
+        // C. row sums: chain q (map q / FV_RV, row q % FV_RV) on thread q, all in the first warp:
+        // the other warps go on to the next segment's vertical pass meanwhile
         const int n = w - x0 < tw ? w - x0 : tw;
-        for (int q = 0; q < FV_CHAINS; ++q) {
-            if ((q * (int)blockDim.x) / FV_CHAINS != (int)threadIdx.x || q % FV_RV >= rows) continue;
+        for (int q = threadIdx.x; q < FV_CHAINS; q += blockDim.x) {
+            if (q % FV_RV >= rows) continue;
             const float* map = (q < FV_RV ? num : den) + f * mfstride + (i64)(yc + q % FV_RV) * mpitch + x0;
             run[q] = fv_add_run(run[q], map, n);
         }
     }
     // each chain's running sum is read and written by its own thread only
-    for (int q = 0; q < FV_CHAINS; ++q) {
-        if ((q * (int)blockDim.x) / FV_CHAINS != (int)threadIdx.x || q % FV_RV >= rows) continue;
+    for (int q = threadIdx.x; q < FV_CHAINS; q += blockDim.x) {
+        if (q % FV_RV >= rows) continue;
         rows_out[f * rows_fstride + (q / FV_RV) * h + yc + q % FV_RV] = run[q];
     }
 }
