@@ -3,7 +3,7 @@
 The statistics kernel (float_vif.cu's vx_fvif_stat_*) gives a block a band
 of 8 rows across the width, in segments of ``tile_width(taps)`` columns (240
 for scale 0's 17 taps), and adds each row's values in order as the segments
-come; the decimation (vx_fvif_down_*) works in runs of 128 output columns;
+come; the decimation (vx_fvif_down_*) works in runs of 120 output columns;
 both read scale 0 from the staged 8- or 16-bit samples.  The random frames
 here put picture edges one past and one short of those boundaries, take the
 smallest picture every scale allows, every depth (8, 10, 12, 16 bits), the
@@ -61,7 +61,7 @@ def test_tile_widths_and_kernels():
     (8, 16, 16),     # the smallest picture: scale 3 is 2x2 (its filter's radius is 1)
     (8, 241, 33),    # one column past a 240-column segment, one row past 4 bands of 8
     (8, 480, 31),    # two whole segments wide, one row short of 4 bands
-    (8, 259, 45),    # scale 1 (129 wide) one past a decimation run
+    (8, 243, 45),    # scale 1 (121 wide) one past a decimation run
     (10, 241, 40),
     (12, 97, 57),
     (16, 250, 18),   # scale 1 is 125 x 9: a segment of 248 columns, a band and a row

@@ -110,15 +110,16 @@ VX_DEVICE void fv_stat(float mu1, float mu2, float xx, float yy, float xy, float
 //   B. horizontal pass: a thread a strip of FV_RH outputs of one row, read from vs the same
 //      way (each value loaded once for the strip), then vif_statistic_s per output, into the
 //      num and den maps.
-//   C. row sums: one thread per (map, row), all in the first warp, adds the segment's values
-//      to the row's running float, left to right (libvmaf's order: the segments come left to right and each is
-//      added in order), reading back the maps the block has just written (after the barrier
-//      every thread's writes are visible to the block).  The running floats end in
-//      rows[f][m][y]; vx_fvif_total adds them top to bottom.
-// Barriers: after A (vs written; C of the previous segment done, its threads run C before
-// A) and after B (maps written; vs read).  C and the next segment's A need none between
-// them: A writes vs, which C does not read, and B, the next writer of the maps, comes after
-// the next barrier.
+//   C. row sums: one thread per (map, row), all in the first warp, adds the segment's
+//      values to the row's running float, left to right (libvmaf's order: the segments come
+//      left to right and each is added in order), reading back the maps the block has just
+//      written (after the barrier every thread's writes are visible to the block).  The
+//      running floats end in rows[f][m][y]; vx_fvif_total adds them top to bottom.
+// Barriers: after A (vs written; the previous segment's C done, as the first warp runs it
+// before its A) and after B (maps written; vs read).  C and the next segment's A need none
+// between them: A writes vs, which C does not read, and B, the next writer of the maps
+// (other columns), comes after the next barrier.  So while the first warp adds, the others
+// run the next segment's vertical pass.
 // Shared memory: 5 planes x FV_RV rows x FV_VPITCH floats = 41,120 bytes (+ the taps and the
 // running sums), under the 48 KiB of static shared memory.  FV_VPITCH = 257 = 1 mod 32: the
 // horizontal pass's warp reads 8 rows (lane % 8) x 4 strips (8 columns apart) at one offset:
@@ -331,8 +332,10 @@ FV_STAT_KERNEL(vx_fvif_stat_f32_any, float, 0)
 // row 2 y at the columns its horizontal pass reads (2 ox0 - r .. 2 (ox0 + n - 1) + r, each
 // mirrored, at most 2 FV_DCOLS - 2 + FV_MAXTAPS of them) into shared memory, then the
 // horizontal pass at the even columns: the twin's values at the points it keeps, and nothing
-// at the rows and columns it drops.
-#define FV_DCOLS 128
+// at the rows and columns it drops.  FV_DCOLS = 120: the vertical pass's 2 * 119 + fw columns
+// are one column a thread of 256 for every filter of 17 taps or fewer (scale 1's 9 at
+// vif_kernelscale 1); wider ones take a thread two columns.
+#define FV_DCOLS 120
 
 template <typename T>
 VX_DEVICE void fv_down(const T* ref, const T* dis, i64 fstride, int w, int h, i64 pitch, float div,
@@ -363,15 +366,13 @@ VX_DEVICE void fv_down(const T* ref, const T* dis, i64 fstride, int w, int h, i6
         vrow[1][c] = m2;
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        float m1 = 0.0f, m2 = 0.0f;
-        for (int k = 0; k < fw; ++k) {
-            const float t = tap_s[k];
-            m1 = m1 + t * vrow[0][2 * i + k];
-            m2 = m2 + t * vrow[1][2 * i + k];
-        }
-        out_r[f * ofstride + (i64)oy * opitch + ox0 + i] = m1;
-        out_d[f * ofstride + (i64)oy * opitch + ox0 + i] = m2;
+    // a thread an output of one picture: threads 0 .. n-1 the reference, n .. 2n-1 the distorted
+    for (int i = threadIdx.x; i < 2 * n; i += blockDim.x) {
+        const int p = i < n ? 0 : 1, ox = i - p * n;
+        float m = 0.0f;
+        for (int k = 0; k < fw; ++k)
+            m = m + tap_s[k] * vrow[p][2 * ox + k];
+        (p ? out_d : out_r)[f * ofstride + (i64)oy * opitch + ox0 + ox] = m;
     }
 }
 

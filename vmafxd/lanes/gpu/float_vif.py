@@ -26,7 +26,7 @@ _THREADS = 256
 _BAND_ROWS = 8
 _VCOLS = 256
 _STRIP = 8
-_DOWN_COLS = 128
+_DOWN_COLS = 120
 #: the statistics kernels compiled for a fixed filter width, per picture element
 STAT_FIXED = {"u8": (17,), "u16": (17,), "f32": (9, 5, 3)}
 
