@@ -28,11 +28,15 @@
 // The widest filter: 65 taps (vif_kernelscale 3.71 at scale 0; radius 32)
 #define FV_MAXTAPS 65
 
-// A picture's value at element i: a float picture's as it is, a staged sample's
-// converted (vx_float_sample: sample / div - 128, div 0 for 8 bits).
+// A picture's value at element i: a float picture's as it is, a staged sample's converted
+// as the prelude's vx_float_sample converts it (sample / div - 128; div 0: no division).
+// The staging holds u8 samples for 8 bits only, whose divisor is 0, and u16 samples for 10,
+// 12 and 16 bits, whose divisors are 4, 16 and 256 (float_util.sample_divisor): so each
+// element type takes one branch of vx_float_sample, written out here (a branch per sample
+// would make the compiler duplicate the unrolled filter loops, one copy per branch).
 VX_DEVICE float fv_value(const float* p, i64 i, float) { return p[i]; }
-VX_DEVICE float fv_value(const u8* p, i64 i, float div) { return vx_float_sample(p[i], div); }
-VX_DEVICE float fv_value(const u16* p, i64 i, float div) { return vx_float_sample(p[i], div); }
+VX_DEVICE float fv_value(const u8* p, i64 i, float) { return (float)p[i] + -128.0f; }
+VX_DEVICE float fv_value(const u16* p, i64 i, float div) { return (float)p[i] / div + -128.0f; }
 
 union fv_bits {
     float f;
