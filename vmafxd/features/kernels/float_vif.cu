@@ -308,8 +308,15 @@ VX_DEVICE void fv_stat_band(const T* ref, const T* dis, i64 fstride, int w, int 
 }
 
 
+// Blocks an SM the statistics kernels' registers leave room for.  2 (128 registers): sm_90
+// ptxas gives vx_fvif_stat_u8_17 127 registers, no spills; 3 (85 registers) fits it in 80, but
+// vx_fvif_stat_u16_17 spills 24 bytes.  (Overridable to time the other: -DFV_STAT_MINB=3.)
+#ifndef FV_STAT_MINB
+#define FV_STAT_MINB 2
+#endif
+
 #define FV_STAT_KERNEL(NAME, T, FW)                                                                              \
-    VX_KERNEL void VX_BOUNDS(FV_THREADS, 2)                                                                      \
+    VX_KERNEL void VX_BOUNDS(FV_THREADS, FV_STAT_MINB)                                                           \
         NAME(const T* ref, const T* dis, i64 fstride, int w, int h, i64 pitch, float div, const float* taps,      \
              int fw, float gain_limit, double sigma_nsq, float sigma_max_inv, float* num, float* den,            \
              i64 mfstride, i64 mpitch, float* rows, i64 rows_fstride)                                            \
