@@ -27,12 +27,13 @@ _BAND_ROWS = 8
 _VCOLS = 256
 _STRIP = 8
 _DOWN_COLS = 120
+_MAX_TAPS = 65  # FV_MAXTAPS: libvmaf's widest filter (vif_kernelscale 3.71 at scale 0)
 #: the statistics kernels compiled for a fixed filter width, per picture element
 STAT_FIXED = {"u8": (17,), "u16": (17,), "f32": (9, 5, 3)}
 
 
 def tile_width(taps: int) -> int:
-    """fv_tile_width: a statistics tile's output columns for a filter of ``taps`` taps."""
+    """fv_tile_width: the output columns of a statistics segment for a filter of ``taps`` taps."""
     return (_VCOLS - (taps - 1)) // _STRIP * _STRIP
 
 
@@ -52,6 +53,8 @@ class GpuFloatVif(GpuFloatFeature):
             self.sizes.append((pw // 2, ph // 2))
         ks_ = float(self.values["vif_kernelscale"])
         self.taps = [gaussian_filter(s, ks_) for s in range(4)]
+        if max(len(t) for t in self.taps) > _MAX_TAPS:  # never with libvmaf's kernel scales
+            raise ValueError(f"float_vif: filters wider than {_MAX_TAPS} taps")
         for s, (sw, sh) in enumerate(self.sizes):
             if min(sw, sh) <= len(self.taps[s]) // 2:
                 raise ValueError(f"float_vif: a {w}x{h} picture is too small for scale {s}")
