@@ -114,21 +114,22 @@ VX_DEVICE void fv_stat(float mu1, float mu2, float xx, float yy, float xy, float
 //   B. horizontal pass: a thread a strip of FV_RH outputs of one row, read from vs the same
 //      way (each value loaded once for the strip), then vif_statistic_s per output, into the
 //      num and den maps.
-//   C. row sums: one thread per (map, row), all in the first warp, adds the segment's
-//      values to the row's running float, left to right (libvmaf's order: the segments come
-//      left to right and each is added in order), reading back the maps the block has just
-//      written (after the barrier every thread's writes are visible to the block).  The
-//      running floats end in rows[f][m][y]; vx_fvif_total adds them top to bottom.
-// Barriers: after A (vs written; the previous segment's C done, as the first warp runs it
-// before its A) and after B (maps written; vs read).  C and the next segment's A need none
-// between them: A writes vs, which C does not read, and B, the next writer of the maps
-// (other columns), comes after the next barrier.  So while the first warp adds, the others
-// run the next segment's vertical pass.
+//   C. row sums: one thread per (map, row), in a warp of their own (the block's last, with
+//      no work in A and B), adds the segment's values to the row's running float, left to
+//      right (libvmaf's order: the segments come left to right and each is added in order),
+//      reading back the maps the block has just written (after the barrier every thread's
+//      writes are visible to the block).  The running floats end in rows[f][m][y];
+//      vx_fvif_total adds them top to bottom.
+// Barriers: after A (vs written; the previous segment's C done) and after B (maps written;
+// vs read).  C and the next segment's A need none between them: A writes vs, which C does
+// not read, and B, the next writer of the maps (other columns), comes after the next
+// barrier.  So while the adding warp adds, the others run the next segment's vertical pass.
 // Shared memory: 5 planes x FV_RV rows x FV_VPITCH floats = 41,120 bytes (+ the taps and the
 // running sums), under the 48 KiB of static shared memory.  FV_VPITCH = 257 = 1 mod 32: the
 // horizontal pass's warp reads 8 rows (lane % 8) x 4 strips (8 columns apart) at one offset:
 // banks row + 8 strip + offset mod 32, all 32 different.
-#define FV_THREADS 256
+#define FV_THREADS 256  // the threads of A and B
+#define FV_BLOCK (FV_THREADS + 32)  // and a warp of its own for C
 #define FV_RV 8
 #define FV_RH 8
 #define FV_VCOLS FV_THREADS
@@ -139,6 +140,12 @@ VX_DEVICE void fv_stat(float mu1, float mu2, float xx, float yy, float xy, float
 // FV_VCOLS, in whole horizontal strips (fw = 17: 240; 9: 248; 65: 192).  The host's twin:
 // vmafxd.lanes.gpu.float_vif.tile_width.
 VX_DEVICE int fv_tile_width(int fw) { return (FV_VCOLS - (fw - 1)) / FV_RH * FV_RH; }
+
+// The first thread of C: the last FV_CHAINS threads of the block (in the warp past the
+// FV_THREADS of A and B, which have no columns or strips there: a segment's columns and its
+// strips' items are at most FV_VCOLS = FV_THREADS); with fewer threads than chains (the
+// emulator's one), thread 0, each thread taking every blockDim-th chain.
+VX_DEVICE int fv_chain_first() { return (int)blockDim.x > FV_CHAINS ? (int)blockDim.x - FV_CHAINS : 0; }
 
 // (member functions: VX_DEVICE is static)
 #if defined(VX_EMU)
@@ -212,8 +219,8 @@ VX_DEVICE void fv_stat_band(const T* ref, const T* dis, i64 fstride, int w, int 
     const T* b_pic = dis + f * fstride;
     for (int k = threadIdx.x; k < fw; k += blockDim.x)
         tap_s[k] = taps[k];
-    for (int q = threadIdx.x; q < FV_CHAINS; q += blockDim.x)
-        run[q] = 0.0f;
+    for (int q = (int)threadIdx.x - fv_chain_first(); q < FV_CHAINS; q += blockDim.x)
+        if (q >= 0) run[q] = 0.0f;
     __syncthreads();
     FvTaps<FW> tp;
     tp.load(tap_s);
@@ -291,32 +298,33 @@ VX_DEVICE void fv_stat_band(const T* ref, const T* dis, i64 fstride, int w, int 
             }
         }
         __syncthreads();  // the maps written (for C), vs read (before the next A writes it)
-        // C. row sums: chain q (map q / FV_RV, row q % FV_RV) on thread q, all in the first warp:
-        // the other warps go on to the next segment's vertical pass meanwhile
+        // C. row sums: chain q (map q / FV_RV, row q % FV_RV) on the adding warp's thread q
+        // (fv_chain_first): it adds while the other warps run the next segment's vertical pass
         const int n = w - x0 < tw ? w - x0 : tw;
-        for (int q = threadIdx.x; q < FV_CHAINS; q += blockDim.x) {
-            if (q % FV_RV >= rows) continue;
+        for (int q = (int)threadIdx.x - fv_chain_first(); q < FV_CHAINS; q += blockDim.x) {
+            if (q < 0 || q % FV_RV >= rows) continue;
             const float* map = (q < FV_RV ? num : den) + f * mfstride + (i64)(yc + q % FV_RV) * mpitch + x0;
             run[q] = fv_add_run(run[q], map, n);
         }
     }
     // each chain's running sum is read and written by its own thread only
-    for (int q = threadIdx.x; q < FV_CHAINS; q += blockDim.x) {
-        if (q % FV_RV >= rows) continue;
+    for (int q = (int)threadIdx.x - fv_chain_first(); q < FV_CHAINS; q += blockDim.x) {
+        if (q < 0 || q % FV_RV >= rows) continue;
         rows_out[f * rows_fstride + (q / FV_RV) * h + yc + q % FV_RV] = run[q];
     }
 }
 
 
-// Blocks an SM the statistics kernels' registers leave room for.  2 (128 registers): sm_90
-// ptxas gives vx_fvif_stat_u8_17 127 registers, no spills; 3 (85 registers) fits it in 80, but
-// vx_fvif_stat_u16_17 spills 24 bytes.  (Overridable to time the other: -DFV_STAT_MINB=3.)
+// Blocks of FV_BLOCK threads an SM the statistics kernels' registers leave room for.  2 (at
+// most 112 registers): sm_90 ptxas gives vx_fvif_stat_u8_17 96, _u16_17 93, no spills; 3 (72)
+// fits u8_17 without spills, but u16_17 spills 48 bytes.  (Overridable to time the other:
+// -DFV_STAT_MINB=3.)
 #ifndef FV_STAT_MINB
 #define FV_STAT_MINB 2
 #endif
 
 #define FV_STAT_KERNEL(NAME, T, FW)                                                                              \
-    VX_KERNEL void VX_BOUNDS(FV_THREADS, FV_STAT_MINB)                                                           \
+    VX_KERNEL void VX_BOUNDS(FV_BLOCK, FV_STAT_MINB)                                                           \
         NAME(const T* ref, const T* dis, i64 fstride, int w, int h, i64 pitch, float div, const float* taps,      \
              int fw, float gain_limit, double sigma_nsq, float sigma_max_inv, float* num, float* den,            \
              i64 mfstride, i64 mpitch, float* rows, i64 rows_fstride)                                            \

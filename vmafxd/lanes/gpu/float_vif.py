@@ -20,9 +20,10 @@ from .launch import F32, F64, I32, I64, U64
 
 __all__ = ["make", "tile_width", "stat_kernel"]
 
-# float_vif.cu's blocks: FV_THREADS threads; the statistics' bands of FV_RV rows, in
+# float_vif.cu's blocks: FV_THREADS threads (the statistics' FV_BLOCK); bands of FV_RV rows, in
 # segments of FV_VCOLS columns with their halo and strips of FV_RH; the decimation's FV_DCOLS columns
 _THREADS = 256
+_STAT_THREADS = _THREADS + 32  # FV_BLOCK: and a warp for the row sums
 _BAND_ROWS = 8
 _VCOLS = 256
 _STRIP = 8
@@ -107,7 +108,7 @@ class GpuFloatVif(GpuFloatFeature):
             r, d, fstride, pitch = src[s]
             m2 = Planes(sw, sh, 2)
             # both passes, the statistic and the row sums in one kernel (a block a band of rows)
-            self._stat[s]((1, (sh + _BAND_ROWS - 1) // _BAND_ROWS, n), (_THREADS,), st, r, d, fstride, sw, sh, pitch,
+            self._stat[s]((1, (sh + _BAND_ROWS - 1) // _BAND_ROWS, n), (_STAT_THREADS,), st, r, d, fstride, sw, sh, pitch,
                           self.div if s == 0 else 0.0, taps, fw, self.gain, self.nsq, self.max_inv,
                           m2.ptr(maps, 0, 0), m2.ptr(maps, 0, 1), m2.frame, m2.pitch, rows, 2 * sh)
             self._total((1, 2, n), (SUM_THREADS,), st, rows, 2 * sh, sh, out, record_bytes // 4, 2 * s)
