@@ -9,10 +9,16 @@ here put picture edges one past and one short of those boundaries, take the
 smallest picture every scale allows, every depth (8, 10, 12, 16 bits), the
 kernels of any filter width (vif_kernelscale other than 1, up to libvmaf's
 widest, 65 taps) and a skipped scale 0.  Runs on every GPU runtime with a
-device and on the emulator.
+device and on the emulator; the emulator runs a block as one thread, so one
+test also runs the kernels with blocks of real threads
+(fvif_block_threads.cpp).
 """
 
 from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +26,7 @@ import pytest
 from vmafx.formats import Subsampling
 from vmafxd.core.picture import Picture
 from vmafxd.core.scoring import FeatureRequest, ScoringPlan
+from vmafxd.lanes.gpu import float_vif as float_vif_gpu
 from vmafxd.lanes.gpu.float_vif import stat_kernel, tile_width
 
 from .test_float_kernels import _check
@@ -86,3 +93,42 @@ def test_filter_widths_equal_the_cpu_lane(gpu, options, bitdepth, w, h):
     rt, dev = gpu
     frames = _noise(bitdepth, w, h, seed=1)
     _check(rt, dev, _plan(options), frames, batch=2)
+
+
+# the emulator's prelude, changed to run a block's threads as threads (fvif_block_threads.cpp)
+_THREADED_PRELUDE = (
+    ("#define __shared__\n", "#define __shared__ static\n"),
+    ("static constexpr vx_dim3 vx_emu_threadIdx = {0, 0, 0};", "static thread_local vx_dim3 vx_emu_threadIdx = {0, 0, 0};"),
+    ("static constexpr vx_dim3 vx_emu_blockDim = {1, 1, 1};", "static vx_dim3 vx_emu_blockDim = {1, 1, 1};"),
+    ("static inline void __syncthreads() {}", "void __syncthreads();"),
+)
+
+
+def test_blocks_of_threads_equal_the_one_thread_emulator(tmp_path):
+    """The kernels' thread mapping on a GPU (blocks of 288 and 256 threads, barriers between the
+    phases) gives the emulator's values; built with ThreadSanitizer where it runs here."""
+    cxx = shutil.which("g++")
+    if cxx is None:
+        pytest.skip("no g++")
+    kernels = Path(float_vif_gpu.__file__).resolve().parents[2] / "features" / "kernels"
+    prelude = (kernels / "vmafx_prelude.h").read_text()
+    for old, new in _THREADED_PRELUDE:
+        assert prelude.count(old) == 1, old
+        prelude = prelude.replace(old, new)
+    src = tmp_path / "fvif_block_threads.cpp"
+    src.write_text("#define VX_EMULATE 1\n" + prelude + (kernels / "float_vif.cu").read_text()
+                   + (Path(__file__).parent / "fvif_block_threads.cpp").read_text())
+    base = [cxx, "-O1", "-std=c++20", "-pthread", "-ffp-contract=off", "-w", str(src), "-o"]
+    for sanitize in (["-fsanitize=thread"], []):
+        exe = tmp_path / ("check_tsan" if sanitize else "check")
+        if subprocess.run(base + [str(exe)] + sanitize, capture_output=True).returncode != 0:
+            assert sanitize, "the threaded check did not build"
+            continue  # no ThreadSanitizer here
+        run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300)
+        if sanitize and "FATAL: ThreadSanitizer" in run.stderr:
+            continue  # ThreadSanitizer cannot run on this kernel's memory layout
+        assert "ThreadSanitizer" not in run.stderr, run.stderr[-3000:]
+        assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+        assert run.stdout.count("equal") == 8, run.stdout
+        return
+    pytest.fail("the threaded check did not run")
