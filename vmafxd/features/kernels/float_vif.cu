@@ -2,78 +2,41 @@
 // per-pixel numerator and denominator, and the decimation to the next scale.
 //
 // Device twin of vmafxd.features.float_vif / _float_vif_core, op for op in
-// float (contraction off): the planes as floats (sample / div - 128), a
-// separable Gaussian (vertical pass first; each output `acc = 0; acc +=
+// float (contraction off): the planes as floats (sample / div - 128, the
+// prelude's vx_float_sample, read from the staged samples at scale 0), a
+// separable Gaussian (vertical pass first; each output `acc = 0; acc = acc +
 // taps[k] * x[k]`, k ascending, edges mirrored without repeating the edge),
-// the moments x*x, y*y, x*y filtered the same way (the product before the
-// tap), libvmaf's vif_statistic_s per pixel (with its double steps and its
-// polynomial log2), and the sums in libvmaf's order: a float per row, left to
-// right, then the rows top to bottom into one float (the prelude's
-// vx_staged_row_sums: staged in shared memory, one thread a row adding in
-// order; then a block a map).  Scales: the filtered pictures at even rows and
-// columns.  The host computes the scores (the CPU twin's metrics_from_stats).
+// the moments x*x, y*y, x*y filtered the same way (the product of the two
+// samples, then the tap), libvmaf's vif_statistic_s per pixel (with its double
+// steps and its polynomial log2), and the sums in libvmaf's order: a float per
+// row, left to right, then the rows top to bottom into one float.  Scales:
+// the filtered pictures at even rows and columns.  The host computes the
+// scores (the CPU twin's metrics_from_stats).
 //
-// Plane layouts: float planes with a pitch, frame f at f * fstride; the
-// vertical-pass planes (mu1, mu2) `plane` elements apart (the decimation's;
-// the statistics' five planes stay in shared memory: vx_fvif_stat).
+// Launches per scale s: vx_fvif_down_* (s > 0: the scale-s pictures from the
+// scale-(s-1) ones, filtered at even rows and columns only), vx_fvif_stat_*
+// (both passes, the statistic into num and den maps, and each row's sums,
+// left to right, by the block that owns the row) and vx_fvif_total (the rows
+// top to bottom: the prelude's vx_float_map_totals_staged).  Scale 0 is never
+// converted to a float picture: both kernels convert the samples as they read
+// them (the same float operations as convert.cu's vx_float_convert).
+//
+// Plane layouts: pictures and maps with a pitch (elements), frame f at
+// f * fstride; the reference and distorted pictures through two pointers with
+// the same layout.
 
-#define FV_COLS 256
+// The widest filter: 65 taps (vif_kernelscale 3.71 at scale 0; radius 32)
+#define FV_MAXTAPS 65
 
-// The vertical pass at (x, y): mu1, mu2 (and with all5 xx, yy, xy) into v[0..4].
-VX_DEVICE void fv_vert_at(const float* a, const float* b, int x, int y, int h, i64 pitch, const float* taps, int fw,
-                          int all5, float* v)
-{
-    const int r = fw / 2;
-    float m1 = 0.0f, m2 = 0.0f, xx = 0.0f, yy = 0.0f, xy = 0.0f;
-    for (int k = 0; k < fw; ++k) {
-        const i64 at = (i64)vx_mirror(y - r + k, h) * pitch + x;
-        const float t = taps[k], va = a[at], vb = b[at];
-        m1 = m1 + t * va;
-        m2 = m2 + t * vb;
-        if (all5) {
-            xx = xx + t * (va * va);
-            yy = yy + t * (vb * vb);
-            xy = xy + t * (va * vb);
-        }
-    }
-    v[0] = m1;
-    v[1] = m2;
-    v[2] = xx;
-    v[3] = yy;
-    v[4] = xy;
-}
-
-// Vertical pass of row y: planes mu1, mu2 (and with all5 xx, yy, xy).
-VX_KERNEL void vx_fvif_vert(const float* ref, const float* dis, i64 fstride, int w, int h, i64 pitch,
-                            const float* taps, int fw, int all5, float* out, i64 ofstride, i64 opitch, i64 oplane)
-{
-    const int f = blockIdx.z, y = blockIdx.y;
-    const float* a = ref + f * fstride;
-    const float* b = dis + f * fstride;
-    float* o = out + f * ofstride + y * opitch;
-    for (int i = threadIdx.x; i < FV_COLS; i += blockDim.x) {
-        const int x = blockIdx.x * FV_COLS + i;
-        if (x >= w) break;
-        float v[5];
-        fv_vert_at(a, b, x, y, h, pitch, taps, fw, all5, v);
-        o[x] = v[0];
-        o[oplane + x] = v[1];
-        if (all5) {
-            o[2 * oplane + x] = v[2];
-            o[3 * oplane + x] = v[3];
-            o[4 * oplane + x] = v[4];
-        }
-    }
-}
-
-VX_DEVICE float fv_horiz(const float* row, int x, int w, const float* taps, int fw)
-{
-    const int r = fw / 2;
-    float acc = 0.0f;
-    for (int k = 0; k < fw; ++k)
-        acc = acc + taps[k] * row[vx_mirror(x - r + k, w)];
-    return acc;
-}
+// A picture's value at element i: a float picture's as it is, a staged sample's converted
+// as the prelude's vx_float_sample converts it (sample / div - 128; div 0: no division).
+// The staging holds u8 samples for 8 bits only, whose divisor is 0, and u16 samples for 10,
+// 12 and 16 bits, whose divisors are 4, 16 and 256 (float_util.sample_divisor): so each
+// element type takes one branch of vx_float_sample, written out here (a branch per sample
+// would make the compiler duplicate the unrolled filter loops, one copy per branch).
+VX_DEVICE float fv_value(const float* p, i64 i, float) { return p[i]; }
+VX_DEVICE float fv_value(const u8* p, i64 i, float) { return (float)p[i] + -128.0f; }
+VX_DEVICE float fv_value(const u16* p, i64 i, float div) { return (float)p[i] / div + -128.0f; }
 
 union fv_bits {
     float f;
@@ -137,66 +100,311 @@ VX_DEVICE void fv_stat(float mu1, float mu2, float xx, float yy, float xy, float
     *den = d;
 }
 
-// The widest filter's radius (65 taps: vif_kernelscale 4 at scale 0)
-#define FV_HALO 32
 
-// The vertical pass of all five planes, the horizontal pass and vif_statistic_s
-// in one kernel: block (x, y, f) computes the vertical pass of the columns its
-// FV_COLS pixels' horizontal pass reads (x0 - r .. x0 + FV_COLS - 1 + r, each
-// mirrored as fv_horiz mirrors it) into shared memory, then the horizontal pass
-// from there: the five planes never go through global memory.  Every value is
-// the same operations on the same inputs as a vertical then a horizontal kernel.
-VX_KERNEL void vx_fvif_stat(const float* ref, const float* dis, i64 fstride, int w, int h, i64 pitch,
-                            const float* taps, int fw, float gain_limit, double sigma_nsq, float sigma_max_inv,
-                            float* num, float* den, i64 mfstride, i64 mpitch)
+// ---- the statistics and their row sums: vx_fvif_stat_<type>_<taps> ----------------------
+// Block (0, y, f) computes a band of FV_RV rows of frame f from y * FV_RV, across the whole
+// width in segments of fv_tile_width(fw) columns, left to right:
+//   A. vertical pass: a thread a column of the segment and its halo (FV_VCOLS columns at
+//      most: the segment's outputs read columns x0 - r .. x0 + tw - 1 + r, each mirrored as
+//      the horizontal pass mirrors it), the band's FV_RV rows in registers: each input row's
+//      a, b and products a*a, b*b, a*b are computed once and serve every output whose window
+//      holds the row.  Output j's terms come in as the rows come, k ascending:
+//      acc_j = acc_j + t[k - j] * x[k], from acc_j = 0 -- the twin's order.  The five planes
+//      go to shared memory (vs).
+//   B. horizontal pass: a thread a strip of FV_RH outputs of one row, read from vs the same
+//      way (each value loaded once for the strip), then vif_statistic_s per output, into the
+//      num and den maps.
+//   C. row sums: one thread per (map, row), in a warp of their own (the block's last, with
+//      no work in A and B), adds the segment's values to the row's running float, left to
+//      right (libvmaf's order: the segments come left to right and each is added in order),
+//      reading back the maps the block has just written (after the barrier every thread's
+//      writes are visible to the block).  The running floats end in rows[f][m][y];
+//      vx_fvif_total adds them top to bottom.
+// Barriers: after A (vs written; the previous segment's C done) and after B (maps written;
+// vs read).  C and the next segment's A need none between them: A writes vs, which C does
+// not read, and B, the next writer of the maps (other columns), comes after the next
+// barrier.  So while the adding warp adds, the others run the next segment's vertical pass.
+// Shared memory: 5 planes x FV_RV rows x FV_VPITCH floats = 41,120 bytes (+ the taps and the
+// running sums), under the 48 KiB of static shared memory.  FV_VPITCH = 257 = 1 mod 32: the
+// horizontal pass's warp reads 8 rows (lane % 8) x 4 strips (8 columns apart) at one offset:
+// banks row + 8 strip + offset mod 32, all 32 different.
+#define FV_THREADS 256  // the threads of A and B
+#define FV_BLOCK (FV_THREADS + 32)  // and a warp of its own for C
+#define FV_RV 8
+#define FV_RH 8
+#define FV_VCOLS FV_THREADS
+#define FV_VPITCH (FV_VCOLS + 1)
+#define FV_CHAINS (2 * FV_RV)  // the row sums of a band: (map, row)
+
+// A segment's output columns for a filter of fw taps: its columns and their halo fill at most
+// FV_VCOLS, in whole horizontal strips (fw = 17: 240; 9: 248; 65: 192).  The host's twin:
+// vmafxd.lanes.gpu.float_vif.tile_width.
+VX_DEVICE int fv_tile_width(int fw) { return (FV_VCOLS - (fw - 1)) / FV_RH * FV_RH; }
+
+// The first thread of C: the last FV_CHAINS threads of the block (in the warp past the
+// FV_THREADS of A and B, which have no columns or strips there: a segment's columns and its
+// strips' items are at most FV_VCOLS = FV_THREADS); with fewer threads than chains (the
+// emulator's one), thread 0, each thread taking every blockDim-th chain.
+VX_DEVICE int fv_chain_first() { return (int)blockDim.x > FV_CHAINS ? (int)blockDim.x - FV_CHAINS : 0; }
+
+// (member functions: VX_DEVICE is static)
+#if defined(VX_EMU)
+#define FV_MEMBER inline
+#else
+#define FV_MEMBER __device__ __forceinline__
+#endif
+
+// The tap k of a filter: from registers when the width is known at compile time (FW > 0,
+// every loop over the taps unrolled), else from shared memory.
+template <int FW>
+struct FvTaps {
+    float t[FW];
+    FV_MEMBER void load(const float* s) {
+#pragma unroll
+        for (int k = 0; k < FW; ++k) t[k] = s[k];
+    }
+    FV_MEMBER float operator[](int k) const { return t[k]; }
+};
+template <>
+struct FvTaps<0> {
+    const float* t;
+    FV_MEMBER void load(const float* s) { t = s; }
+    FV_MEMBER float operator[](int k) const { return t[k]; }
+};
+
+// s + p[0] + p[1] + ... + p[n - 1], added in that order.  The values come from global memory
+// (L2: the block wrote them just before), so 16 are loaded ahead of their adds: each batch of
+// 16 is loaded before the previous one is added.
+VX_DEVICE float fv_add_run(float s, const float* p, int n)
 {
-    __shared__ float tile[5][FV_COLS + 2 * FV_HALO];
-    const int f = blockIdx.z, y = blockIdx.y, r = fw / 2;
-    const int x0 = blockIdx.x * FV_COLS;
-    const int end = x0 + FV_COLS < w ? x0 + FV_COLS : w;
-    const float* a = ref + f * fstride;
-    const float* b = dis + f * fstride;
-    for (int i = threadIdx.x; i < end - x0 + 2 * r; i += blockDim.x) {
-        float v[5];
-        fv_vert_at(a, b, vx_mirror(x0 - r + i, w), y, h, pitch, taps, fw, 1, v);
-        for (int p = 0; p < 5; ++p)
-            tile[p][i] = v[p];
+    int c = 0;
+    float v[16];
+    if (n >= 16) {
+#pragma unroll
+        for (int u = 0; u < 16; ++u) v[u] = p[u];
+        // invariant: v holds p[c .. c + 15], c + 16 <= n
+        for (; c + 32 <= n; c += 16) {
+            float next[16];
+#pragma unroll
+            for (int u = 0; u < 16; ++u) next[u] = p[c + 16 + u];
+#pragma unroll
+            for (int u = 0; u < 16; ++u) s = s + v[u];
+#pragma unroll
+            for (int u = 0; u < 16; ++u) v[u] = next[u];
+        }
+#pragma unroll
+        for (int u = 0; u < 16; ++u) s = s + v[u];
+        c += 16;
+    }
+    for (; c < n; ++c)
+        s = s + p[c];
+    return s;
+}
+
+// T: the picture's element (u8/u16 staged samples at scale 0, float above); FW: the filter's
+// taps when fixed (0: fw_arg, any width up to FV_MAXTAPS).
+template <typename T, int FW>
+VX_DEVICE void fv_stat_band(const T* ref, const T* dis, i64 fstride, int w, int h, i64 pitch, float div,
+                            const float* taps, int fw_arg, float gain_limit, double sigma_nsq, float sigma_max_inv,
+                            float* num, float* den, i64 mfstride, i64 mpitch, float* rows_out, i64 rows_fstride)
+{
+    __shared__ float vs[5][FV_RV][FV_VPITCH];
+    __shared__ float tap_s[FV_MAXTAPS];
+    __shared__ float run[FV_CHAINS];
+    const int fw = FW > 0 ? FW : fw_arg, r = fw / 2;
+    const int tw = fv_tile_width(fw), vcols = tw + fw - 1;
+    const int f = blockIdx.z, yc = blockIdx.y * FV_RV;
+    const int rows = h - yc < FV_RV ? h - yc : FV_RV;
+    const T* a_pic = ref + f * fstride;
+    const T* b_pic = dis + f * fstride;
+    for (int k = threadIdx.x; k < fw; k += blockDim.x)
+        tap_s[k] = taps[k];
+    for (int q = (int)threadIdx.x - fv_chain_first(); q < FV_CHAINS; q += blockDim.x)
+        if (q >= 0) run[q] = 0.0f;
+    __syncthreads();
+    FvTaps<FW> tp;
+    tp.load(tap_s);
+    for (int x0 = 0; x0 < w; x0 += tw) {
+        // A. vertical pass: column c of the segment is picture column vx_mirror(x0 - r + c)
+        for (int c = threadIdx.x; c < vcols; c += blockDim.x) {
+            const int gx = x0 - r + c;
+            if (gx >= w + r) continue;  // read only by outputs past the picture (x >= w)
+            const int col = vx_mirror(gx, w);  // -r <= gx < w + r and r < w: inside the picture
+            float m1[FV_RV], m2[FV_RV], xx[FV_RV], yy[FV_RV], xy[FV_RV];
+#pragma unroll
+            for (int j = 0; j < FV_RV; ++j) m1[j] = m2[j] = xx[j] = yy[j] = xy[j] = 0.0f;
+            const int nk = FV_RV + fw - 1;  // input rows yc - r .. yc + FV_RV - 1 + r
+#pragma unroll
+            for (int k = 0; k < nk; ++k) {
+                // rows past h - 1 + r feed only output rows past the picture: clamped there
+                // (vx_mirror(h - 1 + r) = h - 1 - r >= 0); above, yc - r >= -r > -h
+                int gy = yc - r + k;
+                gy = gy < h - 1 + r ? gy : h - 1 + r;
+                const i64 at = (i64)vx_mirror(gy, h) * pitch + col;
+                const float a = fv_value(a_pic, at, div), b = fv_value(b_pic, at, div);
+                const float aa = a * a, bb = b * b, ab = a * b;
+#pragma unroll
+                for (int j = 0; j < FV_RV; ++j) {
+                    const int tk = k - j;  // row k is output j's tap k - j
+                    if (tk < 0 || tk >= fw) continue;
+                    const float t = tp[tk];
+                    m1[j] = m1[j] + t * a;
+                    m2[j] = m2[j] + t * b;
+                    xx[j] = xx[j] + t * aa;
+                    yy[j] = yy[j] + t * bb;
+                    xy[j] = xy[j] + t * ab;
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < FV_RV; ++j) {
+                vs[0][j][c] = m1[j];
+                vs[1][j][c] = m2[j];
+                vs[2][j][c] = xx[j];
+                vs[3][j][c] = yy[j];
+                vs[4][j][c] = xy[j];
+            }
+        }
+        __syncthreads();  // vs written; the previous segment's C done
+        // B. horizontal pass and the statistic: item i is row i % FV_RV, strip i / FV_RV
+        for (int i = threadIdx.x; i < FV_RV * (tw / FV_RH); i += blockDim.x) {
+            const int j = i % FV_RV, c0 = (i / FV_RV) * FV_RH;  // output x0 + c0 + q reads columns c0 + q + tk
+            if (j >= rows || x0 + c0 >= w) continue;
+            float acc[5][FV_RH];
+#pragma unroll
+            for (int p = 0; p < 5; ++p)
+#pragma unroll
+                for (int q = 0; q < FV_RH; ++q) acc[p][q] = 0.0f;
+            const int nk = FV_RH + fw - 1;
+#pragma unroll
+            for (int k = 0; k < nk; ++k) {
+                float v[5];
+#pragma unroll
+                for (int p = 0; p < 5; ++p) v[p] = vs[p][j][c0 + k];
+#pragma unroll
+                for (int q = 0; q < FV_RH; ++q) {
+                    const int tk = k - q;
+                    if (tk < 0 || tk >= fw) continue;
+                    const float t = tp[tk];
+#pragma unroll
+                    for (int p = 0; p < 5; ++p) acc[p][q] = acc[p][q] + t * v[p];
+                }
+            }
+            const i64 row = f * mfstride + (i64)(yc + j) * mpitch + x0 + c0;
+#pragma unroll
+            for (int q = 0; q < FV_RH; ++q) {
+                if (x0 + c0 + q >= w) break;
+                fv_stat(acc[0][q], acc[1][q], acc[2][q], acc[3][q], acc[4][q], gain_limit, sigma_nsq, sigma_max_inv,
+                        num + row + q, den + row + q);
+            }
+        }
+        __syncthreads();  // the maps written (for C), vs read (before the next A writes it)
+        // C. row sums: chain q (map q / FV_RV, row q % FV_RV) on the adding warp's thread q
+        // (fv_chain_first): it adds while the other warps run the next segment's vertical pass
+        const int n = w - x0 < tw ? w - x0 : tw;
+        for (int q = (int)threadIdx.x - fv_chain_first(); q < FV_CHAINS; q += blockDim.x) {
+            if (q < 0 || q % FV_RV >= rows) continue;
+            const float* map = (q < FV_RV ? num : den) + f * mfstride + (i64)(yc + q % FV_RV) * mpitch + x0;
+            run[q] = fv_add_run(run[q], map, n);
+        }
+    }
+    // each chain's running sum is read and written by its own thread only
+    for (int q = (int)threadIdx.x - fv_chain_first(); q < FV_CHAINS; q += blockDim.x) {
+        if (q < 0 || q % FV_RV >= rows) continue;
+        rows_out[f * rows_fstride + (q / FV_RV) * h + yc + q % FV_RV] = run[q];
+    }
+}
+
+
+// Blocks of FV_BLOCK threads an SM the statistics kernels' registers leave room for.  2 (at
+// most 112 registers): sm_90 ptxas gives vx_fvif_stat_u8_17 96, _u16_17 93, no spills; 3 (72)
+// fits u8_17 without spills, but u16_17 spills 48 bytes.  (Overridable to time the other:
+// -DFV_STAT_MINB=3.)
+#ifndef FV_STAT_MINB
+#define FV_STAT_MINB 2
+#endif
+
+#define FV_STAT_KERNEL(NAME, T, FW)                                                                              \
+    VX_KERNEL void VX_BOUNDS(FV_BLOCK, FV_STAT_MINB)                                                           \
+        NAME(const T* ref, const T* dis, i64 fstride, int w, int h, i64 pitch, float div, const float* taps,      \
+             int fw, float gain_limit, double sigma_nsq, float sigma_max_inv, float* num, float* den,            \
+             i64 mfstride, i64 mpitch, float* rows, i64 rows_fstride)                                            \
+    {                                                                                                            \
+        fv_stat_band<T, FW>(ref, dis, fstride, w, h, pitch, div, taps, fw, gain_limit, sigma_nsq, sigma_max_inv, \
+                            num, den, mfstride, mpitch, rows, rows_fstride);                                     \
+    }
+
+// Scale 0 from the staged samples (vif_kernelscale 1: 17 taps; any other scale, any width),
+// scales 1-3 from float pictures (vif_kernelscale 1: 9, 5, 3 taps).  The host picks the
+// fixed width where it has one (vmafxd.lanes.gpu.float_vif.STAT_FIXED).
+FV_STAT_KERNEL(vx_fvif_stat_u8_17, u8, 17)
+FV_STAT_KERNEL(vx_fvif_stat_u8_any, u8, 0)
+FV_STAT_KERNEL(vx_fvif_stat_u16_17, u16, 17)
+FV_STAT_KERNEL(vx_fvif_stat_u16_any, u16, 0)
+FV_STAT_KERNEL(vx_fvif_stat_f32_9, float, 9)
+FV_STAT_KERNEL(vx_fvif_stat_f32_5, float, 5)
+FV_STAT_KERNEL(vx_fvif_stat_f32_3, float, 3)
+FV_STAT_KERNEL(vx_fvif_stat_f32_any, float, 0)
+
+// ---- the decimation: vx_fvif_down_<type> ----------------------------------------------------
+// Block (x, y, f): row y of the next scale's pictures of frame f, FV_DCOLS columns from
+// x * FV_DCOLS.  Output (ox, y) is the filtered picture at (2 ox, 2 y): the vertical pass of
+// row 2 y at the columns its horizontal pass reads (2 ox0 - r .. 2 (ox0 + n - 1) + r, each
+// mirrored, at most 2 FV_DCOLS - 2 + FV_MAXTAPS of them) into shared memory, then the
+// horizontal pass at the even columns: the twin's values at the points it keeps, and nothing
+// at the rows and columns it drops.  FV_DCOLS = 120: the vertical pass's 2 * 119 + fw columns
+// are one column a thread of 256 for every filter of 17 taps or fewer (scale 1's 9 at
+// vif_kernelscale 1); wider ones take a thread two columns.
+#define FV_DCOLS 120
+
+template <typename T>
+VX_DEVICE void fv_down(const T* ref, const T* dis, i64 fstride, int w, int h, i64 pitch, float div,
+                       const float* taps, int fw, float* out_r, float* out_d, i64 ofstride, i64 opitch, int w2)
+{
+    __shared__ float vrow[2][2 * FV_DCOLS + FV_MAXTAPS];
+    __shared__ float tap_s[FV_MAXTAPS];
+    const int f = blockIdx.z, oy = blockIdx.y, ox0 = blockIdx.x * FV_DCOLS, r = fw / 2;
+    const int n = w2 - ox0 < FV_DCOLS ? w2 - ox0 : FV_DCOLS;
+    const int cols = 2 * (n - 1) + fw;
+    const T* a_pic = ref + f * fstride;
+    const T* b_pic = dis + f * fstride;
+    for (int k = threadIdx.x; k < fw; k += blockDim.x)
+        tap_s[k] = taps[k];
+    __syncthreads();
+    // 2 ox - r >= -r > -w and 2 (w2 - 1) + r <= w - 2 + r < 2 w - 1 (r < w): every column and
+    // row index below mirrors into the picture
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+        const int col = vx_mirror(2 * ox0 - r + c, w);
+        float m1 = 0.0f, m2 = 0.0f;
+        for (int k = 0; k < fw; ++k) {
+            const i64 at = (i64)vx_mirror(2 * oy - r + k, h) * pitch + col;
+            const float t = tap_s[k];
+            m1 = m1 + t * fv_value(a_pic, at, div);
+            m2 = m2 + t * fv_value(b_pic, at, div);
+        }
+        vrow[0][c] = m1;
+        vrow[1][c] = m2;
     }
     __syncthreads();
-    float* on = num + f * mfstride + y * mpitch;
-    float* od = den + f * mfstride + y * mpitch;
-    for (int i = threadIdx.x; i < end - x0; i += blockDim.x) {
-        float m[5];
-        for (int p = 0; p < 5; ++p) {  // fv_horiz's sum, reading the tile
-            float acc = 0.0f;
-            for (int k = 0; k < fw; ++k)
-                acc = acc + taps[k] * tile[p][i + k];
-            m[p] = acc;
-        }
-        fv_stat(m[0], m[1], m[2], m[3], m[4], gain_limit, sigma_nsq, sigma_max_inv, on + x0 + i, od + x0 + i);
+    // a thread an output of one picture: threads 0 .. n-1 the reference, n .. 2n-1 the distorted
+    for (int i = threadIdx.x; i < 2 * n; i += blockDim.x) {
+        const int p = i < n ? 0 : 1, ox = i - p * n;
+        float m = 0.0f;
+        for (int k = 0; k < fw; ++k)
+            m = m + tap_s[k] * vrow[p][2 * ox + k];
+        (p ? out_d : out_r)[f * ofstride + (i64)oy * opitch + ox0 + ox] = m;
     }
 }
 
-// The next scale: the horizontal pass of mu1/mu2 at even rows and columns.
-VX_KERNEL void vx_fvif_dec(const float* v2, i64 fstride, int w, i64 pitch, i64 plane, const float* taps, int fw,
-                           float* out_r, float* out_d, i64 ofstride, i64 opitch, int w2)
-{
-    const int f = blockIdx.z, y = blockIdx.y;
-    const float* row = v2 + f * fstride + (2 * y) * pitch;
-    for (int i = threadIdx.x; i < FV_COLS; i += blockDim.x) {
-        const int x = blockIdx.x * FV_COLS + i;
-        if (x >= w2) break;
-        out_r[f * ofstride + y * opitch + x] = fv_horiz(row, 2 * x, w, taps, fw);
-        out_d[f * ofstride + y * opitch + x] = fv_horiz(row + plane, 2 * x, w, taps, fw);
+#define FV_DOWN_KERNEL(NAME, T)                                                                                 \
+    VX_KERNEL void NAME(const T* ref, const T* dis, i64 fstride, int w, int h, i64 pitch, float div,             \
+                        const float* taps, int fw, float* out_r, float* out_d, i64 ofstride, i64 opitch, int w2) \
+    {                                                                                                           \
+        fv_down<T>(ref, dis, fstride, w, h, pitch, div, taps, fw, out_r, out_d, ofstride, opitch, w2);          \
     }
-}
 
-// Row sums of `count` maps (maps `plane` elements apart), VX_SUM_ROWS rows a block (vx_staged_row_sums).
-VX_KERNEL void vx_fvif_rows(const float* maps, i64 fstride, i64 pitch, i64 plane, int w, int h, float* rows,
-                            i64 rows_fstride)
-{
-    vx_float_map_rows_staged(maps, fstride, pitch, plane, w, h, rows, rows_fstride);
-}
+FV_DOWN_KERNEL(vx_fvif_down_u8, u8)
+FV_DOWN_KERNEL(vx_fvif_down_u16, u16)
+FV_DOWN_KERNEL(vx_fvif_down_f32, float)
 
 // Each map's rows added top to bottom into one float, at out[frame][index + m].
 VX_KERNEL void vx_fvif_total(const float* rows, i64 rows_fstride, int h, float* out, int out_stride, int out_index)

@@ -1,9 +1,11 @@
-"""Float VIF on the GPU: conversion, filter, statistic, decimation and row-sum kernels (float_vif.cu).
+"""Float VIF on the GPU: decimation, statistic (with the row sums) and total kernels (float_vif.cu).
 
 Statistics per frame: ``float32[4, 2]``, each scale's (num, den) float sums
 in libvmaf's order (rows left to right, then rows top to bottom), so the
-host's ``float_vif.metrics_from_stats`` gives the CPU lane's doubles.  Every
-intermediate plane lives in memory taken from the stream's pool per batch.
+host's ``float_vif.metrics_from_stats`` gives the CPU lane's doubles.  Scale 0
+is read from the staged samples (the kernels convert as they read); the
+pictures of scales 1-3 and the maps live in memory taken from the stream's
+pool per batch.
 """
 
 from __future__ import annotations
@@ -13,12 +15,32 @@ import numpy as np
 from ...features import float_vif as cpu
 from ...features._adm_csf import powf
 from ...features._float_vif_core import gaussian_filter
-from .float_util import SUM_THREADS, FloatConvert, GpuFloatFeature, Planes, sum_grid, upload
+from .float_util import SUM_THREADS, GpuFloatFeature, Planes, upload
 from .launch import F32, F64, I32, I64, U64
 
-__all__ = ["make"]
+__all__ = ["make", "tile_width", "stat_kernel"]
 
-_COLS = 256  # FV_COLS
+# float_vif.cu's blocks: FV_THREADS threads (the statistics' FV_BLOCK); bands of FV_RV rows, in
+# segments of FV_VCOLS columns with their halo and strips of FV_RH; the decimation's FV_DCOLS columns
+_THREADS = 256
+_STAT_THREADS = _THREADS + 32  # FV_BLOCK: and a warp for the row sums
+_BAND_ROWS = 8
+_VCOLS = 256
+_STRIP = 8
+_DOWN_COLS = 120
+_MAX_TAPS = 65  # FV_MAXTAPS: libvmaf's widest filter (vif_kernelscale 3.71 at scale 0)
+#: the statistics kernels compiled for a fixed filter width, per picture element
+STAT_FIXED = {"u8": (17,), "u16": (17,), "f32": (9, 5, 3)}
+
+
+def tile_width(taps: int) -> int:
+    """fv_tile_width: the output columns of a statistics segment for a filter of ``taps`` taps."""
+    return (_VCOLS - (taps - 1)) // _STRIP * _STRIP
+
+
+def stat_kernel(elem: str, taps: int) -> str:
+    """The statistics kernel for pictures of ``elem`` and a filter of ``taps`` taps."""
+    return f"vx_fvif_stat_{elem}_{taps if taps in STAT_FIXED[elem] else 'any'}"
 
 
 class GpuFloatVif(GpuFloatFeature):
@@ -32,6 +54,8 @@ class GpuFloatVif(GpuFloatFeature):
             self.sizes.append((pw // 2, ph // 2))
         ks_ = float(self.values["vif_kernelscale"])
         self.taps = [gaussian_filter(s, ks_) for s in range(4)]
+        if max(len(t) for t in self.taps) > _MAX_TAPS:  # never with libvmaf's kernel scales
+            raise ValueError(f"float_vif: filters wider than {_MAX_TAPS} taps")
         for s, (sw, sh) in enumerate(self.sizes):
             if min(sw, sh) <= len(self.taps[s]) // 2:
                 raise ValueError(f"float_vif: a {w}x{h} picture is too small for scale {s}")
@@ -49,51 +73,46 @@ class GpuFloatVif(GpuFloatFeature):
             self._tap_ptr.append(self._taps + 4 * off)
             off += len(t)
         ks = scorer.kernels
-        self._convert = FloatConvert(scorer, self.div)
-        self._vert = ks.launcher("float_vif.cu", "vx_fvif_vert",
-                                 [U64, U64, I64, I32, I32, I64, U64, I32, I32, U64, I64, I64, I64])
-        self._stat = ks.launcher("float_vif.cu", "vx_fvif_stat",
-                                 [U64, U64, I64, I32, I32, I64, U64, I32, F32, F64, F32, U64, U64, I64, I64])
-        self._dec = ks.launcher("float_vif.cu", "vx_fvif_dec",
-                                [U64, I64, I32, I64, I64, U64, I32, U64, U64, I64, I64, I32])
-        self._rows = ks.launcher("float_vif.cu", "vx_fvif_rows", [U64, I64, I64, I64, I32, I32, U64, I64])
+        self._elem0 = "u8" if scorer.staging.elem == 1 else "u16"
+        stat_types = [U64, U64, I64, I32, I32, I64, F32, U64, I32, F32, F64, F32, U64, U64, I64, I64, U64, I64]
+        down_types = [U64, U64, I64, I32, I32, I64, F32, U64, I32, U64, U64, I64, I64, I32]
+        self._stat = [ks.launcher("float_vif.cu", stat_kernel(self._elem0 if s == 0 else "f32", len(t)), stat_types)
+                      for s, t in enumerate(self.taps)]
+        self._down = [None] + [ks.launcher("float_vif.cu", f"vx_fvif_down_{self._elem0 if s == 1 else 'f32'}",
+                                           down_types) for s in (1, 2, 3)]
         self._total = ks.launcher("float_vif.cu", "vx_fvif_total", [U64, I64, I32, U64, I32, I32])
 
     def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
-        st, dev = self.scorer.stream, self.scorer.device
+        st, dev, stg = self.scorer.stream, self.scorer.device, self.scorer.staging
         w0, h0 = self.sizes[0]
-        vbuf = dev.alloc_async(Planes(w0, h0, 2).nbytes(n), st)  # the decimation's vertical pass
         maps = dev.alloc_async(Planes(w0, h0, 2).nbytes(n), st)
         rows = dev.alloc_async(max(256, n * 2 * h0 * 4), st)
         pics = [Planes(sw, sh, 2) for sw, sh in self.sizes]
-        pic_bufs = [dev.alloc_async(p.nbytes(n), st) for p in pics]
-        lay = pics[0]
-        self._convert(staging, n, lay, pic_bufs[0])
+        pic_bufs = [0] + [dev.alloc_async(p.nbytes(n), st) for p in pics[1:]]
+        # a scale's pictures: (ref, dist, frame stride, pitch) in elements; scale 0: the staged samples
+        src = [(stg.plane_ptr(staging, 0, 0, 0), stg.plane_ptr(staging, 0, 1, 0), stg.frame_stride_elems,
+                stg.pitches[0])]
+        src += [(p.ptr(b, 0, 0), p.ptr(b, 0, 1), p.frame, p.pitch) for p, b in zip(pics[1:], pic_bufs[1:])]
         out = stats + self.stats_offset
         for s, (sw, sh) in enumerate(self.sizes):
             taps, fw = self._tap_ptr[s], len(self.taps[s])
+            div = self.div if s == 1 else 0.0  # the staged samples' divisor where the source is scale 0
             if s > 0:
-                prev = pics[s - 1]
-                v2 = Planes(prev.w, prev.h, 2)
-                self._vert(((prev.w + _COLS - 1) // _COLS, prev.h, n), (256,), st,
-                           prev.ptr(pic_bufs[s - 1], 0, 0), prev.ptr(pic_bufs[s - 1], 0, 1), prev.frame,
-                           prev.w, prev.h, prev.pitch, taps, fw, 0, vbuf, v2.frame, v2.pitch, v2.plane)
+                (pw, ph), (r, d, fstride, pitch) = self.sizes[s - 1], src[s - 1]
                 cur = pics[s]
-                self._dec(((sw + _COLS - 1) // _COLS, sh, n), (256,), st, vbuf, v2.frame, prev.w, v2.pitch,
-                          v2.plane, taps, fw, cur.ptr(pic_bufs[s], 0, 0), cur.ptr(pic_bufs[s], 0, 1), cur.frame,
-                          cur.pitch, sw)
+                self._down[s](((sw + _DOWN_COLS - 1) // _DOWN_COLS, sh, n), (_THREADS,), st, r, d, fstride, pw, ph,
+                              pitch, div, taps, fw, cur.ptr(pic_bufs[s], 0, 0), cur.ptr(pic_bufs[s], 0, 1),
+                              cur.frame, cur.pitch, sw)
             if s == 0 and self.skip0:
                 continue
-            cur = pics[s]
+            r, d, fstride, pitch = src[s]
             m2 = Planes(sw, sh, 2)
-            # both passes and the statistic in one kernel (the five filtered planes in shared memory)
-            self._stat(((sw + _COLS - 1) // _COLS, sh, n), (256,), st, cur.ptr(pic_bufs[s], 0, 0),
-                       cur.ptr(pic_bufs[s], 0, 1), cur.frame, sw, sh, cur.pitch, taps, fw, self.gain, self.nsq,
-                       self.max_inv, m2.ptr(maps, 0, 0), m2.ptr(maps, 0, 1), m2.frame, m2.pitch)
-            self._rows(sum_grid(sh, 2, n), (SUM_THREADS,), st, maps, m2.frame, m2.pitch, m2.plane, sw, sh,
-                       rows, 2 * sh)
+            # both passes, the statistic and the row sums in one kernel (a block a band of rows)
+            self._stat[s]((1, (sh + _BAND_ROWS - 1) // _BAND_ROWS, n), (_STAT_THREADS,), st, r, d, fstride, sw, sh, pitch,
+                          self.div if s == 0 else 0.0, taps, fw, self.gain, self.nsq, self.max_inv,
+                          m2.ptr(maps, 0, 0), m2.ptr(maps, 0, 1), m2.frame, m2.pitch, rows, 2 * sh)
             self._total((1, 2, n), (SUM_THREADS,), st, rows, 2 * sh, sh, out, record_bytes // 4, 2 * s)
-        for p in (*pic_bufs, rows, maps, vbuf):
+        for p in (*pic_bufs[1:], rows, maps):
             dev.free_async(p, st)
 
     def metrics(self, stats: np.ndarray, first_seq: int, count: int):

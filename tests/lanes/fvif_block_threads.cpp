@@ -1,0 +1,106 @@
+// float_vif.cu's statistics and decimation kernels run with blocks of real threads: one
+// std::thread per CUDA thread, __syncthreads() a std::barrier of the block, __shared__
+// arrays shared by the block's threads (a block at a time).  Built by
+// test_float_vif_tiles.py from the emulator's prelude with those three changes; the maps, the
+// row sums and the decimated pictures must equal the one-thread emulator's (the lane tests
+// check those against the CPU twin), so the thread mapping the emulator never runs (the
+// statistics' warp for the row sums, strips and columns past the block's threads) is checked
+// too; under ThreadSanitizer a barrier missing between two phases is a reported race.
+#include <barrier>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+static std::unique_ptr<std::barrier<>> block_barrier;
+void __syncthreads()
+{
+    if (block_barrier) block_barrier->arrive_and_wait();
+}
+
+// every block of a (gx, gy, 1) grid, `threads` threads a block: the block's threads made once
+// and taking the blocks in turn, a barrier between one block and the next (its shared arrays
+// are the next block's)
+template <typename F>
+static void launch(unsigned gx, unsigned gy, int threads, F kernel)
+{
+    vx_emu_blockDim = {(unsigned)threads, 1, 1};
+    vx_emu_gridDim = {gx, gy, 1};
+    auto body = [&](int t) {
+        for (unsigned y = 0; y < gy; ++y)
+            for (unsigned x = 0; x < gx; ++x) {
+                vx_emu_blockIdx = {x, y, 0};
+                vx_emu_threadIdx = {(unsigned)t, 0, 0};
+                kernel();
+                __syncthreads();
+            }
+    };
+    if (threads == 1) {
+        block_barrier.reset();
+        body(0);
+        return;
+    }
+    block_barrier = std::make_unique<std::barrier<>>(threads);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t) ts.emplace_back(body, t);
+    for (auto& th : ts) th.join();
+}
+
+struct Out {
+    std::vector<float> maps, rows, down;
+};
+
+static Out run(bool block, int w, int h, const std::vector<u8>& a, const std::vector<u8>& b,
+               const std::vector<float>& taps)
+{
+    Out o;
+    o.maps.assign(2 * (size_t)w * h, -7.0f);
+    o.rows.assign(2 * (size_t)h, -7.0f);
+    const int fw = (int)taps.size();
+    launch(1, (h + FV_RV - 1) / FV_RV, block ? FV_BLOCK : 1, [&] {
+        (fw == 17 ? vx_fvif_stat_u8_17 : vx_fvif_stat_u8_any)(
+            a.data(), b.data(), (i64)w * h, w, h, w, 0.0f, taps.data(), fw, 100.0f, 2.0, 0.0001f, o.maps.data(),
+            o.maps.data() + (size_t)w * h, 2 * (i64)w * h, w, o.rows.data(), 2 * h);
+    });
+    const int w2 = w / 2, h2 = h / 2;
+    o.down.assign(2 * (size_t)w2 * h2, -7.0f);
+    launch((w2 + FV_DCOLS - 1) / FV_DCOLS, h2, block ? 256 : 1, [&] {
+        vx_fvif_down_u8(a.data(), b.data(), (i64)w * h, w, h, w, 0.0f, taps.data(), fw, o.down.data(),
+                        o.down.data() + (size_t)w2 * h2, 2 * (i64)w2 * h2, w2, w2);
+    });
+    return o;
+}
+
+static bool same(const std::vector<float>& x, const std::vector<float>& y)
+{
+    return x.size() == y.size() && !memcmp(x.data(), y.data(), x.size() * sizeof(float));
+}
+
+int main()
+{
+    const float t17[17] = {0.00745626f, 0.0142655f, 0.0250313f, 0.0402820f, 0.0594526f, 0.0804751f,
+                           0.0999035f,  0.113746f,  0.118787f,  0.113746f,  0.0999035f, 0.0804751f,
+                           0.0594526f,  0.0402820f, 0.0250313f, 0.0142655f, 0.00745626f};
+    const int sizes[][2] = {{497, 37}, {241, 9}, {16, 16}, {960, 20}};
+    int bad = 0;
+    for (auto& sz : sizes) {
+        const int w = sz[0], h = sz[1];
+        std::mt19937 rng(w * 31 + h);
+        std::vector<u8> a((size_t)w * h), b((size_t)w * h);
+        for (auto& v : a) v = (u8)(rng() & 255);
+        for (size_t i = 0; i < b.size(); ++i) b[i] = (u8)((a[i] + rng() % 61) & 255);
+        for (int fw : {17, 9}) {
+            const std::vector<float> taps(t17 + (17 - fw) / 2, t17 + (17 - fw) / 2 + fw);  // any taps do
+            const Out one = run(false, w, h, a, b, taps), block = run(true, w, h, a, b, taps);
+            int unset = 0;
+            for (float v : one.rows) unset += v == -7.0f;
+            for (float v : one.down) unset += v == -7.0f;
+            const bool ok = same(one.maps, block.maps) && same(one.rows, block.rows) && same(one.down, block.down);
+            printf("%dx%d, %d taps: %s, %d values unset\n", w, h, fw, ok ? "equal" : "DIFFERENT", unset);
+            bad += !ok || unset;
+        }
+    }
+    return bad != 0;
+}
