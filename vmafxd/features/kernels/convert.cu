@@ -59,22 +59,3 @@ VX_KERNEL void vx_convert(const u64* jobs, int njobs)
         }
     }
 }
-
-// The float features' pictures (float_vif; float_adm and float_motion convert the
-// staged samples as they read them): a plane's samples as
-// floats, sample / div - 128 (libvmaf's picture_copy); block (x, y, z) converts
-// VX_FLOAT_COLS columns of row y of frame z.  The host half is
-// vmafxd.lanes.gpu.float_util.FloatConvert.
-#define VX_FLOAT_COLS 256
-
-VX_KERNEL void vx_float_convert_u8(const u8* src, i64 fstride, int w, i64 pitch, float div, float* dst,
-                                   i64 dfstride, i64 dpitch)
-{
-    vx_float_convert<VX_FLOAT_COLS, u8>(src, fstride, w, pitch, div, dst, dfstride, dpitch);
-}
-
-VX_KERNEL void vx_float_convert_u16(const u16* src, i64 fstride, int w, i64 pitch, float div, float* dst,
-                                    i64 dfstride, i64 dpitch)
-{
-    vx_float_convert<VX_FLOAT_COLS, u16>(src, fstride, w, pitch, div, dst, dfstride, dpitch);
-}

@@ -19,7 +19,7 @@
 // left to right, by the block that owns the row) and vx_fvif_total (the rows
 // top to bottom: the prelude's vx_float_map_totals_staged).  Scale 0 is never
 // converted to a float picture: both kernels convert the samples as they read
-// them (the same float operations as convert.cu's vx_float_convert).
+// them (the same float operations as the prelude's vx_float_sample).
 //
 // Plane layouts: pictures and maps with a pitch (elements), frame f at
 // f * fstride; the reference and distorted pictures through two pointers with

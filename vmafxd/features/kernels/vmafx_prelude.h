@@ -183,22 +183,6 @@ VX_DEVICE float vx_float_sample(T s, float div)
     return v + -128.0f;
 }
 
-// The float features' picture conversion: block (x, y, z) converts COLS
-// columns of row y of frame z (planes `fstride` / `dfstride` elements apart).
-template <int COLS, typename T>
-VX_DEVICE void vx_float_convert(const T* src, i64 fstride, int w, i64 pitch, float div, float* dst, i64 dfstride,
-                                i64 dpitch)
-{
-    const int f = blockIdx.z, y = blockIdx.y;
-    const T* s = src + f * fstride + y * pitch;
-    float* d = dst + f * dfstride + y * dpitch;
-    for (int i = threadIdx.x; i < COLS; i += blockDim.x) {
-        const int x = blockIdx.x * COLS + i;
-        if (x >= w) break;
-        d[x] = vx_float_sample(s[x], div);
-    }
-}
-
 // libvmaf's float sums run a float left to right (the CPU twins' row_major_sum:
 // a float per row, then the rows top to bottom): n values added in order.
 VX_DEVICE float vx_float_sum(const float* p, int n)
@@ -211,7 +195,7 @@ VX_DEVICE float vx_float_sum(const float* p, int n)
 
 // Row sums of maps `plane` elements apart, one thread a row: block (x, m, f)
 // sums COLS rows of map m of frame f into rows[f][m][y].  (Its strided reads are
-// slow: vx_float_map_rows_staged below does the same additions faster.)
+// slow: vx_staged_row_sums below does the same additions faster.)
 template <int COLS>
 VX_DEVICE void vx_float_map_rows(const float* maps, i64 fstride, i64 pitch, i64 plane, int w, int h, float* rows,
                                  i64 rows_fstride)
@@ -270,18 +254,6 @@ VX_DEVICE void vx_staged_row_sums(int y0, int nrows, int w, F value, float* out,
     }
     for (int r = t; r < nrows; r += n)
         out[r * out_step] = acc[r];
-}
-
-// vx_float_map_rows the fast way: block (x, m, f) sums VX_SUM_ROWS rows of map m
-// of frame f into rows[f][m][y] (grid x: ceil(h / VX_SUM_ROWS); 128 threads).
-VX_DEVICE void vx_float_map_rows_staged(const float* maps, i64 fstride, i64 pitch, i64 plane, int w, int h,
-                                        float* rows, i64 rows_fstride)
-{
-    const int f = blockIdx.z, m = blockIdx.y, y0 = blockIdx.x * VX_SUM_ROWS;
-    const float* map = maps + f * fstride + m * plane;
-    const int nrows = h - y0 < VX_SUM_ROWS ? h - y0 : VX_SUM_ROWS;
-    vx_staged_row_sums(y0, nrows, w, [&](int y, int x) { return map[(i64)y * pitch + x]; },
-                       rows + f * rows_fstride + m * h + y0, 1);
 }
 
 // vx_float_map_totals the fast way: block (0, m, f) (128 threads) adds map m's

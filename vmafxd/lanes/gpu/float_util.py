@@ -7,19 +7,11 @@ from typing import Any, Callable
 import numpy as np
 
 from .engine import GpuFeature, GpuUnsupported
-from .launch import F32, I32, I64, U64
 
-__all__ = ["sample_divisor", "upload", "Planes", "FloatConvert", "GpuFloatFeature", "sum_grid", "SUM_THREADS"]
+__all__ = ["sample_divisor", "upload", "Planes", "GpuFloatFeature", "SUM_THREADS"]
 
-_CONVERT_COLS = 256  # VX_FLOAT_COLS in convert.cu
-#: the prelude's vx_staged_row_sums: VX_SUM_ROWS rows a block of SUM_THREADS threads
-_SUM_ROWS = 32
+#: threads a block of the kernels over the prelude's staged sums (vx_float_map_totals_staged)
 SUM_THREADS = 128
-
-
-def sum_grid(rows: int, maps: int, frames: int) -> tuple[int, int, int]:
-    """The grid of a kernel over vx_float_map_rows_staged (one block per VX_SUM_ROWS rows of a map)."""
-    return ((rows + _SUM_ROWS - 1) // _SUM_ROWS, maps, frames)
 
 #: picture_copy's divisor per bit depth; 0 means the sample is used as it is
 _DIVISORS = {8: 0.0, 10: 4.0, 12: 16.0, 16: 256.0}
@@ -62,24 +54,6 @@ class Planes:
 
     def ptr(self, base: int, frame: int = 0, plane: int = 0) -> int:
         return base + 4 * (frame * self.frame + plane * self.plane)
-
-
-class FloatConvert:
-    """convert.cu's ``vx_float_convert``: both roles' luma of a batch as float pictures
-    (``sample / div - 128``), into planes 0 (reference) and 1 (distorted) of a layout."""
-
-    def __init__(self, scorer, div: float):
-        self.scorer, self.div = scorer, div
-        name = "vx_float_convert_u8" if scorer.staging.elem == 1 else "vx_float_convert_u16"
-        self._launch = scorer.kernels.launcher("convert.cu", name, [U64, I64, I32, I64, F32, U64, I64, I64])
-
-    def __call__(self, staging: int, n: int, layout: Planes, base: int) -> None:
-        stg, st = self.scorer.staging, self.scorer.stream
-        w, h = stg.shapes[0]
-        for role in (0, 1):
-            self._launch(((w + _CONVERT_COLS - 1) // _CONVERT_COLS, h, n), (256,), st,
-                         stg.plane_ptr(staging, 0, role, 0), stg.frame_stride_elems, w, stg.pitches[0], self.div,
-                         layout.ptr(base, 0, role), layout.frame, layout.pitch)
 
 
 class GpuFloatFeature(GpuFeature):
