@@ -193,7 +193,7 @@ class GpuAdm(GpuFeature):
 
     def columns(self, stats: np.ndarray, first_seq: int, count: int):
         sums = self._sums(stats[:count, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.int64))
-        return first_seq, self._scores(sums[:, 0], sums[:, 1], sums[:, 2])
+        return first_seq, self._scores.records(sums)
 
     def metrics(self, stats: np.ndarray, first_seq: int, count: int):
         return rows_of(self.columns(stats, first_seq, count))
