@@ -2,11 +2,15 @@
 
 ``job_table`` (the gather jobs of a batch, from cached per-layout templates)
 against ``convert_jobs`` frame by frame; the launcher's one-call packing
-against the per-value views; the integer PSNR twin's columns against the CPU
-twin's per-frame ``metrics_from_stats``.  No device is needed.
+against the per-value views; launches prepared once per batch size against
+the launcher's packing at each batch's address; the integer PSNR twin's
+columns against the CPU twin's per-frame ``metrics_from_stats``.  No device
+is needed.
 """
 
 from __future__ import annotations
+
+import ctypes
 
 import numpy as np
 import pytest
@@ -127,3 +131,55 @@ def test_batches_as_columns_equal_frame_by_frame_and_the_cpu_lane(motion_options
     assert len(want) == 24 and "mse_cb" in want[5] and any(n.startswith("integer_motion3") for n in want[5])
     for batch in (16, 3):
         assert gpu_scores(rt, dev, plan, pair, batch=batch) == want, batch
+
+
+class _Recorder:
+    """A device whose launches keep a copy of each argument record."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.records: list[tuple] = []
+
+    def launch_packed(self, function, grid, block, shared, stream, args_address, types):
+        ptrs = np.ctypeslib.as_array((ctypes.c_uint64 * self.n).from_address(args_address))
+        record = [np.ctypeslib.as_array((ctypes.c_uint64 * 1).from_address(int(p)))[0] for p in ptrs]
+        self.records.append((tuple(grid), tuple(block), shared, [int(v) for v in record]))
+
+
+def test_prepared_launches_pack_what_the_launcher_packs_with_the_base_added():
+    from vmafxd.lanes.gpu.launch import PreparedBatches, Relative
+
+    types = [U64, I64, I32, F64, F32, U64, U64]
+    dev = _Recorder(len(types))
+    launcher = Launcher(dev, None, types)
+    calls = []
+
+    def make(n, at):
+        calls.append((n, at))
+        base = Relative(0)
+        yield launcher, (n, 2), (128,), (base + 64, -5, n, 0.25, np.float32(1.5), 1 << 40, base + at + 8 * n)
+        yield launcher, (1,), (256,), (3 + base, 7, -1, -0.0, 2, 0, base)
+
+    batches = PreparedBatches(make)
+    for n, base in [(1, 1 << 33), (2, 1 << 34), (1, 5 << 33), (3, 1 << 35)]:
+        dev.records.clear()
+        batches.run(None, base, n, 4096)
+        got = list(dev.records)
+        dev.records.clear()
+        launcher((n, 2), (128,), None, base + 64, -5, n, 0.25, np.float32(1.5), 1 << 40, base + 4096 + 8 * n)
+        launcher((1,), (256,), None, base + 3, 7, -1, -0.0, 2, 0, base)
+        assert got == dev.records
+    assert calls == [(1, 4096), (2, 4096), (3, 4096)]  # made once per key
+
+
+def test_relative_addresses_refuse_all_but_adding_an_int():
+    from vmafxd.lanes.gpu.launch import Relative
+
+    r = Relative(16)
+    assert (r + 8).offset == (8 + r).offset == 24 and (r + np.int64(4)).offset == 20
+    for bad in (lambda: r * 2, lambda: r // 4, lambda: r - 1, lambda: r + r, lambda: r + 0.5, lambda: r + True):
+        with pytest.raises(TypeError):
+            bad()
+    launcher = Launcher(_Device(), None, [I64])
+    with pytest.raises(TypeError, match="must be U64"):
+        launcher.prepare((1,), (1,), (Relative(0),))

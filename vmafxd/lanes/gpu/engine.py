@@ -5,9 +5,10 @@ batch of frames is enqueued on the device's library stream (R1) as
 
 1. waits on the frames' device acquire fences (producer IPC events);
 2. one gather/convert launch that copies every plane of every frame into
-   planar staging memory taken from the stream's pool (R7) — after it the
-   producer's buffers are no longer read, so ``copied`` (an event recorded
-   right here) is the batch's *release point*;
+   planar staging memory taken from the stream's pool (R7: one allocation
+   per batch, the staging and the features' scratch, :class:`_BatchPlan`) —
+   after it the producer's buffers are no longer read, so ``copied`` (an
+   event recorded right here) is the batch's *release point*;
 3. each feature's kernels over the whole batch (one launch per kernel and
    scale, the frame in ``blockIdx.z``), writing exact integer (or float)
    partial statistics into one per-frame record;
@@ -322,22 +323,58 @@ class Batch:
     first_seq: int
     count: int
     copied: Any  # event: the release point of the batch's buffers
-    done: Any  # event: statistics are in host memory
+    done: Any  # event: statistics are in host memory (the slot's, recorded again by its next batch)
     stats: np.ndarray  # (count, stats_bytes) view of pinned memory
     slot: int
 
 
 class _HostSlot:
-    """Pinned memory for one batch in flight: the job table and the statistics records."""
+    """What one batch in flight holds while it is: pinned memory for the job table and the
+    statistics records, and the ``done`` event (recorded again by each batch that takes the slot:
+    a slot is taken again only after its last batch completed)."""
 
     def __init__(self, device, max_batch: int, stats_bytes: int, max_jobs: int):
         self.jobs = device.alloc_host(max_jobs * 64)
         self.stats = device.alloc_host(max(8, max_batch * stats_bytes))
+        self.done = device.create_event()
         self.busy = False
+        self._stats_bytes = stats_bytes
+        self._views: dict[int, np.ndarray] = {}
+
+    def stats_of(self, n: int) -> np.ndarray:
+        """(n, stats_bytes) view of the records (one per batch size, kept)."""
+        v = self._views.get(n)
+        if v is None:
+            v = self._views[n] = self.stats[: n * self._stats_bytes].reshape(n, self._stats_bytes)
+        return v
 
     def free(self, device) -> None:
+        self.done.close()
         device.free_host(self.jobs)
         device.free_host(self.stats)
+
+
+class _BatchPlan:
+    """What every batch of ``n`` frames shares: its device memory's layout and the gather launch.
+
+    A batch's device memory is ONE allocation from the stream's pool (R7):
+    the staging of its ``n`` frames, then one scratch region that every
+    feature with per-batch scratch (``scratch_bytes(n)``) gets whole, as large
+    as the largest of them.  The features' kernels run one after another on
+    the stream, so each one's scratch is dead before the next one's kernels
+    start: the pool gave them the same memory too when each allocated its own.
+    """
+
+    def __init__(self, scorer: "GpuScorer", n: int):
+        stg = scorer.staging
+        self.n = n
+        self.scratch = n * stg.frame_bytes  # staging's frame_bytes is a multiple of 256
+        need = [twin.scratch_bytes(n) for twin in scorer.twins if hasattr(twin, "scratch_bytes")]
+        self.nbytes = self.scratch + (max(need) + 255) // 256 * 256 if need else self.scratch
+        self.jobs = n * 2 * len(stg.shapes)  # one per plane of each source (convert_jobs)
+        rows_per_block = 4
+        self.convert = scorer._convert.prepare(((stg.height + rows_per_block - 1) // rows_per_block, self.jobs),
+                                               (256,), (scorer._jobs_dev, self.jobs))
 
 
 class GpuScorer:
@@ -377,6 +414,10 @@ class GpuScorer:
         self._inflight: list[Batch] = []
         #: (pixel format, planes) -> that layout's convert jobs at pointer 0 (:func:`job_table`)
         self._templates: dict[tuple, np.ndarray] = {}
+        #: batch size -> its _BatchPlan (made at its first batch)
+        self._plans: dict[int, _BatchPlan] = {}
+        #: per twin: whether it takes a share of the batch's scratch (``scratch_bytes``)
+        self._scratch = [hasattr(twin, "scratch_bytes") for twin in self.twins]
 
     # -- submission --------------------------------------------------------------
     def can_enqueue(self) -> bool:
@@ -389,33 +430,37 @@ class GpuScorer:
             raise ValueError(f"a batch holds 1..{self.max_batch} frames, got {n}")
         slot_i = next(i for i, s in enumerate(self._slots) if not s.busy)
         slot = self._slots[slot_i]
-        slot.busy = True
-        dev, st, stg = self.device, self.stream, self.staging
+        plan = self._plans.get(n)
+        if plan is None:
+            plan = self._plans[n] = _BatchPlan(self, n)
+        dev, st = self.device, self.stream
         for f in frames:
             for ev in f.waits:
                 st.wait_event(ev)
-        staging = dev.alloc_async(n * stg.frame_bytes, st)
-        table = job_table(frames, stg, staging, self._templates)
-        njobs = len(table)
+        # the batch's device memory: staging, then the features' scratch (_BatchPlan)
+        staging = dev.alloc_async(plan.nbytes, st)
+        slot.busy = True
+        table = job_table(frames, self.staging, staging, self._templates)
         slot.jobs[: table.nbytes] = table.view(np.uint8).ravel()
         dev.copy_htod_async(self._jobs_dev, slot.jobs, table.nbytes, st)
-        rows_per_block = 4
-        self._convert(((stg.height + rows_per_block - 1) // rows_per_block, njobs), (256,), st,
-                      self._jobs_dev, njobs)
+        plan.convert(st, 0)
         copied = dev.create_event()
         copied.record(st)
-        dev.memset_async(self._stats_dev, 0, n * self.stats_bytes, st)
+        nbytes = n * self.stats_bytes
+        dev.memset_async(self._stats_dev, 0, nbytes, st)
         first_seq = self._next_seq
-        for twin in self.twins:
-            twin.enqueue(staging, n, first_seq, self._stats_dev, self.stats_bytes)
-        dev.copy_dtoh_async(slot.stats, self._stats_dev, n * self.stats_bytes, st)
+        scratch = staging + plan.scratch
+        for twin, takes_scratch in zip(self.twins, self._scratch):
+            if takes_scratch:
+                twin.enqueue(staging, n, first_seq, self._stats_dev, self.stats_bytes, scratch)
+            else:
+                twin.enqueue(staging, n, first_seq, self._stats_dev, self.stats_bytes)
+        dev.copy_dtoh_async(slot.stats, self._stats_dev, nbytes, st)
         dev.free_async(staging, st)
-        done = dev.create_event()
-        done.record(st)
+        slot.done.record(st)
         st.submit()  # R9: make sure the work is submitted, not just queued
         self._next_seq += n
-        batch = Batch(first_seq, n, copied, done,
-                      slot.stats[: n * self.stats_bytes].reshape(n, self.stats_bytes), slot_i)
+        batch = Batch(first_seq, n, copied, slot.done, slot.stats_of(n), slot_i)
         self._inflight.append(batch)
         return batch
 
@@ -435,7 +480,6 @@ class GpuScorer:
         finals = self.assembler.pushed(batch.first_seq + batch.count - 1)
         self._slots[batch.slot].busy = False
         self._inflight.remove(batch)
-        batch.done.close()
         return finals
 
     def finish(self) -> list[tuple[int, dict[str, float]]]:
@@ -450,9 +494,7 @@ class GpuScorer:
 
     def close(self) -> None:
         """Free the session's device state (the stream must have passed its batches)."""
-        for batch in self._inflight:  # an aborted session's batches were never completed
-            batch.done.close()
-        self._inflight = []
+        self._inflight = []  # an aborted session's batches were never completed
         for twin in self.twins:
             twin.close()
         self.device.free(self._stats_dev)
