@@ -55,6 +55,12 @@ def test_job_table_is_convert_jobs_frame_by_frame(bitdepth, formats):
         got = job_table(frames, stg, base, templates)
         assert got.dtype == np.uint64 and got.shape == (len(want), 8)
         assert got.tolist() == want
+        # into a larger pinned buffer, as the engine builds it (a second time: from the kept tables)
+        pinned = np.full(32 * 2 * 3 * 8 + 5, 7, dtype=np.uint64)
+        for _ in range(2):
+            into = job_table(frames, stg, base, templates, out=pinned)
+            assert into.tolist() == want and np.shares_memory(into, pinned)
+            assert (pinned[len(want) * 8:] == 7).all()
     assert 1 <= len(templates) <= 80
 
 

@@ -223,7 +223,8 @@ class FrameAssembler:
         for name in plan.metric_names():
             self._column(name)
         #: per model set: its primary model's input columns
-        self._inputs = {ms.name: [self._col[n] for n in plan.model_inputs[ms.name][0]] for ms in plan.models}
+        self._inputs = {ms.name: np.array([self._col[n] for n in plan.model_inputs[ms.name][0]], dtype=np.intp)
+                        for ms in plan.models}
 
     def _column(self, name: str) -> int:
         j = self._col.get(name)
@@ -310,12 +311,12 @@ class FrameAssembler:
         """The models on rows ``a:b`` (frames in order), their outputs into new columns."""
         for ms in self.plan.models:
             cols = self._inputs[ms.name]
-            have = self._have[a:b][:, cols]
+            have = self._have[a:b, cols]
             if not have.all():
                 i, k = np.argwhere(~have)[0]  # the first missing, frame by frame, input by input
                 name = self.plan.model_inputs[ms.name][0][k]
                 raise RuntimeError(f"model {ms.name}: feature {name} missing for a frame")
-            x = self._vals[a:b][:, cols]
+            x = self._vals[a:b, cols]
             for out_name, values in predict_set(ms, x).items():
                 j = self._column(out_name)
                 self._vals[a:b, j] = values

@@ -274,27 +274,34 @@ def convert_jobs(src: FrameSource, staging: Staging, dst_base: int, frame: int, 
     return jobs
 
 
-def job_table(frames: Sequence["GpuFrame"], staging: Staging, dst_base: int, templates: dict) -> np.ndarray:
+def job_table(frames: Sequence["GpuFrame"], staging: Staging, dst_base: int, templates: dict,
+              out: np.ndarray | None = None) -> np.ndarray:
     """uint64[jobs, 8]: every frame's :func:`convert_jobs`, ref then dist, frame by frame, as one
-    table built in whole-array operations.
+    table built in whole-array operations (into ``out``, uint64, when given: the pinned slot).
 
     A source's jobs depend on its pointer, its layout and where it lands in
     staging.  The layout's part is made once per (format, planes) and kept in
     ``templates`` (the layout's jobs at pointer 0 into staging at 0), as are
     the places in staging per batch size (the k-th source: frame ``k // 2``,
-    role ``k % 2``, as ``plane_ptr``); the rest is two columns added here: the
-    sources' pointers, and ``dst_base`` plus their places.
+    role ``k % 2``, as ``plane_ptr``), and, for a batch of one layout, the
+    two added per batch size; the rest is two columns added here: the
+    sources' pointers, and ``dst_base``.
     """
     srcs = [s for f in frames for s in (f.ref, f.dist)]
     keys = [(s.pixel_format, s.planes) for s in srcs]
-    if keys.count(keys[0]) == len(keys):  # one layout (the usual case): broadcast it
-        template = _template(keys[0], staging, templates)[None]
+    if keys.count(keys[0]) == len(keys):  # one layout (the usual case): its batch-size table
+        template = _uniform(keys[0], len(srcs), staging, templates)
     else:
         template = np.stack([_template(k, staging, templates) for k in keys])
-    table = np.empty((len(srcs),) + template.shape[1:], dtype=np.uint64)
+        template[:, :, 5] += _places(len(srcs), staging, templates)
+    count, per, words = template.shape
+    if out is None:
+        table = np.empty(template.shape, dtype=np.uint64)
+    else:
+        table = out[:count * per * words].reshape(template.shape)
     table[:] = template
     table[:, :, 0] += np.array([s.ptr for s in srcs], dtype=np.uint64)[:, None]
-    table[:, :, 5] += _places(len(srcs), staging, templates) + np.uint64(dst_base)
+    table[:, :, 5] += np.uint64(dst_base)
     return table.reshape(-1, 8)
 
 
@@ -305,6 +312,16 @@ def _places(count: int, staging: Staging, templates: dict) -> np.ndarray:
         k = np.arange(count, dtype=np.uint64)
         got = templates[count] = ((k // np.uint64(2)) * np.uint64(staging.frame_bytes)
                                   + (k % np.uint64(2)) * np.uint64(staging.role_bytes))[:, None]
+    return got
+
+
+def _uniform(key: tuple, count: int, staging: Staging, templates: dict) -> np.ndarray:
+    """uint64[count, jobs, 8]: ``count`` sources of one layout into staging at 0, pointers 0."""
+    got = templates.get((key, count))
+    if got is None:
+        got = np.repeat(_template(key, staging, templates)[None], count, axis=0)
+        got[:, :, 5] += _places(count, staging, templates)
+        templates[(key, count)] = got
     return got
 
 
@@ -335,6 +352,7 @@ class _HostSlot:
 
     def __init__(self, device, max_batch: int, stats_bytes: int, max_jobs: int):
         self.jobs = device.alloc_host(max_jobs * 64)
+        self.jobs64 = self.jobs.view(np.uint64)
         self.stats = device.alloc_host(max(8, max_batch * stats_bytes))
         self.done = device.create_event()
         self.busy = False
@@ -440,8 +458,7 @@ class GpuScorer:
         # the batch's device memory: staging, then the features' scratch (_BatchPlan)
         staging = dev.alloc_async(plan.nbytes, st)
         slot.busy = True
-        table = job_table(frames, self.staging, staging, self._templates)
-        slot.jobs[: table.nbytes] = table.view(np.uint8).ravel()
+        table = job_table(frames, self.staging, staging, self._templates, out=slot.jobs64)
         dev.copy_htod_async(self._jobs_dev, slot.jobs, table.nbytes, st)
         plan.convert(st, 0)
         copied = dev.create_event()
