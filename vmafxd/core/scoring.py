@@ -264,10 +264,15 @@ class FrameAssembler:
 
     def add(self, index: int, metrics: Mapping[str, float]) -> None:
         r = self._rows(index, 1)
-        for name, v in metrics.items():
-            j = self._column(name)
-            self._vals[r, j] = v
-            self._have[r, j] = True
+        self._set_row(r, metrics.items())
+
+    def _set_row(self, r: int, items) -> None:
+        """Row ``r``'s values: (name, value) pairs (a column made for a new name first)."""
+        cells = [(self._column(name), v) for name, v in items]  # a new column replaces the arrays
+        vals, have = self._vals[r], self._have[r]
+        for j, v in cells:
+            vals[j] = v
+            have[j] = True
 
     def add_columns(self, first: int, columns: Mapping[str, np.ndarray]) -> None:
         """Frames ``first``, ``first + 1`` ...'s values: name -> float64 array over those frames."""
@@ -275,6 +280,9 @@ class FrameAssembler:
         if count == 0:
             return
         r = self._rows(first, count)
+        if count == 1:  # one frame: element stores cost a quarter of one-element slice stores
+            self._set_row(r, ((name, v[0]) for name, v in columns.items()))
+            return
         for name, v in columns.items():
             j = self._column(name)
             self._vals[r:r + count, j] = v
