@@ -31,22 +31,25 @@ def _source(ptr: int, fmt: PixelFormat, w: int, h: int, pad: int) -> FrameSource
     return FrameSource(ptr, fmt, ((0, yp), (yp * h, cp), (yp * h + cp * ch, cp)))
 
 
-@pytest.mark.parametrize("bitdepth,formats", [
-    (8, (PixelFormat.YUV420P,)),
-    (8, (PixelFormat.YUV420P, PixelFormat.NV12)),
-    (10, (PixelFormat.P010,)),
+@pytest.mark.parametrize("bitdepth,formats,padded", [
+    (8, (PixelFormat.YUV420P,), True),
+    (8, (PixelFormat.YUV420P,), False),  # every source of one layout
+    (8, (PixelFormat.YUV420P, PixelFormat.NV12), True),
+    (10, (PixelFormat.P010,), True),
+    (10, (PixelFormat.P010,), False),
 ])
-def test_job_table_is_convert_jobs_frame_by_frame(bitdepth, formats):
+def test_job_table_is_convert_jobs_frame_by_frame(bitdepth, formats, padded):
     w, h = 97, 61
     stg = Staging.build(w, h, bitdepth, Subsampling.S420)
     rng = np.random.default_rng(11)
     templates: dict = {}
-    for n in (1, 2, 7, 32):
+    for n in (1, 2, 3, 7, 1, 32, 2):
         frames = []
         for i in range(n):
             fmt_r, fmt_d = formats[i % len(formats)], formats[(i + 1) % len(formats)]
-            frames.append(GpuFrame(_source(int(rng.integers(1, 1 << 47)) * 256, fmt_r, w, h, int(rng.integers(0, 64))),
-                                   _source(int(rng.integers(1, 1 << 47)) * 256, fmt_d, w, h, 0)))
+            pad = int(rng.integers(0, 64)) if padded else 16
+            frames.append(GpuFrame(_source(int(rng.integers(1, 1 << 47)) * 256, fmt_r, w, h, pad),
+                                   _source(int(rng.integers(1, 1 << 47)) * 256, fmt_d, w, h, 16)))
         base = int(rng.integers(1, 1 << 40)) * 256
         want = []
         for i, f in enumerate(frames):
