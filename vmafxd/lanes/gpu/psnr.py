@@ -80,7 +80,7 @@ class GpuPsnr(GpuFeature):
         shapes = self.shapes[: self.nplanes]
         out = []
         for i in range(count):
-            row = [int(v) for v in sse[i]]
+            row = sse[i].tolist()  # Python ints
             if self.apsnr:
                 for p, (h, w) in enumerate(shapes):
                     self._sse_total[p] += row[p]

@@ -218,7 +218,7 @@ class GpuFloatSsim(GpuSsimBase):
                 scratch, self.planes.frame_bytes // 4, self.planes.role_bytes // 4, pitch, dw, dh)
 
     def _sums(self, record: np.ndarray) -> ScaleSums:
-        l, c, s, lcs = (float(v) for v in record[0])
+        l, c, s, lcs = record[0].tolist()
         return ScaleSums(pixels=self.pixels[0], l=l, c=c, s=s, lcs=lcs)
 
 
@@ -266,9 +266,8 @@ class GpuFloatMsSsim(GpuSsimBase):
             src, src_fstride, src_role, src_pitch = dst, dst_fstride, dst_role, pl.pitches[s - 1]
 
     def _sums(self, record: np.ndarray) -> tuple[ScaleSums, ...]:
-        return tuple(ScaleSums(pixels=self.pixels[k], l=float(record[k, 0]), c=float(record[k, 1]),
-                               s=float(record[k, 2]))
-                     for k in range(self.njobs))
+        return tuple(ScaleSums(pixels=self.pixels[k], l=l, c=c, s=s)
+                     for k, (l, c, s, _) in enumerate(record.tolist()))
 
 
 def make(instance, scorer) -> GpuSsimBase:
