@@ -139,6 +139,12 @@ def apply_clip(model: Model, y: np.ndarray) -> np.ndarray:
     if model.clip is None:
         return y
     lo, hi = model.clip
+    if y.ndim == 1 and len(y) <= 4:  # a few frames: the same two selects on Python floats
+        out = []
+        for v in y.tolist():
+            v = lo if v < lo else v
+            out.append(hi if v > hi else v)
+        return np.array(out, dtype=np.float64)
     y = np.where(y < lo, lo, y)
     return np.where(y > hi, hi, y)
 
