@@ -450,6 +450,9 @@ class GpuScorer:
             self.twins.append(twin)
         #: per twin: base metric name -> output name (the plan's names, once per session)
         self._names = [twin.instance.names for twin in self.twins]
+        #: per twin: whether every output name is its base name (no option suffix): then a batch's
+        #: values whose names are all the plan's go to the assembler as they are
+        self._plain = [all(k == v for k, v in names.items()) for names in self._names]
         #: per twin: its columns() (GpuFeature's), or None for one that gives dicts alone (cambi)
         self._columns = [getattr(twin, "columns", None) for twin in self.twins]
         self.stats_bytes = max(8, offset)
@@ -515,14 +518,18 @@ class GpuScorer:
         """Metrics of a batch whose ``done`` event has completed; returns frames now final."""
         if not batch.done.query():
             raise RuntimeError("batch completed before its done event")
-        for twin, names, columns in zip(self.twins, self._names, self._columns):
+        for twin, names, columns, plain in zip(self.twins, self._names, self._columns, self._plain):
             got = columns(batch.stats, batch.first_seq, batch.count) if columns is not None else None
             if got is not None:  # the batch's values as arrays, handed over whole
                 first, cols = got
-                self.assembler.add_columns(first, {names[k]: v for k, v in cols.items() if k in names})
+                if not (plain and cols.keys() <= names.keys()):
+                    cols = {names[k]: v for k, v in cols.items() if k in names}
+                self.assembler.add_columns(first, cols)
                 continue
             for seq, metrics in twin.metrics(batch.stats, batch.first_seq, batch.count):
-                self.assembler.add(seq, {names[k]: v for k, v in metrics.items() if k in names})
+                if not (plain and metrics.keys() <= names.keys()):
+                    metrics = {names[k]: v for k, v in metrics.items() if k in names}
+                self.assembler.add(seq, metrics)
         finals = self.assembler.pushed(batch.first_seq + batch.count - 1)
         self._slots[batch.slot].busy = False
         self._inflight.remove(batch)
