@@ -414,7 +414,6 @@ class _BatchPlan:
 
     def __init__(self, scorer: "GpuScorer", n: int):
         stg = scorer.staging
-        self.n = n
         self.scratch = n * stg.frame_bytes  # staging's frame_bytes is a multiple of 256
         need = [twin.scratch_bytes(n) for twin in scorer.twins if hasattr(twin, "scratch_bytes")]
         self.nbytes = self.scratch + (max(need) + 255) // 256 * 256 if need else self.scratch

@@ -5,6 +5,11 @@ every launch cost 22.9 µs a launch from Python, three times a bare
 ``cuLaunchKernel``.  A :class:`Launcher` owns one argument record per kernel
 signature: values are written in place and the same pointer array is handed
 to the driver each time (the driver copies the values during the call).
+
+A batch's launches go further (:class:`PreparedBatches`): their arguments
+depend on the batch size and on addresses in the batch's one allocation, so
+each launch is packed once per batch size (:class:`Prepared`, its own record)
+and a batch writes only its addresses (:class:`Relative`: base + offset).
 """
 
 from __future__ import annotations
