@@ -265,3 +265,28 @@ def test_frames_scored_together_equal_frames_scored_alone(over):
         assert b.keys() == a.keys()
         assert all(b[k] == a[k] or (np.isnan(b[k]) and np.isnan(a[k])) for k in a)
     assert len({b["integer_vif_scale1"] for b in batch}) == 6
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_small_batches_give_the_array_paths_bits(skip, monkeypatch):
+    """A few frames without debug take the scalar path (``_small_columns``): bit for bit what the
+    whole-array path gives, over sums of every magnitude (int64 -> double rounding past 2**53),
+    negatives, and zero denominators (where the scalar path declines and the array path scores)."""
+    rng = np.random.default_rng(17)
+    cases = []
+    for n in (1, 2, 3, 4, 5, 1, 2):
+        exp = rng.integers(0, 62, (n, 16))
+        acc = (rng.random((n, 16)) * 2.0 ** exp).astype(np.int64)
+        acc[rng.random((n, 16)) < 0.05] *= -1
+        cases.append(acc)
+    zero = np.zeros((2, 16), np.int64)
+    zero[1] = rng.integers(1, 1 << 40, 16)
+    cases.append(zero)  # frame 0: every den 0.0 (0 / 0 is nan, as in the array path)
+    small = [vif.columns_from_sums(acc, skip, {}) for acc in cases]
+    monkeypatch.setattr(vif, "SMALL_BATCH", 0)
+    for acc, got in zip(cases, small):
+        want = vif.columns_from_sums(acc, skip, {})
+        assert list(got) == list(want)
+        assert all(np.asarray(got[k]).tobytes() == np.asarray(want[k]).tobytes() for k in want), acc
+    assert vif._small_columns(zero.reshape(-1, 4, 4), skip) is None
+    assert vif._small_columns(cases[0].reshape(-1, 4, 4), skip) is not None

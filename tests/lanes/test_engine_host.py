@@ -2,11 +2,15 @@
 
 ``job_table`` (the gather jobs of a batch, from cached per-layout templates)
 against ``convert_jobs`` frame by frame; the launcher's one-call packing
-against the per-value views; the integer PSNR twin's columns against the CPU
-twin's per-frame ``metrics_from_stats``.  No device is needed.
+against the per-value views; launches prepared once per batch size against
+the launcher's packing at each batch's address; the integer PSNR twin's
+columns against the CPU twin's per-frame ``metrics_from_stats``.  No device
+is needed.
 """
 
 from __future__ import annotations
+
+import ctypes
 
 import numpy as np
 import pytest
@@ -27,22 +31,25 @@ def _source(ptr: int, fmt: PixelFormat, w: int, h: int, pad: int) -> FrameSource
     return FrameSource(ptr, fmt, ((0, yp), (yp * h, cp), (yp * h + cp * ch, cp)))
 
 
-@pytest.mark.parametrize("bitdepth,formats", [
-    (8, (PixelFormat.YUV420P,)),
-    (8, (PixelFormat.YUV420P, PixelFormat.NV12)),
-    (10, (PixelFormat.P010,)),
+@pytest.mark.parametrize("bitdepth,formats,padded", [
+    (8, (PixelFormat.YUV420P,), True),
+    (8, (PixelFormat.YUV420P,), False),  # every source of one layout
+    (8, (PixelFormat.YUV420P, PixelFormat.NV12), True),
+    (10, (PixelFormat.P010,), True),
+    (10, (PixelFormat.P010,), False),
 ])
-def test_job_table_is_convert_jobs_frame_by_frame(bitdepth, formats):
+def test_job_table_is_convert_jobs_frame_by_frame(bitdepth, formats, padded):
     w, h = 97, 61
     stg = Staging.build(w, h, bitdepth, Subsampling.S420)
     rng = np.random.default_rng(11)
     templates: dict = {}
-    for n in (1, 2, 7, 32):
+    for n in (1, 2, 3, 7, 1, 32, 2):
         frames = []
         for i in range(n):
             fmt_r, fmt_d = formats[i % len(formats)], formats[(i + 1) % len(formats)]
-            frames.append(GpuFrame(_source(int(rng.integers(1, 1 << 47)) * 256, fmt_r, w, h, int(rng.integers(0, 64))),
-                                   _source(int(rng.integers(1, 1 << 47)) * 256, fmt_d, w, h, 0)))
+            pad = int(rng.integers(0, 64)) if padded else 16
+            frames.append(GpuFrame(_source(int(rng.integers(1, 1 << 47)) * 256, fmt_r, w, h, pad),
+                                   _source(int(rng.integers(1, 1 << 47)) * 256, fmt_d, w, h, 16)))
         base = int(rng.integers(1, 1 << 40)) * 256
         want = []
         for i, f in enumerate(frames):
@@ -51,6 +58,12 @@ def test_job_table_is_convert_jobs_frame_by_frame(bitdepth, formats):
         got = job_table(frames, stg, base, templates)
         assert got.dtype == np.uint64 and got.shape == (len(want), 8)
         assert got.tolist() == want
+        # into a larger pinned buffer, as the engine builds it (a second time: from the kept tables)
+        pinned = np.full(32 * 2 * 3 * 8 + 5, 7, dtype=np.uint64)
+        for _ in range(2):
+            into = job_table(frames, stg, base, templates, out=pinned)
+            assert into.tolist() == want and np.shares_memory(into, pinned)
+            assert (pinned[len(want) * 8:] == 7).all()
     assert 1 <= len(templates) <= 80
 
 
@@ -127,3 +140,55 @@ def test_batches_as_columns_equal_frame_by_frame_and_the_cpu_lane(motion_options
     assert len(want) == 24 and "mse_cb" in want[5] and any(n.startswith("integer_motion3") for n in want[5])
     for batch in (16, 3):
         assert gpu_scores(rt, dev, plan, pair, batch=batch) == want, batch
+
+
+class _Recorder:
+    """A device whose launches keep a copy of each argument record."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.records: list[tuple] = []
+
+    def launch_packed(self, function, grid, block, shared, stream, args_address, types):
+        ptrs = np.ctypeslib.as_array((ctypes.c_uint64 * self.n).from_address(args_address))
+        record = [np.ctypeslib.as_array((ctypes.c_uint64 * 1).from_address(int(p)))[0] for p in ptrs]
+        self.records.append((tuple(grid), tuple(block), shared, [int(v) for v in record]))
+
+
+def test_prepared_launches_pack_what_the_launcher_packs_with_the_base_added():
+    from vmafxd.lanes.gpu.launch import PreparedBatches, Relative
+
+    types = [U64, I64, I32, F64, F32, U64, U64]
+    dev = _Recorder(len(types))
+    launcher = Launcher(dev, None, types)
+    calls = []
+
+    def make(n, at):
+        calls.append((n, at))
+        base = Relative(0)
+        yield launcher, (n, 2), (128,), (base + 64, -5, n, 0.25, np.float32(1.5), 1 << 40, base + at + 8 * n)
+        yield launcher, (1,), (256,), (3 + base, 7, -1, -0.0, 2, 0, base)
+
+    batches = PreparedBatches(make)
+    for n, base in [(1, 1 << 33), (2, 1 << 34), (1, 5 << 33), (3, 1 << 35)]:
+        dev.records.clear()
+        batches.run(None, base, n, 4096)
+        got = list(dev.records)
+        dev.records.clear()
+        launcher((n, 2), (128,), None, base + 64, -5, n, 0.25, np.float32(1.5), 1 << 40, base + 4096 + 8 * n)
+        launcher((1,), (256,), None, base + 3, 7, -1, -0.0, 2, 0, base)
+        assert got == dev.records
+    assert calls == [(1, 4096), (2, 4096), (3, 4096)]  # made once per key
+
+
+def test_relative_addresses_refuse_all_but_adding_an_int():
+    from vmafxd.lanes.gpu.launch import Relative
+
+    r = Relative(16)
+    assert (r + 8).offset == (8 + r).offset == 24 and (r + np.int64(4)).offset == 20
+    for bad in (lambda: r * 2, lambda: r // 4, lambda: r - 1, lambda: r + r, lambda: r + 0.5, lambda: r + True):
+        with pytest.raises(TypeError):
+            bad()
+    launcher = Launcher(_Device(), None, [I64])
+    with pytest.raises(TypeError, match="must be U64"):
+        launcher.prepare((1,), (1,), (Relative(0),))

@@ -108,3 +108,28 @@ def test_a_missing_model_input_names_the_feature():
     asm.add(1, {"integer_adm2": 0.5})
     with pytest.raises(RuntimeError, match="model vmaf: feature integer_adm2 missing"):
         asm.pushed(2)
+
+
+def test_one_frame_values_land_in_their_row_while_new_names_grow_the_columns():
+    """A one-frame batch's columns are stored element by element (and so is a frame's dict): with
+    names new to the assembler among them, its arrays are replaced before the stores, and each
+    value is where a many-frame batch would have put it."""
+    plan = ScoringPlan.build([], [FeatureRequest("psnr")])
+    one, many = FrameAssembler(plan), FrameAssembler(plan)
+    names = [f"new{k}" for k in range(40)]  # several times the 16 columns it starts with
+    rng = np.random.default_rng(2)
+    vals = {n: rng.uniform(-1.0, 1.0, 6) for n in names}
+    vals["new3"][2] = -0.0
+    got, want = [], []
+    for i in range(6):
+        part = names[: 5 + 7 * i]  # more names each frame
+        one.add_columns(i, {n: vals[n][i:i + 1] for n in part[: len(part) // 2]})
+        one.add(i, {n: float(vals[n][i]) for n in part[len(part) // 2:]})
+        many.add_columns(i, {n: vals[n][i:i + 2] for n in part[: len(part) // 2]})  # and frame i + 1's
+        many.add_columns(i, {n: vals[n][i:i + 1] for n in part[len(part) // 2:]})
+        got += one.pushed(i)
+        want += many.pushed(i)
+    assert [i for i, _ in got] == list(range(6))
+    for (i, m), (_, w) in zip(got, want):
+        assert list(m) == list(w) and set(m) == set(names[: 5 + 7 * i])
+        assert all(np.float64(m[n]).tobytes() == np.float64(vals[n][i]).tobytes() for n in m), i

@@ -92,3 +92,23 @@ def test_pooling_infinite_scores_like_c_doubles():
     mixed = pool([30.0, math.inf])
     assert mixed["min"] == 30.0 and math.isinf(mixed["max"]) and math.isinf(mixed["mean"])
     assert mixed["harmonic_mean"] == 2.0 / (1.0 / 31.0) - 1.0  # the infinite frame adds 0 to the sum
+
+
+def test_clip_of_a_few_frames_selects_as_the_arrays_do():
+    """apply_clip's few-frame path (Python floats) gives np.where's bits: NaN kept, -0.0 kept,
+    the bounds themselves, and a low bound above the high one (then the high one wins)."""
+    import dataclasses
+
+    from vmafxd.model.predict import apply_clip
+
+    model = load_model("version=vmaf_v0.6.1").primary
+    values = [np.nan, -0.0, 0.0, -1e-300, 100.0, 100.00000000000001, 57.3, -5.0, 1e308, -np.inf, np.inf]
+    for clip in (model.clip, (0.0, 100.0), (10.0, 5.0), (-0.0, 0.0)):
+        m = dataclasses.replace(model, clip=clip)
+        for k in range(len(values)):
+            for n in (1, 2, 3, 4):
+                y = np.array((values[k:] + values[:k])[:n], dtype=np.float64)
+                want = np.where(y < clip[0], clip[0], y)
+                want = np.where(want > clip[1], clip[1], want)
+                got = apply_clip(m, y)
+                assert got.dtype == np.float64 and got.tobytes() == want.tobytes(), (clip, y)

@@ -223,7 +223,8 @@ class FrameAssembler:
         for name in plan.metric_names():
             self._column(name)
         #: per model set: its primary model's input columns
-        self._inputs = {ms.name: [self._col[n] for n in plan.model_inputs[ms.name][0]] for ms in plan.models}
+        self._inputs = {ms.name: np.array([self._col[n] for n in plan.model_inputs[ms.name][0]], dtype=np.intp)
+                        for ms in plan.models}
 
     def _column(self, name: str) -> int:
         j = self._col.get(name)
@@ -263,10 +264,15 @@ class FrameAssembler:
 
     def add(self, index: int, metrics: Mapping[str, float]) -> None:
         r = self._rows(index, 1)
-        for name, v in metrics.items():
-            j = self._column(name)
-            self._vals[r, j] = v
-            self._have[r, j] = True
+        self._set_row(r, metrics.items())
+
+    def _set_row(self, r: int, items) -> None:
+        """Row ``r``'s values: (name, value) pairs (a column made for a new name first)."""
+        cells = [(self._column(name), v) for name, v in items]  # a new column replaces the arrays
+        vals, have = self._vals[r], self._have[r]
+        for j, v in cells:
+            vals[j] = v
+            have[j] = True
 
     def add_columns(self, first: int, columns: Mapping[str, np.ndarray]) -> None:
         """Frames ``first``, ``first + 1`` ...'s values: name -> float64 array over those frames."""
@@ -274,6 +280,9 @@ class FrameAssembler:
         if count == 0:
             return
         r = self._rows(first, count)
+        if count == 1:  # one frame: element stores cost a quarter of one-element slice stores
+            self._set_row(r, ((name, v[0]) for name, v in columns.items()))
+            return
         for name, v in columns.items():
             j = self._column(name)
             self._vals[r:r + count, j] = v
@@ -310,12 +319,12 @@ class FrameAssembler:
         """The models on rows ``a:b`` (frames in order), their outputs into new columns."""
         for ms in self.plan.models:
             cols = self._inputs[ms.name]
-            have = self._have[a:b][:, cols]
+            have = self._have[a:b, cols]
             if not have.all():
                 i, k = np.argwhere(~have)[0]  # the first missing, frame by frame, input by input
                 name = self.plan.model_inputs[ms.name][0][k]
                 raise RuntimeError(f"model {ms.name}: feature {name} missing for a frame")
-            x = self._vals[a:b][:, cols]
+            x = self._vals[a:b, cols]
             for out_name, values in predict_set(ms, x).items():
                 j = self._column(out_name)
                 self._vals[a:b, j] = values

@@ -567,6 +567,10 @@ def columns_from_sums(acc: np.ndarray, skip_scale0: bool, options: Mapping[str, 
     numpy operation in the same precision.)
     """
     acc = np.asarray(acc, dtype=np.int64).reshape(-1, _NUM_SCALES, 4)
+    if acc.shape[0] <= SMALL_BATCH and not options.get("debug", False):
+        got = _small_columns(acc, skip_scale0)
+        if got is not None:
+            return got
     f = acc.astype(np.float64)  # int64 -> double, as C promotes
     # int64 / double and int64 - double promote to double, as in C
     nums = (f[:, :, 0] / 2048.0 + (f[:, :, 3] - (f[:, :, 2] / 16384.0) / 65025.0)).astype(np.float32)
@@ -594,6 +598,35 @@ def columns_from_sums(acc: np.ndarray, skip_scale0: bool, options: Mapping[str, 
             columns[f"integer_vif_num_scale{s}"] = n64[:, s]
             columns[f"integer_vif_den_scale{s}"] = d64[:, s]
     return columns
+
+
+#: batches of at most this many frames (without debug) are scored by :func:`_small_columns`, the
+#: same bits at less than half the whole-array operations' cost for one frame (4 against 10 µs
+#: on a 2-core box)
+SMALL_BATCH = 4
+_SCALE_NAMES = tuple(f"integer_vif_scale{s}" for s in range(_NUM_SCALES))
+
+
+def _small_columns(acc: np.ndarray, skip_scale0: bool) -> dict[str, np.ndarray] | None:
+    """:func:`columns_from_sums` without debug for a few frames, on Python floats: the double
+    expressions as they are; each stored to float by numpy's conversion of the list (C's
+    ``(float)``); the float division in double, rounded to float once (the double quotient of two
+    floats rounded to float is their float quotient: double has more than 2 * 24 + 2 bits).
+    None where a ``den`` is 0.0 (the array path's inf or nan)."""
+    n = acc.shape[0]
+    terms = []
+    for f0, f1, f2, f3 in acc.reshape(n * _NUM_SCALES, 4).astype(np.float64).tolist():
+        terms.append(f0 / 2048.0 + (f3 - (f2 / 16384.0) / 65025.0))  # num
+        terms.append(f1 / 2048.0 + f3)  # den
+    terms = np.array(terms, dtype=np.float32).tolist()
+    try:
+        ratios = [a / b for a, b in zip(terms[0::2], terms[1::2])]
+    except ZeroDivisionError:
+        return None
+    out = np.array(ratios, dtype=np.float32).astype(np.float64).reshape(n, _NUM_SCALES).T
+    if skip_scale0:
+        out[0] = 0.0
+    return dict(zip(_SCALE_NAMES, out))
 
 
 def metrics_from_stats(stats: VifStats, options: Mapping[str, Any]) -> dict[str, float]:

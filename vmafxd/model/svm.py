@@ -36,6 +36,10 @@ class SvmModel:
     sv: np.ndarray  # (n_sv, n_features), float64
     n_features: int
 
+    def __post_init__(self) -> None:
+        # the support vectors feature by feature (contiguous rows), made once
+        object.__setattr__(self, "_sv_t", np.ascontiguousarray(self.sv.T))
+
     def predict(self, x: np.ndarray) -> np.ndarray:
         """Decision values for ``x`` of shape (n_frames, n_features)."""
         x = np.asarray(x, dtype=np.float64)
@@ -52,7 +56,7 @@ class SvmModel:
             # every (feature, frame, support vector) difference squared at once (support vectors
             # innermost: long contiguous rows); then summed feature by feature in index order
             # from the first (0.0 + a is a, as libsvm starts)
-            sq = np.ascontiguousarray(x[:, :nf].T)[:, :, None] - np.ascontiguousarray(self.sv.T)[:, None, :]
+            sq = np.ascontiguousarray(x[:, :nf].T)[:, :, None] - self._sv_t[:, None, :]
             sq *= sq
             d2 = sq[0].copy()
             for k in range(1, nf):

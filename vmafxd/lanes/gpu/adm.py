@@ -7,7 +7,7 @@ Statistics per frame: ``int64[36]`` = ``AdmStats.num``, ``.den``, ``.aim``
 CSF weights, regions, libvmaf's AVX-512 vector columns) comes from the CPU
 twin's own plan (``_adm_plan.plan_for``), packed into one int64 table per
 scale that is uploaded once per scorer.  The bands of the four scales live in
-memory taken from the stream's pool for each batch (R7).
+the batch's scratch (memory taken from the stream's pool for each batch, R7).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ...features import adm as cpu
 from ...features._adm_core import COS_1DEG_SQ
 from ...features._adm_plan import ScaleParams, plan_for
 from .engine import GpuFeature, GpuUnsupported, rows_of
-from .launch import I32, I64, U64
+from .launch import I32, I64, U64, PreparedBatches, Relative
 
 __all__ = ["make", "scale_table", "PARAM_NAMES"]
 
@@ -140,10 +140,20 @@ class GpuAdm(GpuFeature):
         dev.copy_htod_async(self._table, host, table.nbytes, scorer.stream)
         scorer.stream.synchronize()
         dev.free_host(host)
+        self._batches = PreparedBatches(self._launches)
 
-    def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
-        stg, st, dev = self.scorer.staging, self.scorer.stream, self.scorer.device
-        scratch = dev.alloc_async(n * self.frame_bytes, st)
+    def scratch_bytes(self, n: int) -> int:
+        """The batch's bands (the engine's scratch region)."""
+        return n * self.frame_bytes
+
+    def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int, scratch: int) -> None:
+        self._batches.run(self.scorer.stream, staging, n, scratch - staging, stats, record_bytes)
+
+    def _launches(self, n: int, scratch_at: int, stats: int, record_bytes: int):
+        """The batch's launches (:class:`PreparedBatches`): staging at ``Relative(0)``, the bands at
+        ``scratch_at`` bytes after it."""
+        stg = self.scorer.staging
+        staging, scratch = Relative(0), Relative(scratch_at)
         out = stats + self.stats_offset
         ostride = record_bytes // 8
         w, h = self.width, self.height
@@ -153,28 +163,27 @@ class GpuAdm(GpuFeature):
             dst = scratch + self.offsets[s]
             grid = ((bw + _DWT_TX - 1) // _DWT_TX, (bh + _DWT_TY - 1) // _DWT_TY, n)
             if s == 0:
-                self._dwt0(grid, (_THREADS,), st,
-                           stg.plane_ptr(staging, 0, 0, 0), stg.plane_ptr(staging, 0, 1, 0),
-                           stg.frame_stride_elems, stg.pitches[0], w, h, stg.bitdepth, int(self.skip0),
-                           dst, self.frame_bytes // elem, self.pitches[0], self.plane_elems[0])
+                yield self._dwt0, grid, (_THREADS,), (
+                    stg.plane_ptr(staging, 0, 0, 0), stg.plane_ptr(staging, 0, 1, 0),
+                    stg.frame_stride_elems, stg.pitches[0], w, h, stg.bitdepth, int(self.skip0),
+                    dst, self.frame_bytes // elem, self.pitches[0], self.plane_elems[0])
             else:
                 src_elem = 2 if s == 1 else 4
-                self._dwt[s - 1](grid, (_THREADS,), st,
-                                 scratch + self.offsets[s - 1], self.frame_bytes // src_elem, self.pitches[s - 1],
-                                 self.plane_elems[s - 1], w, h, *_S123_ROUNDING[s - 1],
-                                 dst, self.frame_bytes // elem, self.pitches[s], self.plane_elems[s])
+                yield self._dwt[s - 1], grid, (_THREADS,), (
+                    scratch + self.offsets[s - 1], self.frame_bytes // src_elem, self.pitches[s - 1],
+                    self.plane_elems[s - 1], w, h, *_S123_ROUNDING[s - 1],
+                    dst, self.frame_bytes // elem, self.pitches[s], self.plane_elems[s])
             w, h = bw, bh
             if s == 0 and not self.skip0:
-                self._stats0((self._strips(0), 1, n), (_THREADS,), st,
-                               dst, self.frame_bytes // elem, self.pitches[0], self.plane_elems[0],
-                               self._table, out, ostride, 0)
+                yield self._stats0, (self._strips(0), 1, n), (_THREADS,), (
+                    dst, self.frame_bytes // elem, self.pitches[0], self.plane_elems[0],
+                    self._table, out, ostride, 0)
         # scales 1-3 (int32 bands): one launch over the three scales' strips
         strips = [self._strips(s) for s in (1, 2, 3)]
-        self._stats_wide3((sum(strips), 1, n), (_THREADS,), st,
-                          scratch, self.frame_bytes // 4, *[self.offsets[s] // 4 for s in (1, 2, 3)],
-                          *self.pitches[1:], *self.plane_elems[1:], self._table, self._row_bytes // 8,
-                          out, ostride, strips[0], strips[1])
-        dev.free_async(scratch, st)
+        yield self._stats_wide3, (sum(strips), 1, n), (_THREADS,), (
+            scratch, self.frame_bytes // 4, *[self.offsets[s] // 4 for s in (1, 2, 3)],
+            *self.pitches[1:], *self.plane_elems[1:], self._table, self._row_bytes // 8,
+            out, ostride, strips[0], strips[1])
 
     def _strips(self, s: int) -> int:
         """Blocks of scale ``s``'s statistics: strips of _STATS_TH rows of its region."""
@@ -193,7 +202,7 @@ class GpuAdm(GpuFeature):
 
     def columns(self, stats: np.ndarray, first_seq: int, count: int):
         sums = self._sums(stats[:count, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.int64))
-        return first_seq, self._scores(sums[:, 0], sums[:, 1], sums[:, 2])
+        return first_seq, self._scores.records(sums)
 
     def metrics(self, stats: np.ndarray, first_seq: int, count: int):
         return rows_of(self.columns(stats, first_seq, count))

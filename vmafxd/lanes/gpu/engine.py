@@ -5,9 +5,10 @@ batch of frames is enqueued on the device's library stream (R1) as
 
 1. waits on the frames' device acquire fences (producer IPC events);
 2. one gather/convert launch that copies every plane of every frame into
-   planar staging memory taken from the stream's pool (R7) — after it the
-   producer's buffers are no longer read, so ``copied`` (an event recorded
-   right here) is the batch's *release point*;
+   planar staging memory taken from the stream's pool (R7: one allocation
+   per batch, the staging and the features' scratch, :class:`_BatchPlan`) —
+   after it the producer's buffers are no longer read, so ``copied`` (an
+   event recorded right here) is the batch's *release point*;
 3. each feature's kernels over the whole batch (one launch per kernel and
    scale, the frame in ``blockIdx.z``), writing exact integer (or float)
    partial statistics into one per-frame record;
@@ -27,6 +28,7 @@ session maps them back to the producer's indices.
 from __future__ import annotations
 
 import importlib
+import struct
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -274,28 +276,63 @@ def convert_jobs(src: FrameSource, staging: Staging, dst_base: int, frame: int, 
     return jobs
 
 
-def job_table(frames: Sequence["GpuFrame"], staging: Staging, dst_base: int, templates: dict) -> np.ndarray:
+def job_table(frames: Sequence["GpuFrame"], staging: Staging, dst_base: int, templates: dict,
+              out: np.ndarray | None = None) -> np.ndarray:
     """uint64[jobs, 8]: every frame's :func:`convert_jobs`, ref then dist, frame by frame, as one
-    table built in whole-array operations.
+    table built in whole-array operations (into ``out``, uint64, when given: the pinned slot).
 
     A source's jobs depend on its pointer, its layout and where it lands in
     staging.  The layout's part is made once per (format, planes) and kept in
     ``templates`` (the layout's jobs at pointer 0 into staging at 0), as are
     the places in staging per batch size (the k-th source: frame ``k // 2``,
-    role ``k % 2``, as ``plane_ptr``); the rest is two columns added here: the
-    sources' pointers, and ``dst_base`` plus their places.
+    role ``k % 2``, as ``plane_ptr``), and, for a batch of one layout, the
+    two added per batch size; the rest is two columns added here: the
+    sources' pointers, and ``dst_base``.
     """
     srcs = [s for f in frames for s in (f.ref, f.dist)]
     keys = [(s.pixel_format, s.planes) for s in srcs]
-    if keys.count(keys[0]) == len(keys):  # one layout (the usual case): broadcast it
-        template = _template(keys[0], staging, templates)[None]
+    uniform = keys.count(keys[0]) == len(keys)
+    if uniform and out is not None and len(srcs) <= _FEW_SOURCES:
+        return _few(srcs, keys[0], staging, dst_base, templates, out)
+    if uniform:  # one layout (the usual case): its batch-size table
+        template = _uniform(keys[0], len(srcs), staging, templates)
     else:
         template = np.stack([_template(k, staging, templates) for k in keys])
-    table = np.empty((len(srcs),) + template.shape[1:], dtype=np.uint64)
+        template[:, :, 5] += _places(len(srcs), staging, templates)
+    count, per, words = template.shape
+    if out is None:
+        table = np.empty(template.shape, dtype=np.uint64)
+    else:
+        table = out[:count * per * words].reshape(template.shape)
     table[:] = template
     table[:, :, 0] += np.array([s.ptr for s in srcs], dtype=np.uint64)[:, None]
-    table[:, :, 5] += _places(len(srcs), staging, templates) + np.uint64(dst_base)
+    table[:, :, 5] += np.uint64(dst_base)
     return table.reshape(-1, 8)
+
+
+#: a batch of at most this many sources of one layout (two frames) is written by :func:`_few`
+_FEW_SOURCES = 4
+
+
+def _few(srcs: list, key: tuple, staging: Staging, dst_base: int, templates: dict, out: np.ndarray) -> np.ndarray:
+    """:func:`job_table` of a few sources of one layout into ``out``, on Python ints (the same
+    sums: pointer + offset, staging base + place) and one ``struct`` store: a third of the
+    array operations' cost for one frame."""
+    got = templates.get(("few", key, len(srcs)))
+    if got is None:
+        table = _uniform(key, len(srcs), staging, templates)
+        got = templates[("few", key, len(srcs))] = (table.reshape(-1).tolist(), table.shape[1],
+                                                    struct.Struct(f"={table.size}Q"))
+    words, per, pack = got
+    words = words.copy()
+    i = 0
+    for s in srcs:
+        for _ in range(per):  # the source's jobs: its pointer into word 0, the batch's base into word 5
+            words[i] += s.ptr
+            words[i + 5] += dst_base
+            i += 8
+    pack.pack_into(out, 0, *words)
+    return out[:len(words)].reshape(-1, 8)
 
 
 def _places(count: int, staging: Staging, templates: dict) -> np.ndarray:
@@ -305,6 +342,16 @@ def _places(count: int, staging: Staging, templates: dict) -> np.ndarray:
         k = np.arange(count, dtype=np.uint64)
         got = templates[count] = ((k // np.uint64(2)) * np.uint64(staging.frame_bytes)
                                   + (k % np.uint64(2)) * np.uint64(staging.role_bytes))[:, None]
+    return got
+
+
+def _uniform(key: tuple, count: int, staging: Staging, templates: dict) -> np.ndarray:
+    """uint64[count, jobs, 8]: ``count`` sources of one layout into staging at 0, pointers 0."""
+    got = templates.get((key, count))
+    if got is None:
+        got = np.repeat(_template(key, staging, templates)[None], count, axis=0)
+        got[:, :, 5] += _places(count, staging, templates)
+        templates[(key, count)] = got
     return got
 
 
@@ -323,22 +370,58 @@ class Batch:
     first_seq: int
     count: int
     copied: Any  # event: the release point of the batch's buffers
-    done: Any  # event: statistics are in host memory
+    done: Any  # event: statistics are in host memory (the slot's, recorded again by its next batch)
     stats: np.ndarray  # (count, stats_bytes) view of pinned memory
     slot: int
 
 
 class _HostSlot:
-    """Pinned memory for one batch in flight: the job table and the statistics records."""
+    """What one batch in flight holds while it is: pinned memory for the job table and the
+    statistics records, and the ``done`` event (recorded again by each batch that takes the slot:
+    a slot is taken again only after its last batch completed)."""
 
     def __init__(self, device, max_batch: int, stats_bytes: int, max_jobs: int):
         self.jobs = device.alloc_host(max_jobs * 64)
+        self.jobs64 = self.jobs.view(np.uint64)
         self.stats = device.alloc_host(max(8, max_batch * stats_bytes))
+        self.done = device.create_event()
         self.busy = False
+        self._stats_bytes = stats_bytes
+        self._views: dict[int, np.ndarray] = {}
+
+    def stats_of(self, n: int) -> np.ndarray:
+        """(n, stats_bytes) view of the records (one per batch size, kept)."""
+        v = self._views.get(n)
+        if v is None:
+            v = self._views[n] = self.stats[: n * self._stats_bytes].reshape(n, self._stats_bytes)
+        return v
 
     def free(self, device) -> None:
+        self.done.close()
         device.free_host(self.jobs)
         device.free_host(self.stats)
+
+
+class _BatchPlan:
+    """What every batch of ``n`` frames shares: its device memory's layout and the gather launch.
+
+    A batch's device memory is ONE allocation from the stream's pool (R7):
+    the staging of its ``n`` frames, then one scratch region that every
+    feature with per-batch scratch (``scratch_bytes(n)``) gets whole, as large
+    as the largest of them.  The features' kernels run one after another on
+    the stream, so each one's scratch is dead before the next one's kernels
+    start: the pool gave them the same memory too when each allocated its own.
+    """
+
+    def __init__(self, scorer: "GpuScorer", n: int):
+        stg = scorer.staging
+        self.scratch = n * stg.frame_bytes  # staging's frame_bytes is a multiple of 256
+        need = [twin.scratch_bytes(n) for twin in scorer.twins if hasattr(twin, "scratch_bytes")]
+        self.nbytes = self.scratch + (max(need) + 255) // 256 * 256 if need else self.scratch
+        self.jobs = n * 2 * len(stg.shapes)  # one per plane of each source (convert_jobs)
+        rows_per_block = 4
+        self.convert = scorer._convert.prepare(((stg.height + rows_per_block - 1) // rows_per_block, self.jobs),
+                                               (256,), (scorer._jobs_dev, self.jobs))
 
 
 class GpuScorer:
@@ -368,6 +451,9 @@ class GpuScorer:
             self.twins.append(twin)
         #: per twin: base metric name -> output name (the plan's names, once per session)
         self._names = [twin.instance.names for twin in self.twins]
+        #: per twin: whether every output name is its base name (no option suffix): then a batch's
+        #: values whose names are all the plan's go to the assembler as they are
+        self._plain = [all(k == v for k, v in names.items()) for names in self._names]
         #: per twin: its columns() (GpuFeature's), or None for one that gives dicts alone (cambi)
         self._columns = [getattr(twin, "columns", None) for twin in self.twins]
         self.stats_bytes = max(8, offset)
@@ -379,6 +465,10 @@ class GpuScorer:
         self._inflight: list[Batch] = []
         #: (pixel format, planes) -> that layout's convert jobs at pointer 0 (:func:`job_table`)
         self._templates: dict[tuple, np.ndarray] = {}
+        #: batch size -> its _BatchPlan (made at its first batch)
+        self._plans: dict[int, _BatchPlan] = {}
+        #: per twin: whether it takes a share of the batch's scratch (``scratch_bytes``)
+        self._scratch = [hasattr(twin, "scratch_bytes") for twin in self.twins]
 
     # -- submission --------------------------------------------------------------
     def can_enqueue(self) -> bool:
@@ -391,33 +481,36 @@ class GpuScorer:
             raise ValueError(f"a batch holds 1..{self.max_batch} frames, got {n}")
         slot_i = next(i for i, s in enumerate(self._slots) if not s.busy)
         slot = self._slots[slot_i]
-        slot.busy = True
-        dev, st, stg = self.device, self.stream, self.staging
+        plan = self._plans.get(n)
+        if plan is None:
+            plan = self._plans[n] = _BatchPlan(self, n)
+        dev, st = self.device, self.stream
         for f in frames:
             for ev in f.waits:
                 st.wait_event(ev)
-        staging = dev.alloc_async(n * stg.frame_bytes, st)
-        table = job_table(frames, stg, staging, self._templates)
-        njobs = len(table)
-        slot.jobs[: table.nbytes] = table.view(np.uint8).ravel()
+        # the batch's device memory: staging, then the features' scratch (_BatchPlan)
+        staging = dev.alloc_async(plan.nbytes, st)
+        slot.busy = True
+        table = job_table(frames, self.staging, staging, self._templates, out=slot.jobs64)
         dev.copy_htod_async(self._jobs_dev, slot.jobs, table.nbytes, st)
-        rows_per_block = 4
-        self._convert(((stg.height + rows_per_block - 1) // rows_per_block, njobs), (256,), st,
-                      self._jobs_dev, njobs)
+        plan.convert(st, 0)
         copied = dev.create_event()
         copied.record(st)
-        dev.memset_async(self._stats_dev, 0, n * self.stats_bytes, st)
+        nbytes = n * self.stats_bytes
+        dev.memset_async(self._stats_dev, 0, nbytes, st)
         first_seq = self._next_seq
-        for twin in self.twins:
-            twin.enqueue(staging, n, first_seq, self._stats_dev, self.stats_bytes)
-        dev.copy_dtoh_async(slot.stats, self._stats_dev, n * self.stats_bytes, st)
+        scratch = staging + plan.scratch
+        for twin, takes_scratch in zip(self.twins, self._scratch):
+            if takes_scratch:
+                twin.enqueue(staging, n, first_seq, self._stats_dev, self.stats_bytes, scratch)
+            else:
+                twin.enqueue(staging, n, first_seq, self._stats_dev, self.stats_bytes)
+        dev.copy_dtoh_async(slot.stats, self._stats_dev, nbytes, st)
         dev.free_async(staging, st)
-        done = dev.create_event()
-        done.record(st)
+        slot.done.record(st)
         st.submit()  # R9: make sure the work is submitted, not just queued
         self._next_seq += n
-        batch = Batch(first_seq, n, copied, done,
-                      slot.stats[: n * self.stats_bytes].reshape(n, self.stats_bytes), slot_i)
+        batch = Batch(first_seq, n, copied, slot.done, slot.stats_of(n), slot_i)
         self._inflight.append(batch)
         return batch
 
@@ -426,18 +519,21 @@ class GpuScorer:
         """Metrics of a batch whose ``done`` event has completed; returns frames now final."""
         if not batch.done.query():
             raise RuntimeError("batch completed before its done event")
-        for twin, names, columns in zip(self.twins, self._names, self._columns):
+        for twin, names, columns, plain in zip(self.twins, self._names, self._columns, self._plain):
             got = columns(batch.stats, batch.first_seq, batch.count) if columns is not None else None
             if got is not None:  # the batch's values as arrays, handed over whole
                 first, cols = got
-                self.assembler.add_columns(first, {names[k]: v for k, v in cols.items() if k in names})
+                if not (plain and cols.keys() <= names.keys()):
+                    cols = {names[k]: v for k, v in cols.items() if k in names}
+                self.assembler.add_columns(first, cols)
                 continue
             for seq, metrics in twin.metrics(batch.stats, batch.first_seq, batch.count):
-                self.assembler.add(seq, {names[k]: v for k, v in metrics.items() if k in names})
+                if not (plain and metrics.keys() <= names.keys()):
+                    metrics = {names[k]: v for k, v in metrics.items() if k in names}
+                self.assembler.add(seq, metrics)
         finals = self.assembler.pushed(batch.first_seq + batch.count - 1)
         self._slots[batch.slot].busy = False
         self._inflight.remove(batch)
-        batch.done.close()
         return finals
 
     def finish(self) -> list[tuple[int, dict[str, float]]]:
@@ -452,9 +548,7 @@ class GpuScorer:
 
     def close(self) -> None:
         """Free the session's device state (the stream must have passed its batches)."""
-        for batch in self._inflight:  # an aborted session's batches were never completed
-            batch.done.close()
-        self._inflight = []
+        self._inflight = []  # an aborted session's batches were never completed
         for twin in self.twins:
             twin.close()
         self.device.free(self._stats_dev)

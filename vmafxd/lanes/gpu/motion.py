@@ -13,7 +13,7 @@ import numpy as np
 
 from ...features import motion as cpu
 from .engine import GpuFeature, rows_of
-from .launch import I32, I64, U64
+from .launch import I32, I64, U64, PreparedBatches, Relative
 
 __all__ = ["make"]
 
@@ -47,25 +47,30 @@ class GpuMotion(GpuFeature):
         kernel = "vx_motion_sad_u8" if stg.elem == 1 else "vx_motion_sad_u16"
         self._launch = scorer.kernels.launcher(
             "motion.cu", kernel, [U64, U64, U64, I32, I32, I32, I64, I64, I32, I32, U64, I32, I32])
+        self._batches = PreparedBatches(self._launches)
 
     def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
         if self.force_zero:
             return
         stg, st, dev = self.scorer.staging, self.scorer.stream, self.scorer.device
-        w, h = stg.shapes[0]
-        luma = stg.plane_ptr(staging, 0, 0, 0)
         first = max(0, self.gap - first_seq)  # frames before the first real score
         if first < n:
-            self._launch(((w + _TILE_W - 1) // _TILE_W, (h + _TILE_H - 1) // _TILE_H, n - first), (256,), st,
-                         luma, self._history[0], self._history[1], self.gap, w, h, stg.pitches[0],
-                         stg.frame_stride_elems, stg.bitdepth, first, stats + self.stats_offset,
-                         record_bytes // 8, 0)
+            self._batches.run(st, staging, n, first, stats, record_bytes)
         # keep the last two reference lumas for the next batch
         if n >= 2:
             dev.copy_dtod_async(self._history[1], stg.plane_ptr(staging, n - 2, 0, 0), self._plane_bytes, st)
         else:
             dev.copy_dtod_async(self._history[1], self._history[0], self._plane_bytes, st)
         dev.copy_dtod_async(self._history[0], stg.plane_ptr(staging, n - 1, 0, 0), self._plane_bytes, st)
+
+    def _launches(self, n: int, first: int, stats: int, record_bytes: int):
+        """The SAD launch of a batch (:class:`PreparedBatches`), staging at ``Relative(0)``."""
+        stg = self.scorer.staging
+        w, h = stg.shapes[0]
+        yield self._launch, ((w + _TILE_W - 1) // _TILE_W, (h + _TILE_H - 1) // _TILE_H, n - first), (256,), (
+            stg.plane_ptr(Relative(0), 0, 0, 0), self._history[0], self._history[1], self.gap, w, h,
+            stg.pitches[0], stg.frame_stride_elems, stg.bitdepth, first, stats + self.stats_offset,
+            record_bytes // 8, 0)
 
     def _scores(self, stats: np.ndarray, first_seq: int, count: int) -> list[float]:
         """Each frame's score (``motion.columns_from_stats`` of its SAD); 0 before the first real one."""

@@ -10,7 +10,7 @@ import numpy as np
 
 from ...features import psnr as cpu
 from .engine import GpuFeature, rows_of
-from .launch import I32, I64, U64
+from .launch import I32, I64, U64, PreparedBatches, Relative
 
 __all__ = ["make", "PlaneSse"]
 
@@ -28,13 +28,18 @@ class PlaneSse:
         self.scorer = scorer
         kernel = "vx_psnr_sse_u8" if scorer.staging.elem == 1 else "vx_psnr_sse_u16"
         self._launch = scorer.kernels.launcher("psnr.cu", kernel, [U64, U64, I32, I32, I64, I64, U64, I32, I32])
+        self._batches = PreparedBatches(self._launches)
 
     def __call__(self, staging: int, n: int, p: int, stats: int, record_bytes: int) -> None:
+        self._batches.run(self.scorer.stream, staging, n, p, stats, record_bytes)
+
+    def _launches(self, n: int, p: int, stats: int, record_bytes: int):
         stg = self.scorer.staging
         w, h = stg.shapes[p]
-        self._launch((min(h, 128), 1, n), (256,), self.scorer.stream,
-                     stg.plane_ptr(staging, 0, 0, p), stg.plane_ptr(staging, 0, 1, p), w, h,
-                     stg.pitches[p], stg.frame_stride_elems, stats, record_bytes // 8, p)
+        staging = Relative(0)
+        yield self._launch, (min(h, 128), 1, n), (256,), (
+            stg.plane_ptr(staging, 0, 0, p), stg.plane_ptr(staging, 0, 1, p), w, h,
+            stg.pitches[p], stg.frame_stride_elems, stats, record_bytes // 8, p)
 
 
 class GpuPsnr(GpuFeature):
@@ -75,7 +80,7 @@ class GpuPsnr(GpuFeature):
         shapes = self.shapes[: self.nplanes]
         out = []
         for i in range(count):
-            row = [int(v) for v in sse[i]]
+            row = sse[i].tolist()  # Python ints
             if self.apsnr:
                 for p, (h, w) in enumerate(shapes):
                     self._sse_total[p] += row[p]

@@ -39,7 +39,7 @@ from ...features import ssim as ssim_cpu
 from ...features._ssim_core import WINDOW, ScaleSums, db_cap, to_float_divisor
 from ...features.declaration import check_bitdepth
 from .engine import GpuFeature
-from .launch import I32, I64, U64
+from .launch import I32, I64, U64, PreparedBatches, Relative
 
 __all__ = ["make", "GpuFloatSsim", "GpuFloatMsSsim"]
 
@@ -126,20 +126,18 @@ class GpuSsimBase(GpuFeature):
         name = "vx_ssim_stats_exact" if exact else "vx_ssim_stats"
         self._stats = ks.launcher("ssim.cu", name, _STATS_TYPES)
         self._reduce = ks.launcher("ssim.cu", "vx_ssim_reduce", _REDUCE_TYPES)
+        self._batches = PreparedBatches(self._launches)
         self.stats_bytes = 4 * 8 * self.njobs
 
     def _partials_bytes(self, n: int) -> int:
         return _align(n * self.total_blocks * 4 * 8)
 
-    def _enqueue_stats(self, staging: int, scratch: int, partials: int, n: int, stats: int,
-                       record_bytes: int) -> None:
-        st = self.scorer.stream
+    def _stats_launches(self, staging, scratch, partials, n: int, stats: int, record_bytes: int):
         # blockDim.x must be _SS_BW: each thread owns one column of the block
-        self._stats((self.total_blocks, 1, n), (_SS_BW,), st,
-                    self._jobs_dev, self.njobs, staging, scratch, partials, self.total_blocks)
-        self._reduce((self.njobs, n), (_RED_THREADS,), st,
-                     partials, self.total_blocks, self._jobs_dev, stats + self.stats_offset,
-                     record_bytes // 8, 0)
+        yield self._stats, (self.total_blocks, 1, n), (_SS_BW,), (
+            self._jobs_dev, self.njobs, staging, scratch, partials, self.total_blocks)
+        yield self._reduce, (self.njobs, n), (_RED_THREADS,), (
+            partials, self.total_blocks, self._jobs_dev, stats + self.stats_offset, record_bytes // 8, 0)
 
     def _records(self, stats: np.ndarray, count: int) -> np.ndarray:
         raw = stats[:count, self.stats_offset:self.stats_offset + self.stats_bytes]
@@ -149,20 +147,27 @@ class GpuSsimBase(GpuFeature):
     def _picture_bytes(self, n: int) -> int:
         raise NotImplementedError
 
-    def _enqueue_pictures(self, staging: int, scratch: int, n: int) -> None:
+    def _picture_launches(self, staging, scratch, n: int):
+        """The launches that make the twin's float pictures in ``scratch``."""
         raise NotImplementedError
 
     def _sums(self, record: np.ndarray):
         """The CPU twin's ``metrics_from_stats`` input from one frame's ``(njobs, 4)`` record."""
         raise NotImplementedError
 
-    def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
-        st, dev = self.scorer.stream, self.scorer.device
-        pictures = self._picture_bytes(n)
-        scratch = dev.alloc_async(pictures + self._partials_bytes(n), st)
-        self._enqueue_pictures(staging, scratch, n)
-        self._enqueue_stats(staging, scratch, scratch + pictures, n, stats, record_bytes)
-        dev.free_async(scratch, st)
+    def scratch_bytes(self, n: int) -> int:
+        """The batch's float pictures, then the statistics blocks' partial sums (the engine's scratch)."""
+        return self._picture_bytes(n) + self._partials_bytes(n)
+
+    def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int, scratch: int) -> None:
+        self._batches.run(self.scorer.stream, staging, n, scratch - staging, stats, record_bytes)
+
+    def _launches(self, n: int, scratch_at: int, stats: int, record_bytes: int):
+        """The batch's launches (:class:`PreparedBatches`): staging at ``Relative(0)``, the scratch at
+        ``scratch_at`` bytes after it."""
+        staging, scratch = Relative(0), Relative(scratch_at)
+        yield from self._picture_launches(staging, scratch, n)
+        yield from self._stats_launches(staging, scratch, scratch + self._picture_bytes(n), n, stats, record_bytes)
 
     def metrics(self, stats: np.ndarray, first_seq: int, count: int):
         rec = self._records(stats, count)
@@ -203,17 +208,17 @@ class GpuFloatSsim(GpuSsimBase):
     def _picture_bytes(self, n: int) -> int:
         return n * self.planes.frame_bytes if self.planes else 0
 
-    def _enqueue_pictures(self, staging: int, scratch: int, n: int) -> None:
-        stg, st = self.scorer.staging, self.scorer.stream
+    def _picture_launches(self, staging, scratch, n: int):
+        stg = self.scorer.staging
         if self.planes:
             (dw, dh), pitch = self.planes.sizes[0], self.planes.pitches[0]
-            self._box(((dw + _BOX_TW - 1) // _BOX_TW, 2 * ((dh + _BOX_TH - 1) // _BOX_TH), n), (256,), st,
-                      stg.plane_ptr(staging, 0, 0, 0), stg.frame_stride_elems, stg.role_bytes // stg.elem,
-                      stg.pitches[0], self.divisor, self.width, self.height, self.factor,
-                      scratch, self.planes.frame_bytes // 4, self.planes.role_bytes // 4, pitch, dw, dh)
+            yield self._box, ((dw + _BOX_TW - 1) // _BOX_TW, 2 * ((dh + _BOX_TH - 1) // _BOX_TH), n), (256,), (
+                stg.plane_ptr(staging, 0, 0, 0), stg.frame_stride_elems, stg.role_bytes // stg.elem,
+                stg.pitches[0], self.divisor, self.width, self.height, self.factor,
+                scratch, self.planes.frame_bytes // 4, self.planes.role_bytes // 4, pitch, dw, dh)
 
     def _sums(self, record: np.ndarray) -> ScaleSums:
-        l, c, s, lcs = (float(v) for v in record[0])
+        l, c, s, lcs = record[0].tolist()
         return ScaleSums(pixels=self.pixels[0], l=l, c=c, s=s, lcs=lcs)
 
 
@@ -245,8 +250,8 @@ class GpuFloatMsSsim(GpuSsimBase):
     def _picture_bytes(self, n: int) -> int:
         return n * self.planes.frame_bytes
 
-    def _enqueue_pictures(self, staging: int, scratch: int, n: int) -> None:
-        stg, st = self.scorer.staging, self.scorer.stream
+    def _picture_launches(self, staging, scratch, n: int):
+        stg = self.scorer.staging
         pl = self.planes
         src = stg.plane_ptr(staging, 0, 0, 0)
         src_fstride, src_role, src_pitch = stg.frame_stride_elems, stg.role_bytes // stg.elem, stg.pitches[0]
@@ -255,15 +260,14 @@ class GpuFloatMsSsim(GpuSsimBase):
             w, h = self.sizes[s - 1]
             ow, oh = self.sizes[s]
             dst = scratch + pl.offsets[s - 1]
-            self._down[s - 1](((ow + _DN_TW - 1) // _DN_TW, 2 * ((oh + _DN_TH - 1) // _DN_TH), n), (256,), st,
-                              src, src_fstride, src_role, src_pitch, self.divisor, w, h,
-                              dst, dst_fstride, dst_role, pl.pitches[s - 1], ow, oh)
+            yield self._down[s - 1], ((ow + _DN_TW - 1) // _DN_TW, 2 * ((oh + _DN_TH - 1) // _DN_TH), n), (256,), (
+                src, src_fstride, src_role, src_pitch, self.divisor, w, h,
+                dst, dst_fstride, dst_role, pl.pitches[s - 1], ow, oh)
             src, src_fstride, src_role, src_pitch = dst, dst_fstride, dst_role, pl.pitches[s - 1]
 
     def _sums(self, record: np.ndarray) -> tuple[ScaleSums, ...]:
-        return tuple(ScaleSums(pixels=self.pixels[k], l=float(record[k, 0]), c=float(record[k, 1]),
-                               s=float(record[k, 2]))
-                     for k in range(self.njobs))
+        return tuple(ScaleSums(pixels=self.pixels[k], l=l, c=c, s=s)
+                     for k, (l, c, s, _) in enumerate(record.tolist()))
 
 
 def make(instance, scorer) -> GpuSsimBase:

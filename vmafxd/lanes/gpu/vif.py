@@ -3,7 +3,7 @@
 Statistics per frame: ``int64[4, 4]`` (scale x num_log, den_log, num_non_log,
 den_non_log), exact integers; the host calls the CPU twin's
 ``metrics_from_stats`` on them.  The decimated pictures of scales 1..3 live in
-memory taken from the stream's pool for each batch (R7).
+the batch's scratch (memory taken from the stream's pool for each batch, R7).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 
 from ...features import vif as cpu
 from .engine import GpuFeature, rows_of
-from .launch import F64, I32, I64, U64
+from .launch import F64, I32, I64, U64, PreparedBatches, Relative
 
 __all__ = ["make"]
 
@@ -74,11 +74,21 @@ class GpuVif(GpuFeature):
         self._stats_down = [ks.launcher("vif.cu", "vx_vif_stats0_down" + sfx, stats_types + down_out)] + \
                            [ks.launcher("vif.cu", f"vx_vif_stats{s}_down", stats_types + down_out) for s in (1, 2)]
         self._log2 = _Log2Table.pointer(scorer.device, scorer.stream)
+        self._batches = PreparedBatches(self._launches)
 
-    def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
-        stg, st, dev = self.scorer.staging, self.scorer.stream, self.scorer.device
+    def scratch_bytes(self, n: int) -> int:
+        """The batch's scale 1..3 pictures, references then distorted (the engine's scratch region)."""
+        return 2 * n * self.frame_bytes
+
+    def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int, scratch: int) -> None:
+        self._batches.run(self.scorer.stream, staging, n, scratch - staging, stats, record_bytes)
+
+    def _launches(self, n: int, scratch_at: int, stats: int, record_bytes: int):
+        """The batch's launches (:class:`PreparedBatches`): staging at ``Relative(0)``, the pictures
+        at ``scratch_at`` bytes after it."""
+        stg = self.scorer.staging
         bpc = stg.bitdepth
-        scratch = dev.alloc_async(2 * n * self.frame_bytes, st)
+        staging, scratch = Relative(0), Relative(scratch_at)
         out = stats + self.stats_offset
         ostride = record_bytes // 8
         # scale 0 reads the staging luma
@@ -90,19 +100,18 @@ class GpuVif(GpuFeature):
             grid = ((w + _TILE_W - 1) // _TILE_W, (h + _TILE_H - 1) // _TILE_H, n)
             args = (src_r, src_d, fstride, w, h, pitch, s_mu, s_sq, self._log2, self.gain, out, ostride, 4 * s)
             if s == 3:
-                self._stats3(grid, (256,), st, *args)
+                yield self._stats3, grid, (256,), args
                 break
             w2, h2 = self.sizes[s + 1]
             dst_r = scratch + self.offsets[s + 1]
             dst_d = scratch + n * self.frame_bytes + self.offsets[s + 1]
             dst_fstride = self.frame_bytes // 2
             if s == 0 and self.skip0:  # the decimation alone
-                self._down1(((w2 + _DOWN_W - 1) // _DOWN_W, (h2 + _DOWN_H - 1) // _DOWN_H, n), (256,), st,
-                            src_r, src_d, fstride, w, h, pitch, bpc, dst_r, dst_d, dst_fstride, self.pitches[1])
+                yield self._down1, ((w2 + _DOWN_W - 1) // _DOWN_W, (h2 + _DOWN_H - 1) // _DOWN_H, n), (256,), (
+                    src_r, src_d, fstride, w, h, pitch, bpc, dst_r, dst_d, dst_fstride, self.pitches[1])
             else:  # the statistics and the decimation to scale s + 1, one launch
-                self._stats_down[s](grid, (256,), st, *args, dst_r, dst_d, dst_fstride, self.pitches[s + 1])
+                yield self._stats_down[s], grid, (256,), (*args, dst_r, dst_d, dst_fstride, self.pitches[s + 1])
             src_r, src_d, fstride, pitch = dst_r, dst_d, dst_fstride, self.pitches[s + 1]
-        dev.free_async(scratch, st)
 
     def columns(self, stats: np.ndarray, first_seq: int, count: int):
         acc = stats[:count, self.stats_offset:self.stats_offset + self.stats_bytes].view(np.int64)
