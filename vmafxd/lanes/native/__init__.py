@@ -33,7 +33,7 @@ from ..runtime import RuntimeUnavailable
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["NATIVE_FEATURES", "NativeUnsupported", "available", "build_all", "extractor", "library",
+__all__ = ["HOST_LIBRARIES", "NATIVE_FEATURES", "NativeUnsupported", "available", "build_all", "extractor", "library",
            "plane_pair", "plane_samples", "row_samples"]
 
 log = logging.getLogger("vmafxd.lanes.native")
@@ -48,6 +48,10 @@ NATIVE_FEATURES: dict[str, str] = {
     "psnr": "psnr:Psnr",
     "vif": "vif:Vif",
 }
+
+#: libraries of this package that are no feature's extractor (host_math.cpp: the C library's math
+#: over arrays for the SVM and ADM's host arithmetic)
+HOST_LIBRARIES: tuple[str, ...] = ("host_math",)
 
 _HERE = Path(__file__).resolve().parent
 _lock = threading.Lock()
@@ -88,7 +92,7 @@ def build_all(workers: int | None = None) -> list[str]:
     import os
     from concurrent.futures import ThreadPoolExecutor
 
-    names = sorted({spec.split(":")[0] for spec in NATIVE_FEATURES.values()} | {"host_math"})
+    names = sorted({spec.split(":")[0] for spec in NATIVE_FEATURES.values()} | set(HOST_LIBRARIES))
     with ThreadPoolExecutor(max_workers=workers or min(len(names), os.cpu_count() or 1)) as pool:
         for path in pool.map(_build, names):
             log.info("native kernel %s", path)
