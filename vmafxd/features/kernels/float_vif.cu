@@ -315,16 +315,20 @@ VX_DEVICE void fv_stat_band(const T* ref, const T* dis, i64 fstride, int w, int 
 }
 
 
-// Blocks of FV_BLOCK threads an SM the statistics kernels' registers leave room for.  2 (at
-// most 112 registers): sm_90 ptxas gives vx_fvif_stat_u8_17 96, _u16_17 93, no spills; 3 (72)
-// fits u8_17 without spills, but u16_17 spills 48 bytes.  (Overridable to time the other:
-// -DFV_STAT_MINB=3.)
+// Blocks of FV_BLOCK threads an SM the statistics kernels' registers leave room for.  3 (at
+// most 72 registers): sm_90 ptxas fits every kernel but the 16-bit 17-tap one without spills,
+// and the H200 ran 8-bit 1080p float VIF at 124 us a frame against 136 with 2 (gpu-runs.md,
+// sixth section, call 7).  The 16-bit kernels keep 2 (at most 112: _u16_17 takes 93; with 3 it
+// spills 48 bytes).  (Overridable to time another: -DFV_STAT_MINB=2 / -DFV_STAT_MINB_U16=3.)
 #ifndef FV_STAT_MINB
-#define FV_STAT_MINB 2
+#define FV_STAT_MINB 3
+#endif
+#ifndef FV_STAT_MINB_U16
+#define FV_STAT_MINB_U16 2
 #endif
 
-#define FV_STAT_KERNEL(NAME, T, FW)                                                                              \
-    VX_KERNEL void VX_BOUNDS(FV_BLOCK, FV_STAT_MINB)                                                           \
+#define FV_STAT_KERNEL(NAME, T, FW, MINB)                                                                        \
+    VX_KERNEL void VX_BOUNDS(FV_BLOCK, MINB)                                                                   \
         NAME(const T* ref, const T* dis, i64 fstride, int w, int h, i64 pitch, float div, const float* taps,      \
              int fw, float gain_limit, double sigma_nsq, float sigma_max_inv, float* num, float* den,            \
              i64 mfstride, i64 mpitch, float* rows, i64 rows_fstride)                                            \
@@ -336,14 +340,14 @@ VX_DEVICE void fv_stat_band(const T* ref, const T* dis, i64 fstride, int w, int 
 // Scale 0 from the staged samples (vif_kernelscale 1: 17 taps; any other scale, any width),
 // scales 1-3 from float pictures (vif_kernelscale 1: 9, 5, 3 taps).  The host picks the
 // fixed width where it has one (vmafxd.lanes.gpu.float_vif.STAT_FIXED).
-FV_STAT_KERNEL(vx_fvif_stat_u8_17, u8, 17)
-FV_STAT_KERNEL(vx_fvif_stat_u8_any, u8, 0)
-FV_STAT_KERNEL(vx_fvif_stat_u16_17, u16, 17)
-FV_STAT_KERNEL(vx_fvif_stat_u16_any, u16, 0)
-FV_STAT_KERNEL(vx_fvif_stat_f32_9, float, 9)
-FV_STAT_KERNEL(vx_fvif_stat_f32_5, float, 5)
-FV_STAT_KERNEL(vx_fvif_stat_f32_3, float, 3)
-FV_STAT_KERNEL(vx_fvif_stat_f32_any, float, 0)
+FV_STAT_KERNEL(vx_fvif_stat_u8_17, u8, 17, FV_STAT_MINB)
+FV_STAT_KERNEL(vx_fvif_stat_u8_any, u8, 0, FV_STAT_MINB)
+FV_STAT_KERNEL(vx_fvif_stat_u16_17, u16, 17, FV_STAT_MINB_U16)
+FV_STAT_KERNEL(vx_fvif_stat_u16_any, u16, 0, FV_STAT_MINB_U16)
+FV_STAT_KERNEL(vx_fvif_stat_f32_9, float, 9, FV_STAT_MINB)
+FV_STAT_KERNEL(vx_fvif_stat_f32_5, float, 5, FV_STAT_MINB)
+FV_STAT_KERNEL(vx_fvif_stat_f32_3, float, 3, FV_STAT_MINB)
+FV_STAT_KERNEL(vx_fvif_stat_f32_any, float, 0, FV_STAT_MINB)
 
 // ---- the decimation: vx_fvif_down_<type> ----------------------------------------------------
 // Block (x, y, f): row y of the next scale's pictures of frame f, FV_DCOLS columns from
