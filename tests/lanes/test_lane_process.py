@@ -60,16 +60,21 @@ def _worker_pid(socket_path: str) -> int | None:
         c.close()
 
 
-def _score(c: RawClient, refs, dists, n: int, features=("psnr",), models=(), pair=None):
-    """Score frames 0..n-1 with a buffer pair each; returns (outcomes by index, session_closed)."""
+def _score(c: RawClient, refs, dists, n: int, features=("psnr",), models=(), pair=None, group: int | None = None):
+    """Score frames 0..n-1 with a buffer pair each, one submit a frame or (``group``) submit_many
+    groups of that many frames; returns (outcomes by index, session_closed)."""
     fmt = PixelFormat(pair.pix_fmt) if pair is not None else PixelFormat.YUV420P
     bufs = [(frame_memfd(refs[i], fmt), frame_memfd(dists[i], fmt, pitch_pad=64)) for i in range(n)]
     ids = [(c.register_ok(r), c.register_ok(d)) for r, d in bufs]
     geometry = {} if pair is None else dict(width=pair.width, height=pair.height, pixel_format=fmt.value,
                                             bitdepth=pair.bitdepth)
     s = c.open_ok(models=list(models), features=list(features), **geometry).session
-    for i, (rid, did) in enumerate(ids):
-        c.submit(s, i, rid, did)
+    if group is None:
+        for i, (rid, did) in enumerate(ids):
+            c.submit(s, i, rid, did)
+    else:
+        for start in range(0, n, group):
+            c.submit_many(s, [(i, *ids[i]) for i in range(start, min(n, start + group))])
     closed = c.close_session(s, timeout=300)
     for rid, did in ids:
         assert isinstance(c.unregister(rid), BufferUnregistered) and isinstance(c.unregister(did), BufferUnregistered)
@@ -127,22 +132,6 @@ def test_scores_equal_the_in_process_lane():
         d.close()
 
 
-def _score_grouped(c: RawClient, refs, dists, n: int, features, group: int):
-    """Score frames 0..n-1 sent as submit_many groups of ``group`` frames; returns (outcomes, session_closed)."""
-    bufs = [(frame_memfd(refs[i]), frame_memfd(dists[i], pitch_pad=64)) for i in range(n)]
-    ids = [(c.register_ok(r), c.register_ok(d)) for r, d in bufs]
-    s = c.open_ok(models=[], features=list(features)).session
-    for start in range(0, n, group):
-        c.submit_many(s, [(i, *ids[i]) for i in range(start, min(n, start + group))])
-    closed = c.close_session(s, timeout=300)
-    for rid, did in ids:
-        assert isinstance(c.unregister(rid), BufferUnregistered) and isinstance(c.unregister(did), BufferUnregistered)
-    for r, d in bufs:
-        r.close()
-        d.close()
-    return {i: c.outcomes[(s, i)] for i in range(n)}, closed
-
-
 def test_grouped_submits_score_as_the_in_process_lane(p01):
     """Frames sent in groups (submit_many: the daemon hands each run to the lane in one go; through a
     worker process one SUBMIT_MANY, one job group there): psnr, vif and motion -- temporal, so the
@@ -158,7 +147,7 @@ def test_grouped_submits_score_as_the_in_process_lane(p01):
         try:
             c = RawClient(d.socket, "process-groups", submit_many=True)
             c.hello()
-            runs[mode] = _score_grouped(c, refs, dists, n, features, group=5)
+            runs[mode] = _score(c, refs, dists, n, features, group=5)
             assert c.conn.ledger.unanswered() == [] and c.conn.ledger.unreleased() == 0
             c.close()
             assert d.stop() == 0, d.log()[-3000:]
