@@ -25,6 +25,7 @@ import numpy as np
 
 from vmafx.formats import PixelFormat, Subsampling
 
+from .native import available  # a host C++ compiler is found: the compiled engine can run here
 from .runtime import RuntimeUnavailable
 
 __all__ = ["AUTO_FEATURES", "CompiledScorer", "ENGINES", "available", "make_cpu_scorer", "resolve_engine"]
@@ -76,13 +77,6 @@ def _kernels():
             dev = rt.device(0)
             _shared = (rt, dev, KernelSet(rt, dev))
         return _shared
-
-
-def available() -> bool:
-    """Whether the compiled engine can run here (a host C++ compiler is found)."""
-    from . import emulated
-
-    return emulated._compiler() is not None
 
 
 def resolve_engine(engine: str) -> str:
