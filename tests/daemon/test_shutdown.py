@@ -182,3 +182,51 @@ def test_a_socket_full_of_submits_at_sigterm_is_answered_without_dropping_the_cl
     c.close()
     r.close()
     dd.close()
+
+
+def test_a_stop_during_a_first_native_build_kills_the_compiler_and_does_not_wait_for_it(fresh_daemon, tmp_path):
+    """A session's open builds the native kernels in a fresh cache (here a "compiler" that takes a
+    minute); SIGTERM meanwhile: the daemon stops within seconds, the compiler and its children are
+    gone, and the cache holds no temporary folder."""
+    import time
+
+    from vmafx.protocol import OpenSession
+
+    children = tmp_path / "children"
+    cxx = tmp_path / "slowcxx"
+    cxx.write_text(f'#!/bin/sh\n[ "$1" = "--version" ] && {{ echo "slowcxx 1"; exit 0; }}\n'
+                   f'sleep 60 &\necho $! >> {children}\nwait\n')
+    cxx.chmod(0o755)
+    cache = tmp_path / "cache"
+    d = fresh_daemon("--cpu-engine", "auto", env={"CXX": str(cxx), "VMAFXD_KERNEL_CACHE": str(cache)})
+    c = RawClient(d.socket, "first-build")
+    try:
+        c.hello()
+        c.send(OpenSession(seq=c.conn.next_seq(), width=64, height=64, pixel_format="yuv420p", bitdepth=8,
+                           features=("psnr",), models=()))
+        deadline = time.monotonic() + 20
+        while not (children.exists() and children.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert children.exists(), "no build started:\n" + d.log()[-3000:]
+        started = time.monotonic()
+        rc = d.stop(timeout=30)
+        took = time.monotonic() - started
+    finally:
+        c.close()
+    assert rc == 0, d.log()[-3000:]
+    assert took < 8, f"the daemon waited {took:.1f} s for the compiler"
+    pids = [int(p) for p in children.read_text().split()]
+    deadline = time.monotonic() + 5
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in pids), "a compiler outlived the daemon"
+    leftovers = [p.name for p in (cache / "native").iterdir()] if (cache / "native").exists() else []
+    assert leftovers == [], leftovers
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

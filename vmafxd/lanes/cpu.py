@@ -121,15 +121,61 @@ class CpuLane(Lane):
         geo = spec.geometry
         # Builds every feature's CPU twin: a size a feature cannot take raises ValueError here.
         # In a thread: the compiled engine's first session in a fresh cache builds its kernels.
-        scorer = await trio.to_thread.run_sync(
-            make_cpu_scorer, spec.plan, geo.width, geo.height, geo.bitdepth, geo.pixel_format.subsampling,
-            self.engine)
+        scorer = await _building(make_cpu_scorer, spec.plan, geo.width, geo.height, geo.bitdepth,
+                                 geo.pixel_format.subsampling, self.engine)
         worker.sessions += 1
         return CpuLaneSession(self, worker, scorer, sink, self._token)
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         self._token = trio.lowlevel.current_trio_token()
-        await serve_workers(self.workers, task_status=task_status)
+        try:
+            await serve_workers(self.workers, task_status=task_status)
+        finally:
+            # a build still running (a session's, or the host math's on its own thread) would keep
+            # its compiler alive past the daemon, and its temporary folder in the cache
+            from .emulated import stop_builds
+
+            stop_builds(wait=2.0)
+
+
+async def _building(make, *args):
+    """``make(*args)`` in a thread (it may build native or compiled kernels: seconds of g++ in a
+    fresh cache).  Cancelled meanwhile (the daemon stopping, the client gone), the compilers its
+    thread waits for are killed (:func:`.emulated.stop_builds`), so the thread returns within a fraction of a second
+    instead of after the build, and what it made is closed; then the cancellation goes on."""
+    made, threads = [], []
+
+    def run():
+        threads.append(threading.get_ident())
+        made.append(make(*args))
+        return made[-1]
+
+    finished = False
+
+    async def stop_builds_if_cancelled():
+        try:
+            await trio.sleep_forever()
+        finally:
+            if not finished and threads:
+                from .emulated import stop_builds
+
+                stop_builds(threads[0])  # this open's builds only: another session's go on
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(stop_builds_if_cancelled)
+            try:
+                result = await trio.to_thread.run_sync(run)
+            finally:
+                finished = True
+                nursery.cancel_scope.cancel()
+    except BaseException:  # cancelled after the thread made it (or the thread raised: nothing made)
+        for thing in made:
+            close = getattr(thing, "close", None)
+            if close is not None:
+                close()
+        raise
+    return result
 
 
 class CpuLaneSession(WorkerLaneSession):

@@ -329,6 +329,32 @@ def library_dir(kind: str) -> Path:
     return found
 
 
+#: the compilers running for build_library (a process group each), with the thread that waits for
+#: each; and how many build_library calls have not returned (their temporaries not yet removed)
+_builds: dict[subprocess.Popen, int] = {}
+_building = 0
+_builds_changed = threading.Condition()
+
+
+def stop_builds(thread: int | None = None, wait: float = 0.0) -> int:
+    """Kill the compilers build_library runs now for ``thread`` (a ``threading.get_ident()``; None:
+    every thread of this process), the whole group of each; their builds raise CompileError within
+    0.2 s and leave no file.  For a session open that was cancelled, or a lane that stops, while a
+    first build runs.  ``wait``: at most so many seconds for every build of the process to have
+    returned (its temporary folder removed: a process about to exit).  Returns how many were killed."""
+    with _builds_changed:
+        running = [p for p, owner in _builds.items() if thread is None or owner == thread]
+    for proc in running:
+        try:
+            os.killpg(proc.pid, 9)
+        except OSError:
+            pass  # finished meanwhile
+    if wait > 0:
+        with _builds_changed:
+            _builds_changed.wait_for(lambda: _building == 0, timeout=wait)
+    return len(running)
+
+
 def build_library(cxx: str, source: str, flags: Sequence[str], lib: Path, name: str) -> None:
     """Build ``source`` into the shared library ``lib`` (raises CompileError).  Each caller writes
     its own temporary files and the library appears whole or not at all, so two threads or
@@ -336,6 +362,18 @@ def build_library(cxx: str, source: str, flags: Sequence[str], lib: Path, name: 
     its own with its temporary files in a folder of this build: an interrupt (Ctrl-C reaches
     this process, not the compiler) stops the whole compiler (driver, cc1plus, as) and leaves
     no file behind."""
+    global _building
+    with _builds_changed:
+        _building += 1
+    try:
+        _build_library(cxx, source, flags, lib, name)
+    finally:
+        with _builds_changed:
+            _building -= 1
+            _builds_changed.notify_all()
+
+
+def _build_library(cxx: str, source: str, flags: Sequence[str], lib: Path, name: str) -> None:
     work = Path(tempfile.mkdtemp(prefix=f".{lib.stem}.", dir=lib.parent))
     src, tmp = work / "source.cpp", work / "library.so"
     try:
@@ -343,6 +381,8 @@ def build_library(cxx: str, source: str, flags: Sequence[str], lib: Path, name: 
         proc = subprocess.Popen([cxx, *flags, "-o", str(tmp), str(src)], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True,
                                 env={**os.environ, "TMPDIR": str(work)})
+        with _builds_changed:
+            _builds[proc] = threading.get_ident()
         try:
             while True:  # in short waits: a signal another thread took is acted on within 0.2 s
                 try:
@@ -357,6 +397,9 @@ def build_library(cxx: str, source: str, flags: Sequence[str], lib: Path, name: 
                 pass
             proc.wait()
             raise
+        finally:
+            with _builds_changed:
+                _builds.pop(proc, None)
         if proc.returncode != 0:
             raise CompileError("emu", name, err)
         os.replace(tmp, lib)  # whole or absent: a concurrent build of the same source reads no half file

@@ -12,6 +12,7 @@ same results.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import logging
 import threading
@@ -87,4 +88,14 @@ def install_soon() -> None:
         if "started" in _state or "done" in _state:
             return
         _state["started"] = True
+    # a first build still running when the process ends (a short run, Ctrl-C) is stopped, its
+    # compiler with it, and its temporary folder removed, instead of outliving the process
+    atexit.register(_stop_build_at_exit)
     threading.Thread(target=install, name="vmafx-host-math", daemon=True).start()
+
+
+def _stop_build_at_exit() -> None:
+    if "done" not in _state:
+        from ..emulated import stop_builds
+
+        stop_builds(wait=1.0)
