@@ -140,42 +140,46 @@ class CpuLane(Lane):
 
 async def _building(make, *args):
     """``make(*args)`` in a thread (it may build native or compiled kernels: seconds of g++ in a
-    fresh cache).  Cancelled meanwhile (the daemon stopping, the client gone), the compilers its
-    thread waits for are killed (:func:`.emulated.stop_builds`), so the thread returns within a fraction of a second
-    instead of after the build, and what it made is closed; then the cancellation goes on."""
-    made, threads = [], []
-
-    def run():
-        threads.append(threading.get_ident())
-        made.append(make(*args))
-        return made[-1]
+    fresh cache).  Cancelled meanwhile (the daemon stopping, the client gone), the running
+    compilers are killed (:func:`.emulated.stop_builds`), so the thread returns within a fraction
+    of a second instead of after the build, and what it made is closed; then the cancellation
+    goes on.  What ``make`` raises is raised as it is."""
+    from .emulated import build_scope, stop_builds
 
     finished = False
+    scope = object()  # this open's builds
 
     async def stop_builds_if_cancelled():
         try:
             await trio.sleep_forever()
         finally:
-            if not finished and threads:
-                from .emulated import stop_builds
+            if not finished:
+                stop_builds(refuse=scope)
 
-                stop_builds(threads[0])  # this open's builds only: another session's go on
+    def run():  # (made, None) or (None, what make raised): raised below, outside the nursery
+        try:
+            with build_scope(scope):
+                return make(*args), None
+        except Exception as e:
+            return None, e
 
+    made = error = None
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(stop_builds_if_cancelled)
             try:
-                result = await trio.to_thread.run_sync(run)
+                made, error = await trio.to_thread.run_sync(run)
             finally:
                 finished = True
                 nursery.cancel_scope.cancel()
-    except BaseException:  # cancelled after the thread made it (or the thread raised: nothing made)
-        for thing in made:
-            close = getattr(thing, "close", None)
-            if close is not None:
-                close()
+    except BaseException:  # cancelled after the thread returned: what it made is closed
+        close = getattr(made, "close", None)
+        if close is not None:
+            close()
         raise
-    return result
+    if error is not None:
+        raise error
+    return made
 
 
 class CpuLaneSession(WorkerLaneSession):

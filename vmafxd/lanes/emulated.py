@@ -27,6 +27,7 @@ kernels' operations stay the written IEEE ones, in the written order.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import mmap
 import os
@@ -329,21 +330,29 @@ def library_dir(kind: str) -> Path:
     return found
 
 
-#: the compilers running for build_library (a process group each), with the thread that waits for
-#: each; and how many build_library calls have not returned (their temporaries not yet removed)
-_builds: dict[subprocess.Popen, int] = {}
+#: the compilers running for build_library (a process group each), how many build_library calls
+#: have not returned (their temporaries not yet removed), and the build scopes whose builds are
+#: refused; a thread's current scope (:func:`build_scope`)
+_builds: set[subprocess.Popen] = set()
 _building = 0
+_refused: set[object] = set()
 _builds_changed = threading.Condition()
+_scope = threading.local()
 
 
-def stop_builds(thread: int | None = None, wait: float = 0.0) -> int:
-    """Kill the compilers build_library runs now for ``thread`` (a ``threading.get_ident()``; None:
-    every thread of this process), the whole group of each; their builds raise CompileError within
-    0.2 s and leave no file.  For a session open that was cancelled, or a lane that stops, while a
-    first build runs.  ``wait``: at most so many seconds for every build of the process to have
-    returned (its temporary folder removed: a process about to exit).  Returns how many were killed."""
+def stop_builds(wait: float = 0.0, refuse: object | None = None) -> int:
+    """Kill every compiler build_library runs in this process now (the whole group of each);
+    their builds raise CompileError within 0.2 s and leave no file (the builder of a kernel falls
+    back as for any failed build).  For a session open that was cancelled, or a lane that stops,
+    while a first build runs: all of them, since a build may wait for another's (a library's lock).
+    ``refuse``: a :func:`build_scope` token whose later builds fail at once (a cancelled open's
+    thread goes on to its other kernels).  ``wait``: at most so many seconds for every build to
+    have returned (its temporary folder removed: a process about to exit).  Returns how many were
+    killed."""
     with _builds_changed:
-        running = [p for p, owner in _builds.items() if thread is None or owner == thread]
+        if refuse is not None:
+            _refused.add(refuse)
+        running = list(_builds)
     for proc in running:
         try:
             os.killpg(proc.pid, 9)
@@ -355,6 +364,18 @@ def stop_builds(thread: int | None = None, wait: float = 0.0) -> int:
     return len(running)
 
 
+@contextlib.contextmanager
+def build_scope(token: object):
+    """The builds this thread runs inside are ``token``'s: :func:`stop_builds` can refuse them."""
+    _scope.token = token
+    try:
+        yield
+    finally:
+        _scope.token = None
+        with _builds_changed:
+            _refused.discard(token)
+
+
 def build_library(cxx: str, source: str, flags: Sequence[str], lib: Path, name: str) -> None:
     """Build ``source`` into the shared library ``lib`` (raises CompileError).  Each caller writes
     its own temporary files and the library appears whole or not at all, so two threads or
@@ -364,6 +385,8 @@ def build_library(cxx: str, source: str, flags: Sequence[str], lib: Path, name: 
     no file behind."""
     global _building
     with _builds_changed:
+        if getattr(_scope, "token", None) in _refused:
+            raise CompileError("emu", name, "the build was stopped (the session open was cancelled)")
         _building += 1
     try:
         _build_library(cxx, source, flags, lib, name)
@@ -382,7 +405,7 @@ def _build_library(cxx: str, source: str, flags: Sequence[str], lib: Path, name:
                                 stderr=subprocess.PIPE, text=True, start_new_session=True,
                                 env={**os.environ, "TMPDIR": str(work)})
         with _builds_changed:
-            _builds[proc] = threading.get_ident()
+            _builds.add(proc)
         try:
             while True:  # in short waits: a signal another thread took is acted on within 0.2 s
                 try:
@@ -399,7 +422,7 @@ def _build_library(cxx: str, source: str, flags: Sequence[str], lib: Path, name:
             raise
         finally:
             with _builds_changed:
-                _builds.pop(proc, None)
+                _builds.discard(proc)
         if proc.returncode != 0:
             raise CompileError("emu", name, err)
         os.replace(tmp, lib)  # whole or absent: a concurrent build of the same source reads no half file
