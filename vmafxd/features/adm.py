@@ -341,14 +341,7 @@ class BatchScorer:
 
     def records(self, sums: np.ndarray) -> dict[str, np.ndarray]:
         """The same from int64[N, 3, 4, 3] sums (per frame num, den, aim: a GPU record's layout)."""
-        n = sums.shape[0]
-        if n <= SMALL_BATCH:
-            t = _adm_small.tables_for(self._consts, self.options, self.code_path)
-            got = _adm_small.columns(t, self.width, self.height, sums.reshape(n, 36), self.options)
-            if got is not None:
-                return got
-        return _array_columns(self._consts, self.width, self.height, sums[:, 0], sums[:, 1], sums[:, 2],
-                              self.options, self.code_path)
+        return self(sums[:, 0], sums[:, 1], sums[:, 2])
 
 
 def _columns(c: _Consts, width: int, height: int, num: np.ndarray, den: np.ndarray, aim: np.ndarray,

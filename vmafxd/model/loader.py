@@ -20,6 +20,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+import numpy as np
+
 from vmafx.field_error import FieldError
 
 from ..features.names import alias
@@ -87,6 +89,12 @@ class Model:
     #: libvmaf's chroma-from-luma correction (``chroma_correction_parameter``, the
     #: v1.0.16 models), applied by ``predict.correct_chroma_from_luma``
     chroma_correction: float | None = None
+
+    def __post_init__(self) -> None:
+        # the features' slopes and intercepts as arrays (predict.normalise), made once
+        object.__setattr__(self, "rescale_slopes", np.array([f.slope for f in self.features], dtype=np.float64))
+        object.__setattr__(self, "rescale_intercepts",
+                           np.array([f.intercept for f in self.features], dtype=np.float64))
 
 
 @dataclass(frozen=True)

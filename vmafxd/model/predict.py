@@ -22,25 +22,9 @@ def normalise(model: Model, features: np.ndarray) -> np.ndarray:
     x = np.array(features, dtype=np.float64, copy=True)
     if model.norm_type == "linear_rescale" and model.features:
         # every feature at once: slope * x + intercept per element, as feature by feature
-        slopes, intercepts = _rescale(model)
-        k = len(slopes)
-        x[:, :k] = slopes * x[:, :k] + intercepts
+        k = len(model.features)
+        x[:, :k] = model.rescale_slopes * x[:, :k] + model.rescale_intercepts
     return x
-
-
-#: id(model) -> (model, its features' slopes, intercepts): made once per model (the model is kept
-#: in the entry, so its id is not reused while the entry lives)
-_RESCALE: dict[int, tuple[Model, np.ndarray, np.ndarray]] = {}
-
-
-def _rescale(model: Model) -> tuple[np.ndarray, np.ndarray]:
-    got = _RESCALE.get(id(model))
-    if got is None or got[0] is not model:
-        if len(_RESCALE) >= 256:
-            _RESCALE.clear()
-        got = _RESCALE[id(model)] = (model, np.array([f.slope for f in model.features], dtype=np.float64),
-                                     np.array([f.intercept for f in model.features], dtype=np.float64))
-    return got[1], got[2]
 
 
 def correct_chroma_from_luma(model: Model, x: np.ndarray) -> np.ndarray:

@@ -416,7 +416,7 @@ class _BatchPlan:
     def __init__(self, scorer: "GpuScorer", n: int):
         stg = scorer.staging
         self.scratch = n * stg.frame_bytes  # staging's frame_bytes is a multiple of 256
-        need = [twin.scratch_bytes(n) for twin in scorer.twins if hasattr(twin, "scratch_bytes")]
+        need = [twin.scratch_bytes(n) for twin, takes in zip(scorer.twins, scorer._scratch) if takes]
         self.nbytes = self.scratch + (max(need) + 255) // 256 * 256 if need else self.scratch
         self.jobs = n * 2 * len(stg.shapes)  # one per plane of each source (convert_jobs)
         rows_per_block = 4
