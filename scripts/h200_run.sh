@@ -4,6 +4,7 @@
 #   scripts/h200_run.sh bench    benchmarks (daemon and engine), GL scoring script
 #   scripts/h200_run.sh engine   the engine alone per feature at 1080p, each kernel's time (ncu), VIF tile shapes
 #   scripts/h200_run.sh kernels  chosen features alone at 1080p (ENGINE_FEATURES), then each one's kernels (ncu)
+#   scripts/h200_run.sh libvmaf  libvmaf's own µs a 1080p frame per feature (CPU 1 thread, every core, CUDA): carry .libvmaf
 #   scripts/h200_run.sh sanitize compute-sanitizer memcheck (ciede, float kernels) and racecheck (staged float sums)
 # Expects carried: .whl (trio, pytest-trio, PyOpenGL wheels), .gl (GL loader debs), and
 # optionally .h200ref (a copy of reference pairs in ../shared/reference's layout).
@@ -61,6 +62,10 @@ case "$phase" in
         fi
         [ -d .vifbench ] && TAIL=20 step vif_tiles 60 bash scripts/bench_vif_tiles.sh run
         [ -d .hvsbench ] && TAIL=20 step hvs_variants 60 bash scripts/bench_psnr_hvs.sh run
+        ;;
+    libvmaf)
+        # the column beside `engine`'s: libvmaf f85a8536's tools (.libvmaf/{cpu,cuda}/vmaf) on the same machine
+        TAIL=40 step libvmaf_features ${LIBVMAF_S:-300} python3 scripts/bench_libvmaf_features.py --repeats 3
         ;;
     sanitize)
         # out-of-bounds reads/writes on odd sizes and every chroma layout; races in the shared-memory sums
