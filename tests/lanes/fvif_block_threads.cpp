@@ -1,6 +1,6 @@
-// float_vif.cu's statistics and decimation kernels run with blocks of real threads: one
-// std::thread per CUDA thread, __syncthreads() a std::barrier of the block, __shared__
-// arrays shared by the block's threads (a block at a time).  Built by
+// float_vif.cu's statistics and decimation kernels (and the two in one, vx_fvif_stat_down_u8_17_9)
+// run with blocks of real threads: one std::thread per CUDA thread, __syncthreads() a
+// std::barrier of the block, __shared__ arrays shared by the block's threads (a block at a time).  Built by
 // test_float_vif_tiles.py from the emulator's prelude with those three changes; the maps, the
 // row sums and the decimated pictures must equal the one-thread emulator's (the lane tests
 // check those against the CPU twin), so the thread mapping the emulator never runs (the
@@ -52,24 +52,32 @@ struct Out {
     std::vector<float> maps, rows, down;
 };
 
-static Out run(bool block, int w, int h, const std::vector<u8>& a, const std::vector<u8>& b,
-               const std::vector<float>& taps)
+// the statistics (maps, rows) and the decimation with `dtaps` (down): by vx_fvif_stat_u8_* and
+// vx_fvif_down_u8, or (fold) by vx_fvif_stat_down_u8_17_9 alone (17 and 9 taps)
+static Out run(bool block, bool fold, int w, int h, const std::vector<u8>& a, const std::vector<u8>& b,
+               const std::vector<float>& taps, const std::vector<float>& dtaps)
 {
     Out o;
     o.maps.assign(2 * (size_t)w * h, -7.0f);
     o.rows.assign(2 * (size_t)h, -7.0f);
-    const int fw = (int)taps.size();
-    launch(1, (h + FV_RV - 1) / FV_RV, block ? FV_BLOCK : 1, [&] {
-        (fw == 17 ? vx_fvif_stat_u8_17 : vx_fvif_stat_u8_any)(
-            a.data(), b.data(), (i64)w * h, w, h, w, 0.0f, taps.data(), fw, 100.0f, 2.0, 0.0001f, o.maps.data(),
-            o.maps.data() + (size_t)w * h, 2 * (i64)w * h, w, o.rows.data(), 2 * h);
-    });
-    const int w2 = w / 2, h2 = h / 2;
+    const int fw = (int)taps.size(), w2 = w / 2, h2 = h / 2;
     o.down.assign(2 * (size_t)w2 * h2, -7.0f);
-    launch((w2 + FV_DCOLS - 1) / FV_DCOLS, h2, block ? 256 : 1, [&] {
-        vx_fvif_down_u8(a.data(), b.data(), (i64)w * h, w, h, w, 0.0f, taps.data(), fw, o.down.data(),
-                        o.down.data() + (size_t)w2 * h2, 2 * (i64)w2 * h2, w2, w2);
+    launch(1, (h + FV_RV - 1) / FV_RV, block ? FV_BLOCK : 1, [&] {
+        if (fold)
+            vx_fvif_stat_down_u8_17_9(a.data(), b.data(), (i64)w * h, w, h, w, 0.0f, taps.data(), fw, 100.0f, 2.0,
+                                      0.0001f, o.maps.data(), o.maps.data() + (size_t)w * h, 2 * (i64)w * h, w,
+                                      o.rows.data(), 2 * h, dtaps.data(), o.down.data(),
+                                      o.down.data() + (size_t)w2 * h2, 2 * (i64)w2 * h2, w2, w2, h2);
+        else
+            (fw == 17 ? vx_fvif_stat_u8_17 : vx_fvif_stat_u8_any)(
+                a.data(), b.data(), (i64)w * h, w, h, w, 0.0f, taps.data(), fw, 100.0f, 2.0, 0.0001f, o.maps.data(),
+                o.maps.data() + (size_t)w * h, 2 * (i64)w * h, w, o.rows.data(), 2 * h);
     });
+    if (!fold)
+        launch((w2 + FV_DCOLS - 1) / FV_DCOLS, h2, block ? 256 : 1, [&] {
+            vx_fvif_down_u8(a.data(), b.data(), (i64)w * h, w, h, w, 0.0f, dtaps.data(), (int)dtaps.size(),
+                            o.down.data(), o.down.data() + (size_t)w2 * h2, 2 * (i64)w2 * h2, w2, w2);
+        });
     return o;
 }
 
@@ -83,7 +91,9 @@ int main()
     const float t17[17] = {0.00745626f, 0.0142655f, 0.0250313f, 0.0402820f, 0.0594526f, 0.0804751f,
                            0.0999035f,  0.113746f,  0.118787f,  0.113746f,  0.0999035f, 0.0804751f,
                            0.0594526f,  0.0402820f, 0.0250313f, 0.0142655f, 0.00745626f};
-    const int sizes[][2] = {{497, 37}, {241, 9}, {16, 16}, {960, 20}};
+    // (483 x 27: the last band holds 3 rows, the last segment 1 scale-1 column; 481 x 19: a last
+    // segment with no scale-1 column, a last band of 3 rows with one kept)
+    const int sizes[][2] = {{497, 37}, {241, 9}, {16, 16}, {960, 20}, {483, 27}, {481, 19}};
     int bad = 0;
     for (auto& sz : sizes) {
         const int w = sz[0], h = sz[1];
@@ -91,14 +101,25 @@ int main()
         std::vector<u8> a((size_t)w * h), b((size_t)w * h);
         for (auto& v : a) v = (u8)(rng() & 255);
         for (size_t i = 0; i < b.size(); ++i) b[i] = (u8)((a[i] + rng() % 61) & 255);
-        for (int fw : {17, 9}) {
-            const std::vector<float> taps(t17 + (17 - fw) / 2, t17 + (17 - fw) / 2 + fw);  // any taps do
-            const Out one = run(false, w, h, a, b, taps), block = run(true, w, h, a, b, taps);
+        // the statistics with fw taps and the decimation with dw (any taps do); 17 and 9: the
+        // fold too, whose every value must equal the two kernels'
+        for (auto [fw, dw] : {std::pair{17, 17}, std::pair{9, 9}, std::pair{17, 9}}) {
+            const std::vector<float> taps(t17 + (17 - fw) / 2, t17 + (17 - fw) / 2 + fw);
+            const std::vector<float> dtaps(t17 + (17 - dw) / 2, t17 + (17 - dw) / 2 + dw);
+            const bool fold = fw == 17 && dw == 9;
+            const Out one = run(false, false, w, h, a, b, taps, dtaps), block = run(true, false, w, h, a, b, taps, dtaps);
             int unset = 0;
             for (float v : one.rows) unset += v == -7.0f;
             for (float v : one.down) unset += v == -7.0f;
-            const bool ok = same(one.maps, block.maps) && same(one.rows, block.rows) && same(one.down, block.down);
-            printf("%dx%d, %d taps: %s, %d values unset\n", w, h, fw, ok ? "equal" : "DIFFERENT", unset);
+            bool ok = same(one.maps, block.maps) && same(one.rows, block.rows) && same(one.down, block.down);
+            if (fold) {
+                const Out fone = run(false, true, w, h, a, b, taps, dtaps);
+                const Out fblock = run(true, true, w, h, a, b, taps, dtaps);
+                for (const Out* o : {&fone, &fblock})
+                    ok = ok && same(one.maps, o->maps) && same(one.rows, o->rows) && same(one.down, o->down);
+            }
+            printf("%dx%d, %d/%d taps%s: %s, %d values unset\n", w, h, fw, dw, fold ? " (and folded)" : "",
+                   ok ? "equal" : "DIFFERENT", unset);
             bad += !ok || unset;
         }
     }
