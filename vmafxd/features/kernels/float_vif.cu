@@ -17,9 +17,12 @@
 // scale-(s-1) ones, filtered at even rows and columns only), vx_fvif_stat_*
 // (both passes, the statistic into num and den maps, and each row's sums,
 // left to right, by the block that owns the row) and vx_fvif_total (the rows
-// top to bottom: the prelude's vx_float_map_totals_staged).  Scale 0 is never
-// converted to a float picture: both kernels convert the samples as they read
-// them (the same float operations as the prelude's vx_float_sample).
+// top to bottom: the prelude's vx_float_map_totals_staged).  At
+// vif_kernelscale 1, scale 0's statistics kernel writes the scale-1 pictures
+// as well (vx_fvif_stat_down_*_17_9, FvDown) and scale 1 has no decimation
+// launch.  Scale 0 is never converted to a float picture: the kernels convert
+// the samples as they read them (the same float operations as the prelude's
+// vx_float_sample).
 //
 // Plane layouts: pictures and maps with a pitch (elements), frame f at
 // f * fstride; the reference and distorted pictures through two pointers with
