@@ -118,8 +118,9 @@ VX_DEVICE void fv_stat(float mu1, float mu2, float xx, float yy, float xy, float
 //      way (each value loaded once for the strip), then vif_statistic_s per output, into the
 //      num and den maps.
 //   C. row sums: one thread per (map, row), in a warp of their own (the block's last, with
-//      no work in A and B), adds the segment's values to the row's running float, left to
-//      right (libvmaf's order: the segments come left to right and each is added in order),
+//      no work in A, and in B only FvDown's horizontal pass), adds the segment's values to
+//      the row's running float, left to right (libvmaf's order: the segments come left to
+//      right and each is added in order),
 //      reading back the maps the block has just written (after the barrier every thread's
 //      writes are visible to the block).  The running floats end in rows[f][m][y];
 //      vx_fvif_total adds them top to bottom.
@@ -246,16 +247,24 @@ struct FvDown {
         const int n = dn.w2 - ox0 < TW / 2 ? dn.w2 - ox0 : TW / 2;
         const int nr = dn.h2 - oy0 < ROWS ? dn.h2 - oy0 : ROWS;
         if (n <= 0 || nr <= 0) return;
-        // item i: output x0 / 2 + i % n of kept row i / n % nr of picture i / (n nr): a warp's
-        // lanes along a row (dv read 2 apart, the outputs written side by side)
-        for (int i = threadIdx.x; i < 2 * nr * n; i += blockDim.x) {
-            const int q = i % n, jj = i / n % nr, p = i / (n * nr);
-            float m = 0.0f;
+        // outputs x0 / 2 + q of kept row jj of picture p: a warp's lanes along a row (dv read 2
+        // apart, the outputs written side by side).  Taken by the adding warp, which has nothing
+        // to do in B (its threads past FV_THREADS: 2 x 4 rows of 120 outputs of 9 taps at most,
+        // beside the other warps' 240 strips of 8 outputs, 5 planes and 17 taps); where the block
+        // has no threads past FV_THREADS (the emulator's one), by every thread.
+        const int first = (int)blockDim.x > FV_THREADS ? FV_THREADS : 0;
+        if ((int)threadIdx.x < first) return;
+        for (int p = 0; p < 2; ++p)
+            for (int jj = 0; jj < nr; ++jj) {
+                float* out = (p ? dn.out_d : dn.out_r) + f * dn.fstride + (i64)(oy0 + jj) * dn.pitch + ox0;
+                for (int q = (int)threadIdx.x - first; q < n; q += (int)blockDim.x - first) {
+                    float m = 0.0f;
 #pragma unroll
-            for (int k = 0; k < FWD; ++k)
-                m = m + dt[k] * dv[p][jj][2 * q + k];
-            (p ? dn.out_d : dn.out_r)[f * dn.fstride + (i64)(oy0 + jj) * dn.pitch + ox0 + q] = m;
-        }
+                    for (int k = 0; k < FWD; ++k)
+                        m = m + dt[k] * dv[p][jj][2 * q + k];
+                    out[q] = m;
+                }
+            }
     }
 };
 
