@@ -9,10 +9,11 @@ here put picture edges one past and one short of those boundaries, take the
 smallest picture every scale allows, every depth (8, 10, 12, 16 bits), the
 kernels of any filter width (vif_kernelscale other than 1, up to libvmaf's
 widest, 65 taps) and a skipped scale 0.  At vif_kernelscale 1 the scale-0
-statistics kernel also writes the scale-1 pictures (vx_fvif_stat_down_*): its
-last band and last segment hold odd and even counts of kept rows and columns
-here, in 4:2:0, 4:2:2 and 4:4:4 (the staged frames' layouts differ); the
-other filters and a skipped scale 0 take the separate decimation.  Runs on every GPU runtime with a
+statistics kernel also writes the scale-1 pictures, and scales 1 and 2 the
+next ones (vx_fvif_stat_down_*, in segments of 240 columns): their last bands
+and last segments hold odd and even counts of kept rows and columns here, in
+4:2:0, 4:2:2 and 4:4:4 (the staged frames' layouts differ); the other filters
+and a skipped scale 0 take the separate decimation.  Runs on every GPU runtime with a
 device and on the emulator; the emulator runs a block as one thread, so one
 test also runs the kernels with blocks of real threads
 (fvif_block_threads.cpp).
@@ -72,12 +73,15 @@ def test_tile_widths_and_kernels():
     assert stat_kernel("u16", 9) == "vx_fvif_stat_u16_any"
     assert stat_kernel("f32", 5) == "vx_fvif_stat_f32_5"
     assert stat_kernel("f32", 23) == "vx_fvif_stat_f32_any"
-    # scale 0's statistics write the scale-1 pictures at 17 and 9 taps only (vif_kernelscale 1)
+    # a scale's statistics write the next scale's pictures at vif_kernelscale 1's widths only
     assert stat_down_kernel("u8", 17, 9) == "vx_fvif_stat_down_u8_17_9"
     assert stat_down_kernel("u16", 17, 9) == "vx_fvif_stat_down_u16_17_9"
+    assert stat_down_kernel("f32", 9, 5) == "vx_fvif_stat_down_f32_9_5"
+    assert stat_down_kernel("f32", 5, 3) == "vx_fvif_stat_down_f32_5_3"
     assert stat_down_kernel("u8", 41, 23) is None
     assert stat_down_kernel("u16", 9, 5) is None
-    assert stat_down_kernel("f32", 9, 5) is None
+    assert stat_down_kernel("f32", 23, 13) is None
+    assert stat_down_kernel("f32", 3, 3) is None
 
 
 @pytest.mark.gpu
@@ -88,10 +92,11 @@ def test_tile_widths_and_kernels():
     (10, Subsampling.S420, 245, 41),  # odd sizes, 10 bits: last band 1 row, none kept
     (10, Subsampling.S422, 17, 17),   # the smallest a 17-tap scale 0 takes: one band, one segment
     (10, Subsampling.S444, 720, 35),  # three whole segments; last band 3 rows, 1 kept
+    (8, Subsampling.S420, 966, 70),   # scale 1 (483 x 35) as 483 x 27 is at scale 0; scale 2 241 x 17
 ], ids=lambda v: str(v))
 def test_folded_decimation_equal_the_cpu_lane(gpu, bitdepth, subsampling, w, h):
-    """vx_fvif_stat_down_* (scale 0's statistics writing the scale-1 pictures) at its edges: the
-    scales above 0 (read from those pictures) equal the CPU twin's."""
+    """vx_fvif_stat_down_* (a scale's statistics writing the next scale's pictures) at its edges:
+    the scales above (read from those pictures) equal the CPU twin's."""
     rt, dev = gpu
     frames = _noise(bitdepth, w, h, seed=2, subsampling=subsampling)
     cpu = _check(rt, dev, _plan(), frames, batch=2)
@@ -164,6 +169,6 @@ def test_blocks_of_threads_equal_the_one_thread_emulator(tmp_path):
             continue  # ThreadSanitizer cannot run on this kernel's memory layout
         assert "ThreadSanitizer" not in run.stderr, run.stderr[-3000:]
         assert run.returncode == 0, run.stdout + run.stderr[-3000:]
-        assert run.stdout.count("equal") == 18, run.stdout
+        assert run.stdout.count("equal") == 24, run.stdout
         return
     pytest.fail("the threaded check did not run")

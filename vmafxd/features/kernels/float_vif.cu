@@ -18,9 +18,10 @@
 // (both passes, the statistic into num and den maps, and each row's sums,
 // left to right, by the block that owns the row) and vx_fvif_total (the rows
 // top to bottom: the prelude's vx_float_map_totals_staged).  At
-// vif_kernelscale 1, scale 0's statistics kernel writes the scale-1 pictures
-// as well (vx_fvif_stat_down_*_17_9, FvDown) and scale 1 has no decimation
-// launch.  Scale 0 is never converted to a float picture: the kernels convert
+// vif_kernelscale 1, the statistics kernels of scales 0 to 2 write the next
+// scale's pictures as well (vx_fvif_stat_down_*, FvDown) and scales 1 to 3
+// have no decimation launch (scale 1 has one below a skipped scale 0).
+// Scale 0 is never converted to a float picture: the kernels convert
 // the samples as they read them (the same float operations as the prelude's
 // vx_float_sample).
 //
@@ -206,25 +207,30 @@ VX_DEVICE float fv_add_run(float s, const float* p, int n)
 }
 
 // ---- the next scale's pictures from a band: FvDown<FW, FWD> ----------------------------------
-// vx_fvif_stat_down_* (scale 0 at vif_kernelscale 1: FW = 17, the decimation FWD = 9) writes the
-// scale-1 pictures from the band as vx_fvif_down_* would, in its order: output (ox, oy) is
-// the filtered picture at (2 ox, 2 oy), vertical pass first.  The band of rows yc .. yc + 7
-// (yc a multiple of 8) holds the kept rows 2 oy for oy = yc / 2 .. yc / 2 + 3 (those < h2 =
-// h / 2: then 2 oy <= h - 2, a row of the band); their vertical passes read rows 2 oy - FWD/2
-// .. 2 oy + FWD/2, inside the band's yc - FW/2 .. yc + 7 + FW/2 (FWD <= FW), and below
-// h - 1 + FW/2, where the band clamps: so in A each of the band's input rows, as the
-// statistics read it (the same mirrored row and column, the same float a and b), is also
-// the term k - (FW/2 - FWD/2) - 2 jj of kept row jj's sum, k ascending from 0.0f: the
-// twin's `acc = acc + taps[k] * x[k]`.  A stores them for the segment's columns x0 - FWD/2
-// .. x0 + tw - 2 + FWD/2 (COLS of them: thread column c is picture column x0 - FW/2 + c, so
-// these are c = FW/2 - FWD/2 .. FW/2 - FWD/2 + COLS - 1 < FV_VCOLS), mirrored as fv_down
-// mirrors them (gx < w + FW/2 there: no thread of them skipped).  In B the block then
-// filters them horizontally at the segment's even columns x0 + 2 q, q < tw / 2 (x0 is even),
-// those with ox = x0 / 2 + q < w2 = w / 2: dv column 2 q + k is picture column 2 ox - FWD/2
-// + k, tap k, k ascending.  dv is read in B only, written in A only: the barriers after A
-// and after B order them.  Shared memory: 41,120 (vs) + 2 x 4 x 247 x 4 = 7,904 (dv) + 64
-// (run) + 36 (the decimation's taps) = 49,124 bytes, under the 49,152 of static shared
-// memory -- hence the statistics' taps from global memory there (FvTaps<FW> registers).
+// vx_fvif_stat_down_* (vif_kernelscale 1: scale 0's FW = 17 taps with scale 1's FWD = 9, scale
+// 1's 9 with 5, scale 2's 5 with 3) write the next scale's pictures from the band as
+// vx_fvif_down_* would, in its order: output (ox, oy) is the filtered picture at (2 ox, 2 oy),
+// vertical pass first.  The band of rows yc .. yc + 7 (yc a multiple of 8) holds the kept
+// rows 2 oy for oy = yc / 2 .. yc / 2 + 3 (those < h2 = h / 2: then 2 oy <= h - 2, a row of
+// the band); their vertical passes read rows 2 oy - FWD/2 .. 2 oy + FWD/2, inside the band's
+// yc - FW/2 .. yc + 7 + FW/2 (FWD <= FW), and below h - 1 + FW/2, where the band clamps: so
+// in A each of the band's input rows, as the statistics read it (the same mirrored row and
+// column, the same float a and b), is also the term k - (FW/2 - FWD/2) - 2 jj of kept row
+// jj's sum, k ascending from 0.0f: the twin's `acc = acc + taps[k] * x[k]`.  A stores them
+// for the segment's columns x0 - FWD/2 .. x0 + TW - 2 + FWD/2 (COLS of them: thread column c
+// is picture column x0 - FW/2 + c, so these are c = FW/2 - FWD/2 .. FW/2 - FWD/2 + COLS - 1
+// < FV_VCOLS), mirrored as fv_down mirrors them (gx < w + FW/2 there: no thread of them
+// skipped).  In B the block then filters them horizontally at the segment's even columns
+// x0 + 2 q, q < TW / 2 (x0 is even), those with ox = x0 / 2 + q < w2 = w / 2: dv column
+// 2 q + k is picture column 2 ox - FWD/2 + k, tap k, k ascending.  dv is read in B only,
+// written in A only: the barriers after A and after B order them.  Segments of TW =
+// FV_DOWN_TW = 240 columns whatever FW (fv_tile_width(17); 9 or 5 taps would give 248, and
+// their dv would not fit; each row's running float takes the segments left to right, so
+// its additions do not depend on the width).  Shared memory: 41,120 (vs) + 2 x 4 x COLS x 4
+// (dv: COLS = 238 + FWD, 7,904 bytes at most) + 64 (run) + 4 FWD (the decimation's taps):
+// 49,124 bytes at most, under the 49,152 of static shared memory -- hence the statistics'
+// taps from global memory there (FvTaps<FW> registers).
+#define FV_DOWN_TW 240
 struct FvDownArgs {
     const float* taps;  // the next scale's filter, FWD taps
     float* out_r;       // the next scale's pictures, w2 x h2, frame f at f * fstride
@@ -236,10 +242,13 @@ struct FvDownArgs {
 template <int FW, int FWD>
 struct FvDown {
     enum {
-        TW = FW > 0 ? (FV_VCOLS - (FW - 1)) / FV_RH * FV_RH : 0,  // fv_tile_width(FW)
+        TW = FV_DOWN_TW,
         ROWS = FWD > 0 ? FV_RV / 2 : 1,
         COLS = FWD > 0 ? TW - 2 + FWD : 1,
     };
+    static_assert(FWD == 0 || TW + FW - 1 <= FV_VCOLS, "a segment's columns and halo: a thread each");
+    static_assert(4 * (5 * FV_RV * FV_VPITCH + 2 * ROWS * COLS + FV_CHAINS + (FWD > 0 ? FWD : 0)) <= 49152,
+                  "static shared memory");
     static FV_MEMBER void horizontal(float (*dv)[ROWS][COLS], const FvTaps<FWD>& dt, const FvDownArgs& dn,
                                      int f, int x0, int yc)
     {
@@ -286,7 +295,7 @@ VX_DEVICE void fv_stat_band(const T* ref, const T* dis, i64 fstride, int w, int 
     __shared__ float run[FV_CHAINS];
     __shared__ float dv[2][Down::ROWS][Down::COLS];  // FvDown: the vertical pass at the even rows
     const int fw = FW > 0 ? FW : fw_arg, r = fw / 2;
-    const int tw = fv_tile_width(fw), vcols = tw + fw - 1;
+    const int tw = FWD > 0 ? (int)Down::TW : fv_tile_width(fw), vcols = tw + fw - 1;
     const int f = blockIdx.z, yc = blockIdx.y * FV_RV;
     const int rows = h - yc < FV_RV ? h - yc : FV_RV;
     const T* a_pic = ref + f * fstride;
@@ -461,10 +470,13 @@ FV_STAT_KERNEL(vx_fvif_stat_f32_9, float, 9, FV_STAT_MINB)
 FV_STAT_KERNEL(vx_fvif_stat_f32_5, float, 5, FV_STAT_MINB)
 FV_STAT_KERNEL(vx_fvif_stat_f32_3, float, 3, FV_STAT_MINB)
 FV_STAT_KERNEL(vx_fvif_stat_f32_any, float, 0, FV_STAT_MINB)
-// Scale 0 and the scale-1 pictures at vif_kernelscale 1 (17 and 9 taps): one launch for two
-// (vmafxd.lanes.gpu.float_vif.STAT_DOWN; elsewhere vx_fvif_down_* after the statistics).
+// A scale and the next scale's pictures at vif_kernelscale 1 (17 and 9 taps, 9 and 5, 5 and
+// 3): one launch for two (vmafxd.lanes.gpu.float_vif.STAT_DOWN; elsewhere, and below a
+// skipped scale 0, vx_fvif_down_* before the next scale's statistics).
 FV_STAT_DOWN_KERNEL(vx_fvif_stat_down_u8_17_9, u8, 17, 9, FV_STAT_MINB)
 FV_STAT_DOWN_KERNEL(vx_fvif_stat_down_u16_17_9, u16, 17, 9, FV_STAT_MINB_U16)
+FV_STAT_DOWN_KERNEL(vx_fvif_stat_down_f32_9_5, float, 9, 5, FV_STAT_MINB)
+FV_STAT_DOWN_KERNEL(vx_fvif_stat_down_f32_5_3, float, 5, 3, FV_STAT_MINB)
 
 // ---- the decimation: vx_fvif_down_<type> ----------------------------------------------------
 // Block (x, y, f): row y of the next scale's pictures of frame f, FV_DCOLS columns from

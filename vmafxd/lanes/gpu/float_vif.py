@@ -1,8 +1,9 @@
 """Float VIF on the GPU: decimation, statistic (with the row sums) and total kernels (float_vif.cu).
 
-At vif_kernelscale 1 (scale 0's 17 taps, scale 1's 9) one launch gives both
-scale 0's statistics and the scale-1 pictures (``vx_fvif_stat_down_*``); with
-other filters, or a skipped scale 0, the decimation has its own launch.
+At vif_kernelscale 1 (17, 9, 5 and 3 taps) one launch gives both a scale's
+statistics and the next scale's pictures (``vx_fvif_stat_down_*``, scales 0
+to 2); with other filters, and below a skipped scale 0, the decimation has
+its own launch.
 
 Statistics per frame: ``float32[4, 2]``, each scale's (num, den) float sums
 in libvmaf's order (rows left to right, then rows top to bottom), so the
@@ -35,8 +36,8 @@ _DOWN_COLS = 120
 _MAX_TAPS = 65  # FV_MAXTAPS: libvmaf's widest filter (vif_kernelscale 3.71 at scale 0)
 #: the statistics kernels compiled for a fixed filter width, per picture element
 STAT_FIXED = {"u8": (17,), "u16": (17,), "f32": (9, 5, 3)}
-#: scale 0's statistics kernels that also write the scale-1 pictures: (scale 0's taps, scale 1's)
-STAT_DOWN = {"u8": ((17, 9),), "u16": ((17, 9),)}
+#: the statistics kernels that also write the next scale's pictures: (a scale's taps, the next scale's)
+STAT_DOWN = {"u8": ((17, 9),), "u16": ((17, 9),), "f32": ((9, 5), (5, 3))}
 
 
 def tile_width(taps: int) -> int:
@@ -49,9 +50,10 @@ def stat_kernel(elem: str, taps: int) -> str:
     return f"vx_fvif_stat_{elem}_{taps if taps in STAT_FIXED[elem] else 'any'}"
 
 
-def stat_down_kernel(elem: str, taps0: int, taps1: int) -> str | None:
-    """Scale 0's statistics and decimation kernel for these filters, or None (two launches)."""
-    return f"vx_fvif_stat_down_{elem}_{taps0}_{taps1}" if (taps0, taps1) in STAT_DOWN.get(elem, ()) else None
+def stat_down_kernel(elem: str, taps: int, next_taps: int) -> str | None:
+    """The kernel of a scale's statistics and the next scale's pictures for these filters, or
+    None (two launches)."""
+    return f"vx_fvif_stat_down_{elem}_{taps}_{next_taps}" if (taps, next_taps) in STAT_DOWN.get(elem, ()) else None
 
 
 class GpuFloatVif(GpuFloatFeature):
@@ -91,9 +93,12 @@ class GpuFloatVif(GpuFloatFeature):
                       for s, t in enumerate(self.taps)]
         self._down = [None] + [ks.launcher("float_vif.cu", f"vx_fvif_down_{self._elem0 if s == 1 else 'f32'}",
                                            down_types) for s in (1, 2, 3)]
-        fold = None if self.skip0 else stat_down_kernel(self._elem0, len(self.taps[0]), len(self.taps[1]))
-        self._stat_down = ks.launcher("float_vif.cu", fold, [*stat_types, U64, U64, U64, I64, I64, I32, I32]) \
-            if fold else None
+        # scale s's statistics that write the scale-(s + 1) pictures (None: vx_fvif_down_* does)
+        folds = [None if s == 0 and self.skip0 else
+                 stat_down_kernel(self._elem0 if s == 0 else "f32", len(self.taps[s]), len(self.taps[s + 1]))
+                 for s in range(3)]
+        self._stat_down = [ks.launcher("float_vif.cu", k, [*stat_types, U64, U64, U64, I64, I64, I32, I32])
+                           if k else None for k in folds] + [None]
         self._total = ks.launcher("float_vif.cu", "vx_fvif_total", [U64, I64, I32, U64, I32, I32])
 
     def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
@@ -111,8 +116,8 @@ class GpuFloatVif(GpuFloatFeature):
         for s, (sw, sh) in enumerate(self.sizes):
             taps, fw = self._tap_ptr[s], len(self.taps[s])
             div = self.div if s == 1 else 0.0  # the staged samples' divisor where the source is scale 0
-            if s == 1 and self._stat_down is not None:
-                pass  # written by scale 0's statistics
+            if s > 0 and self._stat_down[s - 1] is not None:
+                pass  # written by scale s - 1's statistics
             elif s > 0:
                 (pw, ph), (r, d, fstride, pitch) = self.sizes[s - 1], src[s - 1]
                 cur = pics[s]
@@ -127,10 +132,11 @@ class GpuFloatVif(GpuFloatFeature):
             args = (r, d, fstride, sw, sh, pitch, self.div if s == 0 else 0.0, taps, fw, self.gain, self.nsq,
                     self.max_inv, m2.ptr(maps, 0, 0), m2.ptr(maps, 0, 1), m2.frame, m2.pitch, rows, 2 * sh)
             grid = (1, (sh + _BAND_ROWS - 1) // _BAND_ROWS, n)
-            if s == 0 and self._stat_down is not None:  # and the scale-1 pictures
-                (w1, h1), nxt = self.sizes[1], pics[1]
-                self._stat_down(grid, (_STAT_THREADS,), st, *args, self._tap_ptr[1], nxt.ptr(pic_bufs[1], 0, 0),
-                                nxt.ptr(pic_bufs[1], 0, 1), nxt.frame, nxt.pitch, w1, h1)
+            if self._stat_down[s] is not None:  # and the scale-(s + 1) pictures
+                (w1, h1), nxt = self.sizes[s + 1], pics[s + 1]
+                self._stat_down[s](grid, (_STAT_THREADS,), st, *args, self._tap_ptr[s + 1],
+                                   nxt.ptr(pic_bufs[s + 1], 0, 0), nxt.ptr(pic_bufs[s + 1], 0, 1), nxt.frame,
+                                   nxt.pitch, w1, h1)
             else:
                 self._stat[s](grid, (_STAT_THREADS,), st, *args)
             self._total((1, 2, n), (SUM_THREADS,), st, rows, 2 * sh, sh, out, record_bytes // 4, 2 * s)
