@@ -69,6 +69,7 @@ def _plan(options=None):
 
 def test_tile_widths_and_kernels():
     assert [tile_width(t) for t in (17, 9, 5, 3, 65)] == [240, 248, 248, 248, 192]
+    assert [tile_width(t, decimating=True) for t in (17, 9, 5)] == [240, 240, 240]
     assert stat_kernel("u8", 17) == "vx_fvif_stat_u8_17"
     assert stat_kernel("u16", 9) == "vx_fvif_stat_u16_any"
     assert stat_kernel("f32", 5) == "vx_fvif_stat_f32_5"

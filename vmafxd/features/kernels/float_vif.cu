@@ -142,8 +142,8 @@ VX_DEVICE void fv_stat(float mu1, float mu2, float xx, float yy, float xy, float
 #define FV_CHAINS (2 * FV_RV)  // the row sums of a band: (map, row)
 
 // A segment's output columns for a filter of fw taps: its columns and their halo fill at most
-// FV_VCOLS, in whole horizontal strips (fw = 17: 240; 9: 248; 65: 192).  The host's twin:
-// vmafxd.lanes.gpu.float_vif.tile_width.
+// FV_VCOLS, in whole horizontal strips (fw = 17: 240; 9: 248; 65: 192; the kernels that also
+// decimate take FV_DOWN_TW, FvDown).  The host's twin: vmafxd.lanes.gpu.float_vif.tile_width.
 VX_DEVICE int fv_tile_width(int fw) { return (FV_VCOLS - (fw - 1)) / FV_RH * FV_RH; }
 
 // The first thread of C: the last FV_CHAINS threads of the block (in the warp past the

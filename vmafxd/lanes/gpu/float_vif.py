@@ -33,6 +33,7 @@ _BAND_ROWS = 8
 _VCOLS = 256
 _STRIP = 8
 _DOWN_COLS = 120
+_DOWN_TILE = 240  # FV_DOWN_TW: the segments of the statistics kernels that also decimate
 _MAX_TAPS = 65  # FV_MAXTAPS: libvmaf's widest filter (vif_kernelscale 3.71 at scale 0)
 #: the statistics kernels compiled for a fixed filter width, per picture element
 STAT_FIXED = {"u8": (17,), "u16": (17,), "f32": (9, 5, 3)}
@@ -40,9 +41,10 @@ STAT_FIXED = {"u8": (17,), "u16": (17,), "f32": (9, 5, 3)}
 STAT_DOWN = {"u8": ((17, 9),), "u16": ((17, 9),), "f32": ((9, 5), (5, 3))}
 
 
-def tile_width(taps: int) -> int:
-    """fv_tile_width: the output columns of a statistics segment for a filter of ``taps`` taps."""
-    return (_VCOLS - (taps - 1)) // _STRIP * _STRIP
+def tile_width(taps: int, decimating: bool = False) -> int:
+    """fv_tile_width: the output columns of a statistics segment for a filter of ``taps`` taps
+    (``decimating``: of a kernel that also writes the next scale's pictures, FV_DOWN_TW)."""
+    return _DOWN_TILE if decimating else (_VCOLS - (taps - 1)) // _STRIP * _STRIP
 
 
 def stat_kernel(elem: str, taps: int) -> str:
