@@ -17,9 +17,13 @@
 // scale-(s-1) ones, filtered at even rows and columns only), vx_fvif_stat_*
 // (both passes, the statistic into num and den maps, and each row's sums,
 // left to right, by the block that owns the row) and vx_fvif_total (the rows
-// top to bottom: the prelude's vx_float_map_totals_staged).  Scale 0 is never
-// converted to a float picture: both kernels convert the samples as they read
-// them (the same float operations as the prelude's vx_float_sample).
+// top to bottom: the prelude's vx_float_map_totals_staged).  At
+// vif_kernelscale 1, the statistics kernels of scales 0 to 2 write the next
+// scale's pictures as well (vx_fvif_stat_down_*, FvDown) and scales 1 to 3
+// have no decimation launch (scale 1 has one below a skipped scale 0).
+// Scale 0 is never converted to a float picture: the kernels convert
+// the samples as they read them (the same float operations as the prelude's
+// vx_float_sample).
 //
 // Plane layouts: pictures and maps with a pitch (elements), frame f at
 // f * fstride; the reference and distorted pictures through two pointers with
@@ -115,8 +119,9 @@ VX_DEVICE void fv_stat(float mu1, float mu2, float xx, float yy, float xy, float
 //      way (each value loaded once for the strip), then vif_statistic_s per output, into the
 //      num and den maps.
 //   C. row sums: one thread per (map, row), in a warp of their own (the block's last, with
-//      no work in A and B), adds the segment's values to the row's running float, left to
-//      right (libvmaf's order: the segments come left to right and each is added in order),
+//      no work in A, and in B only FvDown's horizontal pass), adds the segment's values to
+//      the row's running float, left to right (libvmaf's order: the segments come left to
+//      right and each is added in order),
 //      reading back the maps the block has just written (after the barrier every thread's
 //      writes are visible to the block).  The running floats end in rows[f][m][y];
 //      vx_fvif_total adds them top to bottom.
@@ -137,8 +142,8 @@ VX_DEVICE void fv_stat(float mu1, float mu2, float xx, float yy, float xy, float
 #define FV_CHAINS (2 * FV_RV)  // the row sums of a band: (map, row)
 
 // A segment's output columns for a filter of fw taps: its columns and their halo fill at most
-// FV_VCOLS, in whole horizontal strips (fw = 17: 240; 9: 248; 65: 192).  The host's twin:
-// vmafxd.lanes.gpu.float_vif.tile_width.
+// FV_VCOLS, in whole horizontal strips (fw = 17: 240; 9: 248; 65: 192; the kernels that also
+// decimate take FV_DOWN_TW, FvDown).  The host's twin: vmafxd.lanes.gpu.float_vif.tile_width.
 VX_DEVICE int fv_tile_width(int fw) { return (FV_VCOLS - (fw - 1)) / FV_RH * FV_RH; }
 
 // The first thread of C: the last FV_CHAINS threads of the block (in the warp past the
@@ -201,29 +206,110 @@ VX_DEVICE float fv_add_run(float s, const float* p, int n)
     return s;
 }
 
+// ---- the next scale's pictures from a band: FvDown<FW, FWD> ----------------------------------
+// vx_fvif_stat_down_* (vif_kernelscale 1: scale 0's FW = 17 taps with scale 1's FWD = 9, scale
+// 1's 9 with 5, scale 2's 5 with 3) write the next scale's pictures from the band as
+// vx_fvif_down_* would, in its order: output (ox, oy) is the filtered picture at (2 ox, 2 oy),
+// vertical pass first.  The band of rows yc .. yc + 7 (yc a multiple of 8) holds the kept
+// rows 2 oy for oy = yc / 2 .. yc / 2 + 3 (those < h2 = h / 2: then 2 oy <= h - 2, a row of
+// the band); their vertical passes read rows 2 oy - FWD/2 .. 2 oy + FWD/2, inside the band's
+// yc - FW/2 .. yc + 7 + FW/2 (FWD <= FW), and below h - 1 + FW/2, where the band clamps: so
+// in A each of the band's input rows, as the statistics read it (the same mirrored row and
+// column, the same float a and b), is also the term k - (FW/2 - FWD/2) - 2 jj of kept row
+// jj's sum, k ascending from 0.0f: the twin's `acc = acc + taps[k] * x[k]`.  A stores them
+// for the segment's columns x0 - FWD/2 .. x0 + TW - 2 + FWD/2 (COLS of them: thread column c
+// is picture column x0 - FW/2 + c, so these are c = FW/2 - FWD/2 .. FW/2 - FWD/2 + COLS - 1
+// < FV_VCOLS), mirrored as fv_down mirrors them (gx < w + FW/2 there: no thread of them
+// skipped).  In B the block then filters them horizontally at the segment's even columns
+// x0 + 2 q, q < TW / 2 (x0 is even), those with ox = x0 / 2 + q < w2 = w / 2: dv column
+// 2 q + k is picture column 2 ox - FWD/2 + k, tap k, k ascending.  dv is read in B only,
+// written in A only: the barriers after A and after B order them.  Segments of TW =
+// FV_DOWN_TW = 240 columns whatever FW (fv_tile_width(17); 9 or 5 taps would give 248, and
+// their dv would not fit; each row's running float takes the segments left to right, so
+// its additions do not depend on the width).  Shared memory: 41,120 (vs) + 2 x 4 x COLS x 4
+// (dv: COLS = 238 + FWD, 7,904 bytes at most) + 64 (run) + 4 FWD (the decimation's taps):
+// 49,124 bytes at most, under the 49,152 of static shared memory -- hence the statistics'
+// taps from global memory there (FvTaps<FW> registers).
+#define FV_DOWN_TW 240
+struct FvDownArgs {
+    const float* taps;  // the next scale's filter, FWD taps
+    float* out_r;       // the next scale's pictures, w2 x h2, frame f at f * fstride
+    float* out_d;
+    i64 fstride, pitch;
+    int w2, h2;
+};
+
+template <int FW, int FWD>
+struct FvDown {
+    enum {
+        TW = FV_DOWN_TW,
+        ROWS = FWD > 0 ? FV_RV / 2 : 1,
+        COLS = FWD > 0 ? TW - 2 + FWD : 1,
+    };
+    static_assert(FWD == 0 || TW + FW - 1 <= FV_VCOLS, "a segment's columns and halo: a thread each");
+    static_assert(4 * (5 * FV_RV * FV_VPITCH + 2 * ROWS * COLS + FV_CHAINS + (FWD > 0 ? FWD : 0)) <= 49152,
+                  "static shared memory");
+    static FV_MEMBER void horizontal(float (*dv)[ROWS][COLS], const FvTaps<FWD>& dt, const FvDownArgs& dn,
+                                     int f, int x0, int yc)
+    {
+        const int ox0 = x0 / 2, oy0 = yc / 2;
+        const int n = dn.w2 - ox0 < TW / 2 ? dn.w2 - ox0 : TW / 2;
+        const int nr = dn.h2 - oy0 < ROWS ? dn.h2 - oy0 : ROWS;
+        if (n <= 0 || nr <= 0) return;
+        // outputs x0 / 2 + q of kept row jj of picture p: a warp's lanes along a row (dv read 2
+        // apart, the outputs written side by side).  Taken by the adding warp, which has nothing
+        // to do in B (its threads past FV_THREADS: 2 x 4 rows of 120 outputs of 9 taps at most,
+        // beside the other warps' 240 strips of 8 outputs, 5 planes and 17 taps); where the block
+        // has no threads past FV_THREADS (the emulator's one), by every thread.
+        const int first = (int)blockDim.x > FV_THREADS ? FV_THREADS : 0;
+        if ((int)threadIdx.x < first) return;
+        for (int p = 0; p < 2; ++p)
+            for (int jj = 0; jj < nr; ++jj) {
+                float* out = (p ? dn.out_d : dn.out_r) + f * dn.fstride + (i64)(oy0 + jj) * dn.pitch + ox0;
+                for (int q = (int)threadIdx.x - first; q < n; q += (int)blockDim.x - first) {
+                    float m = 0.0f;
+#pragma unroll
+                    for (int k = 0; k < FWD; ++k)
+                        m = m + dt[k] * dv[p][jj][2 * q + k];
+                    out[q] = m;
+                }
+            }
+    }
+};
+
 // T: the picture's element (u8/u16 staged samples at scale 0, float above); FW: the filter's
-// taps when fixed (0: fw_arg, any width up to FV_MAXTAPS).
-template <typename T, int FW>
+// taps when fixed (0: fw_arg, any width up to FV_MAXTAPS); FWD: the next scale's taps where
+// the band also writes the next scale's pictures (FvDown; 0: it does not).
+template <typename T, int FW, int FWD>
 VX_DEVICE void fv_stat_band(const T* ref, const T* dis, i64 fstride, int w, int h, i64 pitch, float div,
                             const float* taps, int fw_arg, float gain_limit, double sigma_nsq, float sigma_max_inv,
-                            float* num, float* den, i64 mfstride, i64 mpitch, float* rows_out, i64 rows_fstride)
+                            float* num, float* den, i64 mfstride, i64 mpitch, float* rows_out, i64 rows_fstride,
+                            const FvDownArgs& dn)
 {
+    static_assert(FWD == 0 || (FW > 0 && FWD <= FW && FWD % 2 == 1), "the fold needs fixed widths, FWD <= FW");
+    typedef FvDown<FW, FWD> Down;
     __shared__ float vs[5][FV_RV][FV_VPITCH];
-    __shared__ float tap_s[FV_MAXTAPS];
+    // the filter's taps (FWD > 0: the decimation's; the statistics' then go from global
+    // memory straight to registers, FW being fixed)
+    __shared__ float tap_s[FWD > 0 ? FWD : FV_MAXTAPS];
     __shared__ float run[FV_CHAINS];
+    __shared__ float dv[2][Down::ROWS][Down::COLS];  // FvDown: the vertical pass at the even rows
     const int fw = FW > 0 ? FW : fw_arg, r = fw / 2;
-    const int tw = fv_tile_width(fw), vcols = tw + fw - 1;
+    const int tw = FWD > 0 ? (int)Down::TW : fv_tile_width(fw), vcols = tw + fw - 1;
     const int f = blockIdx.z, yc = blockIdx.y * FV_RV;
     const int rows = h - yc < FV_RV ? h - yc : FV_RV;
     const T* a_pic = ref + f * fstride;
     const T* b_pic = dis + f * fstride;
-    for (int k = threadIdx.x; k < fw; k += blockDim.x)
-        tap_s[k] = taps[k];
+    const float* tap_src = FWD > 0 ? dn.taps : taps;
+    for (int k = threadIdx.x; k < (FWD > 0 ? FWD : fw); k += blockDim.x)
+        tap_s[k] = tap_src[k];
     for (int q = (int)threadIdx.x - fv_chain_first(); q < FV_CHAINS; q += blockDim.x)
         if (q >= 0) run[q] = 0.0f;
     __syncthreads();
     FvTaps<FW> tp;
-    tp.load(tap_s);
+    tp.load(FWD > 0 ? taps : tap_s);
+    FvTaps<FWD> dt;  // (FWD = 0: never read)
+    dt.load(tap_s);
     for (int x0 = 0; x0 < w; x0 += tw) {
         // A. vertical pass: column c of the segment is picture column vx_mirror(x0 - r + c)
         for (int c = threadIdx.x; c < vcols; c += blockDim.x) {
@@ -231,8 +317,11 @@ VX_DEVICE void fv_stat_band(const T* ref, const T* dis, i64 fstride, int w, int 
             if (gx >= w + r) continue;  // read only by outputs past the picture (x >= w)
             const int col = vx_mirror(gx, w);  // -r <= gx < w + r and r < w: inside the picture
             float m1[FV_RV], m2[FV_RV], xx[FV_RV], yy[FV_RV], xy[FV_RV];
+            float d1[Down::ROWS], d2[Down::ROWS];  // FvDown: band rows 0, 2, 4, 6
 #pragma unroll
             for (int j = 0; j < FV_RV; ++j) m1[j] = m2[j] = xx[j] = yy[j] = xy[j] = 0.0f;
+#pragma unroll
+            for (int j = 0; j < Down::ROWS; ++j) d1[j] = d2[j] = 0.0f;
             const int nk = FV_RV + fw - 1;  // input rows yc - r .. yc + FV_RV - 1 + r
 #pragma unroll
             for (int k = 0; k < nk; ++k) {
@@ -247,12 +336,21 @@ VX_DEVICE void fv_stat_band(const T* ref, const T* dis, i64 fstride, int w, int 
                 for (int j = 0; j < FV_RV; ++j) {
                     const int tk = k - j;  // row k is output j's tap k - j
                     if (tk < 0 || tk >= fw) continue;
-                    const float t = tp[tk];
+                    const float t = FWD > 0 ? taps[tk] : tp[tk];
                     m1[j] = m1[j] + t * a;
                     m2[j] = m2[j] + t * b;
                     xx[j] = xx[j] + t * aa;
                     yy[j] = yy[j] + t * bb;
                     xy[j] = xy[j] + t * ab;
+                }
+                // FvDown: row k is band row 2 jj's decimation tap k - (r - FWD / 2) - 2 jj
+#pragma unroll
+                for (int jj = 0; jj < Down::ROWS; ++jj) {
+                    const int tk = k - (r - FWD / 2) - 2 * jj;
+                    if (FWD == 0 || tk < 0 || tk >= FWD) continue;
+                    const float t = dt[tk];
+                    d1[jj] = d1[jj] + t * a;
+                    d2[jj] = d2[jj] + t * b;
                 }
             }
 #pragma unroll
@@ -262,6 +360,14 @@ VX_DEVICE void fv_stat_band(const T* ref, const T* dis, i64 fstride, int w, int 
                 vs[2][j][c] = xx[j];
                 vs[3][j][c] = yy[j];
                 vs[4][j][c] = xy[j];
+            }
+            const int dc = c - (r - FWD / 2);  // FvDown: dv column dc is picture column x0 - FWD / 2 + dc
+            if (FWD > 0 && dc >= 0 && dc < Down::COLS) {
+#pragma unroll
+                for (int jj = 0; jj < Down::ROWS; ++jj) {
+                    dv[0][jj][dc] = d1[jj];
+                    dv[1][jj][dc] = d2[jj];
+                }
             }
         }
         __syncthreads();  // vs written; the previous segment's C done
@@ -297,6 +403,7 @@ VX_DEVICE void fv_stat_band(const T* ref, const T* dis, i64 fstride, int w, int 
                         num + row + q, den + row + q);
             }
         }
+        if (FWD > 0) Down::horizontal(dv, dt, dn, f, x0, yc);  // FvDown: the even columns
         __syncthreads();  // the maps written (for C), vs read (before the next A writes it)
         // C. row sums: chain q (map q / FV_RV, row q % FV_RV) on the adding warp's thread q
         // (fv_chain_first): it adds while the other warps run the next segment's vertical pass
@@ -333,8 +440,23 @@ VX_DEVICE void fv_stat_band(const T* ref, const T* dis, i64 fstride, int w, int 
              int fw, float gain_limit, double sigma_nsq, float sigma_max_inv, float* num, float* den,            \
              i64 mfstride, i64 mpitch, float* rows, i64 rows_fstride)                                            \
     {                                                                                                            \
-        fv_stat_band<T, FW>(ref, dis, fstride, w, h, pitch, div, taps, fw, gain_limit, sigma_nsq, sigma_max_inv, \
-                            num, den, mfstride, mpitch, rows, rows_fstride);                                     \
+        const FvDownArgs none = {0, 0, 0, 0, 0, 0, 0};                                                           \
+        fv_stat_band<T, FW, 0>(ref, dis, fstride, w, h, pitch, div, taps, fw, gain_limit, sigma_nsq,             \
+                               sigma_max_inv, num, den, mfstride, mpitch, rows, rows_fstride, none);             \
+    }
+
+// The same with the next scale's pictures (FvDown): its taps (FWD of them), its two pictures,
+// their frame stride and pitch (elements) and size (w / 2, h / 2).
+#define FV_STAT_DOWN_KERNEL(NAME, T, FW, FWD, MINB)                                                              \
+    VX_KERNEL void VX_BOUNDS(FV_BLOCK, MINB)                                                                   \
+        NAME(const T* ref, const T* dis, i64 fstride, int w, int h, i64 pitch, float div, const float* taps,      \
+             int fw, float gain_limit, double sigma_nsq, float sigma_max_inv, float* num, float* den,            \
+             i64 mfstride, i64 mpitch, float* rows, i64 rows_fstride, const float* dtaps, float* out_r,          \
+             float* out_d, i64 ofstride, i64 opitch, int w2, int h2)                                             \
+    {                                                                                                            \
+        const FvDownArgs dn = {dtaps, out_r, out_d, ofstride, opitch, w2, h2};                                   \
+        fv_stat_band<T, FW, FWD>(ref, dis, fstride, w, h, pitch, div, taps, fw, gain_limit, sigma_nsq,           \
+                                 sigma_max_inv, num, den, mfstride, mpitch, rows, rows_fstride, dn);             \
     }
 
 // Scale 0 from the staged samples (vif_kernelscale 1: 17 taps; any other scale, any width),
@@ -348,6 +470,13 @@ FV_STAT_KERNEL(vx_fvif_stat_f32_9, float, 9, FV_STAT_MINB)
 FV_STAT_KERNEL(vx_fvif_stat_f32_5, float, 5, FV_STAT_MINB)
 FV_STAT_KERNEL(vx_fvif_stat_f32_3, float, 3, FV_STAT_MINB)
 FV_STAT_KERNEL(vx_fvif_stat_f32_any, float, 0, FV_STAT_MINB)
+// A scale and the next scale's pictures at vif_kernelscale 1 (17 and 9 taps, 9 and 5, 5 and
+// 3): one launch for two (vmafxd.lanes.gpu.float_vif.STAT_DOWN; elsewhere, and below a
+// skipped scale 0, vx_fvif_down_* before the next scale's statistics).
+FV_STAT_DOWN_KERNEL(vx_fvif_stat_down_u8_17_9, u8, 17, 9, FV_STAT_MINB)
+FV_STAT_DOWN_KERNEL(vx_fvif_stat_down_u16_17_9, u16, 17, 9, FV_STAT_MINB_U16)
+FV_STAT_DOWN_KERNEL(vx_fvif_stat_down_f32_9_5, float, 9, 5, FV_STAT_MINB)
+FV_STAT_DOWN_KERNEL(vx_fvif_stat_down_f32_5_3, float, 5, 3, FV_STAT_MINB)
 
 // ---- the decimation: vx_fvif_down_<type> ----------------------------------------------------
 // Block (x, y, f): row y of the next scale's pictures of frame f, FV_DCOLS columns from

@@ -1,5 +1,10 @@
 """Float VIF on the GPU: decimation, statistic (with the row sums) and total kernels (float_vif.cu).
 
+At vif_kernelscale 1 (17, 9, 5 and 3 taps) one launch gives both a scale's
+statistics and the next scale's pictures (``vx_fvif_stat_down_*``, scales 0
+to 2); with other filters, and below a skipped scale 0, the decimation has
+its own launch.
+
 Statistics per frame: ``float32[4, 2]``, each scale's (num, den) float sums
 in libvmaf's order (rows left to right, then rows top to bottom), so the
 host's ``float_vif.metrics_from_stats`` gives the CPU lane's doubles.  Scale 0
@@ -18,7 +23,7 @@ from ...features._float_vif_core import gaussian_filter
 from .float_util import SUM_THREADS, GpuFloatFeature, Planes, upload
 from .launch import F32, F64, I32, I64, U64
 
-__all__ = ["make", "tile_width", "stat_kernel"]
+__all__ = ["make", "tile_width", "stat_kernel", "stat_down_kernel"]
 
 # float_vif.cu's blocks: FV_THREADS threads (the statistics' FV_BLOCK); bands of FV_RV rows, in
 # segments of FV_VCOLS columns with their halo and strips of FV_RH; the decimation's FV_DCOLS columns
@@ -28,19 +33,29 @@ _BAND_ROWS = 8
 _VCOLS = 256
 _STRIP = 8
 _DOWN_COLS = 120
+_DOWN_TILE = 240  # FV_DOWN_TW: the segments of the statistics kernels that also decimate
 _MAX_TAPS = 65  # FV_MAXTAPS: libvmaf's widest filter (vif_kernelscale 3.71 at scale 0)
 #: the statistics kernels compiled for a fixed filter width, per picture element
 STAT_FIXED = {"u8": (17,), "u16": (17,), "f32": (9, 5, 3)}
+#: the statistics kernels that also write the next scale's pictures: (a scale's taps, the next scale's)
+STAT_DOWN = {"u8": ((17, 9),), "u16": ((17, 9),), "f32": ((9, 5), (5, 3))}
 
 
-def tile_width(taps: int) -> int:
-    """fv_tile_width: the output columns of a statistics segment for a filter of ``taps`` taps."""
-    return (_VCOLS - (taps - 1)) // _STRIP * _STRIP
+def tile_width(taps: int, decimating: bool = False) -> int:
+    """fv_tile_width: the output columns of a statistics segment for a filter of ``taps`` taps
+    (``decimating``: of a kernel that also writes the next scale's pictures, FV_DOWN_TW)."""
+    return _DOWN_TILE if decimating else (_VCOLS - (taps - 1)) // _STRIP * _STRIP
 
 
 def stat_kernel(elem: str, taps: int) -> str:
     """The statistics kernel for pictures of ``elem`` and a filter of ``taps`` taps."""
     return f"vx_fvif_stat_{elem}_{taps if taps in STAT_FIXED[elem] else 'any'}"
+
+
+def stat_down_kernel(elem: str, taps: int, next_taps: int) -> str | None:
+    """The kernel of a scale's statistics and the next scale's pictures for these filters, or
+    None (two launches)."""
+    return f"vx_fvif_stat_down_{elem}_{taps}_{next_taps}" if (taps, next_taps) in STAT_DOWN.get(elem, ()) else None
 
 
 class GpuFloatVif(GpuFloatFeature):
@@ -80,6 +95,12 @@ class GpuFloatVif(GpuFloatFeature):
                       for s, t in enumerate(self.taps)]
         self._down = [None] + [ks.launcher("float_vif.cu", f"vx_fvif_down_{self._elem0 if s == 1 else 'f32'}",
                                            down_types) for s in (1, 2, 3)]
+        # scale s's statistics that write the scale-(s + 1) pictures (None: vx_fvif_down_* does)
+        folds = [None if s == 0 and self.skip0 else
+                 stat_down_kernel(self._elem0 if s == 0 else "f32", len(self.taps[s]), len(self.taps[s + 1]))
+                 for s in range(3)]
+        self._stat_down = [ks.launcher("float_vif.cu", k, [*stat_types, U64, U64, U64, I64, I64, I32, I32])
+                           if k else None for k in folds] + [None]
         self._total = ks.launcher("float_vif.cu", "vx_fvif_total", [U64, I64, I32, U64, I32, I32])
 
     def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
@@ -97,7 +118,9 @@ class GpuFloatVif(GpuFloatFeature):
         for s, (sw, sh) in enumerate(self.sizes):
             taps, fw = self._tap_ptr[s], len(self.taps[s])
             div = self.div if s == 1 else 0.0  # the staged samples' divisor where the source is scale 0
-            if s > 0:
+            if s > 0 and self._stat_down[s - 1] is not None:
+                pass  # written by scale s - 1's statistics
+            elif s > 0:
                 (pw, ph), (r, d, fstride, pitch) = self.sizes[s - 1], src[s - 1]
                 cur = pics[s]
                 self._down[s](((sw + _DOWN_COLS - 1) // _DOWN_COLS, sh, n), (_THREADS,), st, r, d, fstride, pw, ph,
@@ -108,9 +131,16 @@ class GpuFloatVif(GpuFloatFeature):
             r, d, fstride, pitch = src[s]
             m2 = Planes(sw, sh, 2)
             # both passes, the statistic and the row sums in one kernel (a block a band of rows)
-            self._stat[s]((1, (sh + _BAND_ROWS - 1) // _BAND_ROWS, n), (_STAT_THREADS,), st, r, d, fstride, sw, sh, pitch,
-                          self.div if s == 0 else 0.0, taps, fw, self.gain, self.nsq, self.max_inv,
-                          m2.ptr(maps, 0, 0), m2.ptr(maps, 0, 1), m2.frame, m2.pitch, rows, 2 * sh)
+            args = (r, d, fstride, sw, sh, pitch, self.div if s == 0 else 0.0, taps, fw, self.gain, self.nsq,
+                    self.max_inv, m2.ptr(maps, 0, 0), m2.ptr(maps, 0, 1), m2.frame, m2.pitch, rows, 2 * sh)
+            grid = (1, (sh + _BAND_ROWS - 1) // _BAND_ROWS, n)
+            if self._stat_down[s] is not None:  # and the scale-(s + 1) pictures
+                (w1, h1), nxt = self.sizes[s + 1], pics[s + 1]
+                self._stat_down[s](grid, (_STAT_THREADS,), st, *args, self._tap_ptr[s + 1],
+                                   nxt.ptr(pic_bufs[s + 1], 0, 0), nxt.ptr(pic_bufs[s + 1], 0, 1), nxt.frame,
+                                   nxt.pitch, w1, h1)
+            else:
+                self._stat[s](grid, (_STAT_THREADS,), st, *args)
             self._total((1, 2, n), (SUM_THREADS,), st, rows, 2 * sh, sh, out, record_bytes // 4, 2 * s)
         for p in (*pic_bufs[1:], rows, maps):
             dev.free_async(p, st)
