@@ -14,7 +14,13 @@ it completes:
 * a batch's end: an event of the watcher's own that the worker records on
   the stream right after the batch (after its ``done`` event): the watcher
   posts a wake-up into the worker's queue, and the worker, woken, queries its
-  batches and completes the finished ones itself.
+  batches and completes the finished ones itself -- unless the worker has
+  already done with that batch (it found it complete on a wake-up of its own:
+  :class:`EndMark`), when a wake-up would find nothing.
+
+Points that complete together (a burst: the stream ran ahead while the
+watcher waited for the interpreter) are taken together, with one wake-up of
+the reaper and one of the worker for all of them.
 
 Order.  One stream runs its points in the order they were recorded, and the
 worker hands them over in that order, so while the watcher waits on the
@@ -54,7 +60,7 @@ import threading
 from collections import deque
 from typing import Any, Callable
 
-__all__ = ["CompletionWatcher", "blocking_sync"]
+__all__ = ["CompletionWatcher", "EndMark", "blocking_sync"]
 
 log = logging.getLogger("vmafxd.lanes.gpu")
 
@@ -62,6 +68,18 @@ log = logging.getLogger("vmafxd.lanes.gpu")
 def blocking_sync() -> bool:
     """``VMAFXD_GPU_BLOCKING_SYNC=1``: the watcher's end events sleep rather than spin (see above)."""
     return os.environ.get("VMAFXD_GPU_BLOCKING_SYNC") == "1"
+
+
+class EndMark:
+    """A batch's end as the watcher holds it; the worker clears ``needed`` once it is done with
+    the batch (a plain attribute: one thread writes it, the other reads it under the GIL; a
+    read that comes too early only costs a wake-up that finds nothing)."""
+
+    __slots__ = ("event", "needed")
+
+    def __init__(self, event):
+        self.event = event
+        self.needed = True
 
 
 class CompletionWatcher:
@@ -103,7 +121,7 @@ class CompletionWatcher:
             self._points.append(("copied", shared))
             self._changed.notify()
 
-    def mark_end(self, stream) -> None:
+    def mark_end(self, stream) -> EndMark:
         """Record an end event on ``stream`` now (after the batch just enqueued) and watch it."""
         with self._changed:
             event = self._spare.pop() if self._spare else None
@@ -113,9 +131,11 @@ class CompletionWatcher:
         event.record(stream)
         # R9: the record submitted, not just queued (HIP left the last work unsubmitted without a query)
         stream.submit()
+        mark = EndMark(event)
         with self._changed:
-            self._points.append(("end", event))
+            self._points.append(("end", mark))
             self._changed.notify()
+        return mark
 
     def stop(self) -> None:
         """Let the thread finish the points it holds (the caller has drained the stream, so each
@@ -149,18 +169,37 @@ class CompletionWatcher:
                 if not self._points:
                     return  # stopping, and nothing left to see
                 kind, what = self._points[0]
-            completed = self._wait(what.event if kind == "copied" else what)
-            with self._changed:
-                self._points.popleft()
-                if kind == "end":
-                    self._spare.append(what)
-            if kind == "copied":
-                if completed:
-                    what.done = True  # its batch's handles answer without asking the driver again
-                what.drop_share()
+            completed = self._wait(what.event)
+            reaper = worker = False
+            while True:  # this point, and the ones after it that have completed as well
+                with self._changed:
+                    self._points.popleft()
+                    if kind == "end":
+                        self._spare.append(what.event)
+                if kind == "copied":
+                    if completed:
+                        what.done = True  # its batch's handles answer without asking the driver again
+                    what.drop_share()
+                    reaper = True
+                else:
+                    worker = worker or what.needed
+                with self._changed:
+                    if not self._points:
+                        break
+                    kind, what = self._points[0]
+                if not self._query(what.event):
+                    break
+                completed = True
+            if reaper:
                 self._wake_reaper()
-            else:
+            if worker:
                 self._wake_worker()
+
+    def _query(self, event) -> bool:
+        try:
+            return event.query()
+        except Exception:  # _wait meets it, and says so
+            return False
 
     def _wait(self, event) -> bool:
         """Until ``event`` completes (GIL released in the driver); False when the wait failed.  A

@@ -456,6 +456,8 @@ class GpuWorker(DeviceWorker):
         self.inflight: list[tuple["GpuLaneSession", Any]] = []
         #: the thread that waits on the stream and wakes the worker and the reaper (setup())
         self.watcher: CompletionWatcher | None = None
+        #: id(batch) -> the watcher's mark of its end, while the batch is in flight
+        self._end_marks: dict[int, Any] = {}
         #: frames taken from the queue and not yet launched, per session (in order)
         self._waiting: dict["GpuLaneSession", list["_FrameJob"]] = {}
         self._launching = False
@@ -484,6 +486,7 @@ class GpuWorker(DeviceWorker):
                     self.watcher.stop()
             for sess, batch in list(self.inflight):
                 sess._complete(batch)
+            self._end_marks.clear()
             if self.watcher is not None:
                 self.watcher.close()
                 self.watcher = None
@@ -506,14 +509,21 @@ class GpuWorker(DeviceWorker):
         else:  # no thread (a worker driven by hand): the handles' shares keep the event
             shared.drop_share()
 
-    def batch_enqueued(self) -> None:
+    def batch_enqueued(self, batch) -> None:
         """After a batch's enqueue: the watcher wakes this worker once the stream has passed it."""
         if self.watcher is None:
             return
         try:
-            self.watcher.mark_end(self.stream)
+            self._end_marks[id(batch)] = self.watcher.mark_end(self.stream)
         except Exception:  # the batch still completes: SAFETY_POLL_S finds it
             log.exception("%s: marking a batch's end for the watcher failed", self.name)
+
+    def batch_ended(self, batch) -> None:
+        """The worker is done with ``batch`` (completed, or dropped with its session): the
+        watcher need not wake it for the batch's end."""
+        mark = self._end_marks.pop(id(batch), None)
+        if mark is not None:
+            mark.needed = False
 
     # The worker loop is DeviceWorker's: it blocks on its queue, and the watcher's
     # wake-ups (DeviceWorker.wake) run poll() when a batch has ended.
@@ -625,6 +635,7 @@ class GpuWorker(DeviceWorker):
                 break
         for sess, batch in done:
             self.inflight.remove((sess, batch))
+            self.batch_ended(batch)
             sess._complete(batch)
         if self._waiting:
             self._launch(everything=block and not self.inflight)
@@ -741,7 +752,7 @@ class GpuLaneSession(WorkerLaneSession):
             for i, j in enumerate(chunk):
                 self._seq_to_index[batch.first_seq + i] = j.frame.index
             self.worker.inflight.append((self, batch))
-            self.worker.batch_enqueued()
+            self.worker.batch_enqueued(batch)
 
     def _open_waits(self, job: "_FrameJob") -> list | None:
         """The frame's producer IPC events, opened; None when the driver refused one (the frame failed)."""
@@ -902,6 +913,9 @@ class _AbortJob(Job):
         s = self.session
         # batches already enqueued complete on their own (their handles are bound);
         # the scorer is freed once the stream has passed them.
+        for x, b in s.worker.inflight:
+            if x is s:
+                s.worker.batch_ended(b)
         s.worker.inflight[:] = [(x, b) for x, b in s.worker.inflight if x is not s]
         s._close_scorer()
 
