@@ -7,7 +7,9 @@ noticed: its results and its frames' releases arrive, with the worker's
 timed wake-ups turned off altogether.  With batches in flight the worker
 does not wake by itself more than its slow safety net does; and a lane
 stopped with batches in flight answers every frame once and leaves no
-thread behind.
+thread behind.  The watcher alone, on stand-in events: stream order, one
+wake-up for a burst, none for a batch the worker already completed, a failed
+wait passed on rather than waited on forever.
 """
 
 from __future__ import annotations
@@ -269,3 +271,134 @@ def test_sigterm_with_batches_in_flight_answers_every_frame(mode, frames):
             x.close()
     finally:
         d.close()
+
+
+# --------------------------------------------------------------------------- the watcher alone
+
+
+class _FakeEvent:
+    """A stand-in device event: completes when the test says; a wait blocks until then."""
+
+    def __init__(self, fail: bool = False):
+        self._set = threading.Event()
+        self.fail = fail
+        self.closed = False
+
+    def finish(self):
+        self._set.set()
+
+    def record(self, stream):
+        self._set.clear()
+
+    def query(self):
+        return self._set.is_set()
+
+    def synchronize(self):
+        if self.fail:
+            raise RuntimeError("the device is lost")
+        self._set.wait()
+
+    def close(self):
+        self.closed = True
+
+
+class _FakeDevice:
+    def __init__(self):
+        self.made: list[_FakeEvent] = []
+
+    def make_current(self):
+        pass
+
+    def create_event(self, *, blocking=False):
+        ev = _FakeEvent()
+        self.made.append(ev)
+        return ev
+
+
+class _FakeShared:
+    """_SharedEvent's part the watcher uses."""
+
+    def __init__(self, event):
+        self.event = event
+        self.done = False
+        self.dropped = 0
+
+    def drop_share(self):
+        self.dropped += 1
+
+
+def _watcher(monkeypatch, prepared=2):
+    from vmafxd.lanes.gpu.completion import CompletionWatcher
+
+    monkeypatch.setattr(CompletionWatcher, "PREPARED", prepared)
+    wakes = {"worker": 0, "reaper": 0}
+
+    def count(who):
+        def wake():
+            wakes[who] += 1
+        return wake
+
+    w = CompletionWatcher("test-wake", _FakeDevice(), count("worker"), count("reaper"))
+    w.start()
+    return w, wakes
+
+
+def _until(cond, timeout=5.0):
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.001)
+
+
+def test_the_watcher_wakes_in_stream_order_and_once_for_a_burst(monkeypatch):
+    w, wakes = _watcher(monkeypatch)
+    stream = type("S", (), {"submit": lambda self: None})()
+    copied = _FakeShared(_FakeEvent())
+    w.watch_copied(copied)
+    end = w.mark_end(stream)
+    time.sleep(0.02)
+    assert wakes == {"worker": 0, "reaper": 0}  # nothing completed: nobody woken
+    copied.event.finish()
+    _until(lambda: wakes["reaper"] == 1)
+    assert copied.done and copied.dropped == 1 and wakes["worker"] == 0
+    end.event.finish()
+    _until(lambda: wakes["worker"] == 1)
+    # a burst: three batches that completed while the watcher waited on an earlier point: one
+    # wake-up each way for all of them
+    blocker = _FakeShared(_FakeEvent())
+    w.watch_copied(blocker)
+    for _ in range(3):
+        c = _FakeShared(_FakeEvent())
+        c.event.finish()
+        w.watch_copied(c)
+        w.mark_end(stream).event.finish()
+    blocker.event.finish()
+    _until(lambda: wakes["worker"] == 2)
+    time.sleep(0.02)
+    assert wakes == {"worker": 2, "reaper": 2} and not w._points
+    # end events are recycled: the first batch's end and two of the burst's on the two prepared
+    # ones, one more made for the third batch in flight at once
+    assert len(w.device.made) == 3
+    w.stop()
+    w.close()
+    assert all(ev.closed for ev in w.device.made)
+
+
+def test_a_batch_the_worker_completed_itself_needs_no_wake_up_and_a_failed_wait_still_passes(monkeypatch):
+    w, wakes = _watcher(monkeypatch)
+    stream = type("S", (), {"submit": lambda self: None})()
+    mark = w.mark_end(stream)
+    mark.needed = False  # GpuWorker.batch_ended: the worker found it complete on its own
+    mark.event.finish()
+    _until(lambda: not w._points)
+    assert wakes["worker"] == 0
+    lost = _FakeShared(_FakeEvent(fail=True))  # a device error: counted as complete, not waited forever
+    w.watch_copied(lost)
+    _until(lambda: wakes["reaper"] == 1)
+    assert not lost.done and lost.dropped == 1
+    # stop with a point still pending: stop() waits for it (the worker drained its stream first)
+    pending = w.mark_end(stream)
+    threading.Timer(0.05, pending.event.finish).start()
+    w.stop()
+    assert wakes["worker"] == 1 and not w._points
+    w.close()
