@@ -95,7 +95,7 @@ class CompletionWatcher:
         self._wake_worker = wake_worker
         self._wake_reaper = wake_reaper
         self._blocking = blocking_sync()
-        #: points not yet seen complete, in stream order: ("copied", shared) or ("end", event)
+        #: points not yet seen complete, in stream order: ("copied", shared event) or ("end", EndMark)
         self._points: deque = deque()
         #: end events that completed, for the worker to record again (worker thread takes, watcher gives)
         self._spare: list = []
