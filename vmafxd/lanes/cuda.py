@@ -121,11 +121,13 @@ class CudaDevice(StatusDevice):
         h = self._ck("cuStreamCreate", self._d.cuStreamCreate(self._d.CUstream_flags.CU_STREAM_NON_BLOCKING))
         return Stream(self, h)
 
-    def create_event(self, *, interprocess: bool = False) -> Event:
+    def create_event(self, *, interprocess: bool = False, blocking: bool = False) -> Event:
         f = self._d.CUevent_flags
         flags = f.CU_EVENT_DISABLE_TIMING
         if interprocess:
             flags |= f.CU_EVENT_INTERPROCESS
+        if blocking:  # cuEventSynchronize sleeps until the event completes instead of spinning
+            flags |= f.CU_EVENT_BLOCKING_SYNC
         h = self._ck("cuEventCreate", self._d.cuEventCreate(flags))
         return Event(self, h, interprocess=interprocess)
 

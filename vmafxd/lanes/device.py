@@ -381,6 +381,16 @@ class Job(abc.ABC):
 _STOP = object()
 
 
+class _Wake(Job):
+    """A wake-up with nothing to run: the worker's :meth:`DeviceWorker.poll` does the work."""
+
+    def run(self) -> None:
+        pass
+
+
+_WAKE = _Wake()
+
+
 class DeviceWorker:
     """One thread that runs jobs in the order they were posted."""
 
@@ -406,6 +416,10 @@ class DeviceWorker:
         self._stopping.set()
         self._queue.put(_STOP)
 
+    def wake(self) -> None:
+        """Thread-safe: wake the worker for a :meth:`poll` (work in flight completed), with no job."""
+        self._queue.put(_WAKE)
+
     # -- thread side ----------------------------------------------------------
 
     def setup(self) -> None:
@@ -426,8 +440,8 @@ class DeviceWorker:
                 log.exception("%s: a job failed", self.name)
 
     def poll_timeout(self) -> float | None:
-        """How long to wait for a job before waking anyway (None: block).  A GPU
-        worker with batches in flight wakes often to poll their events."""
+        """How long to wait for a job before waking anyway (None: block until a job or a
+        :meth:`wake` arrives)."""
         return None
 
     def poll(self, block: bool = False) -> None:
@@ -460,11 +474,11 @@ class DeviceWorker:
                     except queue.Empty:
                         break
                 stop = any(j is _STOP for j in jobs)
-                jobs = [j for j in jobs if j is not _STOP]
+                jobs = [j for j in jobs if j is not _STOP and j is not _WAKE]
                 if stop:
                     for job in jobs:
                         job.drop()
-                else:
+                elif jobs:  # (none: a wake-up or a timeout, for poll alone)
                     self.run_batch(jobs)
                 self.poll()
                 if stop:

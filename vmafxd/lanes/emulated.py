@@ -12,8 +12,14 @@ show is a race between threads or a wrong barrier — the runs on a real GPU
 (docs/gpu-runs.md) decide those.
 
 "Device memory" is host memory (numpy buffers; pointers are their
-addresses); streams are synchronous, so an event is complete once recorded.
-A memfd buffer imports zero-copy by mapping it.
+addresses); streams run their work synchronously, so an event is complete
+once recorded -- unless the device has an *event lag*
+(``VMAFXD_EMU_EVENT_LAG_MS``, or ``EmuDevice.event_lag`` in seconds): then a
+recorded event completes only that long after its record (and not before the
+points recorded before it on its stream), as a GPU's would while its stream
+still runs, and a synchronize sleeps until then (the GIL let go, as a driver
+call does).  Tests use it to show that the lane notices completions without
+being handed new work.  A memfd buffer imports zero-copy by mapping it.
 
 A launch is one host call: the build appends, per kernel, an ``extern "C"``
 ``vx_launch_<kernel>(gx, gy, gz, args)`` (the prelude's ``VX_EMU_LAUNCHER``)
@@ -36,6 +42,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -75,22 +82,84 @@ def _emu_ipc_events() -> bool:
     return os.environ.get("VMAFXD_EMU_IPC_EVENTS") == "1"
 
 
+def _emu_event_lag() -> float:
+    """``VMAFXD_EMU_EVENT_LAG_MS``: how long after its record an emulated event completes
+    (tests of completion wake-ups; a lane worker process inherits it), in seconds; 0 unset."""
+    try:
+        return max(0.0, float(os.environ.get("VMAFXD_EMU_EVENT_LAG_MS", "0")) / 1000)
+    except ValueError:
+        return 0.0
+
+
+class _EmuEvent:
+    """An emulated event: complete once the monotonic clock has reached ``at`` (0.0: never
+    recorded, or recorded on a device without lag -- complete at once)."""
+
+    __slots__ = ("at",)
+
+    def __init__(self):
+        self.at = 0.0
+
+
+class _EmuStream:
+    """An emulated stream: its work runs when enqueued; ``busy_until`` is when its last recorded
+    point completes (the device's event lag after its record, never before an earlier one)."""
+
+    __slots__ = ("device", "busy_until")
+
+    def __init__(self, device: "EmuDevice"):
+        self.device = device
+        self.busy_until = 0.0
+
+    def point(self) -> float:
+        """The completion time of a point recorded now (0.0 without lag: complete)."""
+        lag = self.device.event_lag
+        if lag <= 0:
+            return self.busy_until  # 0.0 unless a lag was set earlier and has not passed
+        self.busy_until = max(self.busy_until, time.monotonic() + lag)
+        return self.busy_until
+
+
+def _sleep_until(at: float) -> None:
+    wait = at - time.monotonic()
+    if wait > 0:
+        time.sleep(wait)
+
+
 class _EmuDriver:
-    """The driver table of the shared handle classes: streams are synchronous, so every
-    call is done when it returns; an event is complete, recorded or not (R5's trap, as
-    on HIP and CUDA: a never-recorded event answers "done")."""
+    """The driver table of the shared handle classes: streams run their work when it is
+    enqueued, so every call is done when it returns; an event is complete, recorded or not
+    (R5's trap, as on HIP and CUDA: a never-recorded event answers "done"), but for the
+    device's event lag (:class:`_EmuStream`)."""
 
     name = "emu"
 
     def _nothing_to_do(self, *handles) -> None:
         pass
 
-    def _done(self, handle) -> bool:
-        return True
+    event_destroy = stream_destroy = _nothing_to_do
 
-    event_record = event_synchronize = event_destroy = _nothing_to_do
-    stream_wait = stream_synchronize = stream_destroy = _nothing_to_do
-    event_query = stream_query = _done
+    def event_record(self, event: _EmuEvent, stream: _EmuStream) -> None:
+        event.at = stream.point()
+
+    def event_query(self, event: _EmuEvent | None) -> bool:
+        return event is None or event.at <= 0 or event.at <= time.monotonic()
+
+    def event_synchronize(self, event: _EmuEvent | None) -> None:
+        if event is not None and event.at > 0:
+            _sleep_until(event.at)
+
+    def stream_wait(self, stream: _EmuStream, event: _EmuEvent) -> None:
+        # the stream's later points complete after the awaited one
+        if event is not None and event.at > stream.busy_until:
+            stream.busy_until = event.at
+
+    def stream_query(self, stream: _EmuStream) -> bool:
+        return stream.busy_until <= 0 or stream.busy_until <= time.monotonic()
+
+    def stream_synchronize(self, stream: _EmuStream) -> None:
+        if stream.busy_until > 0:
+            _sleep_until(stream.busy_until)
 
     def event_ipc_handle(self, event) -> bytes:
         raise RuntimeUnavailable("emu", "the emulator has no interprocess events")
@@ -136,6 +205,8 @@ class EmuDevice:
         #: pinned host blocks handed out and not freed (address -> array)
         self._host: dict[int, np.ndarray] = {}
         self.driver = _DRIVER
+        #: seconds after its record that an event completes (see the module's docstring)
+        self.event_lag = _emu_event_lag()
 
     def scoped(self, fn):
         return fn  # one host: nothing to make current
@@ -144,10 +215,11 @@ class EmuDevice:
         pass
 
     def create_stream(self) -> Stream:
-        return Stream(self, 0)
+        return Stream(self, _EmuStream(self))
 
-    def create_event(self, *, interprocess: bool = False) -> Event:
-        return Event(self, object(), interprocess=interprocess)
+    def create_event(self, *, interprocess: bool = False, blocking: bool = False) -> Event:
+        # ``blocking``: a synchronize sleeps here whatever it is asked
+        return Event(self, _EmuEvent(), interprocess=interprocess)
 
     def open_ipc_event(self, handle: bytes):
         if not _emu_ipc_events():
@@ -159,7 +231,7 @@ class EmuDevice:
                 and bytes(handle).startswith(EMU_IPC_EVENT_PREFIX)):
             raise RuntimeCallError("emu", "cuIpcOpenEventHandle", "CUDA_ERROR_MAP_FAILED", 205,
                                    "not an event handle this emulator issued")
-        return Event(self, object(), owned=True, interprocess=True, recorded=True)
+        return Event(self, _EmuEvent(), owned=True, interprocess=True, recorded=True)
 
     # memory: 256-byte aligned numpy buffers keyed by their address
     def free_memory(self) -> int:

@@ -131,9 +131,11 @@ class HipDevice(StatusDevice):
         return Stream(self, self._ck("hipStreamCreateWithFlags",
                                         self._hip.hipStreamCreateWithFlags(self._hip.hipStreamNonBlocking)))
 
-    def create_event(self, *, interprocess: bool = False) -> Event:
+    def create_event(self, *, interprocess: bool = False, blocking: bool = False) -> Event:
         hip = self._hip
         flags = hip.hipEventDisableTiming | (hip.hipEventInterprocess if interprocess else 0)
+        if blocking:  # hipEventSynchronize sleeps until the event completes instead of spinning
+            flags |= hip.hipEventBlockingSync
         return Event(self, self._ck("hipEventCreateWithFlags", hip.hipEventCreateWithFlags(flags)),
                      interprocess=interprocess)
 

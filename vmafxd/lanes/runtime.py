@@ -606,7 +606,8 @@ class Device(Protocol):
 
     def create_stream(self) -> Stream: ...
 
-    def create_event(self, *, interprocess: bool = False) -> Event: ...
+    def create_event(self, *, interprocess: bool = False, blocking: bool = False) -> Event:
+        """``blocking``: a synchronize on it sleeps (the driver's blocking sync) rather than spins."""
 
     def open_ipc_event(self, handle: bytes) -> Event: ...
 

@@ -19,9 +19,12 @@ Frames
     ``copied`` event right after the gather: that is the last read of the
     producer's buffers, so the batch's handles become recorded there and the
     reaper releases the buffers once it completes — before the features have
-    even run.  The worker never blocks on a single frame: it polls its
-    batches' ``done`` events, and waits on the oldest only when all its
-    statistics slots are taken (the device is busy then anyway).
+    even run.  The worker never blocks on a single frame: it blocks on its job
+    queue, and its completion watcher (:mod:`.completion`, a thread that waits
+    on the stream's points in the driver, the GIL released) wakes the reaper
+    when a batch's gather completes and the worker when a batch ends; the
+    worker waits on a batch itself only when all its statistics slots are
+    taken (the device is busy then anyway).
 
 Imports (R3, R4, R13)
     ``cuda_vmm``/``hip_vmm``: the producer's allocation mapped read-only,
@@ -59,6 +62,7 @@ from ..device import (
 )
 from ..runtime import RuntimeCallError, RuntimeUnavailable
 from ..errors import InvalidInput, LaneError, LaneFailure, LaneStopped, Unsupported
+from .completion import CompletionWatcher
 from .engine import FrameSource, GpuFrame, GpuScorer, KernelSet, twin_modules
 
 __all__ = ["GpuLane", "create_cuda_lane", "create_hip_lane", "create_emu_lane", "BatchReleaseHandle"]
@@ -450,8 +454,10 @@ class GpuWorker(DeviceWorker):
         self.stream = None
         self.kernels: KernelSet | None = None
         self.inflight: list[tuple["GpuLaneSession", Any]] = []
-        #: batches' gather events not yet seen complete (the worker holds a share of each)
-        self._copying: list[_SharedEvent] = []
+        #: the thread that waits on the stream and wakes the worker and the reaper (setup())
+        self.watcher: CompletionWatcher | None = None
+        #: id(batch) -> the watcher's mark of its end, while the batch is in flight
+        self._end_marks: dict[int, Any] = {}
         #: frames taken from the queue and not yet launched, per session (in order)
         self._waiting: dict["GpuLaneSession", list["_FrameJob"]] = {}
         self._launching = False
@@ -464,16 +470,26 @@ class GpuWorker(DeviceWorker):
         self.device.make_current()
         self.stream = self.device.create_stream()
         self.kernels = KernelSet(self.lane.runtime, self.device, self.lane.options)
+        self.watcher = CompletionWatcher(f"{self.name}-wake", self.device, self.wake,
+                                         self.lane.services.wake_reaper)
+        self.watcher.start()
 
     def teardown(self) -> None:
         try:
-            if self.stream is not None:
-                self.stream.synchronize()
+            try:
+                if self.stream is not None:
+                    self.stream.synchronize()
+            finally:
+                if self.watcher is not None:
+                    # the stream is drained: every point the watcher holds completes at once,
+                    # and its thread ends (its last wake-ups land in a queue nobody reads now)
+                    self.watcher.stop()
             for sess, batch in list(self.inflight):
                 sess._complete(batch)
-            for shared in self._copying:
-                shared.drop_share()
-            self._copying = []
+            self._end_marks.clear()
+            if self.watcher is not None:
+                self.watcher.close()
+                self.watcher = None
             # the device's modules and its stream go with the worker that owns them
             if self.kernels is not None:
                 self.kernels.close()
@@ -485,25 +501,32 @@ class GpuWorker(DeviceWorker):
             log.exception("%s: teardown", self.name)
 
     def watch_copied(self, shared: _SharedEvent) -> None:
-        self._copying.append(shared)
+        """Hand the worker's share of a batch's gather event to the watcher, which drops it and
+        wakes the reaper once the gather completes (the reaper's own poll is a slower fallback),
+        so that ``released`` follows the copy closely even while the features still run."""
+        if self.watcher is not None:
+            self.watcher.watch_copied(shared)
+        else:  # no thread (a worker driven by hand): the handles' shares keep the event
+            shared.drop_share()
 
-    def _announce_copied(self) -> None:
-        """Wake the reaper as soon as a batch's gather completes (the worker polls every
-        0.2 ms while it has work; the reaper's own poll is a slower fallback), so that
-        ``released`` follows the copy closely even while the features still run."""
-        left, seen = [], False
-        for shared in self._copying:
-            if shared.query():
-                shared.drop_share()
-                seen = True
-            else:
-                left.append(shared)
-        self._copying = left
-        if seen:
-            self.lane.services.wake_reaper()
+    def batch_enqueued(self, batch) -> None:
+        """After a batch's enqueue: the watcher wakes this worker once the stream has passed it."""
+        if self.watcher is None:
+            return
+        try:
+            self._end_marks[id(batch)] = self.watcher.mark_end(self.stream)
+        except Exception:  # the batch still completes: SAFETY_POLL_S finds it
+            log.exception("%s: marking a batch's end for the watcher failed", self.name)
 
-    # The worker loop is DeviceWorker's; with batches in flight it wakes every
-    # 0.2 ms to poll their events instead of blocking on the queue.
+    def batch_ended(self, batch) -> None:
+        """The worker is done with ``batch`` (completed, or dropped with its session): the
+        watcher need not wake it for the batch's end."""
+        mark = self._end_marks.pop(id(batch), None)
+        if mark is not None:
+            mark.needed = False
+
+    # The worker loop is DeviceWorker's: it blocks on its queue, and the watcher's
+    # wake-ups (DeviceWorker.wake) run poll() when a batch has ended.
     #
     # Batching: a session's frames are launched at once while fewer than
     # AHEAD of its batches are in flight (an idle device starts at once);
@@ -513,12 +536,17 @@ class GpuWorker(DeviceWorker):
     # fuller batches, and a frame waits at most about one batch's run.
     AHEAD = 2
 
+    #: with batches in flight the worker still wakes this often by itself: a net under a wake-up
+    #: that never comes (a driver error while marking a batch's end); the watcher's wake-ups are
+    #: what completes batches
+    SAFETY_POLL_S = 0.05
+
     def poll_timeout(self) -> float | None:
-        if self.inflight or self._waiting or self._copying:
-            return 0.0002
+        timeout = self.SAFETY_POLL_S if (self.inflight or self._waiting) else None
         if self._trim_at is not None:
-            return max(0.0, self._trim_at - time.monotonic())
-        return None
+            left = max(0.0, self._trim_at - time.monotonic())
+            timeout = left if timeout is None else min(timeout, left)
+        return timeout
 
     #: how long a device stays without sessions before its pool is trimmed: a client that
     #: closes a session and opens the next at once keeps the pool's memory
@@ -597,8 +625,6 @@ class GpuWorker(DeviceWorker):
             self.poll()
 
     def poll(self, block: bool = False) -> None:
-        if self._copying:
-            self._announce_copied()
         done = []
         for sess, batch in self.inflight:
             if batch.done.query():
@@ -609,6 +635,7 @@ class GpuWorker(DeviceWorker):
                 break
         for sess, batch in done:
             self.inflight.remove((sess, batch))
+            self.batch_ended(batch)
             sess._complete(batch)
         if self._waiting:
             self._launch(everything=block and not self.inflight)
@@ -725,6 +752,7 @@ class GpuLaneSession(WorkerLaneSession):
             for i, j in enumerate(chunk):
                 self._seq_to_index[batch.first_seq + i] = j.frame.index
             self.worker.inflight.append((self, batch))
+            self.worker.batch_enqueued(batch)
 
     def _open_waits(self, job: "_FrameJob") -> list | None:
         """The frame's producer IPC events, opened; None when the driver refused one (the frame failed)."""
@@ -885,6 +913,9 @@ class _AbortJob(Job):
         s = self.session
         # batches already enqueued complete on their own (their handles are bound);
         # the scorer is freed once the stream has passed them.
+        for x, b in s.worker.inflight:
+            if x is s:
+                s.worker.batch_ended(b)
         s.worker.inflight[:] = [(x, b) for x, b in s.worker.inflight if x is not s]
         s._close_scorer()
 
