@@ -30,7 +30,7 @@ released goes out, and the process exits 0.
 
 ``VX_PROF_WORKER=FILE`` in the daemon's environment runs each worker's trio
 thread under cProfile into ``FILE.<pid>`` (as ``VX_PROF`` does the daemon in
-scripts/bench_gpu.py).
+scripts/bench_gpu.py; with ``VX_PROF_CPU=1`` too, on the thread's CPU clock).
 """
 
 from __future__ import annotations
@@ -64,6 +64,23 @@ POLL_INTERVAL = 0.002
 _NO_SUCH = ["LaneFailure", "", "the worker has no such session or buffer"]
 
 
+def _release_in_order(events: Sequence[Any], start: int) -> int:
+    """Destroy ``events[start:]`` in order up to the first one not recorded and complete (R5: one
+    not recorded is not asked); returns that one's position.  The lane's handles do it for a
+    batch's frames at once where they can (``destroy_completed``: one query and one share count
+    per batch); any other release event is asked and destroyed one by one, as the same loop."""
+    fast = getattr(type(events[start]), "destroy_completed", None) if start < len(events) else None
+    if fast is not None:
+        return fast(events, start)
+    i = start
+    for ev in events[start:]:
+        if not (ev.recorded and ev.query()):
+            break
+        ev.destroy()
+        i += 1
+    return i
+
+
 class _Sink:
     """A session's sink in the worker: outcomes go to the outbox, to the daemon."""
 
@@ -91,8 +108,8 @@ class Child:
         self._outbox: list = []
         self._kick = trio.Event()
         #: frames handed to the lane whose release was not sent yet: a run per submit (a group's
-        #: frames in their order), each a list of (token, release event)
-        self._pending: list[list[tuple[int, Any]]] = []
+        #: frames in their order), each [tokens, release events, how many of them were released]
+        self._pending: list[list] = []
         self._reap = trio.Event()
         self._token: trio.lowlevel.TrioToken | None = None
 
@@ -105,6 +122,9 @@ class Child:
         while True:
             await self._kick.wait()
             self._kick = trio.Event()
+            # One scheduling round more, as the daemon's sender: what the tasks woken with this one
+            # send (the reaper's releases with the results that woke it) goes in this packet.
+            await trio.lowlevel.checkpoint()
             try:
                 await self.flush()
             except (TransportClosed, OSError):
@@ -138,17 +158,16 @@ class Child:
         order (a refused GPU fence, say) is released once the frames before it are, when their
         batch's reads complete.
         """
-        done, left = [], []
+        done: list[int] = []
+        left = []
         for run in self._pending:
-            k = 0
-            for token, ev in run:
-                if not (ev.recorded and ev.query()):
-                    break
-                ev.destroy()
-                done.append(token)
-                k += 1
-            if k < len(run):
-                left.append(run[k:] if k else run)
+            tokens, events, k = run
+            n = _release_in_order(events, k)
+            if n > k:
+                done.extend(tokens[k:n])
+            if n < len(events):
+                run[2] = n
+                left.append(run)
         self._pending = left
         if done:
             self.send([wire.RELEASED, done])
@@ -200,7 +219,7 @@ class Child:
                 self.send([wire.FAILED, sid, [[index, wire.error_to_wire(LaneFailure("", str(e)))]]])
                 self.send([wire.RELEASED, [token]])
                 return
-            self._pending.append([(token, ev)])
+            self._pending.append([[token], [ev], 0])
             if not self._reap.is_set() and len(self._pending) == 1:
                 self._reap.set()  # the reaper parks without a timeout while nothing is pending
         elif code == wire.OPEN:
@@ -254,7 +273,7 @@ class Child:
             else:
                 pending = self._pending
                 parked = not pending  # the reaper parks without a timeout while nothing is pending
-                pending.append(list(zip(tokens, events)))
+                pending.append([tokens, events, 0])
                 if parked and not self._reap.is_set():
                     self._reap.set()
         if failed:
@@ -409,9 +428,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if os.environ.get("VX_PROF_WORKER"):  # cProfile of the worker's trio thread into FILE.<pid> (benchmarks)
         import cProfile
+        import time
 
-        cProfile.runctx("trio.run(_serve, lane, stream, rpc, wake_target)", globals(), locals(),
-                        f"{os.environ['VX_PROF_WORKER']}.{os.getpid()}")
+        # VX_PROF_CPU=1: the thread's own CPU clock, as scripts/bench_gpu.py does the daemon's
+        prof = cProfile.Profile(time.thread_time) if os.environ.get("VX_PROF_CPU") == "1" else cProfile.Profile()
+        try:
+            prof.runcall(trio.run, _serve, lane, stream, rpc, wake_target)
+        finally:
+            prof.dump_stats(f"{os.environ['VX_PROF_WORKER']}.{os.getpid()}")
         return 0
     trio.run(_serve, lane, stream, rpc, wake_target)
     return 0
