@@ -298,3 +298,37 @@ def test_the_reaper_reads_a_run_up_to_its_first_frame_not_complete():
         assert child._outbox == [[wire.RELEASED, [4, 5, 6]]] and child._pending == []
 
     trio.run(main)
+
+
+def test_a_lane_wake_up_reaps_at_once_and_one_on_its_way_covers_the_next():
+    """The lane's wake-up (a batch's reads completed) reaps in the trio thread when it runs, not
+    through the reaper task; wake-ups made while one is on its way and not started add nothing
+    (it reaps all that completed before it runs); once it has run, the next one is sent again."""
+    class Token:
+        def __init__(self):
+            self.queued = []
+
+        def run_sync_soon(self, fn, *args):
+            self.queued.append((fn, args))
+
+    async def main():
+        child = _child({}, {})
+        token = child._token = Token()
+        first, second = _Event(recorded=True), _Event(recorded=True)
+        child._pending = [_run([(1, first)]), _run([(2, second)])]
+        child.wake_threadsafe()
+        first.done = True
+        child.wake_threadsafe()  # the first is on its way: it will see this one's completion too
+        assert len(token.queued) == 1
+        fn, args = token.queued.pop()
+        fn(*args)
+        assert child._outbox == [[wire.RELEASED, [1]]] and first.destroyed
+        assert not child._reap.is_set()  # no pass of the reaper task was asked for
+        second.done = True
+        child.wake_threadsafe()
+        assert len(token.queued) == 1
+        fn, args = token.queued.pop()
+        fn(*args)
+        assert child._outbox == [[wire.RELEASED, [1]], [wire.RELEASED, [2]]] and child._pending == []
+
+    trio.run(main)

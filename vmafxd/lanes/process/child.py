@@ -112,6 +112,8 @@ class Child:
         self._pending: list[list] = []
         self._reap = trio.Event()
         self._token: trio.lowlevel.TrioToken | None = None
+        #: a wake-up from the lane is on its way to the trio thread (see wake_threadsafe)
+        self._wake_pending = False
 
     # -- sending (trio thread) ---------------------------------------------------------
     def send(self, message: list) -> None:
@@ -137,15 +139,24 @@ class Child:
 
     # -- releases ----------------------------------------------------------------------
     def wake_threadsafe(self) -> None:
+        """(a lane's worker thread) A batch's reads completed: reap in the trio thread.  A wake-up
+        on its way and not started covers this one too: it reaps what is complete when it runs,
+        and this batch's event completed before we looked."""
         token = self._token
-        if token is not None:
-            try:
-                token.run_sync_soon(self._wake)
-            except trio.RunFinishedError:
-                pass
+        if token is None or self._wake_pending:
+            return
+        self._wake_pending = True
+        try:
+            token.run_sync_soon(self._wake)
+        except trio.RunFinishedError:
+            self._wake_pending = False
 
     def _wake(self) -> None:
-        self._reap.set()  # the event of the moment (the reaper replaces it after each pass)
+        # A pass here and now, not a wake-up of the reaper task: its releases join the packet of the
+        # results the same worker pass handed over (the sender waits one round).  The reaper task
+        # still polls for what completes unannounced (a frame completed on the host).
+        self._wake_pending = False
+        self.reap()
 
     def reap(self) -> None:
         """Send ``released`` for pending frames whose events are recorded and complete; destroy each once.
