@@ -121,12 +121,12 @@ class Child:
         self._kick.set()
 
     async def sender(self) -> None:
+        # A worker pass's releases and results reach the outbox before this task runs: the lane's
+        # wake-up (reaping in place, _wake) and the results it hopped over run in one pass of trio's
+        # run_sync_soon queue, so they leave in one packet without a round more here.
         while True:
             await self._kick.wait()
             self._kick = trio.Event()
-            # One scheduling round more, as the daemon's sender: what the tasks woken with this one
-            # send (the reaper's releases with the results that woke it) goes in this packet.
-            await trio.lowlevel.checkpoint()
             try:
                 await self.flush()
             except (TransportClosed, OSError):
