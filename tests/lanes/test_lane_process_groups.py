@@ -332,3 +332,28 @@ def test_a_lane_wake_up_reaps_at_once_and_one_on_its_way_covers_the_next():
         assert child._outbox == [[wire.RELEASED, [1]], [wire.RELEASED, [2]]] and child._pending == []
 
     trio.run(main)
+
+
+def test_results_of_a_session_that_follow_each_other_in_the_outbox_are_one_message():
+    """The batches' results of a session queued one after the other leave as one SCORED, in order;
+    anything between them (a failure, another session's results) keeps them apart, so the order of
+    every outcome is the one they were reported in."""
+    from vmafxd.lanes.process.child import _Sink
+
+    async def main():
+        child = _child({}, {})
+        a, b = _Sink(child, 1, None), _Sink(child, 2, None)
+        first = [(0, {"psnr_y": 1.0})]
+        a.frames_scored(first)
+        a.frames_scored([(1, {"psnr_y": 2.0}), (2, {"psnr_y": 3.0})])
+        assert first == [(0, {"psnr_y": 1.0})]  # the lane's list is not changed
+        b.frames_scored([(0, {"psnr_y": 4.0})])
+        a.frames_scored([(3, {"psnr_y": 5.0})])
+        a.frame_failed(4, LaneFailure("", "no"))
+        a.frames_scored([(5, {"psnr_y": 6.0})])
+        return child._outbox
+
+    outbox = trio.run(main)
+    assert [(m[0], m[1], [i for i, _ in m[2]]) for m in outbox] == [
+        (wire.SCORED, 1, [0, 1, 2]), (wire.SCORED, 2, [0]), (wire.SCORED, 1, [3]), (wire.FAILED, 1, [4]),
+        (wire.SCORED, 1, [5])]
