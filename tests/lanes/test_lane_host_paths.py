@@ -244,3 +244,31 @@ def test_worker_sessions_hop_through_one_queue_per_worker():
     assert len(token.queued) == 1
     token.run_queued()
     assert ran == ["a1", "b1", "a2"]
+
+
+def test_a_sessions_results_queued_one_after_the_other_are_one_call_in_order():
+    """call_joined: the results of a session's batches queued back to back reach its sink in one call,
+    end to end; a call between them, or another session's results, keeps them apart."""
+    token, ran = _Token(), []
+
+    class Session:
+        def __init__(self, name):
+            self.name = name
+
+        def deliver(self, items):
+            ran.append((self.name, list(items)))
+
+    a, b = Session("a"), Session("b")
+    hops = TrioHops(token)
+    hops.call_joined(a.deliver, [1, 2])
+    hops.call_joined(a.deliver, [3])
+    hops.call_joined(b.deliver, [1])
+    hops.call_joined(a.deliver, [4])
+    hops.call(ran.append, ("failed 5",))
+    hops.call_joined(a.deliver, [6])
+    assert len(token.queued) == 1
+    token.run_queued()
+    assert ran == [("a", [1, 2, 3]), ("b", [1]), ("a", [4]), "failed 5", ("a", [6])]
+    hops.call_joined(a.deliver, [7])  # a new run: nothing left to join
+    token.run_queued()
+    assert ran[-1] == ("a", [7])

@@ -291,7 +291,7 @@ class WorkerLaneSession(LaneSession):
             if index is not None:
                 items.append((index, metrics))
         if items:
-            self._hop(self._deliver_scored, items)
+            self._hops().call_joined(self._deliver_scored, items)
 
     def _deliver_scored(self, items) -> None:
         if not self._aborted and items:
@@ -304,10 +304,14 @@ class WorkerLaneSession(LaneSession):
     def _hop(self, fn, *args) -> None:
         """Run ``fn(*args)`` in the trio thread (from a worker thread), after the calls hopped before
         it (the worker's :class:`TrioHops`: one wake-up of the trio thread for the calls of a pass)."""
+        self._hops().call(fn, args)
+
+    def _hops(self) -> "TrioHops":
+        """The worker's queue of hops to this session's trio run (made at the first)."""
         hops = getattr(self.worker, "hops", None)
         if hops is None or hops.token is not self._token:
             hops = self.worker.hops = TrioHops(self._token)
-        hops.call(fn, args)
+        return hops
 
 
 class TrioHops:
@@ -342,6 +346,18 @@ class TrioHops:
             with self._lock:
                 self._calls.clear()
                 self._scheduled = False
+
+    def call_joined(self, fn: Callable[[list], Any], items: list) -> None:
+        """``call(fn, (items,))``, joined to the last call queued when that one is ``fn``'s too (a
+        session's results of the batches of one pass: one call with the lists end to end, in order,
+        where nothing was queued between them).  ``items`` becomes the queue's: not used after."""
+        with self._lock:
+            if self._calls:
+                last_fn, last_args = self._calls[-1]
+                if last_fn == fn:  # a bound method: the same function of the same session
+                    last_args[0].extend(items)
+                    return
+        self.call(fn, (items,))
 
     def _run(self) -> None:
         """(trio thread) Every call queued so far, in order."""
