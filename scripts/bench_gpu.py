@@ -144,7 +144,13 @@ def cpu_seconds(pid: int, main_thread: bool = False) -> float:
 def workers_cpu(pid: int, main_thread: bool = False) -> float:
     """CPU seconds of a daemon's child processes (its lane workers with --lane-process); ``main_thread``:
     of their main threads alone (each worker's trio thread: its messages, hand-over and releases)."""
-    kids = [int(k) for t in os.listdir(f"/proc/{pid}/task") for k in open(f"/proc/{pid}/task/{t}/children").read().split()]
+    kids = []
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{t}/children") as f:
+                kids.extend(int(k) for k in f.read().split())
+        except FileNotFoundError:  # a thread that ended meanwhile (trio's idle worker threads do)
+            pass
     return sum(cpu_seconds(k, main_thread) for k in kids)
 
 
