@@ -41,7 +41,10 @@ charges a call for the time the thread waited for a core).  Besides the daemon's
 1,000 frames, the line gives its trio thread's alone (requests, ledger, messages,
 reaper: the protocol's host path, without the lane's worker threads), and the producer's
 own CPU (this process's thread: the client side of the protocol -- encoding submits,
-decoding results and releases, its frame ledger -- and the benchmark's loop).
+decoding results and releases, its frame ledger -- and the benchmark's loop).  With
+``--lane-process`` a line before it gives the lane worker processes' CPU per 1,000 frames over
+the timed runs (and of it their trio threads': the messages, the hand-over to the lane, the
+releases; the rest is the device worker thread's), besides the whole run's with the setup.
 
 The producer sends the frames it may send at once in one ``submit_many`` packet
 (up to the daemon's ``max_frames_per_submit``); ``--single-submits`` sends one
@@ -138,10 +141,17 @@ def cpu_seconds(pid: int, main_thread: bool = False) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def workers_cpu(pid: int) -> float:
-    """CPU seconds of a daemon's child processes (its lane workers with --lane-process)."""
-    kids = [int(k) for t in os.listdir(f"/proc/{pid}/task") for k in open(f"/proc/{pid}/task/{t}/children").read().split()]
-    return sum(cpu_seconds(k) for k in kids)
+def workers_cpu(pid: int, main_thread: bool = False) -> float:
+    """CPU seconds of a daemon's child processes (its lane workers with --lane-process); ``main_thread``:
+    of their main threads alone (each worker's trio thread: its messages, hand-over and releases)."""
+    kids = []
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{t}/children") as f:
+                kids.extend(int(k) for k in f.read().split())
+        except FileNotFoundError:  # a thread that ended meanwhile (trio's idle worker threads do)
+            pass
+    return sum(cpu_seconds(k, main_thread) for k in kids)
 
 
 @dataclass
@@ -158,6 +168,8 @@ class RunStats:
     daemon_cpu: float | None = None  # seconds of the daemon's CPU during the run (one producer only)
     trio_cpu: float | None = None  # of it, the daemon's trio thread (requests, ledger, messages)
     producer_cpu: float = 0.0  # this producer's own CPU (its thread: the protocol's client side and the loop)
+    workers_cpu: float | None = None  # the daemon's lane worker processes' (--lane-process), during the run
+    workers_trio_cpu: float | None = None  # of it, their trio threads
 
     @property
     def fps(self) -> float:
@@ -237,6 +249,8 @@ class Producer:
 
         cpu0 = cpu_seconds(daemon_pid) if daemon_pid else None
         trio0 = cpu_seconds(daemon_pid, main_thread=True) if daemon_pid else None
+        workers0 = workers_cpu(daemon_pid) if daemon_pid else None
+        wtrio0 = workers_cpu(daemon_pid, main_thread=True) if daemon_pid else None
         packets0, sent0 = c.packets, c.sent
         own0 = time.thread_time()
         t0 = clock()
@@ -271,8 +285,11 @@ class Producer:
         own = time.thread_time() - own0
         cpu = cpu_seconds(daemon_pid) - cpu0 if daemon_pid else None
         trio = cpu_seconds(daemon_pid, main_thread=True) - trio0 if daemon_pid else None
+        workers = workers_cpu(daemon_pid) - workers0 if daemon_pid else None
+        wtrio = workers_cpu(daemon_pid, main_thread=True) - wtrio0 if daemon_pid else None
         assert done == frames, f"{done} of {frames} frames scored"
-        return RunStats(frames, t0, t1, latency, done_at, c.packets - packets0, c.sent - sent0, cpu, trio, own)
+        return RunStats(frames, t0, t1, latency, done_at, c.packets - packets0, c.sent - sent0, cpu, trio, own,
+                        workers, wtrio)
 
     def close(self) -> None:
         for rb, db, rid, did in self.bufs:
@@ -484,7 +501,10 @@ def main() -> int:
                     for _ in range(args.repeats)]
             if args.lane_process:  # the daemon's CPU below is its own process's; its lane workers' here
                 print(f"lane workers' CPU {(workers_cpu(proc.pid) - workers0) / (frames * args.repeats) * 1000:.3f}"
-                      f" s per 1,000 frames (all runs, with their sessions' setup)", flush=True)
+                      f" s per 1,000 frames (all runs, with their sessions' setup); in the timed part "
+                      f"{statistics.median(r.workers_cpu / r.frames * 1000 for r in runs):.3f} s (their trio "
+                      f"threads {statistics.median(r.workers_trio_cpu / r.frames * 1000 for r in runs):.3f} s)",
+                      flush=True)
             fps = [r.fps for r in runs]
             pct = {q: statistics.median(np.percentile(r.latencies, q) * 1000 for r in runs) for q in (50, 90, 95, 99)}
             print(f"daemon {args.lane} {what} {w}x{h}: {statistics.median(fps):.0f} fps (min {min(fps):.0f}, "

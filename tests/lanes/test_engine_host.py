@@ -120,6 +120,20 @@ def test_psnr_columns_are_the_per_frame_metrics(bitdepth, options):
         assert all(v.dtype == np.float64 for v in cols.values())
 
 
+def test_psnr_columns_take_c_log10_where_a_ratio_is_not_positive():
+    """Every ratio is positive but where peak^2 wraps to 0 in C's uint32 (peak 65536): log10(0) is
+    -inf there, as C's, not math.log10's error; the columns still equal the per-frame metrics."""
+    from vmafxd.features import psnr
+
+    shapes = [(4, 4), (2, 2), (2, 2)]
+    params = psnr.PsnrParams(bitdepth=16, peak=1 << 16, psnr_max=(60.0, 60.0, 60.0))
+    sse = np.array([[0, 5, 7], [3, 0, 1]], dtype=np.int64)
+    cols = psnr.columns_from_stats(sse, shapes, params)
+    for i in range(len(sse)):
+        want = psnr.metrics_from_stats([int(v) for v in sse[i]], shapes, params)
+        assert {k: float(v[i]) for k, v in cols.items()} == want == {k: -np.inf for k in want}
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("motion_options", ["", ":motion.motion_five_frame_window=true:motion.motion_moving_average=true"])
 def test_batches_as_columns_equal_frame_by_frame_and_the_cpu_lane(motion_options):

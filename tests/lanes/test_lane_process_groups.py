@@ -194,7 +194,7 @@ def test_a_group_crosses_the_wire_into_one_submit_many_and_its_answers_come_back
     assert [(f.index, f.ref, f.dist) for f in group] == [(i, f"imp{100 + i}", f"imp{200 + i}") for i in range(3)]
     assert group[2].ref_gpu_fence.kind == "cuda_ipc_event" and group[2].ref_gpu_fence.handle == b"\x02" * 64
     assert group[0].ref_gpu_fence is None and group[2].dist_gpu_fence is None
-    (run,) = child._pending  # the group's frames, one run
+    (run,) = _runs(child)  # the group's frames, one run
     assert [t for t, _ in run] == [t for t, ev in d.worker.releases.items() if ev in events[:3]]
     assert child._reap.is_set()  # the reaper polls now
     failed, released = child._outbox
@@ -212,6 +212,16 @@ def test_a_group_crosses_the_wire_into_one_submit_many_and_its_answers_come_back
     assert set(d.sink.failed) == {3} and type(d.sink.failed[3]) is LaneFailure
     assert all(e.recorded and e.query() for e in events) and d.worker.releases == {}
     assert d.session.inflight == set() and woken
+
+
+def _runs(child) -> list[list[tuple[int, object]]]:
+    """The worker's pending runs as (token, release event) pairs, those not released yet."""
+    return [list(zip(tokens[k:], events[k:])) for tokens, events, k in child._pending]
+
+
+def _run(pairs) -> list:
+    """A pending run (the worker's form: tokens, events, how many released) of (token, event) pairs."""
+    return [[t for t, _ in pairs], [e for _, e in pairs], 0]
 
 
 def test_a_group_for_an_unknown_session_fails_each_frame():
@@ -257,7 +267,7 @@ def test_single_submits_still_cross():
 
     child = trio.run(main)
     assert [(f.index, f.ref, f.dist) for f in lane_session.singles] == [(0, "a", "b")]
-    assert [[t for t, _ in run] for run in child._pending] == [[31]] and child._outbox == []
+    assert [[t for t, _ in run] for run in _runs(child)] == [[31]] and child._outbox == []
 
 
 def test_the_reaper_reads_a_run_up_to_its_first_frame_not_complete():
@@ -270,11 +280,11 @@ def test_the_reaper_reads_a_run_up_to_its_first_frame_not_complete():
         first_run = [(1, _Event(recorded=True, done=True)), (2, stuck), (3, host_done), (4, later)]
         unrecorded = [(5, _Event()), (6, _Event())]
         second_run = [(7, _Event(recorded=True, done=True)), (8, _Event(recorded=True, done=True))]
-        child._pending = [list(first_run), list(unrecorded), list(second_run)]
+        child._pending = [_run(first_run), _run(unrecorded), _run(second_run)]
         child.reap()
         assert child._outbox == [[wire.RELEASED, [1, 7, 8]]]
         assert (stuck.asked, host_done.asked, later.asked) == (1, 0, 0)
-        assert [[t for t, _ in run] for run in child._pending] == [[2, 3, 4], [5, 6]]
+        assert [[t for t, _ in run] for run in _runs(child)] == [[2, 3, 4], [5, 6]]
         assert first_run[0][1].destroyed and not host_done.destroyed
         child._outbox.clear()
         stuck.done = True
@@ -288,3 +298,62 @@ def test_the_reaper_reads_a_run_up_to_its_first_frame_not_complete():
         assert child._outbox == [[wire.RELEASED, [4, 5, 6]]] and child._pending == []
 
     trio.run(main)
+
+
+def test_a_lane_wake_up_reaps_at_once_and_one_on_its_way_covers_the_next():
+    """The lane's wake-up (a batch's reads completed) reaps in the trio thread when it runs, not
+    through the reaper task; wake-ups made while one is on its way and not started add nothing
+    (it reaps all that completed before it runs); once it has run, the next one is sent again."""
+    class Token:
+        def __init__(self):
+            self.queued = []
+
+        def run_sync_soon(self, fn, *args):
+            self.queued.append((fn, args))
+
+    async def main():
+        child = _child({}, {})
+        token = child._token = Token()
+        first, second = _Event(recorded=True), _Event(recorded=True)
+        child._pending = [_run([(1, first)]), _run([(2, second)])]
+        child.wake_threadsafe()
+        first.done = True
+        child.wake_threadsafe()  # the first is on its way: it will see this one's completion too
+        assert len(token.queued) == 1
+        fn, args = token.queued.pop()
+        fn(*args)
+        assert child._outbox == [[wire.RELEASED, [1]]] and first.destroyed
+        assert not child._reap.is_set()  # no pass of the reaper task was asked for
+        second.done = True
+        child.wake_threadsafe()
+        assert len(token.queued) == 1
+        fn, args = token.queued.pop()
+        fn(*args)
+        assert child._outbox == [[wire.RELEASED, [1]], [wire.RELEASED, [2]]] and child._pending == []
+
+    trio.run(main)
+
+
+def test_results_of_a_session_that_follow_each_other_in_the_outbox_are_one_message():
+    """The batches' results of a session queued one after the other leave as one SCORED, in order;
+    anything between them (a failure, another session's results) keeps them apart, so the order of
+    every outcome is the one they were reported in."""
+    from vmafxd.lanes.process.child import _Sink
+
+    async def main():
+        child = _child({}, {})
+        a, b = _Sink(child, 1, None), _Sink(child, 2, None)
+        first = [(0, {"psnr_y": 1.0})]
+        a.frames_scored(first)
+        a.frames_scored([(1, {"psnr_y": 2.0}), (2, {"psnr_y": 3.0})])
+        assert first == [(0, {"psnr_y": 1.0})]  # the lane's list is not changed
+        b.frames_scored([(0, {"psnr_y": 4.0})])
+        a.frames_scored([(3, {"psnr_y": 5.0})])
+        a.frame_failed(4, LaneFailure("", "no"))
+        a.frames_scored([(5, {"psnr_y": 6.0})])
+        return child._outbox
+
+    outbox = trio.run(main)
+    assert [(m[0], m[1], [i for i, _ in m[2]]) for m in outbox] == [
+        (wire.SCORED, 1, [0, 1, 2]), (wire.SCORED, 2, [0]), (wire.SCORED, 1, [3]), (wire.FAILED, 1, [4]),
+        (wire.SCORED, 1, [5])]

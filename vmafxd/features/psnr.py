@@ -18,6 +18,7 @@ Layers
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
@@ -164,8 +165,11 @@ def columns_from_stats(
     caps = np.array(params.psnr_max[:planes], dtype=np.float64)
     # [frame, plane], every plane at once: each element's operations are the scalar ones
     mse = sse[:, :planes].astype(np.float64) / pixels
-    ratio = (peak_sq / np.where(mse > 1e-16, mse, 1e-16)).ravel().tolist()
-    db = 10.0 * np.fromiter(map(c_log10, ratio), dtype=np.float64, count=len(ratio)).reshape(mse.shape)
+    ratios = (peak_sq / np.where(mse > 1e-16, mse, 1e-16)).ravel()
+    ratio = ratios.tolist()
+    # c_log10 is math.log10 on positive input (every ratio here but a NaN's): called directly then
+    log10 = math.log10 if (ratios > 0.0).all() else c_log10
+    db = 10.0 * np.fromiter(map(log10, ratio), dtype=np.float64, count=len(ratio)).reshape(mse.shape)
     db = np.where(db < caps, db, caps)
     out: dict[str, np.ndarray] = {}
     for p in range(planes):

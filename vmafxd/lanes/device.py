@@ -291,7 +291,7 @@ class WorkerLaneSession(LaneSession):
             if index is not None:
                 items.append((index, metrics))
         if items:
-            self._hop(self._deliver_scored, items)
+            self._hops().call_joined(self._deliver_scored, items)
 
     def _deliver_scored(self, items) -> None:
         if not self._aborted and items:
@@ -302,11 +302,70 @@ class WorkerLaneSession(LaneSession):
             self.sink.frame_failed(index, error)
 
     def _hop(self, fn, *args) -> None:
-        """Run ``fn(*args)`` in the trio thread (from a worker thread)."""
+        """Run ``fn(*args)`` in the trio thread (from a worker thread), after the calls hopped before
+        it (the worker's :class:`TrioHops`: one wake-up of the trio thread for the calls of a pass)."""
+        self._hops().call(fn, args)
+
+    def _hops(self) -> "TrioHops":
+        """The worker's queue of hops to this session's trio run (made at the first)."""
+        hops = getattr(self.worker, "hops", None)
+        if hops is None or hops.token is not self._token:
+            hops = self.worker.hops = TrioHops(self._token)
+        return hops
+
+
+class TrioHops:
+    """Calls a worker thread hands to the trio thread, run there in the order they were made.
+
+    The first call of a run schedules one ``run_sync_soon`` that runs every call queued by the time
+    it runs; later calls join it.  So the completions of one worker pass (a scored batch's results,
+    the next batch's, a failure) cost the trio thread one wake-up and the worker one write to its
+    wake-up socket, where a ``run_sync_soon`` per call cost one each.  A call is never run before
+    one made earlier; it may run earlier than a ``run_sync_soon`` made elsewhere in between (a
+    reaper's wake-up), which orders nothing the calls do.  Once the trio run has finished, calls are
+    dropped, as ``run_sync_soon`` refuses them.
+    """
+
+    __slots__ = ("token", "_calls", "_lock", "_scheduled")
+
+    def __init__(self, token: trio.lowlevel.TrioToken):
+        self.token = token
+        self._calls: list[tuple[Callable[..., Any], tuple]] = []
+        self._lock = threading.Lock()
+        self._scheduled = False
+
+    def call(self, fn: Callable[..., Any], args: tuple) -> None:
+        with self._lock:
+            self._calls.append((fn, args))
+            if self._scheduled:
+                return
+            self._scheduled = True
         try:
-            self._token.run_sync_soon(fn, *args)
+            self.token.run_sync_soon(self._run)
         except trio.RunFinishedError:
-            pass
+            with self._lock:
+                self._calls.clear()
+                self._scheduled = False
+
+    def call_joined(self, fn: Callable[[list], Any], items: list) -> None:
+        """``call(fn, (items,))``, joined to the last call queued when that one is ``fn``'s too (a
+        session's results of the batches of one pass: one call with the lists end to end, in order,
+        where nothing was queued between them).  ``items`` becomes the queue's: not used after."""
+        with self._lock:
+            if self._calls:
+                last_fn, last_args = self._calls[-1]
+                if last_fn == fn:  # a bound method: the same function of the same session
+                    last_args[0].extend(items)
+                    return
+        self.call(fn, (items,))
+
+    def _run(self) -> None:
+        """(trio thread) Every call queued so far, in order."""
+        with self._lock:
+            calls, self._calls = self._calls, []
+            self._scheduled = False
+        for fn, args in calls:
+            fn(*args)
 
 
 def finite_pooled(pooled: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float | None]]:
@@ -401,6 +460,8 @@ class DeviceWorker:
         self._stopping = threading.Event()
         #: sessions assigned to this worker (trio thread bookkeeping)
         self.sessions = 0
+        #: the calls its sessions hop to the trio thread (WorkerLaneSession._hop; made at the first)
+        self.hops: TrioHops | None = None
 
     def post(self, job: Job) -> None:
         """Thread-safe; jobs posted after :meth:`stop` are dropped."""

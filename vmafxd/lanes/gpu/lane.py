@@ -46,7 +46,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import trio
 
@@ -101,6 +101,20 @@ class _SharedEvent:
         with self._lock:
             self.shares += 1
 
+    def add_shares(self, n: int) -> None:
+        """:meth:`add_share` ``n`` times, in one step (a batch's frames and the worker's own)."""
+        with self._lock:
+            self.shares += n
+
+    def drop_shares(self, n: int) -> None:
+        """:meth:`drop_share` ``n`` times (n >= 1), in one step: the event goes with the last share."""
+        with self._lock:
+            self.shares -= n
+            last = self.shares == 0
+        if last:
+            self.device.make_current()
+            self.event.close()
+
     def drop_share(self) -> None:
         with self._lock:
             self.shares -= 1
@@ -133,6 +147,15 @@ class BatchReleaseHandle:
         self._shared = shared
         self.recorded = True
 
+    @staticmethod
+    def bind_all(handles: Sequence["BatchReleaseHandle"], shared: _SharedEvent) -> None:
+        """:meth:`bind` for each of ``handles``: their shares taken in one step first, then each handle
+        bound (its event set before it reads as recorded, as in :meth:`bind`)."""
+        shared.add_shares(len(handles))
+        for h in handles:
+            h._shared = shared
+            h.recorded = True
+
     def complete_on_host(self) -> None:
         self._host_done = True
         self.recorded = True
@@ -148,6 +171,40 @@ class BatchReleaseHandle:
             if self._shared is not None:
                 self._shared.drop_share()
                 self._shared = None
+
+    @staticmethod
+    def destroy_completed(handles: Sequence["BatchReleaseHandle"], start: int = 0) -> int:
+        """Destroy ``handles[start:]`` in order up to the first one that is not recorded and complete
+        (never asking one that is not recorded, R5); returns that one's position (``len(handles)``
+        when all were).  What ``recorded and query()`` then ``destroy()`` on each in turn does, with
+        the handles of one batch's event, side by side, asked once and their shares dropped in one step."""
+        n, i = len(handles), start
+        while i < n:
+            h = handles[i]
+            if not h.recorded:
+                break
+            shared = h._shared
+            if shared is None or h._host_done or h._destroyed:
+                if not h.query():
+                    break
+                h.destroy()
+                i += 1
+                continue
+            if not shared.query():
+                break
+            j = i + 1
+            while j < n:
+                g = handles[j]
+                if g._shared is not shared or not g.recorded or g._host_done or g._destroyed:
+                    break
+                j += 1
+            for k in range(i, j):
+                g = handles[k]
+                g._destroyed = True
+                g._shared = None
+            shared.drop_shares(j - i)
+            i = j
+        return i
 
 
 # --------------------------------------------------------------------------- imports
@@ -171,6 +228,10 @@ class GpuImport(LaneImport):
         #: what every frame's FrameSource takes from the layout (made once: it is per frame otherwise)
         self._format: PixelFormat = self.layout.geometry.pixel_format
         self._planes = tuple((p.offset, p.pitch) for p in self.layout.planes)
+        #: a zero-copy import's frames all read the same memory: its one FrameSource (read, never
+        #: changed, by the batches that take it)
+        self.device_source: FrameSource | None = (
+            FrameSource(self.memory.ptr, self._format, self._planes) if self.memory is not None else None)
 
     def implicit_fence_fds(self):
         return self.host.implicit_fence_fds() if self.host is not None else ()
@@ -699,6 +760,8 @@ class GpuLaneSession(WorkerLaneSession):
         max_batch = self.scorer.max_batch
         for start in range(0, len(jobs), max_batch):
             chunk = jobs[start:start + max_batch]
+            if self._enqueue_plain(chunk):
+                continue
             bad = [j for j in chunk if j.frame.ref.device != self.device or j.frame.dist.device != self.device]
             for j in bad:
                 other = j.frame.ref.device if j.frame.ref.device != self.device else j.frame.dist.device
@@ -742,17 +805,49 @@ class GpuLaneSession(WorkerLaneSession):
                 ev.close()
             for p in uploads:
                 dev.free_async(p, stream)
-            shared = _SharedEvent(dev, batch.copied)
-            # The worker's own share, held until it has seen the gather complete: the reaper may
-            # release (and destroy) the first handles before the last ones are bound.
-            shared.add_share()
-            for j in chunk:
-                j.handle.bind(shared)
-            self.worker.watch_copied(shared)
-            for i, j in enumerate(chunk):
-                self._seq_to_index[batch.first_seq + i] = j.frame.index
-            self.worker.inflight.append((self, batch))
-            self.worker.batch_enqueued(batch)
+            self._enqueued(chunk, batch)
+
+    def _enqueued(self, chunk: list["_FrameJob"], batch) -> None:
+        """A batch is enqueued: its frames' release handles bound to its ``copied`` event, their
+        indices kept by the scorer's numbers, the batch in flight."""
+        shared = _SharedEvent(self.worker.device, batch.copied)
+        # The worker's own share, held until it has seen the gather complete: the reaper may
+        # release (and destroy) the first handles before the last ones are bound.
+        shared.add_share()
+        BatchReleaseHandle.bind_all([j.handle for j in chunk], shared)
+        self.worker.watch_copied(shared)
+        first = batch.first_seq
+        self._seq_to_index.update(zip(range(first, first + len(chunk)), [j.frame.index for j in chunk]))
+        self.worker.inflight.append((self, batch))
+        self.worker.batch_enqueued(batch)
+
+    def _enqueue_plain(self, chunk: list["_FrameJob"]) -> bool:
+        """The usual batch, enqueued at once: every frame's buffers zero-copy on this session's
+        device and no producer fence.  False (nothing done) for any other: :meth:`_enqueue`'s
+        frame-by-frame checks, uploads and fence waits take it, as they would each frame.
+
+        The batch is what :meth:`_enqueue` makes of such a chunk: the same frames in the same
+        order, each reading its imports' memory with nothing to wait for."""
+        device = self.device
+        frames = []
+        for j in chunk:
+            f = j.frame
+            ref, dist = f.ref, f.dist
+            rs, ds = ref.device_source, dist.device_source
+            if (rs is None or ds is None or ref.device != device or dist.device != device
+                    or f.ref_gpu_fence is not None or f.dist_gpu_fence is not None or ref.closed or dist.closed):
+                return False
+            frames.append(GpuFrame(rs, ds, []))
+        self.worker.wait_slot(self)
+        try:
+            batch = self.scorer.enqueue(frames)
+        except Exception as e:
+            log.exception("%s: enqueueing a batch failed", self.worker.name)
+            self.worker.stream.synchronize()
+            self._fail_frames(chunk, LaneFailure("", f"{type(e).__name__}: {e}"))
+            return True
+        self._enqueued(chunk, batch)
+        return True
 
     def _open_waits(self, job: "_FrameJob") -> list | None:
         """The frame's producer IPC events, opened; None when the driver refused one (the frame failed)."""

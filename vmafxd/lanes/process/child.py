@@ -30,7 +30,7 @@ released goes out, and the process exits 0.
 
 ``VX_PROF_WORKER=FILE`` in the daemon's environment runs each worker's trio
 thread under cProfile into ``FILE.<pid>`` (as ``VX_PROF`` does the daemon in
-scripts/bench_gpu.py).
+scripts/bench_gpu.py; with ``VX_PROF_CPU=1`` too, on the thread's CPU clock).
 """
 
 from __future__ import annotations
@@ -64,6 +64,23 @@ POLL_INTERVAL = 0.002
 _NO_SUCH = ["LaneFailure", "", "the worker has no such session or buffer"]
 
 
+def _release_in_order(events: Sequence[Any], start: int) -> int:
+    """Destroy ``events[start:]`` in order up to the first one not recorded and complete (R5: one
+    not recorded is not asked); returns that one's position.  The lane's handles do it for a
+    batch's frames at once where they can (``destroy_completed``: one query and one share count
+    per batch); any other release event is asked and destroyed one by one, as the same loop."""
+    fast = getattr(type(events[start]), "destroy_completed", None) if start < len(events) else None
+    if fast is not None:
+        return fast(events, start)
+    i = start
+    for ev in events[start:]:
+        if not (ev.recorded and ev.query()):
+            break
+        ev.destroy()
+        i += 1
+    return i
+
+
 class _Sink:
     """A session's sink in the worker: outcomes go to the outbox, to the daemon."""
 
@@ -74,8 +91,16 @@ class _Sink:
 
     def frames_scored(self, items: Sequence[tuple[int, Mapping[str, float]]]) -> None:
         # As the lane gives them: msgpack packs the (index, metrics) pairs as lists, a metrics
-        # mapping that is not a dict through wire's default; the lane builds a new list a call.
-        self.child.send([wire.SCORED, self.sid, items])
+        # mapping that is not a dict through wire's default.  Results of this session that follow
+        # its results last put in the outbox join that message (its list is our own: made here), so
+        # the daemon takes the batches of a packet as one run of results, in the same order.
+        outbox = self.child._outbox
+        if outbox:
+            last = outbox[-1]
+            if last[0] == wire.SCORED and last[1] == self.sid:
+                last[2].extend(items)
+                return
+        self.child.send([wire.SCORED, self.sid, list(items)])
 
     def frame_failed(self, index: int, error: LaneError) -> None:
         self.child.send([wire.FAILED, self.sid, [[index, wire.error_to_wire(error)]]])
@@ -91,10 +116,12 @@ class Child:
         self._outbox: list = []
         self._kick = trio.Event()
         #: frames handed to the lane whose release was not sent yet: a run per submit (a group's
-        #: frames in their order), each a list of (token, release event)
-        self._pending: list[list[tuple[int, Any]]] = []
+        #: frames in their order), each [tokens, release events, how many of them were released]
+        self._pending: list[list] = []
         self._reap = trio.Event()
         self._token: trio.lowlevel.TrioToken | None = None
+        #: a wake-up from the lane is on its way to the trio thread (see wake_threadsafe)
+        self._wake_pending = False
 
     # -- sending (trio thread) ---------------------------------------------------------
     def send(self, message: list) -> None:
@@ -102,6 +129,9 @@ class Child:
         self._kick.set()
 
     async def sender(self) -> None:
+        # A worker pass's releases and results reach the outbox before this task runs: the lane's
+        # wake-up (reaping in place, _wake) and the results it hopped over run in one pass of trio's
+        # run_sync_soon queue, so they leave in one packet without a round more here.
         while True:
             await self._kick.wait()
             self._kick = trio.Event()
@@ -117,15 +147,24 @@ class Child:
 
     # -- releases ----------------------------------------------------------------------
     def wake_threadsafe(self) -> None:
+        """(a lane's worker thread) A batch's reads completed: reap in the trio thread.  A wake-up
+        on its way and not started covers this one too: it reaps what is complete when it runs,
+        and this batch's event completed before we looked."""
         token = self._token
-        if token is not None:
-            try:
-                token.run_sync_soon(self._wake)
-            except trio.RunFinishedError:
-                pass
+        if token is None or self._wake_pending:
+            return
+        self._wake_pending = True
+        try:
+            token.run_sync_soon(self._wake)
+        except trio.RunFinishedError:
+            self._wake_pending = False
 
     def _wake(self) -> None:
-        self._reap.set()  # the event of the moment (the reaper replaces it after each pass)
+        # A pass here and now, not a wake-up of the reaper task: its releases join the packet of the
+        # results the same worker pass handed over (the sender waits one round).  The reaper task
+        # still polls for what completes unannounced (a frame completed on the host).
+        self._wake_pending = False
+        self.reap()
 
     def reap(self) -> None:
         """Send ``released`` for pending frames whose events are recorded and complete; destroy each once.
@@ -138,17 +177,16 @@ class Child:
         order (a refused GPU fence, say) is released once the frames before it are, when their
         batch's reads complete.
         """
-        done, left = [], []
+        done: list[int] = []
+        left = []
         for run in self._pending:
-            k = 0
-            for token, ev in run:
-                if not (ev.recorded and ev.query()):
-                    break
-                ev.destroy()
-                done.append(token)
-                k += 1
-            if k < len(run):
-                left.append(run[k:] if k else run)
+            tokens, events, k = run
+            n = _release_in_order(events, k)
+            if n > k:
+                done.extend(tokens[k:n])
+            if n < len(events):
+                run[2] = n
+                left.append(run)
         self._pending = left
         if done:
             self.send([wire.RELEASED, done])
@@ -200,7 +238,7 @@ class Child:
                 self.send([wire.FAILED, sid, [[index, wire.error_to_wire(LaneFailure("", str(e)))]]])
                 self.send([wire.RELEASED, [token]])
                 return
-            self._pending.append([(token, ev)])
+            self._pending.append([[token], [ev], 0])
             if not self._reap.is_set() and len(self._pending) == 1:
                 self._reap.set()  # the reaper parks without a timeout while nothing is pending
         elif code == wire.OPEN:
@@ -254,7 +292,7 @@ class Child:
             else:
                 pending = self._pending
                 parked = not pending  # the reaper parks without a timeout while nothing is pending
-                pending.append(list(zip(tokens, events)))
+                pending.append([tokens, events, 0])
                 if parked and not self._reap.is_set():
                     self._reap.set()
         if failed:
@@ -409,9 +447,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if os.environ.get("VX_PROF_WORKER"):  # cProfile of the worker's trio thread into FILE.<pid> (benchmarks)
         import cProfile
+        import time
 
-        cProfile.runctx("trio.run(_serve, lane, stream, rpc, wake_target)", globals(), locals(),
-                        f"{os.environ['VX_PROF_WORKER']}.{os.getpid()}")
+        # VX_PROF_CPU=1: the thread's own CPU clock, as scripts/bench_gpu.py does the daemon's
+        prof = cProfile.Profile(time.thread_time) if os.environ.get("VX_PROF_CPU") == "1" else cProfile.Profile()
+        try:
+            prof.runcall(trio.run, _serve, lane, stream, rpc, wake_target)
+        finally:
+            prof.dump_stats(f"{os.environ['VX_PROF_WORKER']}.{os.getpid()}")
         return 0
     trio.run(_serve, lane, stream, rpc, wake_target)
     return 0
