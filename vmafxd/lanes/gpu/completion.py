@@ -42,14 +42,18 @@ wrappers ``with nogil``), and the emulator's is a ``time.sleep``; so the
 thread costs the interpreter nothing while it waits, one GIL acquisition per
 completed point.
 
-Spin or sleep.  The end events are created with the driver's blocking
-synchronization when ``VMAFXD_GPU_BLOCKING_SYNC=1`` (the thread sleeps in the
-kernel until the device interrupts, a few tens of microseconds later);
-otherwise the driver spins on them (the context's default scheduling on a
-host with more cores than contexts): the completion is seen within
-microseconds, at the price of one core per device kept busy while batches
-are in flight.  ``copied`` events are the engine's own (no flag): the wait
-on them spins for as long as a batch's gather runs.
+Sleep or spin.  The end events are created with the driver's blocking
+synchronization (the thread sleeps in the kernel until the device
+interrupts, a few tens of microseconds later) unless
+``VMAFXD_GPU_BLOCKING_SYNC=0``, when the driver spins on them (the context's
+default scheduling on a host with more cores than contexts): the completion
+is then seen within microseconds, at the price of one core per device kept
+busy while batches are in flight.  On the H200 (docs/performance.md, seventh
+session) sleeping gave the higher rates at small frames and less daemon CPU,
+spinning 0.1-0.2 ms less latency at 4 frames in flight; a service shares its
+host with the producers, so it sleeps by default.  ``copied`` events are the
+engine's own (no flag): the wait on them spins for as long as a batch's
+gather runs.
 """
 
 from __future__ import annotations
@@ -66,8 +70,9 @@ log = logging.getLogger("vmafxd.lanes.gpu")
 
 
 def blocking_sync() -> bool:
-    """``VMAFXD_GPU_BLOCKING_SYNC=1``: the watcher's end events sleep rather than spin (see above)."""
-    return os.environ.get("VMAFXD_GPU_BLOCKING_SYNC") == "1"
+    """Whether the watcher's end events sleep (the default) rather than spin
+    (``VMAFXD_GPU_BLOCKING_SYNC=0``; see above)."""
+    return os.environ.get("VMAFXD_GPU_BLOCKING_SYNC", "1") != "0"
 
 
 class EndMark:
