@@ -15,6 +15,7 @@ from vmafxd.lanes.device import LaneFrame, LaneServices, SessionSpec
 from vmafxd.offline import resolve_models
 from vmafxd.core.scoring import CpuScorer, FeatureRequest, ScoringPlan
 
+from ..lanes.conftest import RecordingSink
 from .rawclient import frame_memfd
 
 
@@ -46,15 +47,6 @@ def test_no_cpu_twin_keeps_a_view_of_an_input_plane(decl, p01):
     list(ext.flush())
 
 
-class Sink:
-    def __init__(self):
-        self.scored, self.failed = [], []
-
-    def frames_scored(self, items):
-        self.scored.extend(items)
-
-    def frame_failed(self, index, error):
-        self.failed.append((index, error))
 
 
 @pytest.mark.parametrize("fmt", [PixelFormat.YUV420P, PixelFormat.NV12])
@@ -65,7 +57,7 @@ async def test_lane_scores_like_cpu_scorer_with_a_skipped_index(fmt, p01):
     indices = [0, 1, 5, 6]  # client indices; the lane scores them as a dense sequence
     async with trio.open_nursery() as nursery:
         await nursery.start(lane.run)
-        sink = Sink()
+        sink = RecordingSink()
         sess = await lane.open_session(SessionSpec(plan, Geometry(576, 324, fmt, 8)), sink)
         imps, events = [], []
         for k, idx in enumerate(indices):

@@ -44,3 +44,35 @@ def load_runtime(name: str):
 def gpu(request):
     """(runtime, device) for each GPU runtime with a device (and the emulator); skips otherwise."""
     return load_runtime(request.param)
+
+
+class RecordingSink:
+    """A lane session's FrameSink that keeps what it is told: ``scored`` (index, metrics) and
+    ``failed`` (index, LaneError)."""
+
+    def __init__(self):
+        self.scored, self.failed = [], []
+
+    def frames_scored(self, items):
+        self.scored.extend(items)
+
+    def frame_failed(self, index, error):
+        self.failed.append((index, error))
+
+
+def import_picture(lane, picture):
+    """``picture`` written to a memfd (4:2:0) and imported into ``lane`` as a daemon would."""
+    from vmafx.formats import PixelFormat
+    from vmafx.protocol import Limits, RegisterBuffer
+    from vmafx.transport import OwnedFd
+    from vmafxd.buffers import validate_layout
+
+    from ..daemon.rawclient import frame_memfd
+
+    buf = frame_memfd(picture, PixelFormat.YUV420P)
+    msg = RegisterBuffer(seq=1, kind="memfd", width=buf.width, height=buf.height, pixel_format=buf.pixel_format,
+                         bitdepth=buf.bitdepth, size=buf.size, planes=buf.planes, fds=(buf.fd,))
+    fd = OwnedFd(buf.fd)
+    buf.fd = -1
+    with fd:
+        return lane.import_buffer(validate_layout(msg, Limits()), {0: fd})

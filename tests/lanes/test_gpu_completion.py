@@ -22,10 +22,8 @@ import pytest
 import trio
 
 from vmafx.formats import PixelFormat
-from vmafx.protocol import Goodbye, Limits, RegisterBuffer, Result, SessionClosed
+from vmafx.protocol import Goodbye, Result, SessionClosed
 from vmafx.transport import TransportClosed
-from vmafx.transport import OwnedFd
-from vmafxd.buffers import validate_layout
 from vmafxd.core.layout import Geometry
 from vmafxd.core.scoring import FeatureRequest, ScoringPlan
 from vmafxd.lanes.device import LaneFrame, LaneServices, SessionSpec
@@ -34,18 +32,9 @@ from vmafxd.offline import resolve_models
 
 from ..daemon.conftest import Daemon
 from ..daemon.rawclient import RawClient, frame_memfd
-from .conftest import load_runtime
+from .conftest import RecordingSink, import_picture, load_runtime
 
 
-class _Sink:
-    def __init__(self):
-        self.scored, self.failed = [], []
-
-    def frames_scored(self, items):
-        self.scored.extend(items)
-
-    def frame_failed(self, index, error):
-        self.failed.append((index, error))
 
 
 class _Reaper:
@@ -60,14 +49,6 @@ class _Reaper:
             self.wakes += 1
 
 
-def _import(lane, picture):
-    buf = frame_memfd(picture, PixelFormat.YUV420P)
-    msg = RegisterBuffer(seq=1, kind="memfd", width=buf.width, height=buf.height, pixel_format=buf.pixel_format,
-                         bitdepth=buf.bitdepth, size=buf.size, planes=buf.planes, fds=(buf.fd,))
-    fd = OwnedFd(buf.fd)
-    buf.fd = -1
-    with fd:
-        return lane.import_buffer(validate_layout(msg, Limits()), {0: fd})
 
 
 @pytest.fixture(scope="module")
@@ -128,9 +109,9 @@ def test_a_batch_completing_with_no_new_job_is_noticed(monkeypatch, lagging, fra
     monkeypatch.setattr(GpuWorker, "poll_timeout", lambda self: None)
     reaper = _Reaper()
     lane = _lane(reaper)
-    imports = [(_import(lane, r), _import(lane, d)) for r, d in zip(refs, dists)]
+    imports = [(import_picture(lane, r), import_picture(lane, d)) for r, d in zip(refs, dists)]
     plan = ScoringPlan.build(resolve_models([]), [FeatureRequest("psnr")])
-    sink = _Sink()
+    sink = RecordingSink()
 
     async def main():
         async with trio.open_nursery() as nursery:
@@ -170,9 +151,9 @@ def test_the_worker_does_not_poll_while_a_batch_runs(monkeypatch, lagging, frame
 
     monkeypatch.setattr(GpuWorker, "poll", counting_poll)
     lane = _lane(_Reaper())
-    imports = [(_import(lane, r), _import(lane, d)) for r, d in zip(refs[:2], dists[:2])]
+    imports = [(import_picture(lane, r), import_picture(lane, d)) for r, d in zip(refs[:2], dists[:2])]
     plan = ScoringPlan.build(resolve_models([]), [FeatureRequest("psnr")])
-    sink = _Sink()
+    sink = RecordingSink()
 
     async def main():
         async with trio.open_nursery() as nursery:
@@ -204,9 +185,9 @@ def test_stopping_with_batches_in_flight_answers_every_frame_once_and_ends_the_w
     geo, refs, dists = frames
     lagging(0.2)
     lane = _lane(_Reaper())
-    imports = [(_import(lane, r), _import(lane, d)) for r, d in zip(refs, dists)]
+    imports = [(import_picture(lane, r), import_picture(lane, d)) for r, d in zip(refs, dists)]
     plan = ScoringPlan.build(resolve_models([]), [FeatureRequest("psnr")])
-    sink = _Sink()
+    sink = RecordingSink()
     handles = []
 
     async def main():

@@ -16,9 +16,6 @@ import pytest
 import trio
 
 from vmafx.formats import PixelFormat
-from vmafx.protocol import Limits, RegisterBuffer
-from vmafx.transport import OwnedFd
-from vmafxd.buffers import validate_layout
 from vmafxd.core.layout import Geometry
 from vmafxd.core.scoring import FeatureRequest, ScoringPlan
 from vmafxd.lanes import emulated
@@ -27,29 +24,11 @@ from vmafxd.lanes.errors import RuntimeCallError
 from vmafxd.lanes.runtime import dropped_handles, live_handles
 from vmafxd.offline import resolve_models
 
-from ..daemon.rawclient import frame_memfd
-from .conftest import load_runtime
+from .conftest import RecordingSink, import_picture, load_runtime
 
 
-class _Sink:
-    def __init__(self):
-        self.scored, self.failed = [], []
-
-    def frames_scored(self, items):
-        self.scored.extend(items)
-
-    def frame_failed(self, index, code, field, message):
-        self.failed.append((index, code, field, message))
 
 
-def _import(lane, picture):
-    buf = frame_memfd(picture, PixelFormat.YUV420P)
-    msg = RegisterBuffer(seq=1, kind="memfd", width=buf.width, height=buf.height, pixel_format=buf.pixel_format,
-                         bitdepth=buf.bitdepth, size=buf.size, planes=buf.planes, fds=(buf.fd,))
-    fd = OwnedFd(buf.fd)
-    buf.fd = -1
-    with fd:
-        return lane.import_buffer(validate_layout(msg, Limits()), {0: fd})
 
 
 def _lane(monkeypatch, uploads: bool):
@@ -63,7 +42,7 @@ def _lane(monkeypatch, uploads: bool):
 async def _score(lane, geo, imports) -> list:
     """psnr of every (ref, dist) import, through one session of ``lane``."""
     plan = ScoringPlan.build(resolve_models([]), [FeatureRequest("psnr")])
-    sink = _Sink()
+    sink = RecordingSink()
     async with trio.open_nursery() as nursery:
         await nursery.start(lane.run)
         sess = await lane.open_session(SessionSpec(plan, geo), sink)
@@ -93,7 +72,7 @@ def zero_copy_scores(frames):
     mp = pytest.MonkeyPatch()
     try:
         lane = _lane(mp, uploads=False)
-        imports = [(_import(lane, r), _import(lane, d)) for r, d in zip(refs, dists)]
+        imports = [(import_picture(lane, r), import_picture(lane, d)) for r, d in zip(refs, dists)]
         assert all(i.zero_copy for pair in imports for i in pair)
         got = trio.run(_score, lane, geo, imports)
         for pair in imports:
@@ -119,7 +98,7 @@ def test_a_pinned_import_is_uploaded_and_unregistered_once_before_its_unmap(monk
     gc.collect()
     base, dropped = live_handles("emu", "host_register"), dropped_handles("emu")
     lane = _lane(monkeypatch, uploads=True)
-    imports = [(_import(lane, r), _import(lane, d)) for r, d in zip(refs, dists)]
+    imports = [(import_picture(lane, r), import_picture(lane, d)) for r, d in zip(refs, dists)]
     flat = [i for pair in imports for i in pair]
     for imp in flat:
         assert imp.memory is None and imp.host is not None and imp.pinned is not None
@@ -155,7 +134,7 @@ def test_a_refused_registration_falls_back_to_pageable_uploads(monkeypatch, capl
     base = live_handles("emu", "host_register")
     lane = _lane(monkeypatch, uploads=True)
     with caplog.at_level(logging.WARNING, logger="vmafxd.lanes.gpu"):
-        imports = [(_import(lane, r), _import(lane, d)) for r, d in zip(refs, dists)]
+        imports = [(import_picture(lane, r), import_picture(lane, d)) for r, d in zip(refs, dists)]
     flat = [i for pair in imports for i in pair]
     assert len(calls) == len(flat)  # asked for each buffer ...
     warnings = [r for r in caplog.records if "page-lock" in r.getMessage()]
@@ -174,14 +153,14 @@ def test_pinning_stops_at_the_lane_budget(monkeypatch, frames):
     """Beyond PIN_BUDGET a buffer is uploaded from pageable memory; closing one frees its share."""
     geo, refs, dists = frames
     lane = _lane(monkeypatch, uploads=True)
-    one = _import(lane, refs[0])
+    one = import_picture(lane, refs[0])
     size = one.pinned.size
     monkeypatch.setattr(type(lane), "PIN_BUDGET", 2 * size)
-    two = _import(lane, refs[1])
-    three = _import(lane, refs[2])
+    two = import_picture(lane, refs[1])
+    three = import_picture(lane, refs[2])
     assert two.pinned is not None and three.pinned is None
     one.close()
-    four = _import(lane, dists[0])
+    four = import_picture(lane, dists[0])
     assert four.pinned is not None and lane._pinned_bytes == 2 * size
     for imp in (two, three, four):
         imp.close()

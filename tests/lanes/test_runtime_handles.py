@@ -10,9 +10,6 @@ import pytest
 import trio
 
 from vmafx.formats import PixelFormat
-from vmafx.protocol import Limits, RegisterBuffer
-from vmafx.transport import OwnedFd
-from vmafxd.buffers import validate_layout
 from vmafxd.core.layout import Geometry
 from vmafxd.lanes.device import LaneFrame, LaneServices, SessionSpec
 from vmafx.protocol import ErrorCode
@@ -22,8 +19,7 @@ from vmafxd.lanes.runtime import Owned, Undo, dropped_handles, live_handles
 from vmafxd.offline import resolve_models
 from vmafxd.core.scoring import FeatureRequest, ScoringPlan
 
-from ..daemon.rawclient import frame_memfd
-from .conftest import load_runtime
+from .conftest import RecordingSink, import_picture, load_runtime
 
 
 class _Thing(Owned):
@@ -113,25 +109,8 @@ def test_a_dropped_emulator_event_is_finalized():
     assert live_handles("emu", "event") == base
 
 
-def _import(lane, picture):
-    buf = frame_memfd(picture, PixelFormat.YUV420P)
-    msg = RegisterBuffer(seq=1, kind="memfd", width=buf.width, height=buf.height, pixel_format=buf.pixel_format,
-                         bitdepth=buf.bitdepth, size=buf.size, planes=buf.planes, fds=(buf.fd,))
-    fd = OwnedFd(buf.fd)
-    buf.fd = -1
-    with fd:
-        return lane.import_buffer(validate_layout(msg, Limits()), {0: fd})
 
 
-class _Sink:
-    def __init__(self):
-        self.scored, self.failed = [], []
-
-    def frames_scored(self, items):
-        self.scored.extend(items)
-
-    def frame_failed(self, index, code, field, message):
-        self.failed.append((index, code, field, message))
 
 
 async def test_sessions_on_the_emulated_lane_leave_no_handle_behind(p01):
@@ -146,10 +125,10 @@ async def test_sessions_on_the_emulated_lane_leave_no_handle_behind(p01):
     plan = ScoringPlan.build(resolve_models([]), [FeatureRequest("psnr")])
     geo = Geometry(refs[0].width, refs[0].height, PixelFormat.YUV420P, 8)
     lane = create_lane("emu", type("C", (), {"gpu_batch": 2})(), LaneServices())
-    imports = [(_import(lane, refs[i]), _import(lane, dists[i])) for i in range(3)]
+    imports = [(import_picture(lane, refs[i]), import_picture(lane, dists[i])) for i in range(3)]
 
     async def one_session(abort: bool) -> list:
-        sink = _Sink()
+        sink = RecordingSink()
         sess = await lane.open_session(SessionSpec(plan, geo), sink)
         handles = [sess.submit(LaneFrame(i, r, d)) for i, (r, d) in enumerate(imports)]
         if abort:
