@@ -11,7 +11,8 @@ from vmafxd.lanes import create_lane
 from vmafxd.lanes.device import LaneFrame, LaneServices, SessionSpec
 from vmafxd.offline import resolve_models
 
-from .test_lane_cpu import Sink, _imp
+from ..lanes.conftest import RecordingSink
+from .test_lane_cpu import _imp
 
 
 @pytest.mark.parametrize("engine", ["compiled", "numpy"])
@@ -25,7 +26,7 @@ async def test_two_sessions_on_two_workers_at_once_equal_the_twins(engine, p01):
     config = type("C", (), {"cpu_workers": 2, "cpu_engine": engine})()
     lane = create_lane("cpu", config, LaneServices())
     n = 4
-    sinks, sessions, imps = [Sink(), Sink()], [], []
+    sinks, sessions, imps = [RecordingSink(), RecordingSink()], [], []
     async with trio.open_nursery() as nursery:
         await nursery.start(lane.run)
         for w in range(2):
