@@ -97,17 +97,13 @@ class _SharedEvent:
             self.done = True
         return self.done
 
-    def add_share(self) -> None:
-        with self._lock:
-            self.shares += 1
-
-    def add_shares(self, n: int) -> None:
-        """:meth:`add_share` ``n`` times, in one step (a batch's frames and the worker's own)."""
+    def add_shares(self, n: int = 1) -> None:
+        """Take ``n`` shares in one step (a batch's frames, or the worker's own)."""
         with self._lock:
             self.shares += n
 
-    def drop_shares(self, n: int) -> None:
-        """:meth:`drop_share` ``n`` times (n >= 1), in one step: the event goes with the last share."""
+    def drop_shares(self, n: int = 1) -> None:
+        """Drop ``n`` shares (n >= 1) in one step: the event goes with the last share."""
         with self._lock:
             self.shares -= n
             last = self.shares == 0
@@ -115,13 +111,8 @@ class _SharedEvent:
             self.device.make_current()
             self.event.close()
 
-    def drop_share(self) -> None:
-        with self._lock:
-            self.shares -= 1
-            last = self.shares == 0
-        if last:
-            self.device.make_current()
-            self.event.close()
+    add_share = add_shares
+    drop_share = drop_shares
 
 
 class BatchReleaseHandle:
@@ -143,14 +134,12 @@ class BatchReleaseHandle:
         self._destroyed = False
 
     def bind(self, shared: _SharedEvent) -> None:
-        shared.add_share()
-        self._shared = shared
-        self.recorded = True
+        BatchReleaseHandle.bind_all((self,), shared)
 
     @staticmethod
     def bind_all(handles: Sequence["BatchReleaseHandle"], shared: _SharedEvent) -> None:
-        """:meth:`bind` for each of ``handles``: their shares taken in one step first, then each handle
-        bound (its event set before it reads as recorded, as in :meth:`bind`)."""
+        """Bind each of ``handles`` to ``shared``: their shares taken in one step first, then each
+        handle's event set before it reads as recorded."""
         shared.add_shares(len(handles))
         for h in handles:
             h._shared = shared
@@ -792,13 +781,7 @@ class GpuLaneSession(WorkerLaneSession):
                     frames.append(GpuFrame(srcs[0], srcs[1], waits_of[id(j)]))
                 batch = self.scorer.enqueue(frames)
             except Exception as e:
-                log.exception("%s: enqueueing a batch failed", self.worker.name)
-                stream.synchronize()
-                for p in uploads:
-                    dev.free(p)
-                for ev in transient:
-                    ev.close()
-                self._fail_frames(chunk, LaneFailure("", f"{type(e).__name__}: {e}"))
+                self._enqueue_failed(chunk, e, uploads, transient)
                 continue
             # R6: events used only for a stream wait may be destroyed once the wait is enqueued
             for ev in transient:
@@ -842,12 +825,21 @@ class GpuLaneSession(WorkerLaneSession):
         try:
             batch = self.scorer.enqueue(frames)
         except Exception as e:
-            log.exception("%s: enqueueing a batch failed", self.worker.name)
-            self.worker.stream.synchronize()
-            self._fail_frames(chunk, LaneFailure("", f"{type(e).__name__}: {e}"))
+            self._enqueue_failed(chunk, e)
             return True
         self._enqueued(chunk, batch)
         return True
+
+    def _enqueue_failed(self, chunk: list["_FrameJob"], e: Exception, uploads=(), transient=()) -> None:
+        """Enqueueing ``chunk`` raised ``e``: once the stream has passed what was enqueued, the
+        batch's uploads and wait events go, and its frames fail."""
+        log.exception("%s: enqueueing a batch failed", self.worker.name)
+        self.worker.stream.synchronize()
+        for p in uploads:
+            self.worker.device.free(p)
+        for ev in transient:
+            ev.close()
+        self._fail_frames(chunk, LaneFailure("", f"{type(e).__name__}: {e}"))
 
     def _open_waits(self, job: "_FrameJob") -> list | None:
         """The frame's producer IPC events, opened; None when the driver refused one (the frame failed)."""
@@ -886,8 +878,8 @@ class GpuLaneSession(WorkerLaneSession):
                         self.worker.name, client, field, e)
 
     def _source(self, imp: GpuImport, uploads: list[int]) -> FrameSource:
-        if imp.memory is not None:
-            return imp.source(imp.memory.ptr)
+        if imp.device_source is not None:  # zero-copy: the import's one FrameSource
+            return imp.device_source
         # Host path: upload the mapped buffer (a host copy, counted: R13 wants 0 for zero-copy)
         dev, stream = self.worker.device, self.worker.stream
         host = imp.host
