@@ -354,10 +354,13 @@ VX_DEVICE double ciede_chroma(const T* u, const T* v, i64 pitch, int cw, int ch,
     return c < cw ? (double)src[r * pitch + c] : 0.0;
 }
 
-// 256 threads (ciede.py's _THREADS) and three blocks an SM: 80 registers and
-// 36 bytes of spills a thread for sm_90 (ptxas -v); (256, 2) gives two blocks
-// of 96 registers with no spills.  Which is faster is the device's to say (ncu).
-#define CIEDE_BOUNDS VX_BOUNDS(256, 3)
+// 256 threads (ciede.py's _THREADS) and four blocks an SM: 64 registers and 136
+// bytes of spills a thread for sm_90 (ptxas -v).  The kernel is bound by issuing
+// instructions with too few warps to hide their latency (ncu on the H200: IPC 2.6,
+// occupancy limited by registers), so occupancy wins over the spills: µs per 1080p
+// frame on the H200, the same call, (256, 2) 445 (96 registers, no spills),
+// (256, 3) 348 (80, 36 bytes), (256, 4) 311 (docs/gpu-runs.md, eighth session).
+#define CIEDE_BOUNDS VX_BOUNDS(256, 4)
 
 #if defined(VX_EMU)
 static inline int ciede_ffsll(long long x) { return __builtin_ffsll(x); }
