@@ -90,3 +90,19 @@ def test_float_model_on_random_frames(gpu, bitdepth):
     frames = _random(bitdepth, 65, 37, frames=4, seed=8)
     cpu = _check(rt, dev, _plan("float_vif", "float_adm", "float_motion", model=True), frames, batch=3)
     assert "vmaf" in cpu[min(cpu)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bitdepth", [8, 10])
+@pytest.mark.parametrize("filter_size", ["5", "3"])
+@pytest.mark.parametrize("w, h", [(3, 3), (64, 32), (65, 33), (66, 65), (130, 97), (129, 128)])
+def test_float_motion_chunk_and_block_edges(gpu, bitdepth, filter_size, w, h):
+    """float_motion's kernel walks 64-column chunks of 64-row blocks, whose vertical pass takes
+    32-row halves: widths that end a column past a chunk (the right edge's mirrored columns then
+    come from the window kept from the chunk before) or two past it, heights whose last block
+    has one row or less than a half, and the smallest picture the 5-tap mirror allows."""
+    rt, dev = gpu
+    plan = ScoringPlan.build([], [FeatureRequest("float_motion", {"motion_filter_size": filter_size,
+                                                                   "debug": "true"})])
+    cpu = _check(rt, dev, plan, _random(bitdepth, w, h, frames=4, seed=w * h), batch=3)
+    assert len(cpu) == 4

@@ -19,7 +19,7 @@ from .launch import F32, I32, I64, U64
 
 __all__ = ["make"]
 
-_ROWS = 16  # FM_ROWS
+_ROWS = 32  # FM_ROWS
 _THREADS = 256  # FM_THREADS
 
 
