@@ -18,7 +18,9 @@
 // * vertical: a thread takes one column of one frame for FM_SEG rows (the
 //   chunk's columns with the filter's halo on both sides, mirrored) and slides
 //   the filter down it, the window's samples in registers, so each sample is
-//   read and converted once (plus FW - 1 rows of halo a segment);
+//   read and converted once (plus FW - 1 rows of halo a segment); a segment
+//   whose rows all lie inside the picture steps a row pointer, the top and
+//   bottom blocks' edge segments mirror each row;
 // * horizontal: a thread four pixels of a row: both frames' filter along the
 //   vertical values (read once into registers), |prev - cur| into a staged tile;
 // * one thread a row adds the tile's values to the row's running float, in
@@ -65,6 +67,26 @@ VX_DEVICE float fm_taps(const float* tp, const float* win)
     return a;
 }
 
+// One vertical column of one frame: outputs o0 .. o1 - 1 into out[o * (FM_VW + 1)], input
+// row i (output o reads rows o - o0 .. o - o0 + FW - 1) read as sample(i), the window in
+// registers (each sample read and converted once)
+template <typename T, int FW, typename Sample>
+VX_DEVICE void fm_column(Sample sample, float div, const float* tp, float* out, int o0, int o1)
+{
+    float win[FW];
+#pragma unroll
+    for (int i = 0; i < FW - 1; ++i)
+        win[i] = vx_float_sample(sample(i), div);
+#pragma unroll 4
+    for (int o = o0; o < o1; ++o) {
+        win[FW - 1] = vx_float_sample(sample(o - o0 + FW - 1), div);
+        out[o * (FM_VW + 1)] = fm_taps<FW>(tp, win);
+#pragma unroll
+        for (int i = 0; i < FW - 1; ++i)  // slide: renamings in the unrolled loop
+            win[i] = win[i + 1];
+    }
+}
+
 // Row sums of |blur(prev) - blur(cur)| for frames first .. of the batch: frame f
 // compares luma f - 1 with luma f; frame 0 of the batch compares `history` (the
 // previous batch's last reference luma, same pitch) with luma 0.  rows[f][y].
@@ -98,17 +120,14 @@ VX_DEVICE void fm_sad_rows(FmShared& sh, const T* luma, const T* history, i64 fs
             const T* src = (fr ? cur : prev) + vx_mirror(x0 - r + j, w);
             float* out = &sh.vert[fr][0][j];
             const int top = y0 - r + o0;
-            float win[FW];
-#pragma unroll
-            for (int i = 0; i < FW - 1; ++i)
-                win[i] = vx_float_sample(src[(i64)vx_mirror(top + i, h) * pitch], div);
-#pragma unroll 4
-            for (int o = o0; o < o1; ++o) {
-                win[FW - 1] = vx_float_sample(src[(i64)vx_mirror(top + (o - o0) + FW - 1, h) * pitch], div);
-                out[o * (FM_VW + 1)] = fm_taps<FW>(tp, win);
-#pragma unroll
-                for (int i = 0; i < FW - 1; ++i)  // slide: renamings in the unrolled loop
-                    win[i] = win[i + 1];
+            if (top >= 0 && top + (o1 - o0) + FW - 2 < h) {
+                // every input row inside the picture (all but the top and bottom blocks'
+                // edge segments): a stepped pointer, no mirror
+                const T* base = src + (i64)top * pitch;
+                fm_column<T, FW>([&](int i) { return base[(i64)i * pitch]; }, div, tp, out, o0, o1);
+            } else {
+                fm_column<T, FW>([&](int i) { return src[(i64)vx_mirror(top + i, h) * pitch]; }, div, tp, out, o0,
+                                 o1);
             }
         }
         __syncthreads();
@@ -160,7 +179,7 @@ VX_DEVICE void fm_sad_rows_any(const T* luma, const T* history, i64 fstride, int
 }
 
 // fw: 3 or 5 taps (float_motion.filter_for); grid (ceil(h / FM_ROWS), 1, frames), FM_THREADS a block.
-// Six blocks an SM: 39 registers, no spills (sm_90); on the H200 it beat five (43 registers)
+// Six blocks an SM: 40 registers, no spills (sm_90); on the H200 it beat five (43 registers)
 // at 4K by 3-6 % and tied at 1080p (docs/gpu-runs.md, eighth session)
 VX_KERNEL void VX_BOUNDS(FM_THREADS, 6)
 vx_fmotion_rows_u8(const u8* luma, const u8* history, i64 fstride, int w, int h, i64 pitch, float div,
