@@ -39,15 +39,18 @@ log = logging.getLogger("vmafxd.lanes.compiled")
 ENGINES = ("auto", "compiled", "numpy")
 
 #: the features whose compiled kernels beat their numpy twins at 576x324 and at 1080p on
-#: one core (scripts/bench_compiled_cpu.py; docs/performance.md, "The compiled engine").
-#: The others' kernels are shaped for thousands of GPU threads (a tile and its halo per
-#: block, an index divided per sample) and lose to the vectorised twins on a CPU at one
-#: size or both: motion, vif, psnr, float_motion; cambi, float_vif and float_psnr win at
-#: one size only (cambi and motion run their native kernels instead, and so do adm, vif and
-#: psnr: vmafxd/lanes/native; vif and psnr at 0.6-0.9 of libvmaf's single-threaded C,
-#: docs/performance.md).
+#: one core (scripts/bench_compiled_cpu.py; docs/performance.md, "The compiled engine" and
+#: "Every feature's CPU lane against libvmaf's C").  The others' kernels are shaped for
+#: thousands of GPU threads (a tile and its halo per block, an index divided per sample) and
+#: lose to the vectorised twins on a CPU at one size or both: motion, vif, psnr; cambi and
+#: float_psnr win at one size only (cambi and motion run their native kernels instead, and so
+#: do adm, vif and psnr: vmafxd/lanes/native; vif and psnr at 0.6-0.9 of libvmaf's
+#: single-threaded C, docs/performance.md).  float_motion's and float_vif's kernels joined
+#: once their row walks and folded decimations made them win at both sizes (1.4x / 2.4x and
+#: 1.4x / 1.4x the twins).
 AUTO_FEATURES = frozenset({
-    "adm", "ciede", "float_adm", "float_ansnr", "float_moment", "float_ms_ssim", "float_ssim", "psnr_hvs",
+    "adm", "ciede", "float_adm", "float_ansnr", "float_moment", "float_motion", "float_ms_ssim", "float_ssim",
+    "float_vif", "psnr_hvs",
     # the SpEED pair runs its native kernel in auto (vmafxd/lanes/native/speed.cpp: faster than these and libvmaf)
     "speed_chroma", "speed_temporal",
 })
