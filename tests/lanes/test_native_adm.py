@@ -25,17 +25,43 @@ def native_adm():
     return adm
 
 
+@pytest.fixture
+def isas(native_adm):
+    """The instruction sets the CPU has (the best one in use again afterwards)."""
+    best = native_adm.use_isa("avx512")
+    yield native_adm.ISAS[: native_adm.ISAS.index(best) + 1]
+    native_adm.use_isa("avx512")
+
+
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
-def test_sums_equal_the_twins(native_adm, case):
+def test_sums_equal_the_twins(native_adm, isas, case):
+    """Every instruction set's build the CPU has (adm.cpp's AVX-512, AVX2 and SSE2 clones)."""
     w, h, bpc, kind, options = case
     options = cpu.DECLARATION.with_defaults(options)
     for seed in (0, 1):
         ref, dist = _pictures(w, h, bpc, kind, seed)
         want = cpu.compute_stats(ref, dist, bpc, options)
-        got = native_adm.compute_sums(ref, dist, bpc, options)
-        for field in ("num", "den", "aim"):
-            assert np.array_equal(getattr(got, field), getattr(want, field)), (seed, field)
+        for isa in isas:
+            assert native_adm.use_isa(isa) == isa
+            got = native_adm.compute_sums(ref, dist, bpc, options)
+            for field in ("num", "den", "aim"):
+                assert np.array_equal(getattr(got, field), getattr(want, field)), (isa, seed, field)
     assert want.den.any() and (want.aim.any() or options["adm_skip_aim"])
+
+
+def test_a_large_picture_equals_the_twin_on_every_instruction_set(native_adm, isas):
+    """A 1080p pair (vectorised loops' main bodies and tails at every scale), 8 and 10 bits."""
+    refs, dists = vendored_pairs()[0].pictures()
+    r, d = refs[0].planes[0], dists[0].planes[0]
+    ref = np.kron(r, np.ones((4, 4), np.uint8))[:1080, :1920]
+    dist = np.kron(d, np.ones((4, 4), np.uint8))[:1080, :1920]
+    options = cpu.DECLARATION.with_defaults({})
+    for bpc, (a, b) in ((8, (ref, dist)), (10, (ref.astype(np.uint16) * 4 + 3, dist.astype(np.uint16) * 4))):
+        want = cpu.compute_stats(a, b, bpc, options)
+        for isa in isas:
+            native_adm.use_isa(isa)
+            got = native_adm.compute_sums(a, b, bpc, options)
+            assert all(np.array_equal(getattr(got, f), getattr(want, f)) for f in ("num", "den", "aim")), (isa, bpc)
 
 
 def test_sums_read_strided_planes(native_adm):

@@ -583,6 +583,60 @@ void adm(Workspace& ws, const In* ref, ptrdiff_t ref_stride, const In* dist, ptr
     }
 }
 
+// The frame in AVX-512 or AVX2 registers where the CPU has them, in SSE2 ones elsewhere: the same
+// source compiled three times (flatten: every call inlined into the clone, so the compiler
+// vectorises each loop for the clone's registers).  Integers, and doubles without fused
+// operations (-ffp-contract=off; "avx2" does not enable FMA): the same values every way.
+// tests/lanes/test_native_adm.py runs each the CPU has (vx_adm_set_isa).
+enum Isa { BASELINE = 0, AVX2 = 1, AVX512 = 2 };
+
+#define ADM_ARGS(In) Workspace& ws, const In* ref, ptrdiff_t rs, const In* dist, ptrdiff_t ds, int w, int h, int bpc, \
+    const i64* table, const uint8_t* const* masks, const Globals& g, bool skip0, i64* out
+#define ADM_CALL(In) adm<In>(ws, ref, rs, dist, ds, w, h, bpc, table, masks, g, skip0, out)
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define VX_X86 1
+__attribute__((target("avx512f,avx512bw,avx512vl,avx2"), flatten)) void adm8_avx512(ADM_ARGS(uint8_t)) {
+    ADM_CALL(uint8_t);
+}
+__attribute__((target("avx512f,avx512bw,avx512vl,avx2"), flatten)) void adm16_avx512(ADM_ARGS(uint16_t)) {
+    ADM_CALL(uint16_t);
+}
+__attribute__((target("avx2"), flatten)) void adm8_avx2(ADM_ARGS(uint8_t)) { ADM_CALL(uint8_t); }
+__attribute__((target("avx2"), flatten)) void adm16_avx2(ADM_ARGS(uint16_t)) { ADM_CALL(uint16_t); }
+#endif
+__attribute__((flatten)) void adm8(ADM_ARGS(uint8_t)) { ADM_CALL(uint8_t); }
+__attribute__((flatten)) void adm16(ADM_ARGS(uint16_t)) { ADM_CALL(uint16_t); }
+
+// the best the CPU has
+int cpu_isa() {
+#ifdef VX_X86
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))
+        return AVX512;
+    if (__builtin_cpu_supports("avx2")) return AVX2;
+#endif
+    return BASELINE;
+}
+
+int isa = cpu_isa();
+
+void dispatch8(ADM_ARGS(uint8_t)) {
+#ifdef VX_X86
+    if (isa == AVX512) return adm8_avx512(ws, ref, rs, dist, ds, w, h, bpc, table, masks, g, skip0, out);
+    if (isa == AVX2) return adm8_avx2(ws, ref, rs, dist, ds, w, h, bpc, table, masks, g, skip0, out);
+#endif
+    adm8(ws, ref, rs, dist, ds, w, h, bpc, table, masks, g, skip0, out);
+}
+
+void dispatch16(ADM_ARGS(uint16_t)) {
+#ifdef VX_X86
+    if (isa == AVX512) return adm16_avx512(ws, ref, rs, dist, ds, w, h, bpc, table, masks, g, skip0, out);
+    if (isa == AVX2) return adm16_avx2(ws, ref, rs, dist, ds, w, h, bpc, table, masks, g, skip0, out);
+#endif
+    adm16(ws, ref, rs, dist, ds, w, h, bpc, table, masks, g, skip0, out);
+}
+
 }  // namespace
 
 extern "C" {
@@ -601,11 +655,18 @@ void vx_adm_stats(void* ws, const void* ref, ptrdiff_t ref_stride, const void* d
     Globals g = {egl_int, egl, cos2, skip_aim != 0};
     Workspace& W = *static_cast<Workspace*>(ws);
     if (bytes_per_sample == 1)
-        adm<uint8_t>(W, static_cast<const uint8_t*>(ref), ref_stride, static_cast<const uint8_t*>(dist), dist_stride,
-                     w, h, bpc, table, masks, g, skip0 != 0, out);
+        dispatch8(W, static_cast<const uint8_t*>(ref), ref_stride, static_cast<const uint8_t*>(dist), dist_stride,
+                  w, h, bpc, table, masks, g, skip0 != 0, out);
     else
-        adm<uint16_t>(W, static_cast<const uint16_t*>(ref), ref_stride, static_cast<const uint16_t*>(dist),
-                      dist_stride, w, h, bpc, table, masks, g, skip0 != 0, out);
+        dispatch16(W, static_cast<const uint16_t*>(ref), ref_stride, static_cast<const uint16_t*>(dist),
+                   dist_stride, w, h, bpc, table, masks, g, skip0 != 0, out);
+}
+
+// For the tests: run the frames with this instruction set (0 baseline, 1 AVX2, 2 AVX-512), or the
+// best the CPU has below it; returns the one now in use.
+int vx_adm_set_isa(int wanted) {
+    isa = wanted < BASELINE ? BASELINE : (wanted > cpu_isa() ? cpu_isa() : wanted);
+    return isa;
 }
 
 }  // extern "C"

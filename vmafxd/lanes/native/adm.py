@@ -23,7 +23,7 @@ from ...features._adm_plan import plan_for
 from ...features.declaration import OptionError, per_frame
 from . import NativeUnsupported, library, row_samples
 
-__all__ = ["NativeAdm", "compute_sums"]
+__all__ = ["ISAS", "NativeAdm", "compute_sums", "use_isa"]
 
 _P, _S, _I = ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int
 _SIGNATURES = {
@@ -32,7 +32,17 @@ _SIGNATURES = {
     "vx_adm_free": (None, [_P]),
     "vx_adm_stats": (None, [_P, _P, _S, _P, _S, _I, _I, _I, _I, _P, _P, ctypes.c_int64, ctypes.c_double,
                             ctypes.c_double, _I, _I, _P]),
+    "vx_adm_set_isa": (_I, [_I]),
 }
+
+#: adm.cpp's instruction sets: its loops vectorised for SSE2, AVX2 or AVX-512 registers
+ISAS = ("baseline", "avx2", "avx512")
+
+
+def use_isa(name: str) -> str:
+    """Run adm.cpp's frames with instruction set ``name``, or the best the CPU has below it (the
+    tests compare them; the best the CPU has is the default); returns the one now in use."""
+    return ISAS[_functions().vx_adm_set_isa(ISAS.index(name))]
 
 
 def _functions():
