@@ -23,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import importlib
 import logging
+import re
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -99,6 +100,15 @@ def build_all(workers: int | None = None) -> list[str]:
     return names
 
 
+def _with_includes(source: str) -> str:
+    """``source`` with each ``#include "x.h"`` of a header beside it replaced by the header's text
+    (the compiler reads a copy in a folder of its own; the cache key then covers the header)."""
+    def paste(m: "re.Match[str]") -> str:
+        return (_HERE / m.group(1)).read_text()
+
+    return re.sub(r'^#include "([A-Za-z0-9_]+\.h)"$', paste, source, flags=re.M)
+
+
 def _build(name: str) -> Path:
     from ..emulated import BUILD_FLAGS, _compiler, build_library, host_compiler_version, library_dir
     from ..gpu.kernels import cache_key
@@ -106,7 +116,7 @@ def _build(name: str) -> Path:
     cxx = _compiler()
     if cxx is None:
         raise RuntimeUnavailable("native", "no host C++ compiler (g++) to build the native kernels")
-    source = (_HERE / f"{name}.cpp").read_text()
+    source = _with_includes((_HERE / f"{name}.cpp").read_text())
     flags = [f for f in BUILD_FLAGS if f != "-DVX_EMULATE=1"]
     digest = cache_key(source, "host", host_compiler_version(cxx), flags)[:20]
     lib = library_dir("native") / f"{name}-{digest}.so"

@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "isa.h"
+
 typedef int16_t i16;
 typedef int32_t i32;
 typedef int64_t i64;
@@ -588,14 +590,13 @@ void adm(Workspace& ws, const In* ref, ptrdiff_t ref_stride, const In* dist, ptr
 // vectorises each loop for the clone's registers).  Integers, and doubles without fused
 // operations (-ffp-contract=off; "avx2" does not enable FMA): the same values every way.
 // tests/lanes/test_native_adm.py runs each the CPU has (vx_adm_set_isa).
-enum Isa { BASELINE = 0, AVX2 = 1, AVX512 = 2 };
+using namespace vx_isa;
 
 #define ADM_ARGS(In) Workspace& ws, const In* ref, ptrdiff_t rs, const In* dist, ptrdiff_t ds, int w, int h, int bpc, \
     const i64* table, const uint8_t* const* masks, const Globals& g, bool skip0, i64* out
 #define ADM_CALL(In) adm<In>(ws, ref, rs, dist, ds, w, h, bpc, table, masks, g, skip0, out)
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define VX_X86 1
+#ifdef VX_X86
 __attribute__((target("avx512f,avx512bw,avx512vl,avx2"), flatten)) void adm8_avx512(ADM_ARGS(uint8_t)) {
     ADM_CALL(uint8_t);
 }
@@ -608,18 +609,7 @@ __attribute__((target("avx2"), flatten)) void adm16_avx2(ADM_ARGS(uint16_t)) { A
 __attribute__((flatten)) void adm8(ADM_ARGS(uint8_t)) { ADM_CALL(uint8_t); }
 __attribute__((flatten)) void adm16(ADM_ARGS(uint16_t)) { ADM_CALL(uint16_t); }
 
-// the best the CPU has
-int cpu_isa() {
-#ifdef VX_X86
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl"))
-        return AVX512;
-    if (__builtin_cpu_supports("avx2")) return AVX2;
-#endif
-    return BASELINE;
-}
-
-int isa = cpu_isa();
+int isa = best();
 
 void dispatch8(ADM_ARGS(uint8_t)) {
 #ifdef VX_X86
@@ -665,7 +655,7 @@ void vx_adm_stats(void* ws, const void* ref, ptrdiff_t ref_stride, const void* d
 // For the tests: run the frames with this instruction set (0 baseline, 1 AVX2, 2 AVX-512), or the
 // best the CPU has below it; returns the one now in use.
 int vx_adm_set_isa(int wanted) {
-    isa = wanted < BASELINE ? BASELINE : (wanted > cpu_isa() ? cpu_isa() : wanted);
+    isa = clamp(wanted);
     return isa;
 }
 

@@ -36,6 +36,8 @@
 #include <new>
 #include <vector>
 
+#include "isa.h"
+
 #pragma GCC diagnostic ignored "-Wpsabi"  // vector types inside inlined helpers only: no ABI crosses them
 
 namespace {
@@ -604,10 +606,9 @@ __attribute__((always_inline)) inline void frame(Vif& s, const T* ref, std::ptrd
 // The frame in AVX-512 registers (16 lanes) or AVX2 ones (8) where the CPU has them, in pairs of
 // SSE2 ones elsewhere (integers, and doubles without fused operations: the same values every way).
 // tests/lanes/test_native_vif.py runs each the CPU has (vif_set_isa).
-enum Isa { BASELINE = 0, AVX2 = 1, AVX512 = 2 };
+using namespace vx_isa;
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define VX_X86 1
+#ifdef VX_X86
 __attribute__((target("avx512f,avx512bw,avx512vl,avx2"), flatten)) void frame8_avx512(
     Vif& s, const std::uint8_t* r, std::ptrdiff_t rs, const std::uint8_t* d, std::ptrdiff_t ds, std::int64_t* o) {
     frame<u32x16>(s, r, rs, d, ds, o);
@@ -634,18 +635,7 @@ __attribute__((flatten)) void frame16(Vif& s, const std::uint16_t* r, std::ptrdi
     frame<u32x8>(s, r, rs, d, ds, o);
 }
 
-// the best the CPU has
-int cpu_isa() {
-#ifdef VX_X86
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl"))
-        return AVX512;
-    if (__builtin_cpu_supports("avx2")) return AVX2;
-#endif
-    return BASELINE;
-}
-
-int isa = cpu_isa();
+int isa = best();
 
 template <typename T>
 void dispatch(Vif& s, const T* r, std::ptrdiff_t rs, const T* d, std::ptrdiff_t ds, std::int64_t* o) {
@@ -728,7 +718,7 @@ int vif_frame(void* ctx, const void* ref, std::ptrdiff_t ref_stride, const void*
 // For the tests: run the frames with this instruction set (0 baseline, 1 AVX2, 2 AVX-512), or the
 // best the CPU has below it; returns the one now in use.
 int vif_set_isa(int wanted) {
-    isa = std::max(static_cast<int>(BASELINE), std::min(wanted, cpu_isa()));
+    isa = clamp(wanted);
     return isa;
 }
 
