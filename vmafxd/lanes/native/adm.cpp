@@ -611,20 +611,20 @@ __attribute__((flatten)) void adm16(ADM_ARGS(uint16_t)) { ADM_CALL(uint16_t); }
 
 int isa = best();
 
-void dispatch8(ADM_ARGS(uint8_t)) {
+// the frame on the instruction set in use: a pointer to the clone, chosen by sample size
+template <typename In>
+void dispatch(ADM_ARGS(In)) {
+    typedef void (*Frame)(ADM_ARGS(In));
+    Frame f;
+    if constexpr (sizeof(In) == 1) f = adm8; else f = adm16;
 #ifdef VX_X86
-    if (isa == AVX512) return adm8_avx512(ws, ref, rs, dist, ds, w, h, bpc, table, masks, g, skip0, out);
-    if (isa == AVX2) return adm8_avx2(ws, ref, rs, dist, ds, w, h, bpc, table, masks, g, skip0, out);
+    if constexpr (sizeof(In) == 1) {
+        if (isa == AVX512) f = adm8_avx512; else if (isa == AVX2) f = adm8_avx2;
+    } else {
+        if (isa == AVX512) f = adm16_avx512; else if (isa == AVX2) f = adm16_avx2;
+    }
 #endif
-    adm8(ws, ref, rs, dist, ds, w, h, bpc, table, masks, g, skip0, out);
-}
-
-void dispatch16(ADM_ARGS(uint16_t)) {
-#ifdef VX_X86
-    if (isa == AVX512) return adm16_avx512(ws, ref, rs, dist, ds, w, h, bpc, table, masks, g, skip0, out);
-    if (isa == AVX2) return adm16_avx2(ws, ref, rs, dist, ds, w, h, bpc, table, masks, g, skip0, out);
-#endif
-    adm16(ws, ref, rs, dist, ds, w, h, bpc, table, masks, g, skip0, out);
+    f(ws, ref, rs, dist, ds, w, h, bpc, table, masks, g, skip0, out);
 }
 
 }  // namespace
@@ -645,11 +645,11 @@ void vx_adm_stats(void* ws, const void* ref, ptrdiff_t ref_stride, const void* d
     Globals g = {egl_int, egl, cos2, skip_aim != 0};
     Workspace& W = *static_cast<Workspace*>(ws);
     if (bytes_per_sample == 1)
-        dispatch8(W, static_cast<const uint8_t*>(ref), ref_stride, static_cast<const uint8_t*>(dist), dist_stride,
-                  w, h, bpc, table, masks, g, skip0 != 0, out);
+        dispatch<uint8_t>(W, static_cast<const uint8_t*>(ref), ref_stride, static_cast<const uint8_t*>(dist),
+                          dist_stride, w, h, bpc, table, masks, g, skip0 != 0, out);
     else
-        dispatch16(W, static_cast<const uint16_t*>(ref), ref_stride, static_cast<const uint16_t*>(dist),
-                   dist_stride, w, h, bpc, table, masks, g, skip0 != 0, out);
+        dispatch<uint16_t>(W, static_cast<const uint16_t*>(ref), ref_stride, static_cast<const uint16_t*>(dist),
+                           dist_stride, w, h, bpc, table, masks, g, skip0 != 0, out);
 }
 
 // For the tests: run the frames with this instruction set (0 baseline, 1 AVX2, 2 AVX-512), or the
