@@ -304,7 +304,7 @@ class _FakeShared:
         self.done = False
         self.dropped = 0
 
-    def drop_share(self):
+    def drop_shares(self):
         self.dropped += 1
 
 

@@ -48,7 +48,7 @@ def _scenario(seed: int):
     for _ in range(rng.randint(1, 6)):
         shared = _SharedEvent(_Dev(), _Event(rng.random() < 0.7))
         if rng.random() < 0.5:
-            shared.add_share()  # the worker's own, not dropped yet
+            shared.add_shares()  # the worker's own, not dropped yet
         shared_events.append(shared)
         for _ in range(rng.randint(1, 5)):
             h = BatchReleaseHandle()
@@ -58,7 +58,7 @@ def _scenario(seed: int):
             elif kind < 0.82:
                 h.complete_on_host()
             elif kind < 0.88:
-                shared.add_share()  # bound, its store of "recorded" not made yet
+                shared.add_shares()  # bound, its store of "recorded" not made yet
                 h._shared = shared
             elif kind < 0.94:
                 h.bind(shared)

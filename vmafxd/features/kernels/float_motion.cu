@@ -70,7 +70,7 @@ VX_DEVICE float fm_taps(const float* tp, const float* win)
 // One vertical column of one frame: outputs o0 .. o1 - 1 into out[o * (FM_VW + 1)], input
 // row i (output o reads rows o - o0 .. o - o0 + FW - 1) read as sample(i), the window in
 // registers (each sample read and converted once)
-template <typename T, int FW, typename Sample>
+template <int FW, typename Sample>
 VX_DEVICE void fm_column(Sample sample, float div, const float* tp, float* out, int o0, int o1)
 {
     float win[FW];
@@ -124,9 +124,9 @@ VX_DEVICE void fm_sad_rows(FmShared& sh, const T* luma, const T* history, i64 fs
                 // every input row inside the picture (all but the top and bottom blocks'
                 // edge segments): a stepped pointer, no mirror
                 const T* base = src + (i64)top * pitch;
-                fm_column<T, FW>([&](int i) { return base[(i64)i * pitch]; }, div, tp, out, o0, o1);
+                fm_column<FW>([&](int i) { return base[(i64)i * pitch]; }, div, tp, out, o0, o1);
             } else {
-                fm_column<T, FW>([&](int i) { return src[(i64)vx_mirror(top + i, h) * pitch]; }, div, tp, out, o0,
+                fm_column<FW>([&](int i) { return src[(i64)vx_mirror(top + i, h) * pitch]; }, div, tp, out, o0,
                                  o1);
             }
         }

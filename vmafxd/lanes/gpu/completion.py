@@ -184,7 +184,7 @@ class CompletionWatcher:
                 if kind == "copied":
                     if completed:
                         what.done = True  # its batch's handles answer without asking the driver again
-                    what.drop_share()
+                    what.drop_shares()
                     reaper = True
                 else:
                     worker = worker or what.needed

@@ -111,9 +111,6 @@ class _SharedEvent:
             self.device.make_current()
             self.event.close()
 
-    add_share = add_shares
-    drop_share = drop_shares
-
 
 class BatchReleaseHandle:
     """A frame's release event: unrecorded until its batch's gather is enqueued (R5).
@@ -158,7 +155,7 @@ class BatchReleaseHandle:
         if not self._destroyed:
             self._destroyed = True
             if self._shared is not None:
-                self._shared.drop_share()
+                self._shared.drop_shares()
                 self._shared = None
 
     @staticmethod
@@ -557,7 +554,7 @@ class GpuWorker(DeviceWorker):
         if self.watcher is not None:
             self.watcher.watch_copied(shared)
         else:  # no thread (a worker driven by hand): the handles' shares keep the event
-            shared.drop_share()
+            shared.drop_shares()
 
     def batch_enqueued(self, batch) -> None:
         """After a batch's enqueue: the watcher wakes this worker once the stream has passed it."""
@@ -796,7 +793,7 @@ class GpuLaneSession(WorkerLaneSession):
         shared = _SharedEvent(self.worker.device, batch.copied)
         # The worker's own share, held until it has seen the gather complete: the reaper may
         # release (and destroy) the first handles before the last ones are bound.
-        shared.add_share()
+        shared.add_shares()
         BatchReleaseHandle.bind_all([j.handle for j in chunk], shared)
         self.worker.watch_copied(shared)
         first = batch.first_seq

@@ -91,16 +91,8 @@ class _Sink:
 
     def frames_scored(self, items: Sequence[tuple[int, Mapping[str, float]]]) -> None:
         # As the lane gives them: msgpack packs the (index, metrics) pairs as lists, a metrics
-        # mapping that is not a dict through wire's default.  Results of this session that follow
-        # its results last put in the outbox join that message (its list is our own: made here), so
-        # the daemon takes the batches of a packet as one run of results, in the same order.
-        outbox = self.child._outbox
-        if outbox:
-            last = outbox[-1]
-            if last[0] == wire.SCORED and last[1] == self.sid:
-                last[2].extend(items)
-                return
-        self.child.send([wire.SCORED, self.sid, list(items)])
+        # mapping that is not a dict through wire's default.
+        self.child.send_scored(self.sid, items)
 
     def frame_failed(self, index: int, error: LaneError) -> None:
         self.child.send([wire.FAILED, self.sid, [[index, wire.error_to_wire(error)]]])
@@ -127,6 +119,18 @@ class Child:
     def send(self, message: list) -> None:
         self._outbox.append(message)
         self._kick.set()
+
+    def send_scored(self, sid: int, items: Sequence) -> None:
+        """A session's results.  Results that follow the same session's results last put in the
+        outbox join that message (its list is our own: made here), so the daemon takes the batches
+        of a packet as one run of results, in the same order."""
+        outbox = self._outbox
+        if outbox:
+            last = outbox[-1]
+            if last[0] == wire.SCORED and last[1] == sid:
+                last[2].extend(items)
+                return
+        self.send([wire.SCORED, sid, list(items)])
 
     async def sender(self) -> None:
         # A worker pass's releases and results reach the outbox before this task runs: the lane's
