@@ -385,6 +385,10 @@ def latency_text(latencies: list[float]) -> str:
     return f"latency p50 {p50:.1f} ms, p90 {p90:.1f} ms, p99 {p99:.1f} ms, max {max(latencies) * 1000:.1f} ms"
 
 
+#: per bench_engine run: its scorer's (graphs captured, batches launched through a graph)
+GRAPH_COUNTS: list[tuple[int, int]] = []
+
+
 def bench_engine(w: int, h: int, frames: int, batch: int, models=("version=vmaf_v0.6.1",), features=(),
                  lane: str = "cuda"):
     from vmafx.formats import PixelFormat, Subsampling
@@ -438,7 +442,9 @@ def bench_engine(w: int, h: int, frames: int, batch: int, models=("version=vmaf_
     for b in inflight:
         b.done.synchronize()
         sc.complete(b)
-    return n / (time.perf_counter() - t0)
+    fps = n / (time.perf_counter() - t0)
+    GRAPH_COUNTS.append((sc.graphs.captures, sc.graphs.launches))
+    return fps
 
 
 def main() -> int:
@@ -476,8 +482,10 @@ def main() -> int:
                    for _ in range(args.repeats)]
             rows.append((f"{w}x{h}", "engine", statistics.median(fps), min(fps), max(fps), None, None))
             what = "+".join(x for x in (args.models, args.features) if x)
+            graphs = GRAPH_COUNTS[-1] if GRAPH_COUNTS else (0, 0)
             print(f"engine {what} {w}x{h}: {statistics.median(fps):.0f} fps (min {min(fps):.0f}, "
-                  f"max {max(fps):.0f}; {1e6 / statistics.median(fps):.0f} us/frame)", flush=True)
+                  f"max {max(fps):.0f}; {1e6 / statistics.median(fps):.0f} us/frame; batch {args.batch}, "
+                  f"graphs captured {graphs[0]}, launched {graphs[1]})", flush=True)
         return 0
     models = [m for m in args.models.split(",") if m]
     features = [f for f in args.features.split(",") if f]

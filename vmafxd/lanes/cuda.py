@@ -72,11 +72,14 @@ class _CudaDriver(StatusDriver):
 
 
 class CudaDevice(StatusDevice):
+    graphs = True
+
     def __init__(self, runtime: "CudaRuntime", ordinal: int):
         self._rt = runtime
         self._d = runtime.d
         self._ck = self.driver = runtime.ck
         d, ck = self._d, self._ck
+        self.CAPTURE_MODE = d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
         self._dev = ck("cuDeviceGet", d.cuDeviceGet(ordinal))
         name = ck("cuDeviceGetName", d.cuDeviceGetName(256, self._dev))
         name = name.split(b"\0", 1)[0].decode() if isinstance(name, bytes) else str(name)

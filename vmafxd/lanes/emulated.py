@@ -43,6 +43,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from typing import Sequence
 
@@ -50,7 +51,7 @@ import numpy as np
 
 from .errors import RuntimeCallError
 from .runtime import (
-    CompileError, DeviceInfo, DeviceTable, Event, HostRegistration, ImportedMemory, Module, OnePerProcess,
+    CompileError, DeviceInfo, DeviceTable, Event, Graph, HostRegistration, ImportedMemory, Module, OnePerProcess,
     RuntimeUnavailable, Stream,
 )
 
@@ -105,11 +106,13 @@ class _EmuStream:
     """An emulated stream: its work runs when enqueued; ``busy_until`` is when its last recorded
     point completes (the device's event lag after its record, never before an earlier one)."""
 
-    __slots__ = ("device", "busy_until")
+    __slots__ = ("device", "busy_until", "capture")
 
     def __init__(self, device: "EmuDevice"):
         self.device = device
         self.busy_until = 0.0
+        #: while a capture is on (EmuDevice.begin_capture): the work enqueued, as calls to make
+        self.capture: list | None = None
 
     def point(self) -> float:
         """The completion time of a point recorded now (0.0 without lag: complete)."""
@@ -188,6 +191,26 @@ class EmuFunction:
 
 def _unregister_nothing(ptr: int) -> None:
     pass
+
+
+def _destroy_graph(ops: tuple) -> None:
+    pass  # the recorded calls go with the handle
+
+
+def _replay(ops: tuple, stream) -> None:
+    """A captured graph's launch: its work, in the order it was enqueued (run at once, as all
+    of the emulator's stream work)."""
+    for op in ops:
+        op()
+
+
+def _snapshot_args(args_address: int, count: int):
+    """A launch's ``count`` argument values copied out of its packed record (CUDA copies them
+    into the graph's node at capture), and a pointer array to the copy, kept together."""
+    pointers = (ctypes.c_uint64 * count).from_address(args_address)
+    record = np.array([ctypes.c_uint64.from_address(p).value for p in pointers], dtype=np.uint64)
+    array = np.array([record.ctypes.data + 8 * i for i in range(count)], dtype=np.uint64)
+    return record, array
 
 
 class EmuDevice:
@@ -301,21 +324,53 @@ class EmuDevice:
         before the mapping goes -- is counted here as on a GPU."""
         return HostRegistration(self, int(array.ctypes.data), int(array.nbytes), _unregister_nothing)
 
+    # stream work runs when enqueued, or, while the stream captures, is recorded for the graph
+    @staticmethod
+    def _work(stream, op) -> None:
+        capture = stream.handle.capture
+        if capture is None:
+            op()
+        else:
+            capture.append(op)
+
     def copy_htod_async(self, dst: int, src: np.ndarray, nbytes: int, stream) -> None:
-        ctypes.memmove(dst, src.ctypes.data, nbytes)
+        self._work(stream, partial(ctypes.memmove, dst, src.ctypes.data, nbytes))
 
     def copy_dtoh_async(self, dst: np.ndarray, src: int, nbytes: int, stream) -> None:
-        ctypes.memmove(dst.ctypes.data, src, nbytes)
+        self._work(stream, partial(ctypes.memmove, dst.ctypes.data, src, nbytes))
 
     def copy_dtod_async(self, dst: int, src: int, nbytes: int, stream) -> None:
-        ctypes.memmove(dst, src, nbytes)
+        self._work(stream, partial(ctypes.memmove, dst, src, nbytes))
 
     def copy_2d_async(self, dst, dst_pitch, src, src_pitch, width_bytes, rows, stream) -> None:
-        for r in range(rows):
-            ctypes.memmove(dst + r * dst_pitch, src + r * src_pitch, width_bytes)
+        def rows_copy() -> None:
+            for r in range(rows):
+                ctypes.memmove(dst + r * dst_pitch, src + r * src_pitch, width_bytes)
+
+        self._work(stream, rows_copy)
 
     def memset_async(self, dst: int, value: int, nbytes: int, stream) -> None:
-        ctypes.memset(dst, value, nbytes)
+        self._work(stream, partial(ctypes.memset, dst, value, nbytes))
+
+    # graphs: the calls recorded while the stream captures, replayed by each launch
+    graphs = True
+
+    def begin_capture(self, stream) -> None:
+        h = stream.handle
+        if h.capture is not None:
+            raise RuntimeCallError("emu", "cuStreamBeginCapture", "CUDA_ERROR_ILLEGAL_STATE", 401,
+                                   "the stream is already capturing")
+        h.capture = []
+
+    def end_capture(self, stream, *, keep: bool = True):
+        h = stream.handle
+        ops, h.capture = h.capture, None
+        if not keep:
+            return None
+        if ops is None:
+            raise RuntimeCallError("emu", "cuStreamEndCapture", "CUDA_ERROR_ILLEGAL_STATE", 401,
+                                   "the stream is not capturing")
+        return Graph(self, tuple(ops), _destroy_graph, _replay)
 
     def load_module(self, image: bytes) -> Module:
         # the "image" is the path of the compiled shared library
@@ -326,7 +381,18 @@ class EmuDevice:
         # the kernel reads its arguments by its own signature from the packed record (as the
         # driver does), so ``types`` is not needed here
         gx, gy, gz = (list(grid) + [1, 1])[:3]
-        function.launch(gx, gy, gz, args_address)
+        if stream is None or stream.handle.capture is None:
+            function.launch(gx, gy, gz, args_address)
+            return
+        if not types:
+            raise RuntimeCallError("emu", "cuLaunchKernel", "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", 900,
+                                   "a captured launch needs its parameters' types")
+        record, array = _snapshot_args(args_address, len(types))
+
+        def launch(_values=record) -> None:  # the values the pointers point at live with the launch
+            function.launch(gx, gy, gz, array.ctypes.data)
+
+        stream.handle.capture.append(launch)
 
     def import_vmm_fd(self, fd: int, size: int):
         raise RuntimeUnavailable("emu", "the emulator imports memfds, not CUDA VMM fds")

@@ -87,6 +87,9 @@ class HipDevice(StatusDevice):
     #: mapping the driver will not pin falls back to pageable uploads (the lane says so once)
     HOST_REGISTER, HOST_UNREGISTER = "HostRegister", "HostUnregister"
     LAUNCH, LAUNCH_EXTRA = "ModuleLaunchKernel", None
+    #: no graphs: hip-python's capture and instantiation calls have never run here (no AMD
+    #: GPU), so the engine launches a batch's kernels one by one on HIP
+    graphs = False
 
     def __init__(self, runtime: "HipRuntime", ordinal: int):
         self._rt = runtime

@@ -14,7 +14,7 @@ its vendor.  This module holds what they share:
   :func:`live_handles` counts the owned handles not yet destroyed, so tests
   can show that sessions leave none behind.
 * **One class per handle kind**, :class:`Event`, :class:`Stream`,
-  :class:`Module`, :class:`ImportedMemory` and :class:`HostRegistration`, over a binding's
+  :class:`Module`, :class:`ImportedMemory`, :class:`HostRegistration` and :class:`Graph`, over a binding's
   :class:`Driver` table (the few calls each kind needs).  A binding supplies
   the table and its :class:`Device`; it repeats none of these classes.
 * **One error type**: :class:`~vmafxd.lanes.errors.RuntimeCallError` (runtime,
@@ -30,7 +30,8 @@ What a device offers (:class:`Device`): streams and events (timing off;
 interprocess ones for producer fences), stream-ordered allocations from the
 stream's pool (R7) and plain ones, pinned host memory (allocated, or a host
 mapping registered: :class:`HostRegistration`), asynchronous copies,
-modules and launches with a packed argument array, and imports of another
+modules and launches with a packed argument array, graphs (a stream's work
+captured once and launched again in one call, where the binding has them), and imports of another
 process's memory (VMM POSIX fds, IPC memory handles, dma-bufs), each an
 :class:`ImportedMemory` that the lane's reaper closes behind the release
 event of every frame that read it (R4).
@@ -65,6 +66,7 @@ __all__ = [
     "Module",
     "ImportedMemory",
     "HostRegistration",
+    "Graph",
     "Device",
     "StatusDevice",
     "Runtime",
@@ -423,6 +425,26 @@ class HostRegistration(Owned):
         self.size = size
 
 
+class Graph(Owned):
+    """A stream's work captured once (:meth:`StatusDevice.begin_capture` ..
+    :meth:`StatusDevice.end_capture`) and instantiated: ``launch(stream)`` enqueues all of it
+    again in one call.  What the work read when captured is fixed: kernels' argument values,
+    addresses, sizes; the memory at those addresses is read when the graph runs.  ``close()``
+    destroys it; a launch still running completes (the driver frees it after)."""
+
+    kind = "graph"
+
+    def __init__(self, device: "Device", handle: Any, destroy: Callable[[Any], None],
+                 launch: Callable[[Any, "Stream"], None]):
+        super().__init__(device.driver.name, handle, destroy)
+        self._launch = launch
+
+    def launch(self, stream: "Stream") -> None:
+        if self.handle is None:
+            raise RuntimeError("launch of a closed graph")
+        self._launch(self.handle, stream)
+
+
 class Undo:
     """The completed steps of a multi-call import, undone in reverse when a later step fails.
 
@@ -482,6 +504,10 @@ class StatusDevice:
     LAUNCH = "LaunchKernel"
     #: the launch's last argument, "extra" (0 for the CUDA bindings, None for hip-python)
     LAUNCH_EXTRA: Any = 0
+    #: whether this binding captures a stream's work into a :class:`Graph` (begin/end_capture),
+    #: and the capture mode it asks for (thread-local: other threads' calls are not restricted)
+    graphs = False
+    CAPTURE_MODE: Any = None
 
     def elapsed_ms(self, start: Event, end: Event) -> float:
         return float(self.driver.call("EventElapsedTime", start.handle, end.handle))
@@ -584,6 +610,30 @@ class StatusDevice:
 
         return ImportedMemory(self, ptr, size, free)
 
+    def begin_capture(self, stream: Stream) -> None:
+        """From here until :meth:`end_capture`, the work enqueued on ``stream`` is recorded, not run."""
+        self.driver.call("StreamBeginCapture", stream.handle, self.CAPTURE_MODE)
+
+    def end_capture(self, stream: Stream, *, keep: bool = True) -> Graph | None:
+        """End the capture on ``stream``: its work as an instantiated :class:`Graph` (``keep``), or
+        dropped (``keep=False``: a capture abandoned, whatever its state; nothing raised)."""
+        call = self.driver.call
+        if not keep:
+            try:
+                graph = call("StreamEndCapture", stream.handle)
+            except RuntimeCallError:
+                return None
+            if graph is not None:
+                call("GraphDestroy", graph)
+            return None
+        graph = call("StreamEndCapture", stream.handle)
+        try:
+            exe = call("GraphInstantiate", graph, 0)
+        finally:
+            call("GraphDestroy", graph)  # the executable graph does not need it
+        return Graph(self, exe, self.scoped(lambda h: call("GraphExecDestroy", h)),
+                     lambda h, s: call("GraphLaunch", h, s.handle))
+
     def launch_packed(self, function: Any, grid: Sequence[int], block: Sequence[int], shared: int,
                       stream: Stream, args_address: int, types: Sequence = ()) -> None:
         """Launch with a ready array of argument pointers at ``args_address`` (see gpu/launch.py).
@@ -641,6 +691,13 @@ class Device(Protocol):
 
     def launch_packed(self, function: Any, grid: Sequence[int], block: Sequence[int], shared: int,
                       stream: Stream, args_address: int, types: Sequence = ()) -> None: ...
+
+    #: whether begin_capture/end_capture make graphs here (False: the engine launches directly)
+    graphs: bool
+
+    def begin_capture(self, stream: Stream) -> None: ...
+
+    def end_capture(self, stream: Stream, *, keep: bool = True) -> Graph | None: ...
 
     def import_vmm_fd(self, fd: int, size: int) -> ImportedMemory: ...
 

@@ -146,6 +146,9 @@ class GpuAdm(GpuFeature):
         """The batch's bands (the engine's scratch region)."""
         return n * self.frame_bytes
 
+    def graph_key(self, n: int, first_seq: int) -> tuple:
+        return ()  # enqueue: its prepared launches alone
+
     def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int, scratch: int) -> None:
         self._batches.run(self.scorer.stream, staging, n, scratch - staging, stats, record_bytes)
 

@@ -39,6 +39,7 @@ from vmafx.formats import PixelFormat, Subsampling, scoring_planes
 from ...core.scoring import FrameAssembler, PlanError, ScoringPlan
 from ...features.declaration import per_frame
 from ..native.host_math import install_soon
+from .batch_graphs import BatchGraphs
 from .launch import I32, U64, Launcher
 
 __all__ = ["FrameSource", "GpuFrame", "HostUploads", "packed_layout", "Staging", "Batch", "GpuScorer", "KernelSet", "GpuUnsupported", "twin_modules",
@@ -92,6 +93,15 @@ class GpuFeature:
 
     def flush(self):
         return self._rule_flush() if self._rule_flush is not None else []
+
+    def graph_key(self, n: int, first_seq: int) -> tuple | None:
+        """What this feature's work for a batch of ``n`` frames from ``first_seq`` depends on
+        besides ``n`` and the scorer's addresses (a tuple; ``()``: nothing), or None when it
+        cannot go into a graph (batch_graphs.py).  A feature that gives a key promises that
+        its ``enqueue`` only enqueues stream work (kernels, copies, memsets: no allocation,
+        no wait, no host state changed), the same work for the same key: a graph replays it
+        without calling ``enqueue``."""
+        return None
 
     def columns(self, stats: np.ndarray, first_seq: int, count: int) -> tuple[int, dict[str, np.ndarray]] | None:
         """A batch's metrics as columns: (the first frame's seq, base metric name -> float64 array
@@ -469,6 +479,8 @@ class GpuScorer:
         self._plans: dict[int, _BatchPlan] = {}
         #: per twin: whether it takes a share of the batch's scratch (``scratch_bytes``)
         self._scratch = [hasattr(twin, "scratch_bytes") for twin in self.twins]
+        #: the batches' feature work as graphs, where the device and every twin allow it
+        self.graphs = BatchGraphs(device)
 
     # -- submission --------------------------------------------------------------
     def can_enqueue(self) -> bool:
@@ -485,34 +497,74 @@ class GpuScorer:
         if plan is None:
             plan = self._plans[n] = _BatchPlan(self, n)
         dev, st = self.device, self.stream
+        first_seq = self._next_seq
+        key = self._graph_key(n, first_seq, slot_i)
         for f in frames:
             for ev in f.waits:
                 st.wait_event(ev)
-        # the batch's device memory: staging, then the features' scratch (_BatchPlan)
-        staging = dev.alloc_async(plan.nbytes, st)
+        # the batch's device memory: staging, then the features' scratch (_BatchPlan); the
+        # graphs' one block, or a block from the pool for this batch alone
+        staging = (self.graphs.block(plan.nbytes, self._full_batch_bytes(), st) if key is not None
+                   else dev.alloc_async(plan.nbytes, st))
         slot.busy = True
         table = job_table(frames, self.staging, staging, self._templates, out=slot.jobs64)
         dev.copy_htod_async(self._jobs_dev, slot.jobs, table.nbytes, st)
         plan.convert(st, 0)
         copied = dev.create_event()
         copied.record(st)
-        nbytes = n * self.stats_bytes
-        dev.memset_async(self._stats_dev, 0, nbytes, st)
-        first_seq = self._next_seq
-        scratch = staging + plan.scratch
-        for twin, takes_scratch in zip(self.twins, self._scratch):
-            if takes_scratch:
-                twin.enqueue(staging, n, first_seq, self._stats_dev, self.stats_bytes, scratch)
-            else:
-                twin.enqueue(staging, n, first_seq, self._stats_dev, self.stats_bytes)
-        dev.copy_dtoh_async(slot.stats, self._stats_dev, nbytes, st)
-        dev.free_async(staging, st)
+
+        def features(stream) -> None:
+            self._enqueue_features(stream, staging, plan, n, first_seq, slot)
+
+        if key is None or not self.graphs.run(key, st, features):
+            features(st)
+        if key is None:
+            dev.free_async(staging, st)
         slot.done.record(st)
         st.submit()  # R9: make sure the work is submitted, not just queued
         self._next_seq += n
         batch = Batch(first_seq, n, copied, slot.done, slot.stats_of(n), slot_i)
         self._inflight.append(batch)
         return batch
+
+    def _full_batch_bytes(self) -> int:
+        """A batch of ``max_batch`` frames' device memory (its _BatchPlan's)."""
+        plan = self._plans.get(self.max_batch)
+        if plan is None:
+            plan = self._plans[self.max_batch] = _BatchPlan(self, self.max_batch)
+        return plan.nbytes
+
+    def _graph_key(self, n: int, first_seq: int, slot: int) -> tuple | None:
+        """The graph key of a batch (batch_graphs.py), or None: graphs off, or a twin without one."""
+        if not self.graphs.on:
+            return None
+        keys = []
+        for twin in self.twins:
+            graph_key = getattr(twin, "graph_key", None)  # a twin not built on GpuFeature has none
+            k = graph_key(n, first_seq) if graph_key is not None else None
+            if k is None:
+                return None
+            keys.append(k)
+        return (n, slot, *keys)
+
+    def _enqueue_features(self, stream, staging: int, plan: "_BatchPlan", n: int, first_seq: int,
+                          slot: "_HostSlot") -> None:
+        """A batch's work after its gather, on ``stream`` (the library stream, or the capture
+        stream while a graph of it is made: the twins enqueue on ``self.stream``)."""
+        dev, library = self.device, self.stream
+        self.stream = stream
+        try:
+            nbytes = n * self.stats_bytes
+            dev.memset_async(self._stats_dev, 0, nbytes, stream)
+            scratch = staging + plan.scratch
+            for twin, takes_scratch in zip(self.twins, self._scratch):
+                if takes_scratch:
+                    twin.enqueue(staging, n, first_seq, self._stats_dev, self.stats_bytes, scratch)
+                else:
+                    twin.enqueue(staging, n, first_seq, self._stats_dev, self.stats_bytes)
+            dev.copy_dtoh_async(slot.stats, self._stats_dev, nbytes, stream)
+        finally:
+            self.stream = library
 
     # -- completion ----------------------------------------------------------------
     def complete(self, batch: Batch) -> list[tuple[int, dict[str, float]]]:
@@ -551,6 +603,7 @@ class GpuScorer:
         self._inflight = []  # an aborted session's batches were never completed
         for twin in self.twins:
             twin.close()
+        self.graphs.close(self.stream)
         self.device.free(self._stats_dev)
         self.device.free(self._jobs_dev)
         for s in self._slots:

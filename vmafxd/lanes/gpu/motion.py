@@ -49,6 +49,10 @@ class GpuMotion(GpuFeature):
             "motion.cu", kernel, [U64, U64, U64, I32, I32, I32, I64, I64, I32, I32, U64, I32, I32])
         self._batches = PreparedBatches(self._launches)
 
+    def graph_key(self, n: int, first_seq: int) -> tuple:
+        # enqueue: the SAD launch (from the first frame with a score: first) and the copies
+        return (min(n, max(0, self.gap - first_seq)),)
+
     def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
         if self.force_zero:
             return

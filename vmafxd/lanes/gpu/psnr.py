@@ -58,6 +58,9 @@ class GpuPsnr(GpuFeature):
         self.stats_offset = 0
         self._sse = PlaneSse(scorer)
 
+    def graph_key(self, n: int, first_seq: int) -> tuple:
+        return ()  # enqueue: its prepared launches alone
+
     def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
         for p in range(self.nplanes):
             self._sse(staging, n, p, stats + self.stats_offset, record_bytes)

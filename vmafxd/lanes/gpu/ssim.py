@@ -159,6 +159,9 @@ class GpuSsimBase(GpuFeature):
         """The batch's float pictures, then the statistics blocks' partial sums (the engine's scratch)."""
         return self._picture_bytes(n) + self._partials_bytes(n)
 
+    def graph_key(self, n: int, first_seq: int) -> tuple:
+        return ()  # enqueue: its prepared launches alone
+
     def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int, scratch: int) -> None:
         self._batches.run(self.scorer.stream, staging, n, scratch - staging, stats, record_bytes)
 

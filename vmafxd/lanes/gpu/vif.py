@@ -80,6 +80,9 @@ class GpuVif(GpuFeature):
         """The batch's scale 1..3 pictures, references then distorted (the engine's scratch region)."""
         return 2 * n * self.frame_bytes
 
+    def graph_key(self, n: int, first_seq: int) -> tuple:
+        return ()  # enqueue: its prepared launches alone
+
     def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int, scratch: int) -> None:
         self._batches.run(self.scorer.stream, staging, n, scratch - staging, stats, record_bytes)
 
