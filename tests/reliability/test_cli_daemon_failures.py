@@ -1,15 +1,18 @@
 """vmafxctl's daemon paths when the daemon fails: one line, a distinct exit status, no traceback, no file.
 
-Each run scores a long synthetic clip through ``vmafxctl score --socket``; the
-daemon is SIGKILLed or SIGTERMed once the session is open (its debug log says so).
+Each run scores two FIFOs through ``vmafxctl score --socket``: the test writes the
+first frames, holds the rest back (so the run cannot end first), SIGKILLs or SIGTERMs
+the daemon once the session is open (its debug log says so), then lets the rest through.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -28,6 +31,33 @@ from .inputs import write_y4m
 def clips(tmp_path_factory):
     d = tmp_path_factory.mktemp("clips")
     return write_y4m(d / "ref.y4m", 600, seed=1), write_y4m(d / "dist.y4m", 600, seed=2)
+
+
+def _held_back(clips, tmp_path: Path, first: int = 40) -> tuple[tuple[Path, Path], threading.Event]:
+    """FIFOs carrying ``clips``: the header and ``first`` frames at once, the rest once the
+    event is set (a reader gone meanwhile ends the writing)."""
+    go = threading.Event()
+    fifos = []
+    for clip in clips:
+        data = clip.read_bytes()
+        head = data.index(b"\n") + 1
+        cut = head + first * (len(data) - head) // 600
+        fifo = tmp_path / f"{clip.stem}.fifo"
+        os.mkfifo(fifo)
+        fifos.append(fifo)
+
+        def feed(fifo=fifo, data=data, cut=cut):
+            try:
+                with open(fifo, "wb") as f:
+                    f.write(data[:cut])
+                    f.flush()
+                    go.wait(60)
+                    f.write(data[cut:])
+            except BrokenPipeError:
+                pass
+
+        threading.Thread(target=feed, daemon=True).start()
+    return (fifos[0], fifos[1]), go
 
 
 def _score(socket_path: str, clips, out: Path) -> subprocess.Popen:
@@ -59,19 +89,22 @@ def test_a_daemon_killed_or_stopped_mid_run_is_one_line(clips, tmp_path, sig, st
     d = Daemon(workers=1)
     try:
         out = tmp_path / "scores.json"
-        p = _score(d.socket, clips, out)
+        fifos, go = _held_back(clips, tmp_path)
+        p = _score(d.socket, fifos, out)
         _wait_for_session(d)
         d.proc.send_signal(sig)
+        if sig == signal.SIGTERM:
+            assert d.proc.wait(30) == 0
+        else:
+            d.proc.wait(10)
+        go.set()
         stdout, stderr = p.communicate(timeout=60)
         line = _one_line(stderr)
         assert p.returncode == status, stderr
         assert says in line and "run the command again" in line, line
         assert not out.exists() and stdout == ""
-        if sig == signal.SIGTERM:
-            assert d.proc.wait(30) == 0
         # killed: its socket file stays; nothing listens: refused, said as such
         if sig == signal.SIGKILL:
-            d.proc.wait(10)
             p = _score(d.socket, clips, out)
             _, stderr = p.communicate(timeout=60)
             line = _one_line(stderr)
