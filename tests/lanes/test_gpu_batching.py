@@ -7,7 +7,8 @@ batch has gathered; any other job first launches everything before it."""
 from types import SimpleNamespace
 
 from vmafxd.lanes.device import Job
-from vmafxd.lanes.gpu.lane import GpuWorker, _FrameJob
+from vmafxd.lanes.gpu.lane_session import FrameJob
+from vmafxd.lanes.gpu.worker import GpuWorker
 
 
 class _Batch:
@@ -47,7 +48,7 @@ def _worker() -> GpuWorker:
 
 
 def _frames(sess, first, n):
-    return [_FrameJob(sess, first + i, None) for i in range(n)]
+    return [FrameJob(sess, first + i, None) for i in range(n)]
 
 
 def _finish_oldest(w: GpuWorker) -> None:

@@ -27,7 +27,7 @@ from vmafx.transport import TransportClosed
 from vmafxd.core.layout import Geometry
 from vmafxd.core.scoring import FeatureRequest, ScoringPlan
 from vmafxd.lanes.device import LaneFrame, LaneServices, SessionSpec
-from vmafxd.lanes.gpu.lane import GpuWorker
+from vmafxd.lanes.gpu.worker import GpuWorker
 from vmafxd.offline import resolve_models
 
 from ..daemon.conftest import Daemon
@@ -297,7 +297,7 @@ class _FakeDevice:
 
 
 class _FakeShared:
-    """_SharedEvent's part the watcher uses."""
+    """SharedEvent's part the watcher uses."""
 
     def __init__(self, event):
         self.event = event

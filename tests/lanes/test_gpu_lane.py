@@ -184,7 +184,7 @@ def test_the_canary_catches_an_early_release_on_the_gpu_lane(runtime, p01):
 
 def test_an_unrecorded_batch_handle_stays_pending():
     """R5 with the GPU lane's handles: the table never asks a handle whose batch was not enqueued."""
-    from vmafxd.lanes.gpu.lane import BatchReleaseHandle, _SharedEvent
+    from vmafxd.lanes.gpu.release_events import BatchReleaseHandle, SharedEvent
     from vmafxd.reaper import PendingReleases
 
     class TrapEvent:  # answers "done" like cuEventQuery/hipEventQuery on a never-recorded event
@@ -206,7 +206,7 @@ def test_an_unrecorded_batch_handle_stays_pending():
     done = []
     table.add(handle, lambda: done.append(1), "frame 0")
     assert table.take_completed() == [] and TrapEvent.queried == 0 and len(table) == 1
-    handle.bind(_SharedEvent(Dev(), TrapEvent()))
+    handle.bind(SharedEvent(Dev(), TrapEvent()))
     assert len(table.take_completed()) == 1 and TrapEvent.queried == 1
 
 

@@ -17,7 +17,8 @@ import pytest
 import trio
 
 from vmafxd.lanes.device import TrioHops
-from vmafxd.lanes.gpu.lane import BatchReleaseHandle, GpuLaneSession, _SharedEvent
+from vmafxd.lanes.gpu.lane_session import GpuLaneSession
+from vmafxd.lanes.gpu.release_events import BatchReleaseHandle, SharedEvent
 
 
 class _Dev:
@@ -46,7 +47,7 @@ def _scenario(seed: int):
     rng = random.Random(seed)
     shared_events, handles = [], []
     for _ in range(rng.randint(1, 6)):
-        shared = _SharedEvent(_Dev(), _Event(rng.random() < 0.7))
+        shared = SharedEvent(_Dev(), _Event(rng.random() < 0.7))
         if rng.random() < 0.5:
             shared.add_shares()  # the worker's own, not dropped yet
         shared_events.append(shared)
@@ -104,7 +105,7 @@ def test_destroy_completed_asks_a_batch_once_and_never_an_unrecorded_handle():
             asked.append(self)
             return self.done
 
-    first, second = _SharedEvent(_Dev(), Counted(True)), _SharedEvent(_Dev(), Counted(False))
+    first, second = SharedEvent(_Dev(), Counted(True)), SharedEvent(_Dev(), Counted(False))
     handles = [BatchReleaseHandle() for _ in range(7)]
     BatchReleaseHandle.bind_all(handles[:4], first)
     BatchReleaseHandle.bind_all(handles[4:6], second)  # handles[6]: never bound (R5: never asked)

@@ -46,7 +46,7 @@ def test_churned_sessions_give_the_emulated_device_its_memory_back():
     The emulator counts every block (vmafxd/lanes/emulated.py) and keeps what the
     stream-ordered pool freed, as CUDA's pool with the lane's release threshold does; so
     this fails if a killed session's scorer, an upload or a pooled block is never
-    given back (the lane trims the pool once its worker has been idle: gpu/lane.py)."""
+    given back (the lane trims the pool once its worker has been idle: gpu/worker.py)."""
     try:
         from vmafxd.lanes.emulated import EmulatedRuntime
         EmulatedRuntime()

@@ -151,7 +151,7 @@ class CudaDevice(StatusDevice):
         """Hand the stream-ordered pool's unused memory back to the driver (cuMemPoolTrimTo 0).
 
         The pool keeps what it ever held (the release threshold above, R7); the lane
-        trims it once a worker has had no session for a while (gpu/lane.py), so an
+        trims it once a worker has had no session for a while (gpu/worker.py), so an
         idle daemon's device memory returns to its baseline."""
         d, ck = self._d, self._ck
         pool = ck("cuDeviceGetDefaultMemPool", d.cuDeviceGetDefaultMemPool(self._dev))

@@ -8,7 +8,7 @@ it completes:
 
 * a batch's ``copied`` point (the batch's release point, after its gather):
   the watcher holds a share of the batch's shared event
-  (:class:`~vmafxd.lanes.gpu.lane._SharedEvent`), marks it done, drops its
+  (:class:`~vmafxd.lanes.gpu.release_events.SharedEvent`), marks it done, drops its
   share and wakes the reaper -- so the producer's buffers are released as
   soon as the gather has read them, while the features still run;
 * a batch's end: an event of the watcher's own that the worker records on

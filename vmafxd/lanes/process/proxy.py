@@ -49,7 +49,8 @@ from vmafx.transport import OwnedFd
 from ...core.layout import BufferLayout
 from ..device import FrameSink, Lane, LaneFrame, LaneImport, LaneServices, LaneSession, LaneSummary, SessionSpec
 from ..errors import InvalidInput, LaneError, LaneFailure, Unsupported
-from ..gpu.lane import BatchReleaseHandle, GpuLane
+from ..gpu.lane import GpuLane
+from ..gpu.release_events import BatchReleaseHandle
 from ..runtime import RuntimeUnavailable
 from . import wire
 from .worker import START_TIMEOUT, STOP_TIMEOUT, DeviceSlot, StartFailed, WorkerProcess
