@@ -30,7 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "client")]
 
 from vmafx.protocol import Released, Result, Submit, SubmitFrame, SubmitMany  # noqa: E402
-from vmafx.protocol.messages import BufferRegistered, SessionOpened, bundle, decode, encode  # noqa: E402
+from vmafx.protocol.messages import BufferRegistered, SessionOpened  # noqa: E402
+from vmafx.protocol.codec import bundle, decode, encode  # noqa: E402
 from vmafx.protocol.state import State  # noqa: E402
 from vmafx.tracking import ClientTracker  # noqa: E402
 

@@ -48,7 +48,8 @@ from vmafx.protocol import (
     RemoteProtocolError, ServerConnection, SessionOpened, SessionsReply, State, Status, StatusReply, Submit,
     SubmitMany, UnregisterBuffer, peek,
 )
-from vmafx.protocol.messages import BadFrame, SubmitFrame, decode, encode
+from vmafx.protocol.messages import BadFrame, SubmitFrame
+from vmafx.protocol.codec import decode, encode
 from vmafx.protocol.state import SERVER_SENDS
 from vmafx.transport import ConnectionReset, OwnedFd, Packet, TransportClosed, TrioPacketChannel
 

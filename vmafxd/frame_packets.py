@@ -23,7 +23,7 @@ __all__ = ["FramePackets"]
 
 class FramePackets:
     """The daemon's messages of every frame, encoded straight from their values: no message object,
-    no to_wire.  Each method returns the bytes ``vmafx.protocol.messages.encode`` gives for the
+    no to_wire.  Each method returns the bytes ``vmafx.protocol.codec.encode`` gives for the
     same message (tests/daemon/test_frame_packets.py checks), or None when a value is not plainly
     what the message's ``check_wire`` takes (then the general way, which names the field).  One
     per thread: it keeps its own msgpack packer (a fresh one per packet, as ``msgpack.packb``

@@ -19,7 +19,7 @@ from collections import deque
 
 import trio
 
-from vmafx.protocol.messages import bundle
+from vmafx.protocol.codec import bundle
 from vmafx.transport import TransportClosed, TrioPacketChannel
 
 __all__ = ["OutgoingQueue"]

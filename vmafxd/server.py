@@ -38,7 +38,7 @@ import trio
 from vmafx.protocol import (
     Error, ErrorCode, Limits, PROTOCOL_VERSION, RemoteProtocolError,
 )
-from vmafx.protocol.messages import encode
+from vmafx.protocol.codec import encode
 from vmafx.transport import TrioPacketChannel
 
 from . import __version__

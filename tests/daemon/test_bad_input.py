@@ -21,7 +21,7 @@ import pytest
 from vmafx.protocol import (
     Error, Fence, FrameError, Hello, Plane, RegisterBuffer, Released, Result, Status, Submit,
 )
-from vmafx.protocol.messages import encode
+from vmafx.protocol.codec import encode
 from vmafx.transport import TransportClosed
 
 from .conftest import ROOT

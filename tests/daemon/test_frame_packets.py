@@ -3,7 +3,7 @@
 import pytest
 
 from vmafx.protocol import Released, Result
-from vmafx.protocol.messages import decode, encode
+from vmafx.protocol.codec import decode, encode
 from vmafxd.frame_packets import FramePackets
 
 

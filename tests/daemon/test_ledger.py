@@ -5,7 +5,7 @@ import trio
 
 from vmafx.formats import PixelFormat
 from vmafx.protocol import ErrorCode, FrameError, Limits, Released, RemoteProtocolError, Result, SessionClosed
-from vmafx.protocol.messages import decode, encode
+from vmafx.protocol.codec import decode, encode
 from vmafxd.buffers import BufferRecord
 from vmafxd.core.layout import Geometry
 from vmafxd.lanes.device import LaneImport, LaneSession, LaneSummary

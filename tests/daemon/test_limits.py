@@ -6,7 +6,7 @@ import time
 import msgpack
 
 from vmafx.protocol import Error, Fence, FrameError, Result, Status, Submit
-from vmafx.protocol.messages import encode
+from vmafx.protocol.codec import encode
 from vmafx.transport import TransportClosed
 
 from .rawclient import RawClient, frame_memfd

@@ -5,7 +5,7 @@ import trio
 import trio.testing
 
 from vmafx.protocol import Released, encode
-from vmafx.protocol.messages import decode_packet
+from vmafx.protocol.codec import decode_packet
 from vmafxd.outgoing import OutgoingQueue
 
 

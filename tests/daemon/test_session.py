@@ -8,7 +8,7 @@ import trio
 
 from vmafx.formats import PixelFormat
 from vmafx.protocol import FrameError, Limits, Released, RemoteProtocolError, Result, SessionClosed
-from vmafx.protocol.messages import decode
+from vmafx.protocol.codec import decode
 from vmafxd.buffers import BufferRecord
 from vmafxd.core.layout import Geometry
 from vmafxd.core.release import HostReleaseEvent

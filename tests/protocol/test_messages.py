@@ -11,7 +11,7 @@ from vmafx.protocol import (
     RegisterBuffer, Released, RemoteProtocolError, Result, ServerConnection, SessionClosed, State, Status,
     Submit, decode, encode, peek,
 )
-from vmafx.protocol.messages import bundle as messages_bundle
+from vmafx.protocol.codec import bundle as messages_bundle
 
 
 def test_importing_the_protocol_loads_no_trio_numpy_or_gpu_binding():

@@ -8,7 +8,7 @@ import pytest
 from vmafx.protocol import messages as m
 from vmafx.protocol.errors import ErrorCode, LocalProtocolError, RemoteProtocolError
 from vmafx.protocol.limits import Limits
-from vmafx.protocol.messages import encode
+from vmafx.protocol.codec import encode
 from vmafx.protocol.state import (
     CLIENT_SENDS, SERVER_SENDS, TRANSITIONS, ClientConnection, Event, FramePromise, Role, ServerConnection, State,
     check_send, next_state,

@@ -146,7 +146,7 @@ def test_the_wire_bounds_are_the_kernels():
 # -- the daemon's per-frame messages: written-out checks, the general path's bytes -----------------
 
 from vmafx.protocol import Released, Result  # noqa: E402
-from vmafx.protocol.messages import _PLAIN_MAPS  # noqa: E402
+from vmafx.protocol.codec import _PLAIN_MAPS  # noqa: E402
 
 
 @pytest.mark.parametrize("msg", [
@@ -235,7 +235,7 @@ def _bundle(*maps):
 
 def test_a_bundles_per_frame_messages_decode_as_each_alone_does():
     from vmafx.protocol import Goodbye, Released, Result
-    from vmafx.protocol.messages import decode_packet
+    from vmafx.protocol.codec import decode_packet
 
     maps = [{"t": "released", "buffer": 1, "session": 2, "index": 3, "role": "ref"},
             {"t": "result", "session": 2, "index": 3, "metrics": {"a": 1.5, "b": None}},

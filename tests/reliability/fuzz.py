@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from vmafx.protocol import Fence, Hello, OpenSession, Plane, RegisterBuffer, Status, Submit, SubmitFrame, SubmitMany
 from vmafx.protocol import CloseSession, ListSessions, UnregisterBuffer
-from vmafx.protocol.messages import encode
+from vmafx.protocol.codec import encode
 
 W = H = 16
 FRAME = W * H * 3 // 2

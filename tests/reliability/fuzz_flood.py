@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from vmafx.protocol import HelloReply, Limits, RemoteProtocolError, ServerConnection, Status, StatusReply
-from vmafx.protocol.messages import decode_packet, encode
+from vmafx.protocol.codec import decode_packet, encode
 
 from .fuzz import FRAME, Step, _Picker, _step, _valid
 

@@ -146,7 +146,7 @@ def _refusing_daemon(path: str, code: str) -> "threading.Thread":
     import threading
 
     from vmafx.protocol import Error
-    from vmafx.protocol.messages import encode
+    from vmafx.protocol.codec import encode
 
     lsock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     lsock.bind(path)

@@ -15,7 +15,7 @@ import msgpack
 import pytest
 
 from vmafx.protocol import Error, Hello, Status
-from vmafx.protocol.messages import decode_packet, encode
+from vmafx.protocol.codec import decode_packet, encode
 
 from ..daemon.conftest import Daemon
 from .conftest import scaled

@@ -19,7 +19,7 @@ import numpy as np
 
 from vmafx.formats import Subsampling
 from vmafx.protocol import Error, FrameError, Goodbye, Result
-from vmafx.protocol.messages import encode
+from vmafx.protocol.codec import encode
 from vmafx.protocol import Hello, Status
 from vmafx.transport import TransportClosed
 from vmafxd.core.picture import Picture

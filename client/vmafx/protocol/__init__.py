@@ -5,7 +5,8 @@ Imports only the standard library, msgpack and the foundation's formats
 binding, vmafxd or producer-side module).
 """
 
-from . import messages
+from . import codec, messages
+from .codec import *  # noqa: F401,F403  (encode, decode and the rest of the wire form)
 from .errors import ErrorCode, FATAL_CODES, LocalProtocolError, ProtocolError, RemoteProtocolError
 from .limits import PROTOCOL_VERSION, Limits
 from .messages import *  # noqa: F401,F403  (the message classes are the protocol's vocabulary)
@@ -14,5 +15,5 @@ from .state import ClientConnection, ClientFrameLedger, ServerConnection, State,
 __all__ = [
     "messages", "ErrorCode", "FATAL_CODES", "LocalProtocolError", "ProtocolError", "RemoteProtocolError",
     "PROTOCOL_VERSION", "Limits", "ClientConnection", "ClientFrameLedger", "ServerConnection", "State",
-    "check_packet", *messages.__all__,
+    "check_packet", "codec", *messages.__all__, *codec.__all__,
 ]

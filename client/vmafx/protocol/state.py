@@ -27,7 +27,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-import vmafx.protocol.messages as m  # the module itself: "from . import" would name the package
+import vmafx.protocol.codec as codec  # the modules themselves: "from . import" would name the package
+import vmafx.protocol.messages as m
 from .errors import FATAL_CODES, ErrorCode, LocalProtocolError, ProtocolError, RemoteProtocolError
 from .limits import PROTOCOL_VERSION, Limits
 
@@ -279,7 +280,7 @@ class ServerConnection(_Connection):
             raise RemoteProtocolError(ErrorCode.E_STATE, "message", "the connection is closed")
         try:
             check_packet(len(data), len(fds), truncated, ctrunc, self.limits)
-            msg = m.decode(data, fds)
+            msg = codec.decode(data, fds)
             if type(msg) not in CLIENT_SENDS[self.state]:
                 if self.state is State.AWAIT_HELLO:
                     raise RemoteProtocolError(ErrorCode.E_STATE, "t", f"{msg.TYPE} before hello")
@@ -313,7 +314,7 @@ class ServerConnection(_Connection):
             if self.state in _FINISHED:
                 raise LocalProtocolError(ErrorCode.E_STATE, "message", "the connection is closed")
             check_send(Role.SERVER, self.state, msg, LocalProtocolError)
-        data = m.encode(msg, max_bytes=self.limits.max_message_bytes)
+        data = codec.encode(msg, max_bytes=self.limits.max_message_bytes)
         if isinstance(msg, m.Goodbye):
             self._to(Event.GOODBYE)
         return data
@@ -405,7 +406,7 @@ class ClientConnection(_Connection):
             if len(msg.fds) > self.limits.max_fds_per_message:
                 raise LocalProtocolError(ErrorCode.E_INVAL, "fds", f"{len(msg.fds)} fds exceed the daemon's "
                                          f"max_fds_per_message ({self.limits.max_fds_per_message})")
-        data, fds = m.encode(msg, max_bytes=self.limits.max_message_bytes)
+        data, fds = codec.encode(msg, max_bytes=self.limits.max_message_bytes)
         seq = getattr(msg, "seq", None)
         if seq is not None and type(msg) in REPLY_TO:
             self.pending[seq] = type(msg)
@@ -455,7 +456,7 @@ class ClientConnection(_Connection):
             self._to(Event.PROTOCOL_ERROR)
             raise RemoteProtocolError(ErrorCode.E_PROTO, "message", "an empty packet")
         try:
-            return m.decode_packet(data, bundles=self.bundles)
+            return codec.decode_packet(data, bundles=self.bundles)
         except RemoteProtocolError:
             self._to(Event.PROTOCOL_ERROR)
             raise
