@@ -27,10 +27,13 @@ from ..daemon.conftest import ROOT, Daemon
 from .inputs import write_y4m
 
 
+FRAMES = 600  # a clip's frames
+
+
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory):
     d = tmp_path_factory.mktemp("clips")
-    return write_y4m(d / "ref.y4m", 600, seed=1), write_y4m(d / "dist.y4m", 600, seed=2)
+    return write_y4m(d / "ref.y4m", FRAMES, seed=1), write_y4m(d / "dist.y4m", FRAMES, seed=2)
 
 
 def _held_back(clips, tmp_path: Path, first: int = 40) -> tuple[tuple[Path, Path], threading.Event]:
@@ -41,7 +44,7 @@ def _held_back(clips, tmp_path: Path, first: int = 40) -> tuple[tuple[Path, Path
     for clip in clips:
         data = clip.read_bytes()
         head = data.index(b"\n") + 1
-        cut = head + first * (len(data) - head) // 600
+        cut = head + first * (len(data) - head) // FRAMES
         fifo = tmp_path / f"{clip.stem}.fifo"
         os.mkfifo(fifo)
         fifos.append(fifo)

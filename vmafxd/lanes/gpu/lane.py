@@ -44,8 +44,6 @@ Imports (R3, R4, R13)
 
 from __future__ import annotations
 
-from __future__ import annotations
-
 import logging
 import threading
 from dataclasses import dataclass
