@@ -74,8 +74,17 @@ else
     export PYTHONPATH="$ROOT:$ROOT/client${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONUNBUFFERED=1 VMAFXD_KERNEL_CACHE="${VMAFXD_KERNEL_CACHE:-/tmp/kc}"
-# bytecode once, as an install has it (a copied tree would compile its sources in every timed run)
-"$PYTHON" -m compileall -q -j 0 "$ROOT/client" "$ROOT/vmafxd" "$SITE" > /dev/null 2>&1 || true
+# Bytecode once, as an install has it, for every module the commands import (numpy's and the CUDA
+# bindings' included), under a prefix of our own: where site-packages cannot be written (or the
+# environment says PYTHONDONTWRITEBYTECODE, as on the device machine), every timed run would
+# otherwise compile numpy from its sources (0.3-0.4 s a process on the H200), which an installed
+# vmafxctl never does.
+DONT_WRITE="${PYTHONDONTWRITEBYTECODE:-}"
+unset PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX="${PYCACHE:-/tmp/vxpycache}"
+"$PYTHON" -m compileall -q -j 0 "$ROOT/client" "$ROOT/vmafxd" "$SITE" \
+    $("$PYTHON" -c 'import os, numpy; print(os.path.dirname(numpy.__file__))' 2>/dev/null) \
+    $("$PYTHON" -c 'import os, cuda.bindings as b; print(os.path.dirname(b.__file__))' 2>/dev/null) > /dev/null 2>&1 || true
 VX=("$PYTHON" -c 'import sys; from vmafx.cli import main; sys.exit(main())')  # vmafxctl, not installed
 CPU_VMAF="$LIBVMAF_BIN/cpu/vmaf"
 CUDA_VMAF="$LIBVMAF_BIN/cuda/vmaf"
@@ -84,6 +93,7 @@ gpu() { command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_
 say "=== $(date -u +%FT%TZ) bench_vs_libvmaf $phase; project $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || cat "$ROOT/.commit" 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo ' (+ uncommitted changes)')"
 say "machine: $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p') x $(nproc); $("$PYTHON" --version 2>&1); numpy $("$PYTHON" -c 'import numpy; print(numpy.__version__)' 2>&1)"
 say "gpu: $(gpu)"
+say "python bytecode: under $PYTHONPYCACHEPREFIX (the environment's PYTHONDONTWRITEBYTECODE: ${DONT_WRITE:-unset})"
 
 case "$phase" in
 build)
