@@ -45,8 +45,8 @@ import trio
 from vmafx.protocol import (
     PROTOCOL_VERSION, BufferRegistered, BufferUnregistered, CloseSession, Error, ErrorCode, Goodbye,
     Hello, HelloReply, Limits, ListSessions, LocalProtocolError, Message, OpenSession, RegisterBuffer,
-    RemoteProtocolError, ServerConnection, SessionOpened, SessionsReply, State, Status, StatusReply, Submit,
-    SubmitMany, UnregisterBuffer, peek,
+    RemoteProtocolError, ScoreFiles, ServerConnection, SessionOpened, SessionsReply, State, Status, StatusReply,
+    Submit, SubmitMany, UnregisterBuffer, peek,
 )
 from vmafx.protocol.messages import BadFrame, SubmitFrame
 from vmafx.protocol.codec import decode, encode
@@ -57,6 +57,7 @@ from .admission import Admission, Holdings, PeerCreds, RateLimitedLog, fd_headro
 from .buffers import BufferRecord, BufferTable, check_geometry, validate_layout
 from .config import Config
 from .fences import AcquireFence
+from .file_jobs import FileJobs
 from .lane_errors import lane_boundary
 from .lanes.device import Lane, SessionSpec
 from .model import BUILTIN_VERSIONS
@@ -103,6 +104,8 @@ class ClientHost(Protocol):
     server_name: str
     #: per-uid accounts and byte budgets (vmafxd/admission.py)
     admission: Admission
+    #: score_files jobs (vmafxd/file_jobs.py)
+    file_jobs: FileJobs
 
     def next_session_id(self) -> int: ...
 
@@ -524,6 +527,8 @@ class ClientHandler:
             self.emit(StatusReply(re=msg.seq, status=self.server.status(self.creds)))
         elif isinstance(msg, ListSessions):
             self._list_sessions(msg)
+        elif isinstance(msg, ScoreFiles):
+            self._score_files(msg, pkt)
         else:  # the state table lets nothing else through
             raise RemoteProtocolError(ErrorCode.E_PROTO, "t", f"unexpected {msg.TYPE}")
 
@@ -553,6 +558,7 @@ class ClientHandler:
             limits=self.limits.to_wire(), lanes=(self.lane.describe(),),
             features=tuple(self.lane.features()), models=tuple(BUILTIN_VERSIONS),
             bundles=True if msg.bundles else None, submit_many=True if msg.submit_many else None,
+            score_files=True if msg.score_files else None,
         ))
         if msg.bundles:
             self.outgoing.bundle_bytes = self.limits.max_message_bytes
@@ -567,6 +573,17 @@ class ClientHandler:
             imp = self.lane.import_buffer(layout, fds)  # keeps dups/mappings; the packet's fds close after us
         rec = self.buffers.add(layout, imp, self._free_buffer)
         self.emit(BufferRegistered(re=msg.seq, buffer=rec.id, zero_copy=bool(imp.zero_copy)))
+
+    def _score_files(self, msg: ScoreFiles, pkt: Packet) -> None:
+        """The two files' fds are the job's from here (the packet closes none of them); the
+        job answers, files_scored or an error, while this client's other requests go on."""
+        fds = (pkt.fds[msg.reference].detach(), pkt.fds[msg.distorted].detach())
+        assert self._nursery is not None
+        self._nursery.start_soon(self.server.file_jobs.run, self, msg, fds)
+
+    def send_error(self, re: int | None, err: RemoteProtocolError) -> None:
+        """Answer request ``re`` with ``err`` (what a request's refusal sends)."""
+        self._error(re, err)
 
     def _unregister_buffer(self, msg: UnregisterBuffer) -> None:
         rec = self.buffers.remove(msg.buffer)

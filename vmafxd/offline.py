@@ -23,7 +23,7 @@ from .model import ModelSet, load_model, parse_model_spec
 # parse_feature_spec is re-exported: the client's in-process scoring parses
 # --feature through this module, its one way into vmafxd.
 __all__ = ["Report", "score_files", "score_frames", "score_frames_on_gpu", "resolve_models", "parse_feature_spec",
-           "GeometryError", "GpuUnavailable", "cpu_scorer"]
+           "GeometryError", "GpuUnavailable", "cpu_scorer", "check_pair"]
 
 
 #: the two files disagree on a dimension or format (``field`` names it)
@@ -47,7 +47,8 @@ def resolve_models(specs: Sequence[str]) -> list[ModelSet]:
     return [load_model(spec, default_name=default_model_name(spec, len(parsed))) for spec in parsed]
 
 
-def _check_pair(ref: VideoInfo, dist: VideoInfo) -> None:
+def check_pair(ref: VideoInfo, dist: VideoInfo) -> None:
+    """The two inputs agree on size, bit depth and chroma subsampling (a GeometryError names the field)."""
     for attr in ("width", "height", "bitdepth"):
         if getattr(ref, attr) != getattr(dist, attr):
             raise GeometryError(
@@ -138,7 +139,7 @@ def score_files(
     geo = dict(width=width, height=height, pixel_format=pixel_format, bitdepth=bitdepth)
     t0 = time.perf_counter()
     with open_video(reference, **geo) as rr, open_video(distorted, **geo) as dr:
-        _check_pair(rr.info, dr.info)
+        check_pair(rr.info, dr.info)
         info = rr.info
         scorer = cpu_scorer(plan, info, engine)
         n = score_frames(scorer, rr, dr, max_frames=max_frames, progress=progress)

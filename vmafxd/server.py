@@ -43,6 +43,7 @@ from vmafx.transport import TrioPacketChannel
 
 from . import __version__
 from .admission import Admission, Authorizer, FdReserve, PeerCreds, RateLimitedLog, peer_creds
+from .file_jobs import FileJobs
 from .client_handler import ClientHandler
 from .config import Config
 from .lanes.device import Lane
@@ -72,6 +73,8 @@ class Server:
         #: who may connect (SO_PEERCRED) and what each uid holds (vmafxd/admission.py)
         self.authorizer = Authorizer(config.allow_users, config.allow_groups, config.admin_groups)
         self.admission = Admission(self.limits, lane.memory_budget())
+        #: files a client opened and sent, scored here (score_files: vmafxd/file_jobs.py)
+        self.file_jobs = FileJobs(lane.name, config.cpu_engine)
         #: a spare fd, so a client can be told E_NOFD when the process has no other
         self.fd_reserve = FdReserve()
         self._refusing = 0

@@ -46,10 +46,10 @@ from typing import AsyncIterator, Callable, Sequence
 import trio
 
 from .defaults import DEFAULT_SOCKET, SEND_TIMEOUT_S, default_socket_path
-from .exceptions import DaemonUnavailable
+from .exceptions import DaemonUnavailable, VmafxError
 from .frames import FrameBuffer
 from .protocol import messages as m
-from .protocol.errors import RemoteProtocolError
+from .protocol.errors import ErrorCode, RemoteProtocolError
 from .tracking import BufferView, ClientTracker, ClientView, FrameResult, SessionView, Summary
 from .transport import ConnectionReset, TrioPacketChannel, TransportClosed
 
@@ -250,6 +250,37 @@ class Client(ClientView):
             models=models, features=features, lane=lane, device=device, name=name,
             model_texts=model_texts, **geo))
         return Session(self, self._tracker.opened(reply, **geo))
+
+    @property
+    def scores_files(self) -> bool:
+        """The daemon takes ``score_files`` (it said so in its hello_reply)."""
+        return self._tracker.conn.score_files
+
+    async def score_files(self, reference: int, distorted: int, *, models: Sequence[str] = (),
+                          features: Sequence[str] = (), model_texts: Sequence[str | None] = (),
+                          lane: str = "auto", device: int | None = None, max_frames: int | None = None,
+                          width: int | None = None, height: int | None = None, pixel_format: str | None = None,
+                          bitdepth: int | None = None) -> tuple[m.FilesScored, list[dict]]:
+        """Have the daemon score two uncompressed files the caller opened (``reference`` and
+        ``distorted`` are fds, sent with the request and still the caller's after): y4m, or raw
+        when ``width``/``height``/``pixel_format`` (and ``bitdepth``) are given.  Returns the
+        ``files_scored`` reply and every scored frame's metrics, in order.  Raises the daemon's
+        error (``E_NOTSUP`` from a daemon that does not take it)."""
+        if not self.scores_files:
+            raise VmafxError(ErrorCode.E_NOTSUP, "t", "this daemon does not score files itself (score_files)")
+        pixel_format = getattr(pixel_format, "value", pixel_format)
+        req = dict(reference=0, distorted=1, models=tuple(models), features=tuple(features),
+                   model_texts=tuple(model_texts), lane=lane, device=device, max_frames=max_frames, width=width,
+                   height=height, pixel_format=pixel_format, bitdepth=bitdepth, fds=(reference, distorted))
+        seq_box: list[int] = []
+
+        def encode():
+            seq, data, fds = self._tracker.request(lambda seq: m.ScoreFiles(seq=seq, **req))
+            seq_box.append(seq)
+            return seq, data, fds
+
+        reply = await self._request(encode)
+        return reply, self._tracker.files_frames(seq_box[0])
 
     async def status(self) -> dict:
         reply = await self._request(lambda: self._tracker.request(lambda seq: m.Status(seq=seq)))

@@ -16,6 +16,7 @@ task collects the results in index order while the producer submits;
 from __future__ import annotations
 
 import math
+import os
 import queue
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +30,8 @@ from .exceptions import LayoutError, VmafxError, first_error
 from .frames import FrameBuffer, memfd_buffer
 from .io.input import PARALLEL_READ_BYTES, read_pair
 from .io.video import VideoInfo
+
+_Y4M_MAGIC = b"YUV4MPEG2"
 from .tracking import FrameResult
 
 __all__ = ["RemoteReport", "score_through_daemon", "pool_size_for", "DEFAULT_MODEL"]
@@ -50,6 +53,8 @@ class RemoteReport:
     failed: list[FrameResult] = field(default_factory=list)
     lane: str = ""
     zero_copy: bool = True
+    #: the daemon read the files itself (score_files), from fds this process sent
+    daemon_read: bool = False
     frames_read: int = 0
     #: when the files' lengths differ: libvmaf's notice, '"X" ended before "Y".' (tools/vmaf.c scores
     #: the frames both have, prints this and exits 0); None when they ended together
@@ -150,9 +155,57 @@ class _PairFiller:
                 helper.shutdown(wait=False)
 
     def _ended(self, ref_first: bool) -> None:
-        names = (getattr(self.rr, "name", "reference"), getattr(self.dr, "name", "distorted"))
+        self.ended_early = self.notice(self.rr, self.dr, ref_first)
+
+    @staticmethod
+    def notice(rr, dr, ref_first: bool) -> str:
+        """libvmaf's words when one input ended before the other."""
+        names = (getattr(rr, "name", "reference"), getattr(dr, "name", "distorted"))
         first, other = names if ref_first else names[::-1]
-        self.ended_early = f'"{first}" ended before "{other}".'
+        return f'"{first}" ended before "{other}".'
+
+
+def _file_fd(inp) -> int | None:
+    """A new fd of ``inp``'s file when the daemon can read it itself: a regular uncompressed
+    file (one that can be read by position) at its first frame; else None."""
+    at = inp.frames_at() if inp.frames_read == 0 else None
+    if at is None:
+        return None
+    at.close()
+    try:
+        return os.open(inp.name, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
+async def _score_files(client: Client, rr, dr, fds: list, *, models, features, model_texts, lane, device,
+                       max_frames, progress) -> RemoteReport:
+    """Have the daemon read and score the two files (``score_files``: their fds, never a path).
+    The readers are then advanced past the frames scored, as if this process had read them."""
+    info = rr.info
+    geo: dict = {}
+    if os.pread(fds[0], len(_Y4M_MAGIC), 0) != _Y4M_MAGIC:  # raw video: the daemon needs its geometry
+        geo = dict(width=info.width, height=info.height, pixel_format=info.pixel_format.value,
+                   bitdepth=info.bitdepth)
+    t0 = time.perf_counter()
+    reply, frames = await client.score_files(fds[0], fds[1], models=models, features=features,
+                                             model_texts=model_texts, lane=lane, device=device,
+                                             max_frames=max_frames, **geo)
+    elapsed = time.perf_counter() - t0
+    n = reply.frames
+    for inp in (rr, dr):
+        at = inp.frames_at()
+        if at is not None:
+            at.advance(n)
+            at.close()
+    if progress:
+        progress(n)
+    report = RemoteReport(list(enumerate(frames)), dict(reply.pooled), aggregate=dict(reply.aggregate),
+                          width=reply.width, height=reply.height, models=list(reply.models), lane=reply.lane,
+                          fps=n / elapsed if elapsed > 0 and n else None, frames_read=n, daemon_read=True)
+    if reply.reference_ended != reply.distorted_ended and (max_frames is None or n < max_frames):
+        report.ended_early = _PairFiller.notice(rr, dr, ref_first=reply.reference_ended)
+    return report
 
 
 async def _produce(session, pairs, fill: _PairFiller, max_frames: int | None) -> int:
@@ -295,6 +348,17 @@ async def score_inputs_through_daemon(
     check_pair(rr.info, dr.info if distorted_frames is None else rr.info)
     info = rr.info
     async with await Client.connect(socket_path, name="vmafxctl") as client:
+        if distorted_frames is None and client.scores_files:
+            fds = [_file_fd(inp) for inp in (rr, dr)]
+            try:
+                if None not in fds:
+                    return await _score_files(client, rr, dr, fds, models=models, features=features,
+                                              model_texts=model_texts, lane=lane, device=device,
+                                              max_frames=max_frames, progress=progress)
+            finally:
+                for fd in fds:
+                    if fd is not None:
+                        os.close(fd)
         session = await client.open_session(
             width=info.width, height=info.height, pixel_format=info.pixel_format.value,
             bitdepth=info.bitdepth, models=models, features=features, lane=lane, device=device,

@@ -219,7 +219,8 @@ def _score(args, ref, dist, read_dist, specs, progress):
         except (VmafxError, ExceptionGroup) as e:  # a group: trio's, holding the connection's reason
             raise _daemon_failure(e) from None
         if args.verbose:
-            _say(f"scored by the daemon at {path} ({how}), lane {report.lane}")
+            _say(f"scored by the daemon at {path} ({how}), lane {report.lane}"
+                 + (", the files read by the daemon" if report.daemon_read else ""))
         return report
     if args.private:
         from .private_daemon import PrivateDaemonError

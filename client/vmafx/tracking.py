@@ -149,6 +149,8 @@ class ClientTracker:
         #: seq -> reply, for requests whose caller is waiting (absent: not answered yet)
         self._replies: dict[int, _Reply] = {}
         self._waiting: set[int] = set()
+        #: seq of a score_files -> the frames its files_frames brought so far
+        self._files_frames: dict[int, list[dict]] = {}
         self.in_flight = 0
         #: the reason the connection cannot be used any more; set once
         self.failure: ConnectionClosed | None = None
@@ -192,7 +194,7 @@ class ClientTracker:
     def hello(self) -> tuple[int, bytes]:
         seq = self._hello_seq = self.conn.next_seq()
         data, _ = self.conn.send(m.Hello(seq=seq, version=PROTOCOL_VERSION, client=self.client_name[:128], bundles=True,
-                                             session_budgets=True, submit_many=True))
+                                             session_budgets=True, submit_many=True, score_files=True))
         self._waiting.add(seq)
         return seq, data
 
@@ -221,6 +223,11 @@ class ClientTracker:
         """The caller stopped waiting (cancelled): drop the reply when it comes."""
         self._waiting.discard(seq)
         self._replies.pop(seq, None)
+        self._files_frames.pop(seq, None)
+
+    def files_frames(self, seq: int) -> list[dict]:
+        """The frames' metrics a finished score_files (``seq``) brought, in frame order."""
+        return self._files_frames.pop(seq, [])
 
     def register_request(self, buf) -> tuple[int, bytes, tuple[int, ...]]:
         if len(buf.fds) > self.limits.max_fds_per_message:
@@ -462,6 +469,15 @@ class ClientTracker:
             st.unregistered = True
         self._answer(msg.re, _Reply(message=msg))
 
+    def _on_files_frames(self, msg: m.FilesFrames) -> None:
+        if msg.re not in self._waiting:
+            return  # the caller gave up on it
+        got = self._files_frames.setdefault(msg.re, [])
+        if msg.first != len(got):
+            raise RemoteProtocolError(ErrorCode.E_PROTO, "first", f"files_frames from frame {msg.first}, "
+                                      f"expected {len(got)}")
+        got.extend(msg.frames)
+
     def _on_goodbye(self, msg: m.Goodbye) -> None:
         self.goodbye = msg.reason or "the daemon said goodbye"
 
@@ -473,6 +489,7 @@ class ClientTracker:
         m.Released: _on_released,
         m.SessionClosed: _on_session_closed,
         m.BufferUnregistered: _on_buffer_unregistered,
+        m.FilesFrames: _on_files_frames,
         m.Goodbye: _on_goodbye,
     }
 

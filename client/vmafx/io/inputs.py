@@ -30,7 +30,7 @@ from ..formats import PixelFormat, parse_pixel_format, storage_planes
 from .input import Input, InputError
 from .video import VideoInfo, VideoReader, Y4MError, _open_binary, _parse_y4m_header, _read_exact, _strip_compression
 
-__all__ = ["Input", "InputError", "open_input", "RAW_EXTENSIONS"]
+__all__ = ["Input", "InputError", "open_input", "open_file_input", "RAW_EXTENSIONS"]
 
 RAW_EXTENSIONS = (".yuv", ".raw")
 _Y4M_MAGIC = b"YUV4MPEG2"
@@ -232,6 +232,44 @@ def open_input(path: str, *, width=None, height=None, pixel_format=None, bitdept
     from .av_input import open_av
 
     return open_av(path)
+
+
+def open_file_input(fd: int, name: str, *, width=None, height=None, pixel_format=None, bitdepth=None) -> Input:
+    """A regular uncompressed file given as an open ``fd`` (the input owns it from here: it is
+    closed with the input, or now on an error): raw video of the geometry given, else y4m.
+    Read from its first byte, whatever the fd's offset was.  What the daemon opens a file
+    a client sent it with (``score_files``): it never opens a client's path."""
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(f"{name}: not a regular file (a pipe, socket or device cannot be read by position)")
+        f = os.fdopen(fd, "rb", buffering=1 << 20)
+    except OSError as e:
+        os.close(fd)
+        raise InputError(f"{name}: cannot read ({e.strerror})") from None
+    except InputError:
+        os.close(fd)
+        raise
+    try:
+        f.seek(0)
+        if any(v is not None for v in (width, height, pixel_format, bitdepth)):
+            return _raw_input(f, name, _raw_geometry(name, width, height, pixel_format, bitdepth), st.st_size)
+        if _peek(f, len(_Y4M_MAGIC)) != _Y4M_MAGIC:
+            raise InputError(f"{name}: not a YUV4MPEG2 (y4m) file, and no raw geometry (width, height, "
+                             f"pixel_format) was given")
+        header = f.readline(1 << 16)
+        try:
+            info = _parse_y4m_header(header, name)
+        except (Y4MError, ValueError) as e:
+            raise InputError(str(e)) from None
+        total = (st.st_size - len(header)) // (info.frame_size + len(b"FRAME\n"))
+        return _from_reader(VideoReader(f, info, True, name), name, total)
+    except InputError:
+        f.close()
+        raise
+    except OSError as e:
+        f.close()
+        raise InputError(f"{name}: cannot read ({e.strerror})") from None
 
 
 _CONTAINERS = (".mp4", ".mkv", ".mov", ".webm", ".ivf", ".avi", ".ts", ".m2ts", ".mts", ".mxf", ".264",

@@ -28,7 +28,7 @@ __all__ = [
     "Hello", "HelloReply", "OpenSession", "SessionOpened", "CloseSession", "SessionClosed",
     "RegisterBuffer", "BufferRegistered", "UnregisterBuffer", "BufferUnregistered",
     "Submit", "SubmitMany", "SubmitFrame", "BadFrame", "Result", "FrameError", "Released", "Status", "StatusReply",
-    "ListSessions", "SessionsReply", "Error", "Goodbye",
+    "ListSessions", "SessionsReply", "ScoreFiles", "FilesFrames", "FilesScored", "Error", "Goodbye",
     "Plane", "Fence", "BUFFER_KINDS", "FENCE_KINDS", "FLAG_ALLOW_COPY",
 ]
 
@@ -334,6 +334,8 @@ class Hello(Request):
     session_budgets: bool | None = _wire(_optional(_boolean), None)
     #: the client would send submit_many (several frames in one packet) if the daemon takes it
     submit_many: bool | None = _wire(_optional(_boolean), None)
+    #: the client would send score_files (two open files, scored by the daemon) if the daemon takes it
+    score_files: bool | None = _wire(_optional(_boolean), None)
 
 
 @_message("hello_reply")
@@ -348,6 +350,8 @@ class HelloReply(Reply):
     bundles: bool | None = _wire(_optional(_boolean), None)
     #: the daemon takes submit_many from this client (only ever when the hello asked for it)
     submit_many: bool | None = _wire(_optional(_boolean), None)
+    #: the daemon takes score_files from this client (only ever when the hello asked for it)
+    score_files: bool | None = _wire(_optional(_boolean), None)
 
 
 #: the most characters of model JSON one open_session carries (all models together must also
@@ -702,6 +706,68 @@ class ListSessions(Request):
 @_message("sessions_reply")
 class SessionsReply(Reply):
     sessions: tuple = _wire(_list_of(_anymap, 65536), (), required=True)
+
+
+@_message("score_files", takes_fds=True)
+class ScoreFiles(Request):
+    """Score two uncompressed files (y4m, or raw when ``width`` .. ``pixel_format`` say its
+    geometry) that the client opened: their fds ride with this request (``reference`` and
+    ``distorted`` are indices into them), never a path, so the daemon reads only what the
+    client could.  The daemon reads them itself, from their first frame, until either ends
+    or ``max_frames``; ``files_frames`` bring the frames' metrics in order, then
+    ``files_scored`` answers.  ``models``/``features``/``model_texts`` as in open_session."""
+
+    reference: int = _wire(_uint(255), 0, required=True)
+    distorted: int = _wire(_uint(255), 0, required=True)
+    models: tuple = _wire(_list_of(_text(4096), 16), ())
+    features: tuple = _wire(_list_of(_text(1024), 64), ())
+    model_texts: tuple = _wire(_list_of(_optional(_text(MODEL_TEXT_MAX)), 16), ())
+    lane: str = _wire(_choice(("auto", "cpu", "cuda", "hip")), "auto")
+    device: int | None = _wire(_optional(_uint(255)), None)
+    width: int | None = _wire(_optional(_uint()), None)
+    height: int | None = _wire(_optional(_uint()), None)
+    pixel_format: str | None = _wire(_optional(_text(32)), None)
+    bitdepth: int | None = _wire(_optional(_uint(16)), None)
+    max_frames: int | None = _wire(_optional(_uint()), None)
+    fds: tuple[int, ...] = ()
+
+    def fd_refs(self):
+        return [("reference", self.reference), ("distorted", self.distorted)]
+
+    def validate(self):
+        if self.reference == self.distorted:
+            raise _Bad("distorted", "the reference and the distorted file need an fd each")
+        raw = [f for f in ("width", "height", "pixel_format") if getattr(self, f) is not None]
+        if raw and len(raw) < 3:
+            missing = [f for f in ("width", "height", "pixel_format") if getattr(self, f) is None]
+            raise _Bad(missing[0], "raw files need width, height and pixel_format")
+        super().validate()
+
+
+@_message("files_frames")
+class FilesFrames(Message):
+    """Metrics of consecutive frames of a ``score_files`` (``re``), from frame ``first`` on."""
+
+    re: int = _wire(_uint(), 0, required=True)
+    first: int = _wire(_uint(), 0, required=True)
+    frames: tuple = _wire(_list_of(_metrics, 4096), (), required=True)
+
+
+@_message("files_scored")
+class FilesScored(Reply):
+    """A ``score_files`` is done: ``frames`` scored (every ``files_frames`` came before this).
+    ``reference_ended``/``distorted_ended``: that file has no frame after the last scored."""
+
+    frames: int = _wire(_uint(), 0, required=True)
+    lane: str = _wire(_text(16), "", required=True)
+    width: int = _wire(_uint(), 0)
+    height: int = _wire(_uint(), 0)
+    metrics: tuple = _wire(_list_of(_text(128), 4096), ())
+    models: tuple = _wire(_list_of(_text(128), 64), ())
+    pooled: dict = _wire(_anymap, {})
+    aggregate: dict = _wire(_anymap, {})
+    reference_ended: bool = _wire(_boolean, True)
+    distorted_ended: bool = _wire(_boolean, True)
 
 
 @_message("error")

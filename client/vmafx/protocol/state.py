@@ -106,7 +106,7 @@ TRANSITIONS: dict[Role, dict[tuple[State, Event], State]] = {
 CLIENT_SENDS: dict[State, frozenset[type[m.Message]]] = {
     _S.AWAIT_HELLO: frozenset({m.Hello}),
     _S.OPEN: frozenset({m.OpenSession, m.CloseSession, m.RegisterBuffer, m.UnregisterBuffer, m.Submit,
-                        m.SubmitMany, m.Status, m.ListSessions}),
+                        m.SubmitMany, m.Status, m.ListSessions, m.ScoreFiles}),
     _S.CLOSED: frozenset(),
     _S.ERROR: frozenset(),
 }
@@ -120,7 +120,7 @@ SERVER_SENDS: dict[State, frozenset[type[m.Message]]] = {
     _S.AWAIT_HELLO: frozenset({m.HelloReply, m.Error, m.Goodbye}),
     _S.OPEN: frozenset({m.HelloReply, m.SessionOpened, m.SessionClosed, m.BufferRegistered,
                         m.BufferUnregistered, m.StatusReply, m.SessionsReply, m.Result, m.FrameError,
-                        m.Released, m.Error, m.Goodbye}),
+                        m.Released, m.FilesFrames, m.FilesScored, m.Error, m.Goodbye}),
     _S.CLOSED: frozenset({m.Error, m.Goodbye, m.FrameError, m.Released}),
     _S.ERROR: frozenset({m.Error, m.Goodbye}),
 }
@@ -132,6 +132,7 @@ REPLY_TO = {
     m.UnregisterBuffer: {m.BufferUnregistered},
     m.Status: {m.StatusReply},
     m.ListSessions: {m.SessionsReply},
+    m.ScoreFiles: {m.FilesScored},
 }
 #: messages the daemon sends without a request
 UNSOLICITED = {m.Result, m.FrameError, m.Released, m.Goodbye, m.Error, m.SessionClosed}
@@ -267,6 +268,8 @@ class ServerConnection(_Connection):
         self.client_name: str | None = None
         #: the hello asked to send submit_many (this daemon always takes it then)
         self.submit_many = False
+        #: the hello asked to send score_files (this daemon always takes it then)
+        self.score_files = False
 
     def receive(self, data: bytes, fds: tuple[int, ...] = (), *, truncated: bool = False,
                 ctrunc: bool = False) -> m.Message:
@@ -292,6 +295,8 @@ class ServerConnection(_Connection):
             if type(msg) is m.SubmitMany:
                 _check_submit_many(msg, self.submit_many, "submit_many, but the hello did not ask for it",
                                    self.limits, RemoteProtocolError, (ErrorCode.E_PROTO, ErrorCode.E_PROTO))
+            elif type(msg) is m.ScoreFiles and not self.score_files:
+                raise RemoteProtocolError(ErrorCode.E_PROTO, "t", "score_files, but the hello did not ask for it")
         except RemoteProtocolError as e:
             if e.fatal:
                 self._to(Event.PROTOCOL_ERROR)
@@ -304,6 +309,7 @@ class ServerConnection(_Connection):
                 )
             self.client_name = msg.client
             self.submit_many = bool(msg.submit_many)
+            self.score_files = bool(msg.score_files)
             self._to(Event.HELLO)
         return msg
 
@@ -389,6 +395,9 @@ class ClientConnection(_Connection):
         #: the hello sent asked to send submit_many, and (once true) the daemon said yes
         self._asked_submit_many = False
         self.submit_many = False
+        #: the hello sent asked to send score_files, and (once true) the daemon said yes
+        self._asked_score_files = False
+        self.score_files = False
 
     def next_seq(self) -> int:
         self._seq = (self._seq + 1) & 0xFFFFFFFF
@@ -406,6 +415,8 @@ class ClientConnection(_Connection):
             if len(msg.fds) > self.limits.max_fds_per_message:
                 raise LocalProtocolError(ErrorCode.E_INVAL, "fds", f"{len(msg.fds)} fds exceed the daemon's "
                                          f"max_fds_per_message ({self.limits.max_fds_per_message})")
+        elif type(msg) is m.ScoreFiles and not self.score_files:
+            raise LocalProtocolError(ErrorCode.E_STATE, "t", "the daemon did not say it takes score_files")
         data, fds = codec.encode(msg, max_bytes=self.limits.max_message_bytes)
         seq = getattr(msg, "seq", None)
         if seq is not None and type(msg) in REPLY_TO:
@@ -418,6 +429,7 @@ class ClientConnection(_Connection):
         elif cls is m.Hello:
             self.bundles = bool(msg.bundles)
             self._asked_submit_many = bool(msg.submit_many)
+            self._asked_score_files = bool(msg.score_files)
         return data, fds
 
     def receive(self, data: bytes) -> m.Message:
@@ -499,6 +511,10 @@ class ClientConnection(_Connection):
             if re is not None:
                 self.pending.pop(re, None)
             return msg
+        if isinstance(msg, m.FilesFrames):  # a part of score_files' answer: the request stays pending
+            if self.pending.get(re) is not m.ScoreFiles:
+                raise RemoteProtocolError(ErrorCode.E_PROTO, "re", f"files_frames for no pending score_files ({re})")
+            return msg
         if re is None or re not in self.pending:
             raise RemoteProtocolError(ErrorCode.E_PROTO, "re", f"{msg.TYPE} answers no pending request")
         req = self.pending.pop(re)
@@ -508,5 +524,6 @@ class ClientConnection(_Connection):
             self.server = msg
             self.limits = Limits.from_wire(msg.limits)
             self.submit_many = self._asked_submit_many and bool(msg.submit_many)
+            self.score_files = self._asked_score_files and bool(msg.score_files)
             self._to(Event.HELLO)
         return msg

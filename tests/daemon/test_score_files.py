@@ -1,0 +1,197 @@
+"""score_files: the daemon reads and scores two files a client opened (their fds, never a path).
+
+Against a real daemon process: on the emulated GPU lane (the in-process GPU path, as on
+CUDA) and on the CPU lane, every frame and pooled value equal to scoring the same files
+in this process on the CPU lane; raw files with their geometry; ``max_frames``; the
+shorter file ending it; bad files refused naming the field; every fd the daemon took
+closed again; and ``vmafxctl score`` through a running daemon taking this path.
+"""
+
+from __future__ import annotations
+
+import lzma
+import os
+import subprocess
+import sys
+
+import pytest
+
+from vmafx import in_process
+from vmafx.client import Client
+from vmafx.exceptions import VmafxError
+from vmafx.io.inputs import open_input
+
+from ..reference import vendored_pairs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FRAME = 347_603  # a 641x361 4:2:0 frame's bytes
+HEAD_LINE = 6  # "FRAME\n"
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """The 641x361 pair (odd sizes, 6 frames) as y4m and raw, and a copy of the distorted cut to 4 frames."""
+    d = tmp_path_factory.mktemp("score_files")
+    pair = next(p for p in vendored_pairs() if p.id.startswith("p16_"))
+    out = {}
+    for key, f in (("ref", pair.ref_file), ("dist", pair.dist_file)):
+        y4m = d / f"{key}.y4m"
+        y4m.write_bytes(lzma.decompress(f.read_bytes()))
+        with open_input(str(y4m)) as inp, open(d / f"{key}.yuv", "wb") as raw:
+            buf = bytearray(inp.info.frame_size)
+            while inp.read_frame_into(memoryview(buf)):
+                raw.write(buf)
+        out[key], out[key + "_raw"] = str(y4m), str(d / f"{key}.yuv")
+    data = open(out["dist"], "rb").read()
+    head = len(open(out["dist"], "rb").readline())
+    (d / "short.y4m").write_bytes(data[:head + 4 * (HEAD_LINE + FRAME)])
+    out["short"] = str(d / "short.y4m")
+    return out
+
+
+def _cpu(ref, dist, frames=None, geo=None):
+    geo = geo or {}
+    with open_input(ref, **geo) as r, open_input(dist, **geo) as d:
+        report, n = in_process.score_in_process(r, d, ["version=vmaf_v0.6.1"], ["psnr"], lane="cpu",
+                                                max_frames=frames)
+    return report, n
+
+
+async def _score(socket, ref, dist, **kw):
+    fds = [os.open(ref, os.O_RDONLY), os.open(dist, os.O_RDONLY)]
+    try:
+        async with await Client.connect(socket) as client:
+            return await client.score_files(fds[0], fds[1], models=["version=vmaf_v0.6.1"], features=["psnr"], **kw)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+@pytest.fixture(scope="module", params=["emu", "cpu"])
+def lane_daemon(request):
+    from .conftest import Daemon
+
+    d = Daemon("--lane", request.param)
+    try:
+        yield d
+    finally:
+        d.close()
+
+
+async def test_files_scored_by_the_daemon_equal_the_cpu_lane(lane_daemon, files):
+    want, n = _cpu(files["ref"], files["dist"])
+    reply, frames = await _score(lane_daemon.socket, files["ref"], files["dist"])
+    assert reply.frames == n == 6 and reply.lane in ("emu", "cpu")
+    assert list(enumerate(frames)) == want.frames and reply.pooled == want.pooled
+    assert reply.reference_ended and reply.distorted_ended
+    assert (reply.width, reply.height, reply.models) == (641, 361, ("vmaf",))
+    assert lane_daemon.wait_fds(lane_daemon.baseline) == lane_daemon.baseline  # both files' fds closed
+
+
+async def test_raw_files_with_their_geometry(lane_daemon, files):
+    geo = dict(width=641, height=361, pixel_format="420", bitdepth=8)
+    want, _ = _cpu(files["ref_raw"], files["dist_raw"], geo=geo)
+    reply, frames = await _score(lane_daemon.socket, files["ref_raw"], files["dist_raw"], **geo)
+    assert list(enumerate(frames)) == want.frames and reply.pooled == want.pooled
+
+
+async def test_max_frames_and_the_shorter_file(lane_daemon, files):
+    want, _ = _cpu(files["ref"], files["dist"], frames=3)
+    reply, frames = await _score(lane_daemon.socket, files["ref"], files["dist"], max_frames=3)
+    assert reply.frames == 3 and list(enumerate(frames)) == want.frames
+    assert not reply.reference_ended and not reply.distorted_ended
+    reply, frames = await _score(lane_daemon.socket, files["ref"], files["short"])
+    assert reply.frames == len(frames) == 4 and not reply.reference_ended and reply.distorted_ended
+
+
+@pytest.mark.parametrize("case", ["pipe", "directory", "raw-without-geometry", "sizes-differ"])
+async def test_bad_files_are_refused_naming_the_field(lane_daemon, files, tmp_path, case):
+    (tmp_path / "small.y4m").write_bytes(b"YUV4MPEG2 W64 H64 F25:1 C420jpeg\nFRAME\n" + bytes(64 * 64 * 3 // 2))
+    ref, dist, field = files["ref"], files["dist"], "reference"
+    fds: list[int] = []
+    try:
+        if case == "pipe":
+            r, w = os.pipe()
+            os.write(w, open(ref, "rb").read(4096))
+            fds = [r, w, os.open(dist, os.O_RDONLY)]
+            a, b = r, fds[2]
+        elif case == "directory":
+            fds = [os.open(ref, os.O_RDONLY), os.open(str(tmp_path), os.O_RDONLY)]
+            a, b, field = fds[0], fds[1], "distorted"
+        elif case == "raw-without-geometry":
+            fds = [os.open(files["ref_raw"], os.O_RDONLY), os.open(files["dist_raw"], os.O_RDONLY)]
+            a, b = fds
+        else:
+            fds = [os.open(ref, os.O_RDONLY), os.open(str(tmp_path / "small.y4m"), os.O_RDONLY)]
+            a, b, field = fds[0], fds[1], "distorted.width"
+        async with await Client.connect(lane_daemon.socket) as client:
+            with pytest.raises(VmafxError) as e:
+                await client.score_files(a, b)
+            assert e.value.field == field and e.value.code.value == "E_INVAL"
+            # the connection goes on: a good pair right after
+            reply, _ = await client.score_files(*(fds_ok := [os.open(ref, os.O_RDONLY), os.open(dist, os.O_RDONLY)]))
+            for fd in fds_ok:
+                os.close(fd)
+            assert reply.frames == 6
+    finally:
+        for fd in fds:
+            os.close(fd)
+    assert lane_daemon.wait_fds(lane_daemon.baseline) == lane_daemon.baseline
+
+
+def test_the_protocol_refuses_what_the_hello_did_not_ask_for(files):
+    from vmafx.protocol import ClientConnection, LocalProtocolError, RemoteProtocolError, ServerConnection, Limits
+    from vmafx.protocol import messages as m
+
+    client = ClientConnection("t")
+    client.send(m.Hello(seq=1, version=1, client="t"))
+    with pytest.raises(LocalProtocolError):  # not in a state to send yet, and never without the daemon's yes
+        client.send(m.ScoreFiles(seq=2, reference=0, distorted=1, fds=(5, 6)))
+    server = ServerConnection(Limits(), "s")
+    from vmafx.protocol import codec
+
+    server.receive(codec.encode(m.Hello(seq=1, version=server_version(), client="t"))[0])
+    data, fds = codec.encode(m.ScoreFiles(seq=2, reference=0, distorted=1, fds=(5, 6)))
+    with pytest.raises(RemoteProtocolError) as e:
+        server.receive(data, fds)
+    assert e.value.field == "t" and "hello did not ask" in e.value.message
+
+
+def server_version() -> int:
+    from vmafx.protocol import PROTOCOL_VERSION
+
+    return PROTOCOL_VERSION
+
+
+@pytest.mark.parametrize("bad, field", [
+    (dict(reference=0, distorted=0, fds=(5,)), "distorted"),
+    (dict(reference=0, distorted=1, width=64, fds=(5, 6)), "height"),
+    (dict(reference=0, distorted=2, fds=(5, 6)), "distorted"),
+])
+def test_score_files_fields_are_checked(bad, field):
+    from vmafx.protocol import codec
+    from vmafx.protocol import messages as m
+
+    with pytest.raises(Exception) as e:
+        msg = m.ScoreFiles(seq=1, **bad)
+        codec.decode(*codec.encode(msg))
+    assert getattr(e.value, "field", None) == field
+
+
+def test_vmafxctl_through_a_running_daemon_reads_no_frame_itself(lane_daemon, files, tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "client")]))
+    out = tmp_path / "log.json"
+    p = subprocess.run([sys.executable, "-c", "import sys; from vmafx.cli import main; sys.exit(main())", "score",
+                        "--socket", lane_daemon.socket, "-r", files["ref"], "-d", files["short"], "--feature", "psnr",
+                        "--json", "-o", str(out), "-q", "--verbose"], env=env, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert "the files read by the daemon" in p.stderr
+    # libvmaf's notice for the shorter file, as when this process reads the frames
+    assert f'"{files["short"]}" ended before "{files["ref"]}".' in p.stderr
+    import json
+
+    got = json.loads(out.read_text())
+    want, _ = _cpu(files["ref"], files["short"])
+    assert len(got["frames"]) == 4
+    assert [f["metrics"]["vmaf"] for f in got["frames"]] == pytest.approx(
+        [metrics["vmaf"] for _i, metrics in want.frames], abs=5e-7)

@@ -1,0 +1,161 @@
+"""``score_files``: two files a client opened, read and scored by the daemon itself.
+
+A client scoring files through the daemon otherwise reads every frame, copies it
+into a shared buffer and submits it: at 1080p that path ran at 0.6x of reading the
+files (docs/performance.md).  With ``score_files`` the client sends the two open
+files' fds (SCM_RIGHTS: the daemon opens no client path, so it reads only what the
+client could) and the daemon scores them the way ``vmafxctl score --in-process``
+does -- on a GPU lane, regular files read by position on several threads straight
+into page-locked memory and batches of pairs uploaded at once; on the CPU lane,
+frame by frame -- with no process start, CUDA context or kernel load to pay.
+
+One job runs at a time (:class:`FileJobs`' limiter): a job keeps the device busy on
+its own.  The job owns both fds from the moment the request is taken (the inputs
+close them, on every path); the scoring runs on a worker thread, which stops at its
+next batch when the client goes (its task is cancelled) and then closes everything
+itself.  The frames' metrics go back in ``files_frames`` messages of at most about
+half ``max_message_bytes`` each, in order, then ``files_scored`` answers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any
+
+import trio
+
+from vmafx.field_error import FieldError
+from vmafx.io.inputs import InputError, open_file_input
+from vmafx.protocol.errors import ErrorCode, RemoteProtocolError
+from vmafx.protocol.messages import FilesFrames, FilesScored, ScoreFiles
+
+from . import offline
+from .session import build_plan
+
+__all__ = ["FileJobs"]
+
+log = logging.getLogger("vmafxd.files")
+
+#: GPU lanes that score files in the daemon's process (the in-process GPU path)
+_GPU_LANES = ("cuda", "hip", "emu")
+
+
+class _Stopped(Exception):
+    """The client went: the job stops at its next batch."""
+
+
+class FileJobs:
+    """The daemon's ``score_files`` jobs: one at a time."""
+
+    def __init__(self, lane_name: str, cpu_engine: str = "auto"):
+        self.lane_name = lane_name
+        self.cpu_engine = cpu_engine
+        self._limiter = trio.CapacityLimiter(1)
+
+    async def run(self, handler, msg: ScoreFiles, fds: tuple[int, int]) -> None:
+        """Carry out ``msg`` for ``handler``'s client; ``fds`` (reference, distorted) are this
+        job's from here on.  Every outcome is a reply: ``files_scored`` or an error."""
+        try:
+            reply, frames = await self._score(handler, msg, fds)
+        except RemoteProtocolError as e:
+            handler.send_error(msg.seq, e)
+            return
+        except FieldError as e:  # a lane's or a pair's check, naming its field
+            handler.send_error(msg.seq, RemoteProtocolError(ErrorCode.E_INVAL, e.field, e.reason))
+            return
+        except Exception as e:
+            log.exception("client %s: score_files failed", handler.label)
+            handler.send_error(msg.seq, RemoteProtocolError(
+                ErrorCode.E_INTERNAL, "", f"the daemon failed scoring the files: {type(e).__name__}: {e}"))
+            return
+        await self._send(handler, msg.seq, frames)
+        handler.emit(reply)
+        log.info("client %s: scored %d frame pairs of two files it sent (%s lane)", handler.label, reply.frames,
+                 self.lane_name)
+
+    async def _score(self, handler, msg: ScoreFiles, fds: tuple[int, int]):
+        owned = list(fds)
+        try:
+            if msg.lane not in ("auto", self.lane_name):
+                raise RemoteProtocolError(ErrorCode.E_NOTSUP, "lane", f"lane {msg.lane} is not available: this "
+                                          f"daemon runs the {self.lane_name} lane")
+            plan = build_plan(msg.models, msg.features, handler.limits, handler.server.config.model_dirs,
+                              msg.model_texts)
+            geo = dict(width=msg.width, height=msg.height, pixel_format=msg.pixel_format, bitdepth=msg.bitdepth)
+            inputs = []
+            try:
+                for role in ("reference", "distorted"):
+                    fd = owned.pop(0)
+                    try:
+                        inputs.append(open_file_input(fd, role, **geo))
+                    except InputError as e:
+                        raise RemoteProtocolError(ErrorCode.E_INVAL, role, str(e)) from None
+                ref, dist = inputs
+                offline.check_pair(ref.info, dist.info)
+                stop = threading.Event()
+                claim = threading.Lock()
+                taken: list[bool] = []  # [True]: the thread has the inputs; [False]: it must not start
+
+                def work():
+                    with claim:
+                        if taken:  # given up before it started: the task closed the inputs
+                            return None
+                        taken.append(True)
+                    return self._work(msg.seq, plan, ref, dist, msg.max_frames, stop)
+
+                try:
+                    return await trio.to_thread.run_sync(work, limiter=self._limiter, abandon_on_cancel=True)
+                except trio.Cancelled:
+                    stop.set()  # a running thread ends at its next batch and closes the inputs itself
+                    with claim:
+                        if taken:
+                            inputs = []
+                        else:
+                            taken.append(False)
+                    raise
+            finally:
+                for inp in inputs:
+                    inp.close()
+        finally:
+            for fd in owned:  # not yet given to an input
+                os.close(fd)
+
+    def _work(self, seq: int, plan, ref, dist, max_frames: int | None, stop: threading.Event):
+        """On a worker thread: score, then close both inputs (whoever waits for this or not)."""
+        def progress(n: int) -> None:
+            if stop.is_set():
+                raise _Stopped()
+
+        try:
+            info = ref.info
+            if self.lane_name in _GPU_LANES:
+                try:
+                    scorer, n = offline.score_frames_on_gpu(self.lane_name, plan, ref, dist, max_frames=max_frames,
+                                                            progress=progress)
+                except offline.GpuUnavailable as e:
+                    raise RemoteProtocolError(ErrorCode.E_NOTSUP, "lane", str(e)) from None
+            else:
+                scorer = offline.cpu_scorer(plan, info, self.cpu_engine)
+                n = offline.score_frames(scorer, ref, dist, max_frames=max_frames, progress=progress)
+            frames = [metrics for _index, metrics in scorer.assembler.frames]
+            reply = FilesScored(
+                re=seq, frames=n, lane=self.lane_name, width=info.width, height=info.height,
+                models=tuple(ms.name for ms in plan.models), pooled=scorer.assembler.pooled(),
+                aggregate=dict(scorer.aggregate),
+                reference_ended=ref.total is None or ref.total <= n,
+                distorted_ended=dist.total is None or dist.total <= n)
+            return reply, frames
+        finally:
+            ref.close()
+            dist.close()
+
+    async def _send(self, handler, seq: int, frames: list[dict[str, Any]]) -> None:
+        """The frames' metrics in ``files_frames`` of about half ``max_message_bytes`` at most."""
+        per_frame = 16 + sum(len(k) + 12 for k in frames[0]) if frames else 1
+        chunk = max(1, min(4096, (handler.limits.max_message_bytes // 2) // per_frame))
+        for k, first in enumerate(range(0, len(frames), chunk)):
+            handler.emit(FilesFrames(re=seq, first=first, frames=tuple(frames[first:first + chunk])))
+            if k % 16 == 15:  # let the client read: the outgoing queue is bounded
+                await handler.outgoing.flushed()
