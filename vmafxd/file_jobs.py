@@ -53,10 +53,21 @@ class FileJobs:
         self.lane_name = lane_name
         self.cpu_engine = cpu_engine
         self._limiter = trio.CapacityLimiter(1)
+        #: jobs taken and not answered yet (running or waiting for their turn)
+        self.jobs = 0
+        #: frame pairs the jobs have scored
+        self.frames_scored = 0
+
+    def status(self) -> dict[str, int]:
+        """For the daemon's status: file jobs running, waiting, and frame pairs scored."""
+        running = self._limiter.borrowed_tokens
+        return {"file_jobs_running": running, "file_jobs_waiting": max(0, self.jobs - running),
+                "file_frames_scored": self.frames_scored}
 
     async def run(self, handler, msg: ScoreFiles, fds: tuple[int, int]) -> None:
         """Carry out ``msg`` for ``handler``'s client; ``fds`` (reference, distorted) are this
         job's from here on.  Every outcome is a reply: ``files_scored`` or an error."""
+        self.jobs += 1
         try:
             reply, frames = await self._score(handler, msg, fds)
         except RemoteProtocolError as e:
@@ -70,6 +81,9 @@ class FileJobs:
             handler.send_error(msg.seq, RemoteProtocolError(
                 ErrorCode.E_INTERNAL, "", f"the daemon failed scoring the files: {type(e).__name__}: {e}"))
             return
+        finally:
+            self.jobs -= 1
+        self.frames_scored += reply.frames
         await self._send(handler, msg.seq, frames)
         handler.emit(reply)
         log.info("client %s: scored %d frame pairs of two files it sent (%s lane)", handler.label, reply.frames,

@@ -281,6 +281,7 @@ class Server:
             "host_copies": self.lane.host_copies,
             "uptime_s": round(time.monotonic() - self.started, 3),
             "stopping": self.stopping,
+            **self.file_jobs.status(),
         }
         memory = self.lane.device_memory()  # GPU lanes: per device, bytes (and allocations) in use
         if memory is not None:

@@ -67,10 +67,20 @@ async def _score(socket, ref, dist, **kw):
             os.close(fd)
 
 
-@pytest.fixture(scope="module", params=["emu", "cpu"])
+@pytest.fixture(scope="module", params=["emu", "cpu", "cuda"])
 def lane_daemon(request):
     from .conftest import Daemon
 
+    if request.param == "cuda":
+        from vmafxd.lanes.runtime import RuntimeUnavailable
+
+        try:
+            from vmafxd.lanes import cuda
+
+            if cuda.load().device_count() < 1:
+                pytest.skip("no CUDA device")
+        except (ImportError, RuntimeUnavailable) as e:
+            pytest.skip(f"no CUDA here ({e})")
     d = Daemon("--lane", request.param)
     try:
         yield d
@@ -81,11 +91,14 @@ def lane_daemon(request):
 async def test_files_scored_by_the_daemon_equal_the_cpu_lane(lane_daemon, files):
     want, n = _cpu(files["ref"], files["dist"])
     reply, frames = await _score(lane_daemon.socket, files["ref"], files["dist"])
-    assert reply.frames == n == 6 and reply.lane in ("emu", "cpu")
+    assert reply.frames == n == 6 and reply.lane in ("emu", "cpu", "cuda")
     assert list(enumerate(frames)) == want.frames and reply.pooled == want.pooled
     assert reply.reference_ended and reply.distorted_ended
     assert (reply.width, reply.height, reply.models) == (641, 361, ("vmaf",))
     assert lane_daemon.wait_fds(lane_daemon.baseline) == lane_daemon.baseline  # both files' fds closed
+    async with await Client.connect(lane_daemon.socket) as client:
+        status = await client.status()
+    assert status["file_jobs_running"] == status["file_jobs_waiting"] == 0 and status["file_frames_scored"] >= 6
 
 
 async def test_raw_files_with_their_geometry(lane_daemon, files):
@@ -179,7 +192,8 @@ def test_score_files_fields_are_checked(bad, field):
 
 
 def test_vmafxctl_through_a_running_daemon_reads_no_frame_itself(lane_daemon, files, tmp_path):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "client")]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [ROOT, os.path.join(ROOT, "client")] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
     out = tmp_path / "log.json"
     p = subprocess.run([sys.executable, "-c", "import sys; from vmafx.cli import main; sys.exit(main())", "score",
                         "--socket", lane_daemon.socket, "-r", files["ref"], "-d", files["short"], "--feature", "psnr",
@@ -195,3 +209,33 @@ def test_vmafxctl_through_a_running_daemon_reads_no_frame_itself(lane_daemon, fi
     assert len(got["frames"]) == 4
     assert [f["metrics"]["vmaf"] for f in got["frames"]] == pytest.approx(
         [metrics["vmaf"] for _i, metrics in want.frames], abs=5e-7)
+
+
+async def test_a_client_gone_mid_job_stops_it_and_the_daemon_goes_on(files, tmp_path):
+    """The job runs on a worker thread; when its client goes, it stops at its next frame (the
+    CPU lane: a frame a step), closes both files, and the next client's job runs."""
+    import trio
+
+    from .conftest import Daemon
+
+    head = open(files["ref"], "rb").readline()
+    for key in ("ref", "dist"):  # 600 frames: far longer than the half second the client stays
+        body = open(files[key], "rb").read()[len(head):]
+        (tmp_path / f"{key}.y4m").write_bytes(head + body * 100)
+    d = Daemon("--lane", "cpu")
+    try:
+        fds = [os.open(tmp_path / "ref.y4m", os.O_RDONLY), os.open(tmp_path / "dist.y4m", os.O_RDONLY)]
+        try:
+            with trio.move_on_after(0.5) as scope:
+                async with await Client.connect(d.socket) as client:
+                    await client.score_files(fds[0], fds[1])
+            assert scope.cancelled_caught
+        finally:
+            for fd in fds:
+                os.close(fd)
+        reply, frames = await _score(d.socket, files["ref"], files["dist"])
+        assert reply.frames == len(frames) == 6
+        assert d.wait_fds(d.baseline) == d.baseline
+        assert d.proc.poll() is None and "Traceback" not in d.log()
+    finally:
+        d.close()
