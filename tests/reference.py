@@ -131,3 +131,23 @@ def format_libvmaf(value: float) -> str:
     from vmafx.io.scores import format_score
 
     return format_score(value)
+
+
+def uncompressed_chelsea(folder: Path) -> dict[str, str]:
+    """The vendored 641x361 pair (odd sizes, 6 frames) written uncompressed into ``folder``:
+    ``ref``/``dist`` y4m, ``ref_raw``/``dist_raw`` the same frames as raw .yuv."""
+    import lzma
+
+    from vmafx.io.inputs import open_input
+
+    pair = next(p for p in vendored_pairs() if p.id.startswith("p16_"))
+    out = {}
+    for key, f in (("ref", pair.ref_file), ("dist", pair.dist_file)):
+        y4m = folder / f"{key}.y4m"
+        y4m.write_bytes(lzma.decompress(f.read_bytes()))
+        with open_input(str(y4m)) as inp, open(folder / f"{key}.yuv", "wb") as raw:
+            buf = bytearray(inp.info.frame_size)
+            while inp.read_frame_into(memoryview(buf)):
+                raw.write(buf)
+        out[key], out[key + "_raw"] = str(y4m), str(folder / f"{key}.yuv")
+    return out

@@ -9,7 +9,6 @@ closed again; and ``vmafxctl score`` through a running daemon taking this path.
 
 from __future__ import annotations
 
-import lzma
 import os
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from vmafx.client import Client
 from vmafx.exceptions import VmafxError
 from vmafx.io.inputs import open_input
 
-from ..reference import vendored_pairs
+from ..reference import uncompressed_chelsea
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FRAME = 347_603  # a 641x361 4:2:0 frame's bytes
@@ -32,16 +31,7 @@ HEAD_LINE = 6  # "FRAME\n"
 def files(tmp_path_factory):
     """The 641x361 pair (odd sizes, 6 frames) as y4m and raw, and a copy of the distorted cut to 4 frames."""
     d = tmp_path_factory.mktemp("score_files")
-    pair = next(p for p in vendored_pairs() if p.id.startswith("p16_"))
-    out = {}
-    for key, f in (("ref", pair.ref_file), ("dist", pair.dist_file)):
-        y4m = d / f"{key}.y4m"
-        y4m.write_bytes(lzma.decompress(f.read_bytes()))
-        with open_input(str(y4m)) as inp, open(d / f"{key}.yuv", "wb") as raw:
-            buf = bytearray(inp.info.frame_size)
-            while inp.read_frame_into(memoryview(buf)):
-                raw.write(buf)
-        out[key], out[key + "_raw"] = str(y4m), str(d / f"{key}.yuv")
+    out = uncompressed_chelsea(d)
     data = open(out["dist"], "rb").read()
     head = len(open(out["dist"], "rb").readline())
     (d / "short.y4m").write_bytes(data[:head + 4 * (HEAD_LINE + FRAME)])

@@ -13,7 +13,7 @@ import pytest
 from vmafx import in_process
 from vmafx.io.inputs import InputError, open_input
 
-from ..reference import vendored_pairs
+from ..reference import uncompressed_chelsea, vendored_pairs
 
 MODELS, FEATURES = ["version=vmaf_v0.6.1"], ["psnr"]
 
@@ -47,18 +47,7 @@ def emu(gpu, monkeypatch):
 @pytest.fixture(scope="module")
 def chelsea(tmp_path_factory):
     """The 641x361 pair (odd sizes, 6 frames) uncompressed: y4m, and raw .yuv of the same frames."""
-    d = tmp_path_factory.mktemp("chelsea")
-    pair = next(p for p in vendored_pairs() if p.id.startswith("p16_"))
-    out = {}
-    for key, f in (("ref", pair.ref_file), ("dist", pair.dist_file)):
-        y4m = d / f"{key}.y4m"
-        y4m.write_bytes(lzma.decompress(f.read_bytes()))
-        with open_input(str(y4m)) as inp, open(d / f"{key}.yuv", "wb") as raw:
-            buf = bytearray(inp.info.frame_size)
-            while inp.read_frame_into(memoryview(buf)):
-                raw.write(buf)
-        out[key], out[key + "_raw"] = str(y4m), str(d / f"{key}.yuv")
-    return out
+    return uncompressed_chelsea(tmp_path_factory.mktemp("chelsea"))
 
 
 RAW = dict(width=641, height=361, pixel_format="420", bitdepth=8)
