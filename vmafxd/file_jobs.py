@@ -49,8 +49,10 @@ class _Stopped(Exception):
 class FileJobs:
     """The daemon's ``score_files`` jobs: one at a time."""
 
-    def __init__(self, lane_name: str, cpu_engine: str = "auto"):
-        self.lane_name = lane_name
+    def __init__(self, lane, cpu_engine: str = "auto"):
+        #: the daemon's lane: its name, and on a GPU lane the devices it may use (``gpu_devices``)
+        self.lane = lane
+        self.lane_name = lane.name
         self.cpu_engine = cpu_engine
         self._limiter = trio.CapacityLimiter(1)
         #: jobs taken and not answered yet (running or waiting for their turn)
@@ -95,6 +97,7 @@ class FileJobs:
             if msg.lane not in ("auto", self.lane_name):
                 raise RemoteProtocolError(ErrorCode.E_NOTSUP, "lane", f"lane {msg.lane} is not available: this "
                                           f"daemon runs the {self.lane_name} lane")
+            device = self._device(msg.device)
             plan = build_plan(msg.models, msg.features, handler.limits, handler.server.config.model_dirs,
                               msg.model_texts)
             geo = dict(width=msg.width, height=msg.height, pixel_format=msg.pixel_format, bitdepth=msg.bitdepth)
@@ -117,7 +120,7 @@ class FileJobs:
                         if taken:  # given up before it started: the task closed the inputs
                             return None
                         taken.append(True)
-                    return self._work(msg.seq, plan, ref, dist, msg.max_frames, stop)
+                    return self._work(msg, device, plan, ref, dist, stop)
 
                 try:
                     return await trio.to_thread.run_sync(work, limiter=self._limiter, abandon_on_cancel=True)
@@ -136,7 +139,20 @@ class FileJobs:
             for fd in owned:  # not yet given to an input
                 os.close(fd)
 
-    def _work(self, seq: int, plan, ref, dist, max_frames: int | None, stop: threading.Event):
+    def _device(self, asked: int | None) -> int:
+        """The GPU a job runs on: the one asked for, which must be among the daemon's devices,
+        else the daemon's first (E_INVAL naming ``device``, as open_session says it)."""
+        if self.lane_name not in _GPU_LANES:
+            return 0
+        ordinals = [d["device"] for d in self.lane.describe().get("devices", ())] or [0]
+        if asked is None:
+            return ordinals[0]
+        if asked not in ordinals:
+            raise RemoteProtocolError(ErrorCode.E_INVAL, "device", f"the {self.lane_name} lane has devices "
+                                      f"{', '.join(map(str, ordinals))}, not {asked}")
+        return asked
+
+    def _work(self, msg: ScoreFiles, device: int, plan, ref, dist, stop: threading.Event):
         """On a worker thread: score, then close both inputs (whoever waits for this or not)."""
         def progress(n: int) -> None:
             if stop.is_set():
@@ -146,16 +162,17 @@ class FileJobs:
             info = ref.info
             if self.lane_name in _GPU_LANES:
                 try:
-                    scorer, n = offline.score_frames_on_gpu(self.lane_name, plan, ref, dist, max_frames=max_frames,
-                                                            progress=progress)
+                    scorer, n = offline.score_frames_on_gpu(self.lane_name, plan, ref, dist,
+                                                            max_frames=msg.max_frames, progress=progress,
+                                                            device=device)
                 except offline.GpuUnavailable as e:
                     raise RemoteProtocolError(ErrorCode.E_NOTSUP, "lane", str(e)) from None
             else:
                 scorer = offline.cpu_scorer(plan, info, self.cpu_engine)
-                n = offline.score_frames(scorer, ref, dist, max_frames=max_frames, progress=progress)
+                n = offline.score_frames(scorer, ref, dist, max_frames=msg.max_frames, progress=progress)
             frames = [metrics for _index, metrics in scorer.assembler.frames]
             reply = FilesScored(
-                re=seq, frames=n, lane=self.lane_name, width=info.width, height=info.height,
+                re=msg.seq, frames=n, lane=self.lane_name, width=info.width, height=info.height,
                 models=tuple(ms.name for ms in plan.models), pooled=scorer.assembler.pooled(),
                 aggregate=dict(scorer.aggregate),
                 reference_ended=ref.total is None or ref.total <= n,

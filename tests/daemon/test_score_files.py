@@ -229,3 +229,21 @@ async def test_a_client_gone_mid_job_stops_it_and_the_daemon_goes_on(files, tmp_
         assert d.proc.poll() is None and "Traceback" not in d.log()
     finally:
         d.close()
+
+
+async def test_the_device_asked_for_is_one_of_the_daemons(files):
+    """On a daemon with two (emulated) GPUs a job runs on the one asked for; one it does not
+    have is refused naming ``device``, as open_session refuses it."""
+    from .conftest import Daemon
+
+    d = Daemon("--lane", "emu", env={"VMAFXD_EMU_DEVICES": "2"})
+    try:
+        want, _ = _cpu(files["ref"], files["dist"])
+        reply, frames = await _score(d.socket, files["ref"], files["dist"], device=1)
+        assert list(enumerate(frames)) == want.frames
+        with pytest.raises(VmafxError) as e:
+            await _score(d.socket, files["ref"], files["dist"], device=2)
+        assert e.value.field == "device" and "has devices 0, 1, not 2" in e.value.message
+        assert d.wait_fds(d.baseline) == d.baseline
+    finally:
+        d.close()

@@ -29,12 +29,12 @@ SLOT_BYTES = 64 << 20
 
 
 class _DeviceStart:
-    """A lane's runtime, device 0 and one page-locked slot, made on a thread of their own.
+    """A lane's runtime, device ``ordinal`` and one page-locked slot, made on a thread of their own.
 
     The slot is ``SLOT_BYTES`` whatever the geometry: a batch is sized to fit it."""
 
-    def __init__(self, lane: str):
-        self.lane = lane
+    def __init__(self, lane: str, ordinal: int = 0):
+        self.lane, self.ordinal = lane, ordinal
         self.runtime = self.device = self.host = None
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=f"vmafx-start-{lane}", daemon=True)
@@ -49,9 +49,12 @@ class _DeviceStart:
             except ImportError as e:
                 raise RuntimeUnavailable(self.lane, f"its binding cannot be imported ({e})") from None
             rt = binding.load()
-            if rt.device_count() < 1:
+            count = rt.device_count()
+            if count < 1:
                 raise RuntimeUnavailable(self.lane, "no device")
-            dev = rt.device(0)
+            if self.ordinal >= count:
+                raise RuntimeUnavailable(self.lane, f"no device {self.ordinal} (it has {count})")
+            dev = rt.device(self.ordinal)
             dev.make_current()  # (the context is current per thread: the scoring thread makes it so again)
             self.runtime, self.device = rt, dev
             self.host = dev.alloc_host(SLOT_BYTES)
@@ -95,8 +98,9 @@ def _wait_for_starts() -> None:
         start._thread.join(timeout=30)
 
 
-def take_device(lane: str):
-    """(runtime, device 0, a pinned slot or None) of ``lane``: the start made ahead, else one made now."""
+def take_device(lane: str, ordinal: int = 0):
+    """(runtime, device ``ordinal``, a pinned slot or None) of ``lane``: the start made ahead
+    (device 0's), else one made now."""
     with _starting_lock:
-        start = _starting.pop(lane, None)
-    return (start or _DeviceStart(lane)).take()
+        start = _starting.pop(lane, None) if ordinal == 0 else None
+    return (start or _DeviceStart(lane, ordinal)).take()

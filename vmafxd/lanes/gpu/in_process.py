@@ -41,7 +41,7 @@ def batch_for(pair_bytes: int, most: int) -> int:
 
 def score_readers(lane: str, plan, reference, distorted, *, max_frames: int | None = None,
                   progress: Callable[[int], None] | None = None, batch: int | None = None,
-                  slots: int | None = None, threads: int | None = None):
+                  slots: int | None = None, threads: int | None = None, device: int = 0):
     """Score frame pairs from two readers (``.info``, ``read_frame_into`` or ``read_frame``)
     until either ends or ``max_frames``; returns (the finished :class:`GpuScorer`, frames scored).
 
@@ -50,12 +50,13 @@ def score_readers(lane: str, plan, reference, distorted, *, max_frames: int | No
     batch's ``done`` event (its copy is on the same stream, so it has finished by then).
     A frame read past the other input's end goes back through ``pushback``.
     ``threads``: how many read the files (:func:`vmafx.io.parallel_read.read_threads`).
+    ``device``: the device's ordinal (0 unless the daemon's ``score_files`` names one).
     The device comes from :func:`.device_start.start_device` when it was started, else is started now.
     One slot is pinned before the first frame, the others on a thread while the first batches
     are read and scored.
     Raises :class:`RuntimeUnavailable` when the lane's runtime or device is missing."""
     slots = slots or SLOTS
-    rt, dev, first_host = take_device(lane)
+    rt, dev, first_host = take_device(lane, device)
     info = reference.info
     w, h, bpc, fmt = info.width, info.height, info.bitdepth, info.pixel_format
     shapes = storage_planes(fmt, w, h, bpc)
