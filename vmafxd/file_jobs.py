@@ -59,6 +59,9 @@ class FileJobs:
         self.jobs = 0
         #: frame pairs the jobs have scored
         self.frames_scored = 0
+        #: worker threads still scoring (an abandoned job's too, until it sees its stop)
+        self._threads = 0
+        self._threads_lock = threading.Lock()
 
     def status(self) -> dict[str, int]:
         """For the daemon's status: file jobs running, waiting, and frame pairs scored."""
@@ -111,6 +114,8 @@ class FileJobs:
                         raise RemoteProtocolError(ErrorCode.E_INVAL, role, str(e)) from None
                 ref, dist = inputs
                 offline.check_pair(ref.info, dist.info)
+                log.debug("client %s: score_files %dx%d on the %s lane", handler.label, ref.info.width,
+                          ref.info.height, self.lane_name)
                 stop = threading.Event()
                 claim = threading.Lock()
                 taken: list[bool] = []  # [True]: the thread has the inputs; [False]: it must not start
@@ -120,7 +125,13 @@ class FileJobs:
                         if taken:  # given up before it started: the task closed the inputs
                             return None
                         taken.append(True)
-                    return self._work(msg, device, plan, ref, dist, stop)
+                    with self._threads_lock:
+                        self._threads += 1
+                    try:
+                        return self._work(msg, device, plan, ref, dist, stop)
+                    finally:
+                        with self._threads_lock:
+                            self._threads -= 1
 
                 try:
                     return await trio.to_thread.run_sync(work, limiter=self._limiter, abandon_on_cancel=True)
@@ -138,6 +149,16 @@ class FileJobs:
         finally:
             for fd in owned:  # not yet given to an input
                 os.close(fd)
+
+    async def drain(self, timeout: float) -> None:
+        """At shutdown, once the clients are gone: wait (at most ``timeout`` s) for the jobs'
+        threads, told to stop when their clients' tasks were cancelled, to leave the device
+        before the process exits."""
+        with trio.move_on_after(timeout):
+            while self._threads:
+                await trio.sleep(0.01)
+        if self._threads:
+            log.warning("%d score_files thread(s) still running at exit", self._threads)
 
     def _device(self, asked: int | None) -> int:
         """The GPU a job runs on: the one asked for, which must be among the daemon's devices,

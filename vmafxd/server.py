@@ -107,6 +107,7 @@ class Server:
             # Clients are gone; let the reaper complete what the workers still
             # release and free the imports (bounded; woken by its passes), then stop.
             await self.reaper.drain(2.0)
+            await self.file_jobs.drain(5.0)
             services.cancel_scope.cancel()
         log.info("stopped: %d frames scored, %d failed", self.frames_scored, self.frames_failed)
 

@@ -116,6 +116,35 @@ def test_a_daemon_killed_or_stopped_mid_run_is_one_line(clips, tmp_path, sig, st
         d.close()
 
 
+@pytest.mark.parametrize("sig,status,says", [
+    (signal.SIGKILL, EXIT_STATUS["lost"], "went away without a goodbye"),
+    (signal.SIGTERM, EXIT_STATUS["stopped"], "the daemon is stopping"),
+])
+def test_a_daemon_killed_or_stopped_while_it_reads_the_files_is_one_line(tmp_path, sig, status, says):
+    """Regular files go to the daemon as open files (score_files): it reads and scores them on
+    a worker thread; killed or stopped meanwhile, the command says so in one line."""
+    ref = write_y4m(tmp_path / "ref.y4m", 300, 640, 360, seed=1)  # seconds of the CPU lane's work
+    dist = write_y4m(tmp_path / "dist.y4m", 300, 640, 360, seed=2)
+    d = Daemon(workers=1)
+    try:
+        out = tmp_path / "scores.json"
+        p = _score(d.socket, (ref, dist), out)
+        end = time.monotonic() + 30
+        while "score_files 640x360" not in d.log():
+            assert time.monotonic() < end and p.poll() is None, d.log()[-2000:]
+            time.sleep(0.02)
+        time.sleep(0.3)
+        d.proc.send_signal(sig)
+        assert d.proc.wait(30) == (0 if sig == signal.SIGTERM else -signal.SIGKILL)
+        stdout, stderr = p.communicate(timeout=60)
+        line = _one_line(stderr)
+        assert p.returncode == status, stderr
+        assert says in line and "run the command again" in line, line
+        assert not out.exists() and stdout == ""
+    finally:
+        d.close()
+
+
 def test_no_daemon_at_the_socket_is_one_line(clips, tmp_path):
     p = _score(str(tmp_path / "absent.sock"), clips, tmp_path / "o.json")
     _, stderr = p.communicate(timeout=60)
