@@ -9,8 +9,9 @@ does -- on a GPU lane, regular files read by position on several threads straigh
 into page-locked memory and batches of pairs uploaded at once; on the CPU lane,
 frame by frame -- with no process start, CUDA context or kernel load to pay.
 
-One job runs at a time (:class:`FileJobs`' limiter): a job keeps the device busy on
-its own.  The job owns both fds from the moment the request is taken (the inputs
+As many jobs run at once as the lane has devices (GPUs, or the CPU lane's workers):
+a job keeps a device busy on its own; a job without a device asked for takes the GPU
+with the fewest jobs, and the others wait their turn.  The job owns both fds from the moment the request is taken (the inputs
 close them, on every path); the scoring runs on a worker thread, which stops at its
 next batch when the client goes (its task is cancelled) and then closes everything
 itself.  The frames' metrics go back in ``files_frames`` messages of at most about
@@ -54,7 +55,11 @@ class FileJobs:
         self.lane = lane
         self.lane_name = lane.name
         self.cpu_engine = cpu_engine
+        #: jobs at once: one a device of the lane (a GPU's or a CPU worker's), set at the first job
         self._limiter = trio.CapacityLimiter(1)
+        self._ordinals: list[int] | None = None
+        #: device ordinal -> the jobs on it now (a job without a device asked for takes the least busy)
+        self._on_device: dict[int, int] = {}
         #: jobs taken and not answered yet (running or waiting for their turn)
         self.jobs = 0
         #: frame pairs the jobs have scored
@@ -133,6 +138,7 @@ class FileJobs:
                         with self._threads_lock:
                             self._threads -= 1
 
+                self._on_device[device] = self._on_device.get(device, 0) + 1
                 try:
                     return await trio.to_thread.run_sync(work, limiter=self._limiter, abandon_on_cancel=True)
                 except trio.Cancelled:
@@ -143,6 +149,8 @@ class FileJobs:
                         else:
                             taken.append(False)
                     raise
+                finally:
+                    self._on_device[device] -= 1
             finally:
                 for inp in inputs:
                     inp.close()
@@ -161,13 +169,17 @@ class FileJobs:
             log.warning("%d score_files thread(s) still running at exit", self._threads)
 
     def _device(self, asked: int | None) -> int:
-        """The GPU a job runs on: the one asked for, which must be among the daemon's devices,
-        else the daemon's first (E_INVAL naming ``device``, as open_session says it)."""
+        """The device a job runs on: on a GPU lane the one asked for, which must be among the
+        daemon's (E_INVAL naming ``device``, as open_session says it), else the one with the
+        fewest jobs; the CPU lane's workers are not asked for (its jobs run on threads of their own)."""
+        if self._ordinals is None:  # the lane's devices (or CPU workers), known once it runs
+            self._ordinals = [d["device"] for d in self.lane.describe().get("devices", ())] or [0]
+            self._limiter.total_tokens = len(self._ordinals)
+        ordinals = self._ordinals
         if self.lane_name not in _GPU_LANES:
             return 0
-        ordinals = [d["device"] for d in self.lane.describe().get("devices", ())] or [0]
         if asked is None:
-            return ordinals[0]
+            return min(ordinals, key=lambda o: self._on_device.get(o, 0))
         if asked not in ordinals:
             raise RemoteProtocolError(ErrorCode.E_INVAL, "device", f"the {self.lane_name} lane has devices "
                                       f"{', '.join(map(str, ordinals))}, not {asked}")

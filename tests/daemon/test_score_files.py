@@ -247,3 +247,29 @@ async def test_the_device_asked_for_is_one_of_the_daemons(files):
         assert d.wait_fds(d.baseline) == d.baseline
     finally:
         d.close()
+
+
+async def test_jobs_run_side_by_side_one_a_device(files):
+    """As many jobs at once as the lane has devices: two clients' jobs on a two-GPU daemon
+    both answer right, and the status counts them."""
+    import trio
+
+    from .conftest import Daemon
+
+    d = Daemon("--lane", "emu", env={"VMAFXD_EMU_DEVICES": "2"})
+    try:
+        want, _ = _cpu(files["ref"], files["dist"])
+        got = []
+
+        async def one():
+            got.append(await _score(d.socket, files["ref"], files["dist"]))
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(3):
+                nursery.start_soon(one)
+        assert len(got) == 3 and all(list(enumerate(frames)) == want.frames for _reply, frames in got)
+        async with await Client.connect(d.socket) as client:
+            status = await client.status()
+        assert status["file_frames_scored"] == 18 and status["file_jobs_running"] == 0
+    finally:
+        d.close()
