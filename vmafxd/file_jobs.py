@@ -48,7 +48,7 @@ class _Stopped(Exception):
 
 
 class FileJobs:
-    """The daemon's ``score_files`` jobs: one at a time."""
+    """The daemon's ``score_files`` jobs: as many at once as the lane has devices."""
 
     def __init__(self, lane, cpu_engine: str = "auto"):
         #: the daemon's lane: its name, and on a GPU lane the devices it may use (``gpu_devices``)
