@@ -86,6 +86,11 @@ class FileJobs:
         except FieldError as e:  # a lane's or a pair's check, naming its field
             handler.send_error(msg.seq, RemoteProtocolError(ErrorCode.E_INVAL, e.field, e.reason))
             return
+        except InputError as e:  # a file that goes bad while read ("distorted: frame 4 is truncated ...")
+            role = str(e).split(":", 1)[0]
+            handler.send_error(msg.seq, RemoteProtocolError(
+                ErrorCode.E_INVAL, role if role in ("reference", "distorted") else "reference", str(e)))
+            return
         except Exception as e:
             log.exception("client %s: score_files failed", handler.label)
             handler.send_error(msg.seq, RemoteProtocolError(

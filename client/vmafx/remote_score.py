@@ -27,8 +27,9 @@ import trio
 
 from .client import Client
 from .exceptions import LayoutError, VmafxError, first_error
+from .protocol.errors import ErrorCode
 from .frames import FrameBuffer, memfd_buffer
-from .io.input import PARALLEL_READ_BYTES, read_pair
+from .io.input import PARALLEL_READ_BYTES, InputError, read_pair
 from .io.video import VideoInfo
 
 _Y4M_MAGIC = b"YUV4MPEG2"
@@ -188,9 +189,18 @@ async def _score_files(client: Client, rr, dr, fds: list, *, models, features, m
         geo = dict(width=info.width, height=info.height, pixel_format=info.pixel_format.value,
                    bitdepth=info.bitdepth)
     t0 = time.perf_counter()
-    reply, frames = await client.score_files(fds[0], fds[1], models=models, features=features,
-                                             model_texts=model_texts, lane=lane, device=device,
-                                             max_frames=max_frames, **geo)
+    try:
+        reply, frames = await client.score_files(fds[0], fds[1], models=models, features=features,
+                                                 model_texts=model_texts, lane=lane, device=device,
+                                                 max_frames=max_frames, **geo)
+    except VmafxError as e:
+        # The daemon names the files by role ("distorted: frame 4 is truncated ..."): said here as
+        # reading them in this process would have said it, naming the file
+        if e.code is ErrorCode.E_INVAL and e.field in ("reference", "distorted") and \
+                e.message.startswith(e.field + ": "):
+            inp = rr if e.field == "reference" else dr
+            raise InputError(f"{inp.name}: {e.message[len(e.field) + 2:]}") from None
+        raise
     elapsed = time.perf_counter() - t0
     n = reply.frames
     for inp in (rr, dr):
