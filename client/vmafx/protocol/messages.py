@@ -762,7 +762,6 @@ class FilesScored(Reply):
     lane: str = _wire(_text(16), "", required=True)
     width: int = _wire(_uint(), 0)
     height: int = _wire(_uint(), 0)
-    metrics: tuple = _wire(_list_of(_text(128), 4096), ())
     models: tuple = _wire(_list_of(_text(128), 64), ())
     pooled: dict = _wire(_anymap, {})
     aggregate: dict = _wire(_anymap, {})
