@@ -321,6 +321,9 @@ class Admission:
 FDS_PER_BUFFER = 3
 #: fds a frame in flight may keep: its two acquire fences while waited on
 FDS_PER_FRAME = 2
+#: score_files jobs taken and not answered (running or waiting), the daemon's and a client's most;
+#: each holds its two files' fds
+MAX_FILE_JOBS, MAX_FILE_JOBS_PER_CLIENT, FDS_PER_FILE_JOB = 64, 4, 2
 #: what the daemon keeps for itself: the listener, the log, the lane's files, the spare fd,
 #: the GPU runtime's own (driver nodes, its threads' eventfds), and the clients being refused
 FD_RESERVE = 256
@@ -336,7 +339,8 @@ def fd_needs(limits: Limits) -> int:
     frames = min(limits.max_frames_in_flight_total, limits.max_clients * limits.max_frames_in_flight)
     # Each client's socket, and a packet's fds while it is being handled.
     per_client = 1 + limits.max_fds_per_message
-    return limits.max_clients * per_client + buffers * FDS_PER_BUFFER + frames * FDS_PER_FRAME + FD_RESERVE
+    return (limits.max_clients * per_client + buffers * FDS_PER_BUFFER + frames * FDS_PER_FRAME
+            + MAX_FILE_JOBS * FDS_PER_FILE_JOB + FD_RESERVE)
 
 
 def ensure_fd_limit(limits: Limits) -> tuple[int, int]:
@@ -355,7 +359,7 @@ def ensure_fd_limit(limits: Limits) -> tuple[int, int]:
             f"max_fds_per_message={limits.max_fds_per_message}) + min(max_buffers_total={limits.max_buffers_total}, "
             f"max_clients x max_buffers_per_client) x {FDS_PER_BUFFER} + min(max_frames_in_flight_total="
             f"{limits.max_frames_in_flight_total}, max_clients x max_frames_in_flight) x {FDS_PER_FRAME} + "
-            f"{FD_RESERVE} reserved) but RLIMIT_NOFILE's hard limit is {hard}: lower those limits or raise "
+            f"{MAX_FILE_JOBS} file jobs x {FDS_PER_FILE_JOB} + {FD_RESERVE} reserved) but RLIMIT_NOFILE's hard limit is {hard}: lower those limits or raise "
             f"LimitNOFILE=")
     # Raise to the hard limit (as servers do: fds beyond the need cost nothing).
     target = hard if hard != resource.RLIM_INFINITY else max(need, 1 << 20)

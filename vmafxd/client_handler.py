@@ -158,6 +158,8 @@ class ClientHandler:
         self._shutdown_deadline: float | None = None
         #: reading what was queued at shutdown: requests are refused, not carried out
         self._draining = False
+        #: this client's score_files not answered yet (vmafxd/file_jobs.py)
+        self.file_jobs = 0
         #: seqs of requests refused during the shutdown drain (answered just before goodbye)
         self._refused_at_shutdown: list[int | None] = []
 
@@ -577,9 +579,17 @@ class ClientHandler:
     def _score_files(self, msg: ScoreFiles, pkt: Packet) -> None:
         """The two files' fds are the job's from here (the packet closes none of them); the
         job answers, files_scored or an error, while this client's other requests go on."""
+        self.server.file_jobs.admit(self.file_jobs)  # the limits; refused, the packet closes the fds
         fds = (pkt.fds[msg.reference].detach(), pkt.fds[msg.distorted].detach())
         assert self._nursery is not None
-        self._nursery.start_soon(self.server.file_jobs.run, self, msg, fds)
+        self.file_jobs += 1
+        self._nursery.start_soon(self._run_file_job, msg, fds)
+
+    async def _run_file_job(self, msg: ScoreFiles, fds: tuple[int, int]) -> None:
+        try:
+            await self.server.file_jobs.run(self, msg, fds)
+        finally:
+            self.file_jobs -= 1
 
     def send_error(self, re: int | None, err: RemoteProtocolError) -> None:
         """Answer request ``re`` with ``err`` (what a request's refusal sends)."""

@@ -33,6 +33,7 @@ from vmafx.protocol.errors import ErrorCode, RemoteProtocolError
 from vmafx.protocol.messages import FilesFrames, FilesScored, ScoreFiles
 
 from . import offline
+from .admission import MAX_FILE_JOBS, MAX_FILE_JOBS_PER_CLIENT
 from .session import build_plan
 
 __all__ = ["FileJobs"]
@@ -74,10 +75,21 @@ class FileJobs:
         return {"file_jobs_running": running, "file_jobs_waiting": max(0, self.jobs - running),
                 "file_frames_scored": self.frames_scored}
 
-    async def run(self, handler, msg: ScoreFiles, fds: tuple[int, int]) -> None:
-        """Carry out ``msg`` for ``handler``'s client; ``fds`` (reference, distorted) are this
-        job's from here on.  Every outcome is a reply: ``files_scored`` or an error."""
+    def admit(self, of_client: int) -> None:
+        """A job is about to be taken for a client with ``of_client`` unanswered: refused past
+        the limits (each job holds two fds: admission.py counts them), else counted (:meth:`run`
+        gives it back)."""
+        if of_client >= MAX_FILE_JOBS_PER_CLIENT:
+            raise RemoteProtocolError(ErrorCode.E_NOMEM, "score_files", f"this client already has {of_client} "
+                                      f"score_files unanswered (at most {MAX_FILE_JOBS_PER_CLIENT})")
+        if self.jobs >= MAX_FILE_JOBS:
+            raise RemoteProtocolError(ErrorCode.E_BUSY, "score_files", f"the daemon has {self.jobs} score_files "
+                                      f"unanswered (at most {MAX_FILE_JOBS}); try again later")
         self.jobs += 1
+
+    async def run(self, handler, msg: ScoreFiles, fds: tuple[int, int]) -> None:
+        """Carry out ``msg`` (admitted) for ``handler``'s client; ``fds`` (reference, distorted)
+        are this job's from here on.  Every outcome is a reply: ``files_scored`` or an error."""
         try:
             reply, frames = await self._score(handler, msg, fds)
         except RemoteProtocolError as e:

@@ -273,3 +273,42 @@ async def test_jobs_run_side_by_side_one_a_device(files):
         assert status["file_frames_scored"] == 18 and status["file_jobs_running"] == 0
     finally:
         d.close()
+
+
+async def test_a_client_has_at_most_four_jobs_unanswered(files, tmp_path):
+    """A fifth score_files while four wait is refused (E_NOMEM naming score_files), its fds
+    closed with the packet; the four are answered."""
+    import trio
+
+    from vmafxd.admission import MAX_FILE_JOBS_PER_CLIENT
+
+    from .conftest import Daemon
+
+    head = open(files["ref"], "rb").readline()
+    for key in ("ref", "dist"):  # long enough for the first four to be unanswered when the fifth comes
+        body = open(files[key], "rb").read()[len(head):]
+        (tmp_path / f"{key}.y4m").write_bytes(head + body * 10)
+    d = Daemon("--lane", "cpu", workers=1)
+    try:
+        async with await Client.connect(d.socket) as client:
+            outcomes: list = []
+
+            async def one():
+                fds = [os.open(tmp_path / "ref.y4m", os.O_RDONLY), os.open(tmp_path / "dist.y4m", os.O_RDONLY)]
+                try:
+                    outcomes.append((await client.score_files(fds[0], fds[1], max_frames=60))[0].frames)
+                except VmafxError as e:
+                    outcomes.append(e)
+                finally:
+                    for fd in fds:
+                        os.close(fd)
+
+            async with trio.open_nursery() as nursery:
+                for _ in range(MAX_FILE_JOBS_PER_CLIENT + 1):  # sent at once: none is answered yet
+                    nursery.start_soon(one)
+        refused = [o for o in outcomes if isinstance(o, VmafxError)]
+        assert len(refused) == 1 and refused[0].code.value == "E_NOMEM" and refused[0].field == "score_files"
+        assert sorted(o for o in outcomes if not isinstance(o, VmafxError)) == [60] * MAX_FILE_JOBS_PER_CLIENT
+        assert d.wait_fds(d.baseline) == d.baseline
+    finally:
+        d.close()

@@ -13,7 +13,9 @@ import pytest
 from vmafx.formats import PixelFormat, Subsampling
 from vmafx.protocol import Error, ErrorCode, FrameError, Limits, RegisterBuffer, Result, SessionOpened, Status, \
     StatusReply
-from vmafxd.admission import FD_RESERVE, FDS_PER_BUFFER, FDS_PER_FRAME, Admission, fd_needs
+from vmafxd.admission import (
+    FD_RESERVE, FDS_PER_BUFFER, FDS_PER_FILE_JOB, FDS_PER_FRAME, MAX_FILE_JOBS, Admission, fd_needs,
+)
 from vmafxd.core.layout import Geometry
 from vmafxd.core.picture import Picture
 from vmafxd.core.working_set import batched_frame_bytes, frame_bytes, picture_bytes
@@ -158,9 +160,11 @@ def test_the_emulated_gpu_lane_budgets_its_device_memory():
 def test_fd_needs_follow_the_limits_and_a_low_hard_limit_refuses_to_start():
     lim = Limits()
     assert fd_needs(lim) == (lim.max_clients * (1 + lim.max_fds_per_message) + lim.max_buffers_total * FDS_PER_BUFFER
-                             + lim.max_frames_in_flight_total * FDS_PER_FRAME + FD_RESERVE)
+                             + lim.max_frames_in_flight_total * FDS_PER_FRAME + MAX_FILE_JOBS * FDS_PER_FILE_JOB
+                             + FD_RESERVE)
     small = Limits(max_clients=4, max_buffers_per_client=8, max_frames_in_flight=4)
-    assert fd_needs(small) == 4 * 9 + 32 * FDS_PER_BUFFER + 16 * FDS_PER_FRAME + FD_RESERVE
+    assert fd_needs(small) == (4 * 9 + 32 * FDS_PER_BUFFER + 16 * FDS_PER_FRAME + MAX_FILE_JOBS * FDS_PER_FILE_JOB
+                               + FD_RESERVE)
 
     def low() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (300, 300))
