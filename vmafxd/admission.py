@@ -359,8 +359,8 @@ def ensure_fd_limit(limits: Limits) -> tuple[int, int]:
             f"max_fds_per_message={limits.max_fds_per_message}) + min(max_buffers_total={limits.max_buffers_total}, "
             f"max_clients x max_buffers_per_client) x {FDS_PER_BUFFER} + min(max_frames_in_flight_total="
             f"{limits.max_frames_in_flight_total}, max_clients x max_frames_in_flight) x {FDS_PER_FRAME} + "
-            f"{MAX_FILE_JOBS} file jobs x {FDS_PER_FILE_JOB} + {FD_RESERVE} reserved) but RLIMIT_NOFILE's hard limit is {hard}: lower those limits or raise "
-            f"LimitNOFILE=")
+            f"{MAX_FILE_JOBS} file jobs x {FDS_PER_FILE_JOB} + {FD_RESERVE} reserved) but RLIMIT_NOFILE's hard "
+            f"limit is {hard}: lower those limits or raise LimitNOFILE=")
     # Raise to the hard limit (as servers do: fds beyond the need cost nothing).
     target = hard if hard != resource.RLIM_INFINITY else max(need, 1 << 20)
     resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))

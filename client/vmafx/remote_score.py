@@ -27,12 +27,11 @@ import trio
 
 from .client import Client
 from .exceptions import LayoutError, VmafxError, first_error
-from .protocol.errors import ErrorCode
 from .frames import FrameBuffer, memfd_buffer
 from .io.input import PARALLEL_READ_BYTES, InputError, read_pair
+from .io.inputs import Y4M_MAGIC
 from .io.video import VideoInfo
-
-_Y4M_MAGIC = b"YUV4MPEG2"
+from .protocol.errors import ErrorCode
 from .tracking import FrameResult
 
 __all__ = ["RemoteReport", "score_through_daemon", "pool_size_for", "DEFAULT_MODEL"]
@@ -185,7 +184,7 @@ async def _score_files(client: Client, rr, dr, fds: list, *, models, features, m
     The readers are then advanced past the frames scored, as if this process had read them."""
     info = rr.info
     geo: dict = {}
-    if os.pread(fds[0], len(_Y4M_MAGIC), 0) != _Y4M_MAGIC:  # raw video: the daemon needs its geometry
+    if os.pread(fds[0], len(Y4M_MAGIC), 0) != Y4M_MAGIC:  # raw video: the daemon needs its geometry
         geo = dict(width=info.width, height=info.height, pixel_format=info.pixel_format.value,
                    bitdepth=info.bitdepth)
     t0 = time.perf_counter()

@@ -30,10 +30,11 @@ from ..formats import PixelFormat, parse_pixel_format, storage_planes
 from .input import Input, InputError
 from .video import VideoInfo, VideoReader, Y4MError, _open_binary, _parse_y4m_header, _read_exact, _strip_compression
 
-__all__ = ["Input", "InputError", "open_input", "open_file_input", "RAW_EXTENSIONS"]
+__all__ = ["Input", "InputError", "open_input", "open_file_input", "RAW_EXTENSIONS", "Y4M_MAGIC"]
 
 RAW_EXTENSIONS = (".yuv", ".raw")
-_Y4M_MAGIC = b"YUV4MPEG2"
+#: what a y4m stream starts with
+Y4M_MAGIC = b"YUV4MPEG2"
 
 
 def _is_stream(path: str) -> bool:
@@ -97,6 +98,19 @@ def _from_reader(r: VideoReader, name: str, total: int | None = None) -> Input:
         except Y4MError as e:
             raise InputError(str(e)) from None
     return Input(name, r.info, nxt, r.close, total=total, next_into=nxt_into, frames_at=r.frames_at)
+
+
+def _y4m_input(f: BinaryIO, name: str, size: int | None) -> Input:
+    """A y4m stream from its header on (``f`` closed on an error); ``size``: the file's bytes,
+    when it is a regular uncompressed file (its frames are counted from it)."""
+    header = f.readline(1 << 16)
+    try:
+        info = _parse_y4m_header(header, name)
+    except (Y4MError, ValueError) as e:
+        f.close()
+        raise InputError(str(e)) from None
+    total = None if size is None else (size - len(header)) // (info.frame_size + len(b"FRAME\n"))
+    return _from_reader(VideoReader(f, info, True, name), name, total)
 
 
 def _raw_geometry(name, width, height, pixel_format, bitdepth) -> VideoInfo:
@@ -191,29 +205,20 @@ def open_input(path: str, *, width=None, height=None, pixel_format=None, bitdept
     base = _strip_compression(path).lower()
     try:
         if stream:
-            head = _read_exact(f, len(_Y4M_MAGIC))
+            head = _read_exact(f, len(Y4M_MAGIC))
             f = _Prefixed(head, f)  # type: ignore[assignment]
         else:
-            head = _peek(f, len(_Y4M_MAGIC)) if hasattr(f, "peek") else b""
+            head = _peek(f, len(Y4M_MAGIC)) if hasattr(f, "peek") else b""
     except (OSError, EOFError) as e:
         f.close()
         raise InputError(f"{name}: cannot read ({e})") from None
-    if head.startswith(_Y4M_MAGIC):
+    if head.startswith(Y4M_MAGIC):
         if raw_given and base.endswith(RAW_EXTENSIONS):  # -w/-h/-p/-b apply to the raw input only
             f.close()
             raise InputError(f"{name}: is a YUV4MPEG2 (y4m) stream, not raw video: leave out -w/-h/-p/-b "
                              f"(or name it .y4m)")
-        header = f.readline(1 << 16)
-        try:
-            info = _parse_y4m_header(header, name)
-        except (Y4MError, ValueError) as e:
-            f.close()
-            raise InputError(str(e)) from None
-        total = None
-        if not stream and base == path.lower():  # uncompressed file: count frames from its size
-            per = info.frame_size + len(b"FRAME\n")
-            total = (os.path.getsize(path) - len(header)) // per
-        out = _from_reader(VideoReader(f, info, True, name), name, total)
+        # an uncompressed file: its frames counted from its size
+        out = _y4m_input(f, name, os.path.getsize(path) if not stream and base == path.lower() else None)
         out.stream = stream
         return out
     if stream or base.endswith(RAW_EXTENSIONS) or (raw_given and not _looks_like_container(base)):
@@ -254,16 +259,10 @@ def open_file_input(fd: int, name: str, *, width=None, height=None, pixel_format
         f.seek(0)
         if any(v is not None for v in (width, height, pixel_format, bitdepth)):
             return _raw_input(f, name, _raw_geometry(name, width, height, pixel_format, bitdepth), st.st_size)
-        if _peek(f, len(_Y4M_MAGIC)) != _Y4M_MAGIC:
+        if _peek(f, len(Y4M_MAGIC)) != Y4M_MAGIC:
             raise InputError(f"{name}: not a YUV4MPEG2 (y4m) file, and no raw geometry (width, height, "
                              f"pixel_format) was given")
-        header = f.readline(1 << 16)
-        try:
-            info = _parse_y4m_header(header, name)
-        except (Y4MError, ValueError) as e:
-            raise InputError(str(e)) from None
-        total = (st.st_size - len(header)) // (info.frame_size + len(b"FRAME\n"))
-        return _from_reader(VideoReader(f, info, True, name), name, total)
+        return _y4m_input(f, name, st.st_size)
     except InputError:
         f.close()
         raise
