@@ -24,6 +24,8 @@
 #   SIZES        clips of the files phase, "WxH:FRAMES ..." (default 576x324:6000 1920x1080:1500 3840x2160:400)
 #   CLIPS        scratch folder for the clips (default /tmp/vxclips; each size's pair is removed after it)
 #   BUDGET_S     seconds after which no new step starts (default 520; no step runs past BUDGET_S + 20)
+#   TOOLS        files: the timed tools (default "cat pyread cpu cuda vx vxs vxi"; the summary rates those there are)
+#   VXDARGS      files: more arguments for the running daemon (e.g. "--files-keep 0 --log-level debug")
 #   build: LIBVMAF_SRC (`git archive f85a8536 libvmaf model` of Netflix/vmaf, unpacked), NVCODEC
 #          (nv-codec-headers, unpacked; without it only the CPU tool is built), ONLY (cpu or cuda: one of
 #          the two; without nasm the CPU tool lacks SIMD, so build it where nasm is), LIBVMAF_BUILD
@@ -132,6 +134,8 @@ files)
     if [ -x "$CUDA_VMAF" ]; then HAVE_CUDA=1; else HAVE_CUDA=0; say "libvmaf CUDA: SKIPPED, no tool at $CUDA_VMAF"; fi
     say "libvmaf: cpu $("$CPU_VMAF" --version 2>&1) --threads $THREADS$([ $HAVE_CUDA = 1 ] && echo "; cuda $("$CUDA_VMAF" --version 2>&1)")"
     say "vmafxd lane: $VXLANE; repetitions: $REPS; sizes: $SIZES; scratch: $(df -h "$CLIPS" | tail -n 1 | awk '{print $1, $4 " free"}')"
+    TOOLS="${TOOLS:-cat pyread cpu cuda vx vxs vxi}"
+    say "tools: $TOOLS$([ -n "${VXDARGS:-}" ] && echo "; running daemon's extra arguments: $VXDARGS")"
     TSV="$L/runs.tsv"
     printf 'size\tframes\ttool\trep\trc\twall_s\tuser_s\tsys_s\tdaemon_cpu_s\tlog\tjson\n' > "$TSV"
     TCK=$(getconf CLK_TCK)
@@ -140,6 +144,7 @@ files)
     timed() {
         local size=$1 frames=$2 tool=$3 rep=$4 secs; secs=$(bound "$5"); shift 5
         local name="${tool}_${size}_r$rep" json="-" rc wall=- user=- sys=- dcpu=- d0=0
+        case " $TOOLS " in *" $tool "*) ;; *) return 0 ;; esac
         case "$tool" in cpu|cuda|vx|vxs|vxi) json="$name.json" ;; esac
         if over_budget; then
             say "$name: SKIPPED (budget)"; rc=125
@@ -156,7 +161,8 @@ files)
     }
     # A daemon that keeps running between the vxs runs: file to score without a daemon's start.
     SOCK="$CLIPS/vxd.sock"
-    "$PYTHON" -m vmafxd --socket "$SOCK" --lane "$VXLANE" --log-level warning > "$L/vxd.log" 2>&1 &
+    # shellcheck disable=SC2086  # VXDARGS: words
+    "$PYTHON" -m vmafxd --socket "$SOCK" --lane "$VXLANE" --log-level warning ${VXDARGS:-} > "$L/vxd.log" 2>&1 &
     VXD=$!
     for _ in $(seq 120); do "${VX[@]}" status --socket "$SOCK" > "$L/vxd_status.log" 2>&1 && break; sleep 0.5; done
     say "running daemon (pid $VXD): $(head -n 2 "$L/vxd_status.log" | tr '\n' ' ')"

@@ -3,7 +3,7 @@
     vmafxd [--socket PATH] [--lane auto|cpu|cuda|hip] [--lane-process] [--config FILE] [--cpu-workers N]
            [--cpu-engine E]
            [--log-level LEVEL] [--fence-timeout-ms MS] [--limit NAME=VALUE ...]
-           [--shutdown-timeout S] [--ready-fd N]
+           [--shutdown-timeout S] [--files-keep S] [--ready-fd N]
 
 Listens on ``--socket`` (default /run/vmafx/vmafxd.sock; the parent directory
 is created, a stale socket left by a dead daemon is removed, the socket gets
@@ -79,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a protocol limit (max_clients, max_frames_in_flight, ...); repeatable")
     p.add_argument("--shutdown-timeout", type=float, metavar="S",
                    help="seconds in-flight frames may take after SIGTERM (default 10)")
+    p.add_argument("--files-keep", type=float, metavar="S",
+                   help="seconds a GPU keeps score_files' kernels and pinned memory ready unused (default 60; "
+                        "0: freed after each job)")
     p.add_argument("--ready-fd", type=int, metavar="N", help="write READY to fd N and close it once listening")
     p.add_argument("--version", action="version", version=f"vmafxd {__version__}")
     return p
@@ -250,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "cpu_engine": args.cpu_engine,
         "gpu_batch": args.gpu_batch, "gpu_devices": args.gpu_devices, "lane_process": args.lane_process,
         "log_level": args.log_level, "fence_timeout_ms": args.fence_timeout_ms, "limit": args.limit,
-        "shutdown_timeout_s": args.shutdown_timeout,
+        "shutdown_timeout_s": args.shutdown_timeout, "files_keep_s": args.files_keep,
     }
     try:
         config = load_config(args.config, flags)

@@ -12,6 +12,7 @@ The file (``--config FILE``, else ``/etc/vmafx/vmafxd.toml`` when it exists)::
     cpu_keep_heap = true          # the CPU lane keeps its freed heap (faster twins; vmafxd/lanes/cpu_alloc.py)
     log_level = "info"            # debug | info | warning | error
     shutdown_timeout_s = 10.0     # SIGTERM: how long in-flight frames may take
+    files_keep_s = 60.0           # a GPU's score_files kernels and pinned slots kept this long unused
     socket_mode = "0660"
     model_dirs = ["/etc/vmafx/models"]   # where clients' path= models may live
     allow_users = ["root"]        # who may connect (names or uids), besides the daemon's own user
@@ -75,6 +76,9 @@ class Config:
     lane_process: bool = False
     log_level: str = "info"
     shutdown_timeout_s: float = 10.0
+    #: how long a GPU's kit for score_files (kernels loaded, 4 x 64 MiB pinned host memory and
+    #: their device twins) stays ready unused after a job; 0 frees it after every job
+    files_keep_s: float = 60.0
     socket_mode: int = 0o660
     model_dirs: tuple[str, ...] = ("/etc/vmafx/models", "/usr/share/vmafx/models")
     limits: Limits = field(default_factory=Limits)
@@ -167,7 +171,7 @@ def apply_mapping(cfg: Config, doc: Mapping[str, Any], source: str) -> Config:
             kw[key] = v
         elif key == "log_level":
             kw[key] = _choice(key, v, LOG_LEVELS)
-        elif key == "shutdown_timeout_s":
+        elif key in ("shutdown_timeout_s", "files_keep_s"):
             if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
                 raise ConfigError(key, f"expected a non-negative number of seconds, got {v!r}")
             kw[key] = float(v)

@@ -7,7 +7,9 @@ files' fds (SCM_RIGHTS: the daemon opens no client path, so it reads only what t
 client could) and the daemon scores them the way ``vmafxctl score --in-process``
 does -- on a GPU lane, regular files read by position on several threads straight
 into page-locked memory and batches of pairs uploaded at once; on the CPU lane,
-frame by frame -- with no process start, CUDA context or kernel load to pay.
+frame by frame -- with no process start, CUDA context or kernel load to pay.  A GPU's kernels, stream and
+pinned slots (a :class:`~vmafxd.lanes.gpu.scoring_kit.ScoringKit`) stay ready between jobs
+and are freed once unused for ``files_keep_s`` (vmafxd/config.py).
 
 As many jobs run at once as the lane has devices (GPUs, or the CPU lane's workers):
 a job keeps a device busy on its own; a job without a device asked for takes the GPU
@@ -23,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from typing import Any
 
 import trio
@@ -51,7 +54,7 @@ class _Stopped(Exception):
 class FileJobs:
     """The daemon's ``score_files`` jobs: as many at once as the lane has devices."""
 
-    def __init__(self, lane, cpu_engine: str = "auto"):
+    def __init__(self, lane, cpu_engine: str = "auto", keep_s: float = 60.0):
         #: the daemon's lane: its name, and on a GPU lane the devices it may use (``gpu_devices``)
         self.lane = lane
         self.lane_name = lane.name
@@ -68,12 +71,20 @@ class FileJobs:
         #: worker threads still scoring (an abandoned job's too, until it sees its stop)
         self._threads = 0
         self._threads_lock = threading.Lock()
+        #: a GPU lane's kits kept between jobs, one a device (vmafxd/lanes/gpu/scoring_kit.py)
+        self.kits = None
+        if self.lane_name in _GPU_LANES:
+            from .lanes.gpu.scoring_kit import KitPool
+
+            self.kits = KitPool(self.lane_name, keep_s)
 
     def status(self) -> dict[str, int]:
         """For the daemon's status: file jobs running, waiting, and frame pairs scored."""
         running = self._limiter.borrowed_tokens
         return {"file_jobs_running": running, "file_jobs_waiting": max(0, self.jobs - running),
-                "file_frames_scored": self.frames_scored}
+                "file_frames_scored": self.frames_scored,
+                "file_kits_kept": self.kits.kept if self.kits else 0,
+                "file_kits_made": self.kits.made if self.kits else 0}
 
     def admit(self, of_client: int) -> None:
         """A job is about to be taken for a client with ``of_client`` unanswered: refused past
@@ -184,6 +195,18 @@ class FileJobs:
                 await trio.sleep(0.01)
         if self._threads:
             log.warning("%d score_files thread(s) still running at exit", self._threads)
+        if self.kits is not None:
+            await trio.to_thread.run_sync(self.kits.close)
+
+    async def free_unused(self) -> None:
+        """The daemon's task: the kits kept between jobs freed once unused for ``keep_s``."""
+        if self.kits is None or self.kits.keep_s <= 0:
+            return
+        every = min(10.0, self.kits.keep_s / 4)
+        while True:
+            await trio.sleep(every)
+            if self.kits.kept:
+                await trio.to_thread.run_sync(self.kits.expire)
 
     def _device(self, asked: int | None) -> int:
         """The device a job runs on: on a GPU lane the one asked for, which must be among the
@@ -210,16 +233,14 @@ class FileJobs:
 
         try:
             info = ref.info
-            if self.lane_name in _GPU_LANES:
-                try:
-                    scorer, n = offline.score_frames_on_gpu(self.lane_name, plan, ref, dist,
-                                                            max_frames=msg.max_frames, progress=progress,
-                                                            device=device)
-                except offline.GpuUnavailable as e:
-                    raise RemoteProtocolError(ErrorCode.E_NOTSUP, "lane", str(e)) from None
+            t0 = time.perf_counter()
+            if self.kits is not None:
+                scorer, n = self._on_gpu(msg, device, plan, ref, dist, progress)
             else:
                 scorer = offline.cpu_scorer(plan, info, self.cpu_engine)
                 n = offline.score_frames(scorer, ref, dist, max_frames=msg.max_frames, progress=progress)
+            log.debug("score_files: %d frame pairs %dx%d in %.3f s", n, info.width, info.height,
+                      time.perf_counter() - t0)
             frames = [metrics for _index, metrics in scorer.assembler.frames]
             reply = FilesScored(
                 re=msg.seq, frames=n, lane=self.lane_name, width=info.width, height=info.height,
@@ -231,6 +252,29 @@ class FileJobs:
         finally:
             ref.close()
             dist.close()
+
+    def _on_gpu(self, msg: ScoreFiles, device: int, plan, ref, dist, progress):
+        """The job on the device's kit: kept for the next job unless the device failed it."""
+        from .lanes.runtime import RuntimeUnavailable
+
+        t0 = time.perf_counter()
+        try:
+            kit = self.kits.take(device)
+        except RuntimeUnavailable as e:
+            raise RemoteProtocolError(ErrorCode.E_NOTSUP, "lane", str(e)) from None
+        log.debug("score_files: device %d ready in %.3f s (%d kits made)", device, time.perf_counter() - t0,
+                  self.kits.made)
+        keep = False
+        try:
+            result = offline.score_frames_on_gpu(self.lane_name, plan, ref, dist, max_frames=msg.max_frames,
+                                                 progress=progress, kit=kit)
+            keep = True
+            return result
+        except (_Stopped, InputError, FieldError):  # the client's or the files' end: the device is fine
+            keep = True
+            raise
+        finally:
+            self.kits.give(kit, keep)
 
     async def _send(self, handler, seq: int, frames: list[dict[str, Any]]) -> None:
         """The frames' metrics in ``files_frames`` of about half ``max_message_bytes`` at most."""

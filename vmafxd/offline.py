@@ -109,15 +109,17 @@ class GpuUnavailable(RuntimeError):
 
 
 def score_frames_on_gpu(lane: str, plan: ScoringPlan, reference, distorted, *, max_frames: int | None = None,
-                        progress: Callable[[int], None] | None = None, device: int = 0):
+                        progress: Callable[[int], None] | None = None, device: int = 0, kit=None):
     """:func:`score_frames` on a GPU of this process (``lane``: cuda, hip, or emu, the kernels'
     CPU emulator); returns (the finished scorer: ``assembler``, ``pooled``, ``aggregate``; frames).
+    ``kit``: the device's :class:`~vmafxd.lanes.gpu.scoring_kit.ScoringKit` to score with (a
+    daemon's, kept between jobs), else one made for this scoring on device ``device``.
     Raises :class:`GpuUnavailable` saying what is missing."""
     from .lanes.gpu.in_process import RuntimeUnavailable, score_readers
 
     try:
         return score_readers(lane, plan, reference, distorted, max_frames=max_frames, progress=progress,
-                             device=device)
+                             device=device, kit=kit)
     except RuntimeUnavailable as e:
         raise GpuUnavailable(str(e)) from None
 

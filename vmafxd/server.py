@@ -74,7 +74,7 @@ class Server:
         self.authorizer = Authorizer(config.allow_users, config.allow_groups, config.admin_groups)
         self.admission = Admission(self.limits, lane.memory_budget())
         #: files a client opened and sent, scored here (score_files: vmafxd/file_jobs.py)
-        self.file_jobs = FileJobs(lane, config.cpu_engine)
+        self.file_jobs = FileJobs(lane, config.cpu_engine, config.files_keep_s)
         #: a spare fd, so a client can be told E_NOFD when the process has no other
         self.fd_reserve = FdReserve()
         self._refusing = 0
@@ -97,6 +97,7 @@ class Server:
         async with trio.open_nursery() as services:
             await services.start(self.reaper.run)
             await services.start(self.lane.run)
+            services.start_soon(self.file_jobs.free_unused)
             async with trio.open_nursery() as clients:
                 self._clients_nursery = clients
                 clients.start_soon(self._accept_loop)

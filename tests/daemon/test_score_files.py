@@ -312,3 +312,46 @@ async def test_a_client_has_at_most_four_jobs_unanswered(files, tmp_path):
         assert d.wait_fds(d.baseline) == d.baseline
     finally:
         d.close()
+
+
+async def test_a_gpu_keeps_its_kit_between_jobs_and_frees_it_unused(files):
+    """The second job on a device takes the kit the first left (kernels loaded, slots pinned):
+    one kit made for two jobs, both answered right; with ``--files-keep`` short the kit is freed
+    once unused that long."""
+    import trio
+
+    from .conftest import Daemon
+
+    d = Daemon("--lane", "emu", "--files-keep", "1.5")
+    try:
+        want, _ = _cpu(files["ref"], files["dist"])
+        for _ in range(2):
+            reply, frames = await _score(d.socket, files["ref"], files["dist"])
+            assert list(enumerate(frames)) == want.frames
+        async with await Client.connect(d.socket) as client:
+            status = await client.status()
+            assert status["file_kits_made"] == 1 and status["file_kits_kept"] == 1
+            with trio.fail_after(10):
+                while status["file_kits_kept"]:
+                    await trio.sleep(0.1)
+                    status = await client.status()
+        reply, frames = await _score(d.socket, files["ref"], files["dist"])
+        assert list(enumerate(frames)) == want.frames
+        async with await Client.connect(d.socket) as client:
+            assert (await client.status())["file_kits_made"] == 2
+    finally:
+        d.close()
+
+
+async def test_files_keep_0_frees_the_kit_after_every_job(files):
+    from .conftest import Daemon
+
+    d = Daemon("--lane", "emu", "--files-keep", "0")
+    try:
+        for _ in range(2):
+            await _score(d.socket, files["ref"], files["dist"])
+        async with await Client.connect(d.socket) as client:
+            status = await client.status()
+        assert status["file_kits_made"] == 2 and status["file_kits_kept"] == 0
+    finally:
+        d.close()

@@ -182,11 +182,12 @@ class BatchFiller:
 
 
 class SlotPinner:
-    """Pins slots 1.. on a thread of its own and hands each to the reader as it is ready,
-    so that only the first slot's pinning is paid before the first frame."""
+    """Pins the slots ``todo`` (``pin(k)``: slot k's page-locked memory) on a thread of its own
+    and hands each to the reader as it is ready, so that only the first slot's pinning is paid
+    before the first frame."""
 
-    def __init__(self, dev, hosts: list, nbytes: int, free: queue.SimpleQueue):
-        self._dev, self._hosts, self._nbytes, self._free = dev, hosts, nbytes, free
+    def __init__(self, dev, todo: list[int], pin, free: queue.SimpleQueue):
+        self._dev, self._todo, self._pin, self._free = dev, todo, pin, free
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="vmafx-pin", daemon=True)
         self._thread.start()
@@ -194,11 +195,10 @@ class SlotPinner:
     def _run(self) -> None:
         try:
             self._dev.make_current()
-            for k in range(1, len(self._hosts)):
+            for k in self._todo:
                 if self._stopping.is_set():
                     return
-                self._hosts[k] = self._dev.alloc_host(self._nbytes)
-                self._free.put((k, memoryview(self._hosts[k])))
+                self._free.put((k, memoryview(self._pin(k))))
         except BaseException:  # fewer slots circulate; the scoring goes on with those there are
             pass
 

@@ -23,14 +23,15 @@ from vmafx.io.parallel_read import read_threads
 
 from ..runtime import RuntimeUnavailable
 from .batch_filler import BatchFiller, SlotPinner
-from .device_start import RUNTIMES, SLOT_BYTES, take_device
-from .engine import FrameSource, GpuFrame, GpuScorer, KernelSet
+from .device_start import RUNTIMES, SLOT_BYTES
+from .engine import FrameSource, GpuFrame, GpuScorer
+from .scoring_kit import SLOTS, ScoringKit
 
 __all__ = ["RUNTIMES", "score_readers", "RuntimeUnavailable"]
 
-#: at most this many frame pairs a batch (one upload, one launch sequence), and batches of
-#: host memory circulating
-BATCH, SLOTS = 32, 4
+#: at most this many frame pairs a batch (one upload, one launch sequence); SLOTS
+#: (scoring_kit.py) batches of host memory circulate
+BATCH = 32
 # SLOT_BYTES: page-locked bytes a slot aims at (device_start.py says why 64 MiB)
 
 
@@ -41,22 +42,33 @@ def batch_for(pair_bytes: int, most: int) -> int:
 
 def score_readers(lane: str, plan, reference, distorted, *, max_frames: int | None = None,
                   progress: Callable[[int], None] | None = None, batch: int | None = None,
-                  slots: int | None = None, threads: int | None = None, device: int = 0):
+                  threads: int | None = None, device: int = 0, kit: ScoringKit | None = None):
     """Score frame pairs from two readers (``.info``, ``read_frame_into`` or ``read_frame``)
     until either ends or ``max_frames``; returns (the finished :class:`GpuScorer`, frames scored).
 
-    ``slots`` batches of page-locked memory circulate: the reader thread fills one
+    The kit's slots (page-locked batches) circulate: the reader thread fills one
     while others are uploaded and scored; a slot goes back to the reader after its
     batch's ``done`` event (its copy is on the same stream, so it has finished by then).
     A frame read past the other input's end goes back through ``pushback``.
     ``threads``: how many read the files (:func:`vmafx.io.parallel_read.read_threads`).
-    ``device``: the device's ordinal (0 unless the daemon's ``score_files`` names one).
-    The device comes from :func:`.device_start.start_device` when it was started, else is started now.
-    One slot is pinned before the first frame, the others on a thread while the first batches
-    are read and scored.
+    ``kit``: a :class:`ScoringKit` to score with, left open (a daemon's, kept between jobs);
+    without one, a kit of device ``device`` is made for this scoring and closed after it (its
+    device from :func:`.device_start.start_device` when that was started).  Slots the kit has
+    not pinned yet are: the first before the first frame, the others on a thread while the first
+    batches are read and scored.
     Raises :class:`RuntimeUnavailable` when the lane's runtime or device is missing."""
-    slots = slots or SLOTS
-    rt, dev, first_host = take_device(lane, device)
+    own = kit is None
+    if own:
+        kit = ScoringKit(lane, device, slots=SLOTS)
+    try:
+        return _score(kit, plan, reference, distorted, max_frames, progress, batch, threads)
+    finally:
+        if own:
+            kit.close()
+
+
+def _score(kit: ScoringKit, plan, reference, distorted, max_frames, progress, batch, threads):
+    dev = kit.device
     info = reference.info
     w, h, bpc, fmt = info.width, info.height, info.bitdepth, info.pixel_format
     shapes = storage_planes(fmt, w, h, bpc)
@@ -68,27 +80,28 @@ def score_readers(lane: str, plan, reference, distorted, *, max_frames: int | No
     batch = batch or batch_for(2 * fs, BATCH)
     dev.make_current()
     slot_bytes = 2 * batch * fs
-    hosts: list = [None] * slots
-    devs: list = []
-    filler = pinner = kernels = stream = scorer = None
+    slots = kit.slots
+    devs = []
+    filler = pinner = stream = scorer = None
     try:
-        if first_host is not None and first_host.nbytes >= slot_bytes:
-            hosts[0], first_host = first_host, None
-        else:
-            hosts[0] = dev.alloc_host(slot_bytes)
         dtype = np.uint8 if bpc <= 8 else np.dtype("<u2")
         filler = BatchFiller(reference, distorted, fs, batch, max_frames,
                               lambda buf: unpack_planes(bytes(buf), shapes, dtype), read_threads(threads))
-        filler.free.put((0, memoryview(hosts[0])))
+        filler.free.put((0, memoryview(kit.host(0, slot_bytes))))
+        to_pin = []
+        for k in range(1, slots):
+            if kit.has_host(k, slot_bytes):
+                filler.free.put((k, memoryview(kit.hosts[k])))
+            else:
+                to_pin.append(k)
         # the first batch is read, and the other slots pinned, while the kernels' modules load
         filler.start()
-        pinner = SlotPinner(dev, hosts, slot_bytes, filler.free)
-        kernels = KernelSet(rt, dev)
-        stream = dev.create_stream()
+        if to_pin:
+            pinner = SlotPinner(dev, to_pin, lambda k: kit.host(k, slot_bytes), filler.free)
+        stream = kit.stream()
         # a slot is completed before the reader gets it back, so the scorer needs room for all of them
-        scorer = GpuScorer(dev, kernels, stream, plan, w, h, bpc, fmt.subsampling, max_batch=batch, slots=slots)
-        for _ in range(slots):
-            devs.append(dev.alloc(slot_bytes))
+        scorer = GpuScorer(dev, kit.kernels, stream, plan, w, h, bpc, fmt.subsampling, max_batch=batch, slots=slots)
+        devs = [kit.dev(k, slot_bytes) for k in range(slots)]
         pending: deque = deque()
 
         def complete_oldest() -> None:
@@ -111,7 +124,7 @@ def score_readers(lane: str, plan, reference, distorted, *, max_frames: int | No
             slot, count, last = item
             if count:
                 k = slot[0]
-                dev.copy_htod_async(devs[k], hosts[k], 2 * count * fs, stream)
+                dev.copy_htod_async(devs[k], kit.hosts[k], 2 * count * fs, stream)
                 frames = [GpuFrame(FrameSource(devs[k] + 2 * i * fs, fmt, layout),
                                    FrameSource(devs[k] + (2 * i + 1) * fs, fmt, layout)) for i in range(count)]
                 pending.append((scorer.enqueue(frames), slot))
@@ -131,14 +144,5 @@ def score_readers(lane: str, plan, reference, distorted, *, max_frames: int | No
             filler.stop()
         if stream is not None:
             stream.synchronize()
-        for p in devs:
-            dev.free(p)
-        for p in hosts:
-            if p is not None:
-                dev.free_host(p)
-        if first_host is not None:  # a slot too small for this geometry's batch
-            dev.free_host(first_host)
         if scorer is not None:
             scorer.close()
-        if kernels is not None:
-            kernels.close()
