@@ -169,6 +169,30 @@ class BlockingClient(ClosedOnExit, ClientView):
             models=models, features=features, lane=lane, device=device, name=name, **geo), _Deadline(timeout))
         return BlockingSession(self, self._tracker.opened(reply, **geo))
 
+    @property
+    def scores_files(self) -> bool:
+        """The daemon takes ``score_files`` (it said so in its hello_reply)."""
+        return self._tracker.conn.score_files
+
+    def score_files(self, reference: int, distorted: int, *, models: Sequence[str] = (),
+                    features: Sequence[str] = (), model_texts: Sequence[str | None] = (), lane: str = "auto",
+                    device: int | None = None, max_frames: int | None = None, width: int | None = None,
+                    height: int | None = None, pixel_format: str | None = None, bitdepth: int | None = None,
+                    timeout: float | None = None) -> tuple[m.FilesScored, list[dict]]:
+        """:meth:`vmafx.client.Client.score_files`, blocking: the ``files_scored`` reply and every
+        scored frame's metrics, in order."""
+        req = dict(models=models, features=features, model_texts=model_texts, lane=lane, device=device,
+                   max_frames=max_frames, width=width, height=height, pixel_format=pixel_format, bitdepth=bitdepth)
+        seq_box: list[int] = []
+
+        def encode():
+            seq, data, fds = self._tracker.files_request(reference, distorted, **req)
+            seq_box.append(seq)
+            return seq, data, fds
+
+        reply = self._request(encode, _Deadline(timeout))
+        return reply, self._tracker.files_frames(seq_box[0])
+
     def status(self, *, timeout: float | None = None) -> dict:
         reply = self._request(lambda: self._tracker.request(lambda seq: m.Status(seq=seq)), _Deadline(timeout))
         return dict(reply.status)

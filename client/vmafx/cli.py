@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import Sequence
 
@@ -136,7 +137,16 @@ def _cmd_query(args, what: str) -> int:
     return EXIT_OK
 
 
+#: numpy's OpenBLAS starts a thread per core when numpy is imported, and each spins for about
+#: 0.1 s before it sleeps (2.3 s of CPU a command on the H200's 16 cores); no command does BLAS
+#: work, so unless the user says otherwise it gets one thread (so does a private daemon, which
+#: inherits the environment)
+BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1"}
+
+
 def _run(args) -> int:
+    for key, value in BLAS_THREADS.items():  # before anything imports numpy
+        os.environ.setdefault(key, value)
     from .score_cmd import CliError
 
     debug = getattr(args, "debug", False)

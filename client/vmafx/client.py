@@ -266,16 +266,12 @@ class Client(ClientView):
         when ``width``/``height``/``pixel_format`` (and ``bitdepth``) are given.  Returns the
         ``files_scored`` reply and every scored frame's metrics, in order.  Raises the daemon's
         error (``E_NOTSUP`` from a daemon that does not take it)."""
-        if not self.scores_files:
-            raise VmafxError(ErrorCode.E_NOTSUP, "t", "this daemon does not score files itself (score_files)")
-        pixel_format = getattr(pixel_format, "value", pixel_format)
-        req = dict(reference=0, distorted=1, models=tuple(models), features=tuple(features),
-                   model_texts=tuple(model_texts), lane=lane, device=device, max_frames=max_frames, width=width,
-                   height=height, pixel_format=pixel_format, bitdepth=bitdepth, fds=(reference, distorted))
+        req = dict(models=models, features=features, model_texts=model_texts, lane=lane, device=device,
+                   max_frames=max_frames, width=width, height=height, pixel_format=pixel_format, bitdepth=bitdepth)
         seq_box: list[int] = []
 
         def encode():
-            seq, data, fds = self._tracker.request(lambda seq: m.ScoreFiles(seq=seq, **req))
+            seq, data, fds = self._tracker.files_request(reference, distorted, **req)
             seq_box.append(seq)
             return seq, data, fds
 

@@ -16,58 +16,22 @@ task collects the results in index order while the producer submits;
 from __future__ import annotations
 
 import math
-import os
 import queue
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import trio
 
 from .client import Client
-from .exceptions import LayoutError, VmafxError, first_error
+from .exceptions import VmafxError, first_error
 from .frames import FrameBuffer, memfd_buffer
-from .io.input import PARALLEL_READ_BYTES, InputError, read_pair
-from .io.inputs import Y4M_MAGIC
-from .io.video import VideoInfo
-from .protocol.errors import ErrorCode
-from .tracking import FrameResult
+from .io.input import PARALLEL_READ_BYTES, read_pair
+from .remote_files import (
+    DEFAULT_MODEL, RemoteReport, check_pair, ended_notice, request_models, score_files_through_daemon,
+)
 
 __all__ = ["RemoteReport", "score_through_daemon", "pool_size_for", "DEFAULT_MODEL"]
-
-DEFAULT_MODEL = "version=vmaf_v0.6.1"
-
-
-@dataclass
-class RemoteReport:
-    """The same shape as vmafxd.offline.Report, plus the frames that failed."""
-
-    frames: list[tuple[int, dict[str, float | None]]]
-    pooled: dict[str, dict[str, float | None]]
-    aggregate: dict = field(default_factory=dict)
-    width: int = 0
-    height: int = 0
-    fps: float | None = None
-    models: list[str] = field(default_factory=list)
-    failed: list[FrameResult] = field(default_factory=list)
-    lane: str = ""
-    zero_copy: bool = True
-    #: the daemon read the files itself (score_files), from fds this process sent
-    daemon_read: bool = False
-    frames_read: int = 0
-    #: when the files' lengths differ: libvmaf's notice, '"X" ended before "Y".' (tools/vmaf.c scores
-    #: the frames both have, prints this and exits 0); None when they ended together
-    ended_early: str | None = None
-
-
-def check_pair(ref: VideoInfo, dist: VideoInfo) -> None:
-    """The reference and distorted files must have one geometry (a session has one)."""
-    for attr in ("width", "height", "bitdepth", "pixel_format"):
-        a, b = getattr(ref, attr), getattr(dist, attr)
-        if a != b:
-            show = (lambda v: getattr(v, "value", v))
-            raise LayoutError(f"distorted.{attr}", f"{show(b)} differs from the reference's {show(a)}")
 
 
 #: buffer pairs at most: a GPU lane batches up to 32 frames, and a pair comes back as soon as
@@ -155,66 +119,7 @@ class _PairFiller:
                 helper.shutdown(wait=False)
 
     def _ended(self, ref_first: bool) -> None:
-        self.ended_early = self.notice(self.rr, self.dr, ref_first)
-
-    @staticmethod
-    def notice(rr, dr, ref_first: bool) -> str:
-        """libvmaf's words when one input ended before the other."""
-        names = (getattr(rr, "name", "reference"), getattr(dr, "name", "distorted"))
-        first, other = names if ref_first else names[::-1]
-        return f'"{first}" ended before "{other}".'
-
-
-def _file_fd(inp) -> int | None:
-    """A new fd of ``inp``'s file when the daemon can read it itself: a regular uncompressed
-    file (one that can be read by position) at its first frame; else None."""
-    at = inp.frames_at() if inp.frames_read == 0 else None
-    if at is None:
-        return None
-    at.close()
-    try:
-        return os.open(inp.name, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-
-
-async def _score_files(client: Client, rr, dr, fds: list, *, models, features, model_texts, lane, device,
-                       max_frames, progress) -> RemoteReport:
-    """Have the daemon read and score the two files (``score_files``: their fds, never a path).
-    The readers are then advanced past the frames scored, as if this process had read them."""
-    info = rr.info
-    geo: dict = {}
-    if os.pread(fds[0], len(Y4M_MAGIC), 0) != Y4M_MAGIC:  # raw video: the daemon needs its geometry
-        geo = dict(width=info.width, height=info.height, pixel_format=info.pixel_format.value,
-                   bitdepth=info.bitdepth)
-    t0 = time.perf_counter()
-    try:
-        reply, frames = await client.score_files(fds[0], fds[1], models=models, features=features,
-                                                 model_texts=model_texts, lane=lane, device=device,
-                                                 max_frames=max_frames, **geo)
-    except VmafxError as e:
-        # The daemon names the files by role ("distorted: frame 4 is truncated ..."): said here as
-        # reading them in this process would have said it, naming the file
-        if e.code is ErrorCode.E_INVAL and e.field in ("reference", "distorted") and \
-                e.message.startswith(e.field + ": "):
-            inp = rr if e.field == "reference" else dr
-            raise InputError(f"{inp.name}: {e.message[len(e.field) + 2:]}") from None
-        raise
-    elapsed = time.perf_counter() - t0
-    n = reply.frames
-    for inp in (rr, dr):
-        at = inp.frames_at()
-        if at is not None:
-            at.advance(n)
-            at.close()
-    if progress:
-        progress(n)
-    report = RemoteReport(list(enumerate(frames)), dict(reply.pooled), aggregate=dict(reply.aggregate),
-                          width=reply.width, height=reply.height, models=list(reply.models), lane=reply.lane,
-                          fps=n / elapsed if elapsed > 0 and n else None, frames_read=n, daemon_read=True)
-    if reply.reference_ended != reply.distorted_ended and (max_frames is None or n < max_frames):
-        report.ended_early = _PairFiller.notice(rr, dr, ref_first=reply.reference_ended)
-    return report
+        self.ended_early = ended_notice(self.rr, self.dr, ref_first)
 
 
 async def _produce(session, pairs, fill: _PairFiller, max_frames: int | None) -> int:
@@ -344,30 +249,26 @@ async def score_inputs_through_daemon(
     progress: Callable[[int], None] | None = None,
     distorted_frames=None,
     no_prediction: bool = False,
+    files: bool = True,
 ) -> RemoteReport:
     """Score two opened inputs (``read_frame()``, ``info``, ``pushback()``) through the daemon.
 
     ``model_texts[i]``, when given, is the content of ``models[i]``'s ``path=`` file, read
     and checked here: the daemon never opens a client's path.  ``distorted_frames``, when
-    given, replaces ``dr.read_frame`` (the --scale path).
+    given, replaces ``dr.read_frame`` (the --scale path).  ``files``: plain files are first
+    offered to the daemon to read itself (vmafx/remote_files.py; the caller may have done that).
     """
-    # vmafxctl's default model, also when only extra features are asked for (the protocol's
-    # own default, "no models and no features means vmaf_v0.6.1", would drop it then).
-    models = list(models) or ([] if features and no_prediction else [DEFAULT_MODEL])
+    models = request_models(models, features, no_prediction)
     check_pair(rr.info, dr.info if distorted_frames is None else rr.info)
+    if files and distorted_frames is None:
+        report = await trio.to_thread.run_sync(lambda: score_files_through_daemon(
+            socket_path, rr, dr, models=models, features=features, model_texts=model_texts, lane=lane,
+            device=device, max_frames=max_frames, progress=progress, no_prediction=no_prediction),
+            abandon_on_cancel=True)
+        if report is not None:
+            return report
     info = rr.info
     async with await Client.connect(socket_path, name="vmafxctl") as client:
-        if distorted_frames is None and client.scores_files:
-            fds = [_file_fd(inp) for inp in (rr, dr)]
-            try:
-                if None not in fds:
-                    return await _score_files(client, rr, dr, fds, models=models, features=features,
-                                              model_texts=model_texts, lane=lane, device=device,
-                                              max_frames=max_frames, progress=progress)
-            finally:
-                for fd in fds:
-                    if fd is not None:
-                        os.close(fd)
         session = await client.open_session(
             width=info.width, height=info.height, pixel_format=info.pixel_format.value,
             bitdepth=info.bitdepth, models=models, features=features, lane=lane, device=device,

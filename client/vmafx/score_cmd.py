@@ -168,7 +168,50 @@ def _configured_socket() -> tuple[str | None, str]:
     return (value if isinstance(value, str) and value else None), path
 
 
+def _files_request(args, specs, texts) -> dict:
+    """What a daemon reading the files itself (score_files) is asked, besides the files."""
+    from .remote_files import request_models
+
+    return dict(models=request_models(specs, args.feature, args.no_prediction), features=args.feature,
+                model_texts=texts, lane=args.lane, device=_device(args), max_frames=args.frame_cnt or None)
+
+
+def _start_early(args):
+    """The daemon asked to read and score two y4m files at once, before this process imports the
+    scoring core, loads models and opens the inputs (they overlap the daemon's work): when a
+    daemon socket is known (not --private), both inputs are plain y4m files read from their first
+    frame, and nothing would change the request (--scale).  Anything that then turns out
+    otherwise is settled by :func:`_remote` taking the job's outcome as its own, or the
+    command failing before that (a bad model: the job is dropped with the connection)."""
+    if args.private or args.scale or args.frame_skip_ref or args.frame_skip_dist:
+        return None
+    if "-" in (args.reference, args.distorted):
+        return None
+    candidates = _candidates(args)
+    if not candidates:
+        return None
+    try:
+        specs = _model_specs(args)
+        request = _files_request(args, specs, _model_texts(specs))
+    except Exception:  # said where the command checks them
+        return None
+    from .remote_files import start_files_job_early
+
+    return start_files_job_early(candidates[0][0], args.reference, args.distorted, **request)
+
+
 def _remote(args, socket_path, ref, dist, read_dist, specs, texts, progress):
+    if read_dist is None:  # not scaled: plain files are read by the daemon itself, without trio here
+        from .remote_files import check_pair, start_files_job
+
+        job, args.files_job = getattr(args, "files_job", None), None
+        if job is None or job.socket_path != socket_path:
+            job = start_files_job(socket_path, ref, dist, **_files_request(args, specs, texts))
+        else:
+            check_pair(ref.info, dist.info)  # as start_files_job checks it
+        report = None if job is None else job.report(ref, dist, progress)
+        if report is not None:
+            return report
     import trio
 
     from .remote_score import score_inputs_through_daemon
@@ -176,7 +219,7 @@ def _remote(args, socket_path, ref, dist, read_dist, specs, texts, progress):
     return trio.run(lambda: score_inputs_through_daemon(
         socket_path, ref, dist, models=specs, features=args.feature, model_texts=texts, lane=args.lane,
         device=_device(args), max_frames=args.frame_cnt or None, progress=progress,
-        distorted_frames=read_dist, no_prediction=args.no_prediction))
+        distorted_frames=read_dist, no_prediction=args.no_prediction, files=False))
 
 
 def _launch_private(args):
@@ -375,6 +418,7 @@ def run_score(args) -> int:
         _say("note: -c/--cpumask is ignored (vmafx's results do not depend on instruction sets)")
     _check_output(args.output)
     args.private_daemon = _launch_private(args) if args.private else None
+    args.files_job = _start_early(args)
     try:
         return _run_checked(args)
     finally:

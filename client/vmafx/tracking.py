@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from .exceptions import (
     ConnectionClosed, ConnectionRefused, DaemonError, DaemonLost, DaemonStopped, LayoutError, ProtocolViolation,
-    daemon_error,
+    VmafxError, daemon_error,
 )
 from .protocol import messages as m
 from .protocol.errors import ErrorCode, LocalProtocolError, RemoteProtocolError
@@ -224,6 +224,20 @@ class ClientTracker:
         self._waiting.discard(seq)
         self._replies.pop(seq, None)
         self._files_frames.pop(seq, None)
+
+    def files_request(self, reference: int, distorted: int, *, models: Sequence[str], features: Sequence[str],
+                      model_texts: Sequence[str | None], lane: str, device: int | None, max_frames: int | None,
+                      width: int | None, height: int | None, pixel_format, bitdepth: int | None
+                      ) -> tuple[int, bytes, tuple[int, ...]]:
+        """A ``score_files`` request of the fds ``reference`` and ``distorted`` (sent with it).
+        E_NOTSUP when the daemon did not say it takes them."""
+        if not self.conn.score_files:
+            raise VmafxError(ErrorCode.E_NOTSUP, "t", "this daemon does not score files itself (score_files)")
+        pixel_format = getattr(pixel_format, "value", pixel_format)
+        return self.request(lambda seq: m.ScoreFiles(
+            seq=seq, reference=0, distorted=1, models=tuple(models), features=tuple(features),
+            model_texts=tuple(model_texts), lane=lane, device=device, max_frames=max_frames, width=width,
+            height=height, pixel_format=pixel_format, bitdepth=bitdepth, fds=(reference, distorted)))
 
     def files_frames(self, seq: int) -> list[dict]:
         """The frames' metrics a finished score_files (``seq``) brought, in frame order."""

@@ -355,3 +355,66 @@ async def test_files_keep_0_frees_the_kit_after_every_job(files):
         assert status["file_kits_made"] == 2 and status["file_kits_kept"] == 0
     finally:
         d.close()
+
+
+def _score_args(*argv):
+    from vmafx.cli import build_parser
+
+    return build_parser().parse_args(["score", *argv])
+
+
+def test_vmafxctl_asks_the_daemon_before_it_opens_the_inputs(files, tmp_path):
+    """Two y4m files and a daemon known: the command sends score_files first (the daemon scores
+    while the command imports, loads models and opens the inputs) and takes that job's outcome
+    as its report; anything that could change the request goes the usual way."""
+    from vmafx import score_cmd
+
+    from .conftest import Daemon
+
+    d = Daemon("--lane", "emu")
+    try:
+        base = ["--socket", d.socket, "-r", files["ref"], "-d", files["short"], "--feature", "psnr"]
+        job = score_cmd._start_early(_score_args(*base))
+        assert job is not None and job.socket_path == d.socket
+        want, _ = _cpu(files["ref"], files["short"])
+        with open_input(files["ref"]) as rr, open_input(files["short"]) as dr:
+            report = job.report(rr, dr)
+            assert dr.read_frame() is None and rr.read_frame() is not None  # advanced past the 4 scored
+        assert report.daemon_read and report.frames == want.frames and report.pooled == want.pooled
+        assert report.ended_early == f'"{files["short"]}" ended before "{files["ref"]}".'
+        raw = ["-w", "641", "-h", "361", "-p", "420", "-b", "8"]
+        for extra in (["--scale", "bicubic"], ["--frame_skip_ref", "1"]):
+            assert score_cmd._start_early(_score_args(*base, *extra)) is None, extra
+        assert score_cmd._start_early(_score_args("--private", *base[2:])) is None
+        assert score_cmd._start_early(_score_args("--socket", d.socket, "-r", files["ref_raw"],
+                                                  "-d", files["dist_raw"], *raw)) is None
+        assert score_cmd._start_early(_score_args("--socket", d.socket, "-r", "-", "-d", files["dist"])) is None
+        assert d.wait_fds(d.baseline) == d.baseline
+    finally:
+        d.close()
+
+
+def test_a_bad_model_still_fails_first_when_the_daemon_was_asked_early(files, tmp_path):
+    """The job sent before the models are checked is dropped: the command says the model's error
+    in one line, and the daemon goes on (its fds back to its baseline)."""
+    from .conftest import Daemon
+
+    d = Daemon("--lane", "cpu")
+    try:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [ROOT, os.path.join(ROOT, "client")] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
+        p = subprocess.run([sys.executable, "-c", "import sys; from vmafx.cli import main; sys.exit(main())", "score",
+                            "--socket", d.socket, "-r", files["ref"], "-d", files["dist"], "-m", "version=nosuch",
+                            "-q"], env=env, capture_output=True, text=True)
+        assert p.returncode == 1 and len(p.stderr.splitlines()) == 1 and "nosuch" in p.stderr, p.stderr
+        reply, frames = _score_now(d.socket, files["ref"], files["dist"])
+        assert reply.frames == len(frames) == 6
+        assert d.wait_fds(d.baseline) == d.baseline and "Traceback" not in d.log()
+    finally:
+        d.close()
+
+
+def _score_now(socket, ref, dist):
+    import trio
+
+    return trio.run(lambda: _score(socket, ref, dist))

@@ -11,6 +11,7 @@ The scores are the engine's, so the daemon's and the CPU lane's, bit for bit.
 
 from __future__ import annotations
 
+import os
 import queue
 from collections import deque
 from typing import Callable
@@ -77,7 +78,7 @@ def _score(kit: ScoringKit, plan, reference, distorted, max_frames, progress, ba
         layout.append((fs, s.row_bytes))
         fs += s.size
     layout = tuple(layout)
-    batch = batch or batch_for(2 * fs, BATCH)
+    batch = batch or batch_for(2 * fs, int(os.environ.get("VMAFX_FILE_BATCH", BATCH)))
     dev.make_current()
     slot_bytes = 2 * batch * fs
     slots = kit.slots
