@@ -1,4 +1,4 @@
-"""Pixel formats and plane geometry.
+"""Pixel formats and plane geometry (and the first bytes of a y4m stream, ``Y4M_MAGIC``).
 
 Pure standard library: the wire protocol validates buffer layouts with this
 module, so it must not pull in numpy.
@@ -24,6 +24,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+
+#: the first bytes of a YUV4MPEG2 stream (a y4m file or pipe)
+Y4M_MAGIC = b"YUV4MPEG2"
 
 __all__ = [
     "SCALE_FLAGS",

@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from .blocking import BlockingClient
 from .exceptions import LayoutError, VmafxError
-from .io.input import InputError
-from .io.inputs import Y4M_MAGIC
+from .formats import Y4M_MAGIC
 from .protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -135,6 +134,8 @@ class FilesJob:
             self._thread.join(0.25)
         e = self.error
         if e is not None:
+            from .io.input import InputError
+
             # The daemon names the files by role ("distorted: frame 4 is truncated ..."): said here as
             # reading them in this process would have said it, naming the file
             if isinstance(e, VmafxError) and e.code is ErrorCode.E_INVAL and e.field in ("reference", "distorted") \

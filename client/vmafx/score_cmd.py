@@ -399,10 +399,10 @@ def _write_log(args, report) -> None:
 
 
 def run_score(args) -> int:
-    from . import __version__
-    from .io.scores import log_version
-
     if args.version:
+        from . import __version__
+        from .io.scores import log_version
+
         sys.stderr.write(log_version(__version__) + "\n")  # libvmaf prints its version on stderr
         return EXIT_OK
     for flag, value in (("-r/--reference", args.reference), ("-d/--distorted", args.distorted)):

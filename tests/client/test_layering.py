@@ -78,3 +78,29 @@ def test_commands_that_score_nothing_load_no_numpy(tmp_path):
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
         loaded = set(out.stdout.rsplit("MODULES", 1)[1].split())
         assert "vmafx.cli" in loaded and not {"numpy", "av"} & loaded, args
+
+
+def test_two_y4m_files_go_to_a_daemon_before_numpy_or_trio_is_loaded(tmp_path):
+    # `vmafxctl score --socket S -r a.y4m -d b.y4m` sends score_files first (vmafx/remote_files.py)
+    # and loads numpy and the scoring core while the daemon works: what the command has loaded
+    # when the job is sent holds neither numpy nor trio (nor the daemon's packages)
+    import os
+    import subprocess
+    import sys
+
+    root = CLIENT.parents[1]
+    for name in ("ref.y4m", "dist.y4m"):
+        (tmp_path / name).write_bytes(b"YUV4MPEG2 W8 H8 F25:1 C420jpeg\nFRAME\n" + bytes(96))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), str(root / "client"), *sys.path]))
+    code = ("import sys\nfrom vmafx import remote_files\nseen = []\n"
+            "class Job:\n    def __init__(self, *a, **k):\n        seen.append(sorted(sys.modules))\n"
+            "remote_files.FilesJob = Job\n"
+            "from vmafx import cli, score_cmd\n"
+            f"args = cli.build_parser().parse_args(['score', '--socket', {str(tmp_path / 's.sock')!r}, "
+            f"'-r', {str(tmp_path / 'ref.y4m')!r}, '-d', {str(tmp_path / 'dist.y4m')!r}])\n"
+            "score_cmd._start_early(args)\n"
+            "print('MODULES', ' '.join(seen[0]))\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    loaded = set(out.stdout.rsplit("MODULES", 1)[1].split())
+    assert "vmafx.blocking" in loaded
+    assert not {"numpy", "trio", "vmafxd"} & loaded, sorted({"numpy", "trio", "vmafxd"} & loaded)

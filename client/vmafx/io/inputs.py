@@ -26,15 +26,13 @@ from typing import BinaryIO
 
 import numpy as np
 
-from ..formats import PixelFormat, parse_pixel_format, storage_planes
+from ..formats import Y4M_MAGIC, PixelFormat, parse_pixel_format, storage_planes
 from .input import Input, InputError
 from .video import VideoInfo, VideoReader, Y4MError, _open_binary, _parse_y4m_header, _read_exact, _strip_compression
 
 __all__ = ["Input", "InputError", "open_input", "open_file_input", "RAW_EXTENSIONS", "Y4M_MAGIC"]
 
 RAW_EXTENSIONS = (".yuv", ".raw")
-#: what a y4m stream starts with
-Y4M_MAGIC = b"YUV4MPEG2"
 
 
 def _is_stream(path: str) -> bool:

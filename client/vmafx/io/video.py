@@ -24,7 +24,7 @@ from typing import BinaryIO, Iterator
 
 import numpy as np
 
-from ..formats import PixelFormat, parse_pixel_format, storage_planes
+from ..formats import Y4M_MAGIC, PixelFormat, parse_pixel_format, storage_planes
 
 __all__ = ["VideoInfo", "VideoReader", "FramesAt", "open_video", "Y4MError", "unpack_planes"]
 
@@ -285,7 +285,7 @@ class VideoReader:
 
 
 def _parse_y4m_header(line: bytes, name: str) -> VideoInfo:
-    if not line.startswith(b"YUV4MPEG2"):
+    if not line.startswith(Y4M_MAGIC):
         raise Y4MError(f"{name}: not a YUV4MPEG2 stream")
     w = h = None
     colour = "420jpeg"

@@ -30,9 +30,11 @@ from .scoring_kit import SLOTS, ScoringKit
 
 __all__ = ["RUNTIMES", "score_readers", "RuntimeUnavailable"]
 
-#: at most this many frame pairs a batch (one upload, one launch sequence); SLOTS
-#: (scoring_kit.py) batches of host memory circulate
-BATCH = 32
+#: at most this many frame pairs a batch (one upload, one launch sequence), as many as fit
+#: SLOT_BYTES below that; SLOTS (scoring_kit.py) batches of host memory circulate.  128: at
+#: 576x324 a running daemon's job of 6,000 frames took 0.30-0.39 s against 0.49-0.58 s with
+#: 32 (the H200, docs/gpu-runs.md); from 1080p up SLOT_BYTES holds fewer pairs anyway
+BATCH = 128
 # SLOT_BYTES: page-locked bytes a slot aims at (device_start.py says why 64 MiB)
 
 
