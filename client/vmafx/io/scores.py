@@ -47,8 +47,9 @@ def in_collector_order(frames, pooled, order):
         names = tuple(m)
         ordered = orders.get(names)
         if ordered is None:
-            ordered = orders[names] = sorted(names, key=key)
-        out_frames.append((i, {n: m[n] for n in ordered}))
+            ordered = sorted(names, key=key)
+            orders[names] = ordered = None if tuple(ordered) == names else ordered  # None: already in order
+        out_frames.append((i, m if ordered is None else {n: m[n] for n in ordered}))
     out_pooled = {n: pooled[n] for n in sorted(pooled, key=key)}
     return out_frames, out_pooled
 
@@ -108,6 +109,13 @@ def _js(text: str) -> str:
     return found
 
 
+def _frame_template(names: tuple) -> str:
+    """A JSON log's frame whose every value is a number, as a %-template of (separator, frame
+    number, the values' texts): what write_json writes value by value, in one piece."""
+    lines = ",\n".join(f"        {_js(n).replace('%', '%%')}: %s" for n in names)
+    return '%s    {\n      "frameNum": %d,\n      "metrics": {\n' + lines + ("\n" if names else "") + "      }\n    }"
+
+
 def write_json(out, frames, pooled, aggregate=None, *, version: str, fps: float | None = None) -> None:
     """libvmaf's JSON log: version, fps, frames[].frameNum/metrics, pooled_metrics, aggregate_metrics."""
     w = out.write
@@ -118,11 +126,19 @@ def write_json(out, frames, pooled, aggregate=None, *, version: str, fps: float 
     else:
         w(f'  "fps": {fps:.2f},\n')
     w('  "frames": [')
+    templates: dict[tuple, str] = {}  # a frame's text with its values left out, by its metric names
     for i, (idx, metrics) in enumerate(frames):
+        texts = [format_score(v) for v in metrics.values()]
+        if "null" not in texts:
+            names = tuple(metrics)
+            template = templates.get(names)
+            if template is None:
+                template = templates[names] = _frame_template(names)
+            w(template % (",\n" if i > 0 else "\n", idx, *texts))
+            continue
         parts = [",\n" if i > 0 else "\n", f'    {{\n      "frameNum": {idx},\n      "metrics": {{\n']
         last = len(metrics) - 1
-        for j, (name, value) in enumerate(metrics.items()):
-            text = format_score(value)
+        for j, (name, text) in enumerate(zip(metrics, texts)):
             # output.c writes a non-finite per-frame value as null *without* the newline.
             parts.append(f'        {_js(name)}: {text}{"," if j < last else ""}{"" if text == "null" else chr(10)}')
         parts.append("      }\n    }")
