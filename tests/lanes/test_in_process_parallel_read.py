@@ -209,3 +209,47 @@ def test_a_failing_read_on_a_thread_is_one_input_error_and_every_thread_stops(em
     with pytest.raises(InputError, match=r"dist\.y4m: frame 3 cannot be read \(Input/output error\)$"):
         _score("emu", chelsea["ref"], chelsea["dist"])
     assert not [t.name for t in threading.enumerate() if t.name.startswith("vmafx-read")]
+
+
+def _score_plan(lane, ref_path, dist_path, features, geo=None):
+    with open_input(ref_path, **(geo or {})) as ref, open_input(dist_path, **(geo or {})) as dist:
+        report, n = in_process.score_in_process(ref, dist, MODELS, features, lane=lane)
+    return report, n
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mapped", ["0", "1"], ids=["preadv", "mmap"])
+@pytest.mark.parametrize("raw", [False, True], ids=["y4m", "yuv"])
+def test_a_luma_only_plan_reads_the_luma_bytes_alone(emu, chelsea, raw, mapped, monkeypatch):
+    """vmaf_v0.6.1 alone reads luma only (FeatureDeclaration.luma_only): each frame read by
+    position reads its 641x361 luma bytes, the slots' chroma is left as it was (two slots
+    reused across three batches), and the scores equal the CPU lane's; with psnr (which reads
+    chroma) every byte is read."""
+    from vmafx.io import video
+
+    monkeypatch.setenv("VMAFX_READ_MMAP", mapped)
+    asked: list = []
+    real = video.FramesAt.read
+    monkeypatch.setattr(video.FramesAt, "read", lambda self, i, dst, nbytes=None: (asked.append(nbytes),
+                                                                                   real(self, i, dst, nbytes))[1])
+    names = ("ref_raw", "dist_raw") if raw else ("ref", "dist")
+    geo = RAW if raw else None
+    for features, want in (([], 641 * 361), (["psnr"], None)):
+        asked.clear()
+        cpu, _ = _score_plan("cpu", *(chelsea[k] for k in names), features, geo)
+        got, n = _score_plan("emu", *(chelsea[k] for k in names), features, geo)
+        assert n == 6 and got.frames == cpu.frames and got.pooled == cpu.pooled
+        assert len(asked) >= 12 and set(asked) == {want}, (features, set(asked))
+
+
+@pytest.mark.gpu
+def test_a_luma_only_plan_still_finds_a_frame_whose_chroma_is_cut(emu, chelsea, tmp_path):
+    """The last frame's V plane cut short: reading its luma alone would not see it, so the frame
+    is checked whole against the file's size, and the error is the CPU lane's."""
+    cut = tmp_path / "cut.y4m"
+    cut.write_bytes(open(chelsea["dist"], "rb").read()[:-1000])
+    with pytest.raises(InputError) as cpu:
+        _score_plan("cpu", chelsea["ref"], str(cut), [])
+    with pytest.raises(InputError) as gpu:
+        _score_plan("emu", chelsea["ref"], str(cut), [])
+    assert str(gpu.value) == str(cpu.value) and "frame 5 is truncated" in str(gpu.value)

@@ -104,6 +104,11 @@ class ScoringPlan:
     def max_lag(self) -> int:
         return max((i.decl.lag_for(i.values) for i in self.instances), default=0)
 
+    @property
+    def luma_only(self) -> bool:
+        """Every feature of the plan reads the luma planes alone (``FeatureDeclaration.luma_only``)."""
+        return bool(self.instances) and all(i.decl.luma_only for i in self.instances)
+
     def metric_names(self) -> list[str]:
         names: list[str] = []
         for inst in self.instances:

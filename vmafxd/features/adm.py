@@ -438,6 +438,7 @@ class IntegerAdm:
 
 DECLARATION = FeatureDeclaration(
     name="adm",
+    luma_only=True,
     provides=PROVIDES,
     debug_provides=DEBUG_PROVIDES,
     options=OPTIONS,

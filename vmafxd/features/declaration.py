@@ -233,6 +233,11 @@ class FeatureDeclaration:
     options: tuple[Option, ...] = ()
     #: True when a frame's scores depend on other frames (motion)
     temporal: bool = False
+    #: True when the feature reads the luma planes alone, whatever its options: a file path
+    #: may then leave the chroma bytes unread (vmafxd/lanes/gpu/in_process.py).  False (the
+    #: default) is always safe; tests/features/test_luma_only.py scores every feature that says
+    #: True with its chroma replaced by noise and wants the same scores
+    luma_only: bool = False
     #: the most frames after frame *i* that must be seen before frame *i*'s
     #: scores are final (motion2 of frame *i* needs frame *i + 1*), for any options
     max_lag: int = 0

@@ -158,6 +158,7 @@ def _factor(name: str, help_: str) -> Option:
 
 DECLARATION = FeatureDeclaration(
     name="float_adm",
+    luma_only=True,
     provides=PROVIDES,
     debug_provides=DEBUG_PROVIDES,
     options=(

@@ -174,6 +174,7 @@ def _check(values: Mapping[str, Any]) -> None:
 
 DECLARATION = FeatureDeclaration(
     name="float_motion",
+    luma_only=True,
     provides=("motion2", "motion3"),
     debug_provides=("motion",),
     options=(

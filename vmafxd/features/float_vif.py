@@ -124,6 +124,7 @@ def _check(values: Mapping[str, Any]) -> None:
 
 DECLARATION = FeatureDeclaration(
     name="float_vif",
+    luma_only=True,
     provides=PROVIDES,
     debug_provides=DEBUG_PROVIDES,
     options=(

@@ -443,6 +443,7 @@ MAX_VAL_OPTION = Option("motion_max_val", float, 10000.0,
 
 DECLARATION = FeatureDeclaration(
     name="motion",
+    luma_only=True,
     provides=(SAD_NAME, "integer_motion2", "integer_motion3"),
     debug_provides=("integer_motion",),
     # integer_motion.c writes motion2/motion3 of every frame in flush()

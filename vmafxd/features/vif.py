@@ -669,6 +669,7 @@ class VifExtractor:
 
 DECLARATION = FeatureDeclaration(
     name="vif",
+    luma_only=True,
     provides=tuple(f"integer_vif_scale{s}" for s in range(_NUM_SCALES)),
     debug_provides=("integer_vif", "integer_vif_num", "integer_vif_den")
     + tuple(f"integer_vif_{kind}_scale{s}" for s in range(_NUM_SCALES) for kind in ("num", "den")),

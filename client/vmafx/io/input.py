@@ -64,9 +64,9 @@ class InputFramesAt:
     def __init__(self, inp: "Input", at):
         self._inp, self._at = inp, at
 
-    def read(self, i: int, dst: memoryview) -> bool:
+    def read(self, i: int, dst: memoryview, nbytes: int | None = None) -> bool:
         try:
-            return self._at.read(i, dst)
+            return self._at.read(i, dst, nbytes)
         except OSError as e:
             raise InputError(f"{self._inp.name}: frame {self._inp.frames_read + i} cannot be read "
                              f"({e.strerror or e})") from None

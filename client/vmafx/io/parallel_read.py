@@ -77,28 +77,30 @@ class ParallelPairReads:
         first: what the sequential reader would have met first."""
         return self.start(ref, dist, host, frame_size, count).result()
 
-    def start(self, ref, dist, host: memoryview, frame_size: int, count: int, first: int = 0) -> "PairReads":
+    def start(self, ref, dist, host: memoryview, frame_size: int, count: int, first: int = 0,
+              read_bytes: int | None = None) -> "PairReads":
         """:meth:`read` of pairs ``first``.. ``first + count - 1`` into ``host``, under way: its
         :meth:`PairReads.result` is :meth:`read`'s answer (counted from ``first``).  Calls for
         later pairs may be started before an earlier one's result is asked for, so the threads
-        read the next slot's frames while the last of this one's are read."""
+        read the next slot's frames while the last of this one's are read.  ``read_bytes``: of
+        each frame only its first bytes are read (the luma plane; the frame still checked whole)."""
         jobs = 2 * count
         # one contiguous run a thread: a run's hop costs tens of microseconds, a 576x324
         # frame's read about as much.  The runs of one call end unevenly (20 1080p reads on 8
         # threads: 2 or 3 each), which calls started for the next slots meanwhile fill in.
         runs = min(jobs, self.threads)
         bounds = [(jobs * k // runs, jobs * (k + 1) // runs) for k in range(runs)]
-        return PairReads(jobs, [self._pool.submit(self._run, ref, dist, host, frame_size, first, a, b)
+        return PairReads(jobs, [self._pool.submit(self._run, ref, dist, host, frame_size, first, a, b, read_bytes)
                                 for a, b in bounds])
 
     @staticmethod
-    def _run(ref, dist, host: memoryview, fs: int, first: int, a: int, b: int):
+    def _run(ref, dist, host: memoryview, fs: int, first: int, a: int, b: int, nbytes: int | None = None):
         """Jobs ``a``..``b``-1 (job ``j``: pair ``first + j // 2``, the distorted when odd); the
         first that is not a whole plain frame (with its error, if it raised), or (None, None)."""
         for j in range(a, b):
             at = dist if j & 1 else ref
             try:
-                if not at.read(first + (j >> 1), host[j * fs:(j + 1) * fs]):
+                if not at.read(first + (j >> 1), host[j * fs:(j + 1) * fs], nbytes):
                     return j, None
             except BaseException as e:  # handed to the caller's thread, which raises it
                 return j, e

@@ -146,6 +146,7 @@ class FramesAt:
     def __init__(self, reader: "VideoReader", fd: int, base: int, head: int, size: int, *, mapped: bool = False):
         self._reader, self._fd, self.base, self.head, self.size = reader, fd, base, head, size
         self.stride = head + size
+        self._size_seen: int | None = None  # the file's size, for reads of part of a frame
         #: with ``mapped``: the file mapped as it is now, frames copied out of it with numpy
         #: (whose copy of a large block drops the GIL and streams past the caches); read() and
         #: not mapped past the mapping's end.  Opt-in ($VMAFX_READ_MMAP): a file truncated while
@@ -159,20 +160,31 @@ class FramesAt:
             else:
                 self._bytes = np.frombuffer(self._map, np.uint8)
 
-    def read(self, i: int, dst: memoryview) -> bool:
+    def read(self, i: int, dst: memoryview, nbytes: int | None = None) -> bool:
         """Frame ``i`` (counted from the reader's position) into ``dst``; True when it is a
-        plain whole frame.  Any thread; an ``OSError`` of the read is the caller's to report."""
+        plain whole frame.  ``nbytes``: only the frame's first ``nbytes`` are read (its luma
+        plane, when nothing reads chroma), the frame still checked whole: the file must hold
+        all of it.  Any thread; an ``OSError`` of the read is the caller's to report."""
         size, pos = self.size, self.base + i * self.stride
+        take = size if nbytes is None else min(nbytes, size)
         src = self._bytes
         if src is not None and pos + self.stride <= src.size:
             if self.head and src[pos:pos + self.head].tobytes() != _FRAME_LINE:
                 return False
-            np.copyto(np.frombuffer(dst, np.uint8, size), src[pos + self.head:pos + self.stride])
+            np.copyto(np.frombuffer(dst, np.uint8, take), src[pos + self.head:pos + self.head + take])
             return True
+        if take < size and not self._holds(pos + self.stride):
+            return False  # not whole in the file: the sequential reader says how it ends
         if not self.head:
-            return os.preadv(self._fd, [dst[:size]], pos) == size
+            return os.preadv(self._fd, [dst[:take]], pos) == take
         head = bytearray(self.head)
-        return os.preadv(self._fd, [head, dst[:size]], pos) == self.stride and head == _FRAME_LINE
+        return os.preadv(self._fd, [head, dst[:take]], pos) == self.head + take and head == _FRAME_LINE
+
+    def _holds(self, end: int) -> bool:
+        """The file is at least ``end`` bytes long (its size looked up again past what was seen)."""
+        if self._size_seen is None or end > self._size_seen:
+            self._size_seen = os.fstat(self._fd).st_size
+        return end <= self._size_seen
 
     def close(self) -> None:
         """The mapping, if any, let go (every read is over)."""

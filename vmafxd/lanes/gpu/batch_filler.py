@@ -47,9 +47,11 @@ class BatchFiller:
     the other input's end is given back (``pushback``), as the CPU lane does."""
 
     def __init__(self, reference, distorted, fs: int, batch: int, max_frames: int | None, unpack,
-                 threads: int = 1):
+                 threads: int = 1, read_bytes: int | None = None):
         self.rr, self.dr = reference, distorted
         self.fs, self.batch, self.left = fs, batch, max_frames
+        #: of each frame read by position, only its first bytes (the luma plane: nothing reads chroma)
+        self.read_bytes = read_bytes
         self.unpack = unpack
         self.free: queue.SimpleQueue = queue.SimpleQueue()  # slot (memoryview) or None: stop
         self.ready: queue.SimpleQueue = queue.SimpleQueue()  # (slot, count, last) or an exception
@@ -145,7 +147,7 @@ class BatchFiller:
                     return True
                 if slot is not False:
                     want = self.batch if self.left is None else min(self.batch, self.left)
-                    reads = self._parallel.start(ra, da, slot[1], self.fs, want, planned)
+                    reads = self._parallel.start(ra, da, slot[1], self.fs, want, planned, self.read_bytes)
                     inflight.append((slot, planned, want, reads))
                     planned += want
                     if self.left is not None:

@@ -88,8 +88,13 @@ def _score(kit: ScoringKit, plan, reference, distorted, max_frames, progress, ba
     filler = pinner = stream = scorer = None
     try:
         dtype = np.uint8 if bpc <= 8 else np.dtype("<u2")
+        # a plan whose every feature reads luma alone (vmaf_v0.6.1's) leaves chroma unread in files
+        # read by position: a third less to copy out of the page cache at 4:2:0 (the planes after
+        # the first hold what the slot last held; no kernel reads them)
+        luma = layout[1][0] if plan.luma_only and len(layout) > 1 and os.environ.get("VMAFX_READ_CHROMA") != "1" \
+            else None
         filler = BatchFiller(reference, distorted, fs, batch, max_frames,
-                              lambda buf: unpack_planes(bytes(buf), shapes, dtype), read_threads(threads))
+                              lambda buf: unpack_planes(bytes(buf), shapes, dtype), read_threads(threads), luma)
         filler.free.put((0, memoryview(kit.host(0, slot_bytes))))
         to_pin = []
         for k in range(1, slots):
