@@ -183,15 +183,8 @@ class BlockingClient(ClosedOnExit, ClientView):
         scored frame's metrics, in order."""
         req = dict(models=models, features=features, model_texts=model_texts, lane=lane, device=device,
                    max_frames=max_frames, width=width, height=height, pixel_format=pixel_format, bitdepth=bitdepth)
-        seq_box: list[int] = []
-
-        def encode():
-            seq, data, fds = self._tracker.files_request(reference, distorted, **req)
-            seq_box.append(seq)
-            return seq, data, fds
-
-        reply = self._request(encode, _Deadline(timeout))
-        return reply, self._tracker.files_frames(seq_box[0])
+        reply = self._request(lambda: self._tracker.files_request(reference, distorted, **req), _Deadline(timeout))
+        return reply, self._tracker.files_frames(reply.re)
 
     def status(self, *, timeout: float | None = None) -> dict:
         reply = self._request(lambda: self._tracker.request(lambda seq: m.Status(seq=seq)), _Deadline(timeout))

@@ -268,15 +268,8 @@ class Client(ClientView):
         error (``E_NOTSUP`` from a daemon that does not take it)."""
         req = dict(models=models, features=features, model_texts=model_texts, lane=lane, device=device,
                    max_frames=max_frames, width=width, height=height, pixel_format=pixel_format, bitdepth=bitdepth)
-        seq_box: list[int] = []
-
-        def encode():
-            seq, data, fds = self._tracker.files_request(reference, distorted, **req)
-            seq_box.append(seq)
-            return seq, data, fds
-
-        reply = await self._request(encode)
-        return reply, self._tracker.files_frames(seq_box[0])
+        reply = await self._request(lambda: self._tracker.files_request(reference, distorted, **req))
+        return reply, self._tracker.files_frames(reply.re)
 
     async def status(self) -> dict:
         reply = await self._request(lambda: self._tracker.request(lambda seq: m.Status(seq=seq)))
