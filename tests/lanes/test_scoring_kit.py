@@ -145,3 +145,31 @@ def test_a_pool_that_keeps_nothing_closes_every_kit(emu):
     kit = pool.take(0)
     pool.give(kit)
     assert kit.closed and pool.kept == 0
+
+
+def test_a_free_that_fails_leaves_nothing_else_held_and_the_pool_goes_on(emu, chelsea, monkeypatch, caplog):
+    """A device gone bad can make a free fail: every other allocation is still freed, the kit
+    raises the first error, and the pool (the daemon's) logs it and goes on."""
+    from vmafxd.lanes.gpu.scoring_kit import KitPool
+
+    before = _held(emu, chelsea)
+    pool = KitPool("emu", keep_s=0)
+    kit = pool.take(0)
+    got, n = _on_kit(kit, chelsea["ref"], chelsea["dist"])
+    assert n == 6
+    real = type(emu).free
+    failed = []
+
+    def free(self, ptr):
+        if not failed:  # the first device free fails (and frees nothing)
+            failed.append(ptr)
+            raise RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS")
+        real(self, ptr)
+
+    monkeypatch.setattr(type(emu), "free", free)
+    with caplog.at_level("WARNING", logger="vmafxd.lanes.gpu"):
+        pool.give(kit)
+    assert kit.closed and failed and "CUDA_ERROR_ILLEGAL_ADDRESS" in caplog.text
+    monkeypatch.setattr(type(emu), "free", real)
+    real(emu, failed[0])  # the one the failure left
+    assert _held(emu, chelsea) == before

@@ -15,6 +15,7 @@ is idempotent and makes the device current on the calling thread first.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -22,6 +23,8 @@ from .device_start import SLOT_BYTES, take_device
 from .engine import KernelSet
 
 __all__ = ["KitPool", "ScoringKit", "SLOTS"]
+
+log = logging.getLogger("vmafxd.lanes.gpu")
 
 #: batches of host memory circulating: the readers fill one while others are uploaded and scored
 SLOTS = 4
@@ -97,28 +100,39 @@ class ScoringKit:
         return self.devs[k][0]
 
     def close(self) -> None:
-        """Free everything it holds (the device made current on this thread first); idempotent."""
+        """Free everything it holds (the device made current on this thread first); idempotent.
+        Every free is tried, also after one failed (a device gone bad); the first error is raised."""
         if self.closed:
             return
         self.closed = True
         dev = self.device
-        dev.make_current()
-        if self._stream is not None:
-            self._stream.synchronize()
-            self._stream.close()
-            self._stream = None
-        for k, d in enumerate(self.devs):
+        errors: list[BaseException] = []
+
+        def attempt(fn, *args) -> None:
+            try:
+                fn(*args)
+            except Exception as e:  # the rest is still freed
+                errors.append(e)
+
+        attempt(dev.make_current)
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            attempt(stream.synchronize)
+            attempt(stream.close)
+        devs, self.devs = self.devs, [None] * len(self.devs)
+        for d in devs:
             if d is not None:
-                self.devs[k] = None
-                dev.free(d[0])
+                attempt(dev.free, d[0])
         with self._lock:
             hosts, self.hosts = [h for h in self.hosts if h is not None], [None] * len(self.hosts)
             if self._first is not None:
                 hosts.append(self._first)
                 self._first = None
         for h in hosts:
-            dev.free_host(h)
-        self.kernels.close()
+            attempt(dev.free_host, h)
+        attempt(self.kernels.close)
+        if errors:
+            raise errors[0]
 
 
 class KitPool:
@@ -159,7 +173,7 @@ class KitPool:
             if keep and not self.closed and self.keep_s > 0 and not kit.closed and kit.ordinal not in self._kept:
                 self._kept[kit.ordinal] = kit
                 return
-        kit.close()
+        _close(kit)
 
     def expire(self, now: float | None = None) -> int:
         """Close the kits unused for ``keep_s`` or more (on a thread that may wait on the device);
@@ -169,7 +183,7 @@ class KitPool:
             old = [o for o, kit in self._kept.items() if now - kit.used >= self.keep_s]
             kits = [self._kept.pop(o) for o in old]
         for kit in kits:
-            kit.close()
+            _close(kit)
         return len(kits)
 
     def close(self) -> None:
@@ -178,4 +192,12 @@ class KitPool:
             self.closed = True
             kits, self._kept = list(self._kept.values()), {}
         for kit in kits:
-            kit.close()
+            _close(kit)
+
+
+def _close(kit: ScoringKit) -> None:
+    """A kit the pool lets go of, closed; a failure is logged (the daemon goes on)."""
+    try:
+        kit.close()
+    except Exception as e:
+        log.warning("device %d: freeing a file-scoring kit failed: %s", kit.ordinal, e)
