@@ -7,9 +7,9 @@ files' fds (SCM_RIGHTS: the daemon opens no client path, so it reads only what t
 client could) and the daemon scores them the way ``vmafxctl score --in-process``
 does -- on a GPU lane, regular files read by position on several threads straight
 into page-locked memory and batches of pairs uploaded at once; on the CPU lane,
-frame by frame -- with no process start, CUDA context or kernel load to pay.  A GPU's kernels, stream and
-pinned slots (a :class:`~vmafxd.lanes.gpu.scoring_kit.ScoringKit`) stay ready between jobs
-and are freed once unused for ``files_keep_s`` (vmafxd/config.py).
+frame by frame -- with no process start, CUDA context or kernel load to pay.  A GPU's
+kernels, stream and pinned slots (a :class:`~vmafxd.lanes.gpu.scoring_kit.ScoringKit`)
+stay ready between jobs and are freed once unused for ``files_keep_s`` (vmafxd/config.py).
 
 As many jobs run at once as the lane has devices (GPUs, or the CPU lane's workers):
 a job keeps a device busy on its own; a job without a device asked for takes the GPU

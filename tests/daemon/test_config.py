@@ -35,6 +35,8 @@ def test_file_then_flags(tmp_path):
     ("[limits]\nmax_frames_per_submit = 1025", "limits.max_frames_per_submit"),
     ("lane_process = 'yes'", "lane_process"),
     ("cpu_keep_heap = 1", "cpu_keep_heap"),
+    ("files_keep_s = -1", "files_keep_s"),
+    ("files_keep_s = 'long'", "files_keep_s"),
 ])
 def test_errors_name_the_key(tmp_path, text, field):
     with pytest.raises(ConfigError) as e:
@@ -56,6 +58,13 @@ def test_defaults():
     assert cfg.socket == "/run/vmafx/vmafxd.sock" and cfg.lane == "auto" and 1 <= cfg.cpu_workers <= 8
     assert cfg.socket_mode == 0o660 and cfg.shutdown_timeout_s == 10.0
     assert cfg.cpu_keep_heap is True
+
+
+def test_files_keep_from_the_file_and_the_flag(tmp_path):
+    assert Config().files_keep_s == 60.0
+    path = _write(tmp_path, "files_keep_s = 5\n")
+    assert load_config(path, {}).files_keep_s == 5.0
+    assert load_config(path, {"files_keep_s": 0.0}).files_keep_s == 0.0  # --files-keep 0
 
 
 def test_cpu_keep_heap_can_be_turned_off(tmp_path):
