@@ -80,7 +80,7 @@ def _score(kit: ScoringKit, plan, reference, distorted, max_frames, progress, ba
         layout.append((fs, s.row_bytes))
         fs += s.size
     layout = tuple(layout)
-    batch = batch or batch_for(2 * fs, int(os.environ.get("VMAFX_FILE_BATCH", BATCH)))
+    batch = batch or batch_for(2 * fs, BATCH)
     dev.make_current()
     slot_bytes = 2 * batch * fs
     slots = kit.slots
