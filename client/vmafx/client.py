@@ -46,10 +46,10 @@ from typing import AsyncIterator, Callable, Sequence
 import trio
 
 from .defaults import DEFAULT_SOCKET, SEND_TIMEOUT_S, default_socket_path
-from .exceptions import DaemonUnavailable, VmafxError
+from .exceptions import DaemonUnavailable
 from .frames import FrameBuffer
 from .protocol import messages as m
-from .protocol.errors import ErrorCode, RemoteProtocolError
+from .protocol.errors import RemoteProtocolError
 from .tracking import BufferView, ClientTracker, ClientView, FrameResult, SessionView, Summary
 from .transport import ConnectionReset, TrioPacketChannel, TransportClosed
 
