@@ -80,6 +80,70 @@ def test_without_the_gamma_table_equals_the_cpu_twin(gpu, pair, monkeypatch):
     assert gpu_scores(rt, dev, plan, cut, batch=2) == cpu_scores(plan, cut)
 
 
+@pytest.mark.parametrize("table", ["1", "0"])
+@pytest.mark.parametrize("pair", [p for p in vendored_pairs() if p.id.startswith(("p01", "p16", "p17", "p18"))],
+                         ids=lambda p: p.id)
+def test_with_and_without_the_lab_table_equals_the_cpu_twin(gpu, pair, table, monkeypatch):
+    """8-bit pictures with both conversions read from the device's L*a*b* table
+    (vx_ciede_lab8: the default on a GPU, asked for on the emulator) and with both
+    computed a pixel (the default on the emulator): the CPU twin's scores either way,
+    4:2:0 (odd size too), 4:2:2 and 4:4:4."""
+    rt, dev = gpu
+    dev.make_current()
+    monkeypatch.setenv(gpu_ciede.LAB_TABLE_ENV, table)
+    builds = []
+    original = gpu_ciede._build_lab8
+
+    def counting(kernels, ptr, stream):
+        builds.append(ptr)
+        original(kernels, ptr, stream)
+
+    monkeypatch.setattr(gpu_ciede, "_build_lab8", counting)
+    plan = ScoringPlan.build([], [FeatureRequest("ciede")])
+    cut = _cut(pair, 2)
+    assert gpu_scores(rt, dev, plan, cut, batch=2) == cpu_scores(plan, cut)
+    assert len(builds) == (table == "1")
+
+
+def test_the_lab_table_holds_the_c_librarys_conversion_of_every_triple(gpu, monkeypatch):
+    """Every one of the table's 2^24 entries: the CPU twin's L*a*b* floats of its
+    (Y, U, V) where neither flags the triple as doubtful, the scalar C-library
+    transcription's where only the twin does; the device's own doubtful entries are
+    few (their pixels go to the host whole)."""
+    from vmafxd.features._ciede_color import lab_from_yuv
+    from vmafxd.lanes.gpu.engine import KernelSet
+
+    rt, dev = gpu
+    dev.make_current()
+    ks = KernelSet(rt, dev)
+    st = dev.create_stream()
+    host = dev.alloc_host(gpu_ciede.LAB8_BYTES)
+    try:
+        table = gpu_ciede.lab8_table(ks, st)
+        assert gpu_ciede.lab8_table(ks, st) == table  # built once a device
+        dev.copy_dtoh_async(host, table, gpu_ciede.LAB8_BYTES, st)
+        st.synchronize()
+        got = host.view(np.float32).reshape(-1, 4).copy()
+    finally:
+        dev.free_host(host)
+        ks.close()
+    device_doubt = got[:, 3] != 0
+    assert set(np.unique(got[:, 3]).tolist()) <= {0.0, 1.0}
+    assert 0 < device_doubt.sum() < 2**24 * 1e-5
+    step = 1 << 20
+    only_twin = []
+    for start in range(0, 1 << 24, step):
+        k = np.arange(start, start + step)
+        doubt = np.zeros(step, bool)
+        want = np.stack(lab_from_yuv(k >> 16, (k >> 8) & 255, k & 255, 8, doubt), axis=1)
+        plain = ~doubt & ~device_doubt[k]
+        assert np.array_equal(got[k[plain], :3], want[plain]), start
+        only_twin += k[doubt & ~device_doubt[k]].tolist()
+    assert only_twin  # the twin's window is ten times the device's
+    for k in only_twin[:2000]:
+        assert tuple(got[k, :3].tolist()) == lab_scalar(float(k >> 16), float((k >> 8) & 255), float(k & 255), 8), k
+
+
 @pytest.mark.parametrize("pair", [p for p in vendored_pairs() if p.id.startswith(("p16", "p18"))],
                          ids=lambda p: p.id)
 def test_slow_path_equals_the_cpu_twin(gpu, pair, monkeypatch):

@@ -265,6 +265,7 @@ class CudaRuntime(DeviceTable):
     ipc_event_kind = "cuda_ipc_event"
     device_reads_host = False
     caches_binaries = True
+    parallel_launches = True
     compile_options = NVRTC_OPTIONS
 
     def __init__(self):

@@ -578,6 +578,8 @@ class EmulatedRuntime(DeviceTable):
     #: its "binary" is a library path (in the kernel cache's ``emu/``, see :meth:`compile`): the
     #: engine's cache of binaries is not for it
     caches_binaries = False
+    #: a launch's blocks run one after another, each with one thread
+    parallel_launches = False
     compile_options: tuple[str, ...] = ()
 
     def __init__(self):

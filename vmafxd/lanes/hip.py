@@ -239,6 +239,7 @@ class HipRuntime(DeviceTable):
     ipc_event_kind = "hip_ipc_event"
     device_reads_host = False
     caches_binaries = True
+    parallel_launches = True
     compile_options = HIPRTC_OPTIONS
 
     def __init__(self):

@@ -753,6 +753,9 @@ class Runtime(Protocol):
     device_reads_host: bool
     #: compiled binaries are worth the on-disk kernel cache (the emulator's are paths in a temp dir)
     caches_binaries: bool
+    #: a launch's threads run in parallel: a table of millions of entries that one launch builds
+    #: once a device costs milliseconds (the emulator runs them one by one: seconds)
+    parallel_launches: bool
     #: the compiler's options for the kernels (after ``gpu/kernels.py``'s COMMON_OPTIONS)
     compile_options: tuple[str, ...]
 

@@ -206,6 +206,34 @@ VX_DEVICE void ciede_lab(double sy, double su, double sv, double scale, const do
     lab[2] = (float)(200.0 * (fy - fz));
 }
 
+// L*a*b* of every 8-bit sample triple, built once a device (ciede.py, KernelSet.device_table):
+// lab8[(Y << 16) | (U << 8) | V] = {L, a, b, doubt}, 2^24 entries of 16 bytes (256 MiB).
+// An 8-bit pixel's conversion depends on its three samples alone, and the table is
+// written by ciede_lab itself (with the red/blue table `gamma` for 8 bits), so a read
+// is the float triple and the doubt the pixel's own call gives: the per-pixel
+// kernel's two conversions (about half of its instructions: docs/performance.md)
+// become two 16-byte reads, and no bound above changes.
+#if defined(VX_EMU)
+struct ciede_lab4 { float l, a, b, doubt; };
+#else
+struct __align__(16) ciede_lab4 { float l, a, b, doubt; };
+#endif
+
+VX_KERNEL void vx_ciede_lab8(ciede_lab4* lab8, const double* gamma)
+{
+    for (i64 k = (i64)blockIdx.x * blockDim.x + threadIdx.x; k < ((i64)1 << 24); k += (i64)gridDim.x * blockDim.x) {
+        int doubt = 0;
+        float lab[3];
+        ciede_lab((double)(k >> 16), (double)((k >> 8) & 255), (double)(k & 255), 1.0, gamma, 8, lab, &doubt);
+        ciede_lab4 e;
+        e.l = lab[0];
+        e.a = lab[1];
+        e.b = lab[2];
+        e.doubt = doubt ? 1.0f : 0.0f;
+        lab8[k] = e;
+    }
+}
+
 VX_DEVICE float ciede_h_prime(float x, float y, int* doubt)
 {
     if (x == 0.0f && y == 0.0f)
@@ -318,11 +346,10 @@ VX_KERNEL void vx_ciede_functions(const double* in, double* out, int n, int whic
 // a flat index into its picture (U rows, then V rows, `stride` samples apart,
 // zeros after), mapped back onto our planes.
 template <typename T>
-VX_DEVICE double ciede_chroma(const T* u, const T* v, i64 pitch, int cw, int ch, int mode, int i, int j,
-                              int which)
+VX_DEVICE u32 ciede_chroma(const T* u, const T* v, i64 pitch, int cw, int ch, int mode, int i, int j, int which)
 {
     if (mode == 0)  // 4:4:4: no upsampling
-        return (double)(which ? v : u)[(i64)i * pitch + j];
+        return (u32)(which ? v : u)[(i64)i * pitch + j];
     const i64 stride = (cw + 31) & ~31;
     const i64 plane = stride * ch;
     const T* src = u;
@@ -335,7 +362,7 @@ VX_DEVICE double ciede_chroma(const T* u, const T* v, i64 pitch, int cw, int ch,
             idx -= (u32)plane;
             src = v;
             if (idx >= (u32)plane)
-                return 0.0;
+                return 0u;
         }
         const u32 q = idx / (u32)stride;
         r = q;
@@ -346,12 +373,12 @@ VX_DEVICE double ciede_chroma(const T* u, const T* v, i64 pitch, int cw, int ch,
             idx -= plane;
             src = v;
             if (idx >= plane)
-                return 0.0;
+                return 0u;
         }
         r = idx / stride;
         c = idx % stride;
     }
-    return c < cw ? (double)src[r * pitch + c] : 0.0;
+    return c < cw ? (u32)src[r * pitch + c] : 0u;
 }
 
 // 256 threads (ciede.py's _THREADS) and four blocks an SM: 64 registers and 136
@@ -382,7 +409,8 @@ static inline int ciede_ffsll(long long x) { return __builtin_ffsll(x); }
 template <typename T>
 VX_DEVICE void ciede_impl(const T* ry, const T* ru, const T* rv, const T* dy, const T* du, const T* dv, int w,
                           int h, int cw, int ch, i64 pitch0, i64 pitchc, i64 frame_stride, int mode, int bitdepth,
-                          const double* gamma, float* out, i64* rec, u64* listed, int* list, int capacity)
+                          const double* gamma, const ciede_lab4* lab8, float* out, i64* rec, u64* listed,
+                          int* list, int capacity)
 {
     __shared__ i64 scratch[256];
     const int i = blockIdx.y;
@@ -394,19 +422,28 @@ VX_DEVICE void ciede_impl(const T* ry, const T* ru, const T* rv, const T* dy, co
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < w; j += gridDim.x * blockDim.x) {
         int doubt = 0;
         float lab1[3], lab2[3];
-        const double s[6] = {(double)ry[f + (i64)i * pitch0 + j],
-                             ciede_chroma<T>(ru + f, rv + f, pitchc, cw, ch, mode, i, j, 0),
-                             ciede_chroma<T>(ru + f, rv + f, pitchc, cw, ch, mode, i, j, 1),
-                             (double)dy[f + (i64)i * pitch0 + j],
-                             ciede_chroma<T>(du + f, dv + f, pitchc, cw, ch, mode, i, j, 0),
-                             ciede_chroma<T>(du + f, dv + f, pitchc, cw, ch, mode, i, j, 1)};
+        const u32 s[6] = {(u32)ry[f + (i64)i * pitch0 + j],
+                          ciede_chroma<T>(ru + f, rv + f, pitchc, cw, ch, mode, i, j, 0),
+                          ciede_chroma<T>(ru + f, rv + f, pitchc, cw, ch, mode, i, j, 1),
+                          (u32)dy[f + (i64)i * pitch0 + j],
+                          ciede_chroma<T>(du + f, dv + f, pitchc, cw, ch, mode, i, j, 0),
+                          ciede_chroma<T>(du + f, dv + f, pitchc, cw, ch, mode, i, j, 1)};
         // equal samples give equal L*a*b* and a difference of exactly 0 in libvmaf
         // (every term is 0 times a finite factor, S_L, S_C, S_H >= 1), whatever
         // the rounding of the intermediate values: no arithmetic, never doubtful
         float de = 0.0f;
         if (s[0] != s[3] || s[1] != s[4] || s[2] != s[5]) {
-            ciede_lab(s[0], s[1], s[2], scale, gamma, bitdepth, lab1, &doubt);
-            ciede_lab(s[3], s[4], s[5], scale, gamma, bitdepth, lab2, &doubt);
+            if (lab8 != 0) {  // 8-bit samples: both conversions read from vx_ciede_lab8's table
+                const ciede_lab4 e1 = lab8[(s[0] << 16) | (s[1] << 8) | s[2]];
+                const ciede_lab4 e2 = lab8[(s[3] << 16) | (s[4] << 8) | s[5]];
+                lab1[0] = e1.l, lab1[1] = e1.a, lab1[2] = e1.b;
+                lab2[0] = e2.l, lab2[1] = e2.a, lab2[2] = e2.b;
+                if (e1.doubt != 0.0f || e2.doubt != 0.0f)
+                    doubt = 1;
+            } else {
+                ciede_lab((double)s[0], (double)s[1], (double)s[2], scale, gamma, bitdepth, lab1, &doubt);
+                ciede_lab((double)s[3], (double)s[4], (double)s[5], scale, gamma, bitdepth, lab2, &doubt);
+            }
             de = ciede_de00(lab1, lab2, &doubt);
         }
         out[(i64)blockIdx.z * w * h + (i64)i * w + j] = doubt ? -1.0f : de;
@@ -460,18 +497,18 @@ VX_DEVICE void ciede_impl(const T* ry, const T* ru, const T* rv, const T* dy, co
 
 VX_KERNEL void CIEDE_BOUNDS vx_ciede_u8(const u8* ry, const u8* ru, const u8* rv, const u8* dy, const u8* du, const u8* dv,
                            int w, int h, int cw, int ch, i64 pitch0, i64 pitchc, i64 frame_stride, int mode,
-                           int bitdepth, const double* gamma, float* out, i64* rec, u64* listed, int* list,
-                           int capacity)
+                           int bitdepth, const double* gamma, const ciede_lab4* lab8, float* out, i64* rec,
+                           u64* listed, int* list, int capacity)
 {
-    ciede_impl<u8>(ry, ru, rv, dy, du, dv, w, h, cw, ch, pitch0, pitchc, frame_stride, mode, bitdepth, gamma, out,
-                   rec, listed, list, capacity);
+    ciede_impl<u8>(ry, ru, rv, dy, du, dv, w, h, cw, ch, pitch0, pitchc, frame_stride, mode, bitdepth, gamma, lab8,
+                   out, rec, listed, list, capacity);
 }
 
 VX_KERNEL void CIEDE_BOUNDS vx_ciede_u16(const u16* ry, const u16* ru, const u16* rv, const u16* dy, const u16* du,
                             const u16* dv, int w, int h, int cw, int ch, i64 pitch0, i64 pitchc, i64 frame_stride,
-                            int mode, int bitdepth, const double* gamma, float* out, i64* rec, u64* listed,
-                            int* list, int capacity)
+                            int mode, int bitdepth, const double* gamma, const ciede_lab4* lab8, float* out,
+                            i64* rec, u64* listed, int* list, int capacity)
 {
-    ciede_impl<u16>(ry, ru, rv, dy, du, dv, w, h, cw, ch, pitch0, pitchc, frame_stride, mode, bitdepth, gamma, out,
-                    rec, listed, list, capacity);
+    ciede_impl<u16>(ry, ru, rv, dy, du, dv, w, h, cw, ch, pitch0, pitchc, frame_stride, mode, bitdepth, gamma, lab8,
+                    out, rec, listed, list, capacity);
 }

@@ -26,6 +26,9 @@ does.  Either way ``metrics_from_stats`` gives the CPU lane's double.
 
 from __future__ import annotations
 
+import os
+from functools import partial
+
 import numpy as np
 
 from vmafx.formats import Subsampling
@@ -37,10 +40,10 @@ from ...features.declaration import check_bitdepth, check_chroma
 from .engine import GpuFeature
 from .launch import I32, I64, U64
 
-__all__ = ["make", "GpuCiede"]
+__all__ = ["make", "GpuCiede", "lab8_table", "lab_table_wanted", "build_gamma", "LAB8_BYTES", "LAB_TABLE_ENV"]
 
 _THREADS = 256
-_TYPES = [U64] * 6 + [I32] * 4 + [I64] * 3 + [I32, I32, U64, U64, U64, U64, U64, I32]
+_TYPES = [U64] * 6 + [I32] * 4 + [I64] * 3 + [I32, I32, U64, U64, U64, U64, U64, U64, I32]
 _MODES = {Subsampling.S444: 0, Subsampling.S420: 1, Subsampling.S422: 2}
 # keep in step with ciede.cu
 _REC_WORDS, _REC_SUM, _REC_FINE, _REC_DOUBT, _REC_LOW = 16, 0, 1, 2, 3
@@ -50,6 +53,48 @@ _LIST_FRAME = 7
 _HEAD = 256
 _UNIT = 32  # the sum's unit is 2^-32
 _GAMMA_TABLE_MAX_BITS = 10
+#: vx_ciede_lab8's table: 2^24 entries of four floats; its build's grid (a grid-stride loop)
+LAB8_BYTES = (1 << 24) * 16
+_LAB8_BLOCKS = 4096
+#: VMAFXD_CIEDE_LAB_TABLE: "1" always, "0" never, else (the default) on parallel devices only
+LAB_TABLE_ENV = "VMAFXD_CIEDE_LAB_TABLE"
+
+
+def lab_table_wanted(runtime) -> bool:
+    """Whether 8-bit pictures read their L*a*b* from the device's table: on a device whose
+    launches run in parallel (a one-off build of milliseconds), not on the emulator (seconds,
+    more than it saves on a short clip), unless ``VMAFXD_CIEDE_LAB_TABLE`` says otherwise."""
+    choice = os.environ.get(LAB_TABLE_ENV, "")
+    if choice in ("0", "1"):
+        return choice == "1"
+    return bool(runtime.parallel_launches)
+
+
+
+def build_gamma(kernels, bitdepth: int, stream) -> int:
+    """A new red/blue gamma table for ``bitdepth`` (device memory), its build enqueued on ``stream``."""
+    pairs = 1 << (2 * bitdepth)
+    ptr = kernels.device.alloc(2 * pairs * 8)
+    build = kernels.launcher("ciede.cu", "vx_ciede_gamma", [U64, I32])
+    build(((pairs + _THREADS - 1) // _THREADS,), (_THREADS,), stream, ptr, bitdepth)
+    return ptr
+
+
+def _build_lab8(kernels, table: int, stream) -> None:
+    """``vx_ciede_lab8`` into ``table``, from an 8-bit gamma table freed once it has been read."""
+    gamma = build_gamma(kernels, 8, stream)
+    try:
+        build = kernels.launcher("ciede.cu", "vx_ciede_lab8", [U64, U64])
+        build((_LAB8_BLOCKS,), (_THREADS,), stream, table, gamma)
+        stream.synchronize()
+    finally:
+        kernels.device.free(gamma)
+
+
+def lab8_table(kernels, stream) -> int:
+    """The device's L*a*b* table of every 8-bit sample triple (``vx_ciede_lab8``): built at the
+    first call (on ``stream``, waited for), shared by the device's sessions, freed with ``kernels``."""
+    return kernels.device_table("ciede_lab8", LAB8_BYTES, partial(_build_lab8, kernels), stream)
 
 
 class GpuCiede(GpuFeature):
@@ -71,14 +116,16 @@ class GpuCiede(GpuFeature):
         self.stats_offset = 0
         kernel = "vx_ciede_u8" if stg.elem == 1 else "vx_ciede_u16"
         self._launch = scorer.kernels.launcher("ciede.cu", kernel, _TYPES)
+        #: 8-bit pictures on a parallel device: the L*a*b* of every sample triple, one table a
+        #: device (``vx_ciede_lab8``, 256 MiB, built once); 0: converted a pixel
+        self._lab8 = 0
         #: the red and blue gamma expansions of every sample pair (8- and 10-bit: 1 and 16 MiB),
         #: built once on the stream before any batch (``vx_ciede_gamma``); 0: computed a pixel
         self._gamma = 0
-        if stg.bitdepth <= _GAMMA_TABLE_MAX_BITS:
-            pairs = 1 << (2 * stg.bitdepth)
-            self._gamma = self.own(scorer.device.alloc(2 * pairs * 8))
-            build = scorer.kernels.launcher("ciede.cu", "vx_ciede_gamma", [U64, I32])
-            build(((pairs + _THREADS - 1) // _THREADS,), (_THREADS,), scorer.stream, self._gamma, stg.bitdepth)
+        if stg.bitdepth == 8 and lab_table_wanted(scorer.kernels.runtime):
+            self._lab8 = lab8_table(scorer.kernels, scorer.stream)
+        elif stg.bitdepth <= _GAMMA_TABLE_MAX_BITS:
+            self._gamma = self.own(build_gamma(scorer.kernels, stg.bitdepth, scorer.stream))
         self._host_bytes = scorer.max_batch * (_REC_WORDS * 8 + _HEAD * _LIST_WORDS * 4) + 8
         self._free: list[np.ndarray] = []
         self._pending: dict[int, tuple] = {}
@@ -97,7 +144,7 @@ class GpuCiede(GpuFeature):
         ptrs = [stg.plane_ptr(staging, 0, role, p) for role in (0, 1) for p in range(3)]
         self._launch(((w + _THREADS - 1) // _THREADS, h, n), (_THREADS,), st, *ptrs, w, h, cw, ch,
                      stg.pitches[0], stg.pitches[1], stg.frame_stride_elems, self.mode, stg.bitdepth, self._gamma,
-                     diffs, rec, rec + rec_bytes - 8, rec + rec_bytes, n * self.capacity)
+                     self._lab8, diffs, rec, rec + rec_bytes - 8, rec + rec_bytes, n * self.capacity)
         host = self._free.pop() if self._free else dev.alloc_host(self._host_bytes)
         dev.copy_dtoh_async(host, rec, rec_bytes + n * _HEAD * _LIST_WORDS * 4, st)
         self._pending[first_seq] = (diffs, kept, rec, host, n)

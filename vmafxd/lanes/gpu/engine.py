@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import importlib
 import struct
+import threading
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -123,7 +124,8 @@ def rows_of(columns: tuple[int, dict[str, np.ndarray]]) -> list:
 
 
 class KernelSet:
-    """The compiled modules of one device, loaded once and shared by its sessions."""
+    """The compiled modules of one device, loaded once and shared by its sessions, and the
+    read-only tables its kernels build once a device (:meth:`device_table`)."""
 
     def __init__(self, runtime, device, options: Sequence[str] | None = None):
         from . import kernels
@@ -133,7 +135,30 @@ class KernelSet:
         self._options = tuple(runtime.compile_options if options is None else options)
         self._modules: dict[str, Any] = {}
         self._launchers: dict[tuple, Launcher] = {}
+        self._tables: dict[Any, int] = {}
+        self._tables_lock = threading.Lock()
         self._kernels = kernels
+
+    def device_table(self, key: Any, nbytes: int, build: Callable[[int, Any], None], stream) -> int:
+        """Device memory of ``nbytes`` that ``build(ptr, stream)`` fills (a launch on ``stream``),
+        made at the first call for ``key`` and shared by every later caller until :meth:`close`.
+
+        The first call waits for the build to finish, so another session's stream, which
+        has no order with ``stream``, reads a finished table.  A build that fails frees
+        the memory and raises; the next call tries again.
+        """
+        with self._tables_lock:
+            ptr = self._tables.get(key)
+            if ptr is None:
+                ptr = self.device.alloc(nbytes)
+                try:
+                    build(ptr, stream)
+                    stream.synchronize()
+                except BaseException:
+                    self.device.free(ptr)
+                    raise
+                self._tables[key] = ptr
+            return ptr
 
     def module(self, source: str):
         m = self._modules.get(source)
@@ -155,10 +180,15 @@ class KernelSet:
         return Launcher(self.device, fn, types, shared=shared)
 
     def close(self) -> None:
+        """The modules unloaded and the tables freed; a second call does nothing."""
         modules, self._modules = list(self._modules.values()), {}
+        with self._tables_lock:
+            tables, self._tables = list(self._tables.values()), {}
         self._launchers.clear()
         for m in modules:
             m.close()
+        for ptr in tables:
+            self.device.free(ptr)
 
 
 @dataclass(frozen=True)
