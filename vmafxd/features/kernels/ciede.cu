@@ -388,6 +388,9 @@ VX_DEVICE u32 ciede_chroma(const T* u, const T* v, i64 pitch, int cw, int ch, in
 // frame on the H200, the same call, (256, 2) 445 (96 registers, no spills),
 // (256, 3) 348 (80, 36 bytes), (256, 4) 311 (docs/gpu-runs.md, eighth session).
 #define CIEDE_BOUNDS VX_BOUNDS(256, 4)
+#ifndef CIEDE_LAB_BOUNDS
+#define CIEDE_LAB_BOUNDS VX_BOUNDS(256, 4)
+#endif
 
 #if defined(VX_EMU)
 static inline int ciede_ffsll(long long x) { return __builtin_ffsll(x); }
@@ -406,7 +409,7 @@ static inline int ciede_ffsll(long long x) { return __builtin_ffsll(x); }
 // host copies back only its head (the count and the head: a few KiB a frame).
 #define CIEDE_LIST_WORDS 8 // a listed pixel: index, ref y, u, v and dist y, u, v as used, its frame
 
-template <typename T>
+template <typename T, bool TABLE>
 VX_DEVICE void ciede_impl(const T* ry, const T* ru, const T* rv, const T* dy, const T* du, const T* dv, int w,
                           int h, int cw, int ch, i64 pitch0, i64 pitchc, i64 frame_stride, int mode, int bitdepth,
                           const double* gamma, const ciede_lab4* lab8, float* out, i64* rec, u64* listed,
@@ -433,7 +436,7 @@ VX_DEVICE void ciede_impl(const T* ry, const T* ru, const T* rv, const T* dy, co
         // the rounding of the intermediate values: no arithmetic, never doubtful
         float de = 0.0f;
         if (s[0] != s[3] || s[1] != s[4] || s[2] != s[5]) {
-            if (lab8 != 0) {  // 8-bit samples: both conversions read from vx_ciede_lab8's table
+            if (TABLE) {  // 8-bit samples: both conversions read from vx_ciede_lab8's table
                 const ciede_lab4 e1 = lab8[(s[0] << 16) | (s[1] << 8) | s[2]];
                 const ciede_lab4 e2 = lab8[(s[3] << 16) | (s[4] << 8) | s[5]];
                 lab1[0] = e1.l, lab1[1] = e1.a, lab1[2] = e1.b;
@@ -500,8 +503,19 @@ VX_KERNEL void CIEDE_BOUNDS vx_ciede_u8(const u8* ry, const u8* ru, const u8* rv
                            int bitdepth, const double* gamma, const ciede_lab4* lab8, float* out, i64* rec,
                            u64* listed, int* list, int capacity)
 {
-    ciede_impl<u8>(ry, ru, rv, dy, du, dv, w, h, cw, ch, pitch0, pitchc, frame_stride, mode, bitdepth, gamma, lab8,
-                   out, rec, listed, list, capacity);
+    ciede_impl<u8, false>(ry, ru, rv, dy, du, dv, w, h, cw, ch, pitch0, pitchc, frame_stride, mode, bitdepth, gamma,
+                          lab8, out, rec, listed, list, capacity);
+}
+
+// the same with both pixels' L*a*b* read from vx_ciede_lab8's table (`lab8`, never null)
+VX_KERNEL void CIEDE_LAB_BOUNDS vx_ciede_u8_lab(const u8* ry, const u8* ru, const u8* rv, const u8* dy, const u8* du,
+                                                const u8* dv, int w, int h, int cw, int ch, i64 pitch0, i64 pitchc,
+                                                i64 frame_stride, int mode, int bitdepth, const double* gamma,
+                                                const ciede_lab4* lab8, float* out, i64* rec, u64* listed, int* list,
+                                                int capacity)
+{
+    ciede_impl<u8, true>(ry, ru, rv, dy, du, dv, w, h, cw, ch, pitch0, pitchc, frame_stride, mode, bitdepth, gamma,
+                         lab8, out, rec, listed, list, capacity);
 }
 
 VX_KERNEL void CIEDE_BOUNDS vx_ciede_u16(const u16* ry, const u16* ru, const u16* rv, const u16* dy, const u16* du,
@@ -509,6 +523,6 @@ VX_KERNEL void CIEDE_BOUNDS vx_ciede_u16(const u16* ry, const u16* ru, const u16
                             int mode, int bitdepth, const double* gamma, const ciede_lab4* lab8, float* out,
                             i64* rec, u64* listed, int* list, int capacity)
 {
-    ciede_impl<u16>(ry, ru, rv, dy, du, dv, w, h, cw, ch, pitch0, pitchc, frame_stride, mode, bitdepth, gamma, lab8,
+    ciede_impl<u16, false>(ry, ru, rv, dy, du, dv, w, h, cw, ch, pitch0, pitchc, frame_stride, mode, bitdepth, gamma, lab8,
                     out, rec, listed, list, capacity);
 }

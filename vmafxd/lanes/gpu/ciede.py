@@ -114,8 +114,6 @@ class GpuCiede(GpuFeature):
         self.exact_sum = pixels < (1 << 23)
         self.stats_bytes = 0  # the results come back through the twin's own copies
         self.stats_offset = 0
-        kernel = "vx_ciede_u8" if stg.elem == 1 else "vx_ciede_u16"
-        self._launch = scorer.kernels.launcher("ciede.cu", kernel, _TYPES)
         #: 8-bit pictures on a parallel device: the L*a*b* of every sample triple, one table a
         #: device (``vx_ciede_lab8``, 256 MiB, built once); 0: converted a pixel
         self._lab8 = 0
@@ -126,6 +124,8 @@ class GpuCiede(GpuFeature):
             self._lab8 = lab8_table(scorer.kernels, scorer.stream)
         elif stg.bitdepth <= _GAMMA_TABLE_MAX_BITS:
             self._gamma = self.own(build_gamma(scorer.kernels, stg.bitdepth, scorer.stream))
+        kernel = "vx_ciede_u8_lab" if self._lab8 else "vx_ciede_u8" if stg.elem == 1 else "vx_ciede_u16"
+        self._launch = scorer.kernels.launcher("ciede.cu", kernel, _TYPES)
         self._host_bytes = scorer.max_batch * (_REC_WORDS * 8 + _HEAD * _LIST_WORDS * 4) + 8
         self._free: list[np.ndarray] = []
         self._pending: dict[int, tuple] = {}
