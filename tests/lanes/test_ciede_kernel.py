@@ -144,16 +144,47 @@ def test_the_lab_table_holds_the_c_librarys_conversion_of_every_triple(gpu, monk
         assert tuple(got[k, :3].tolist()) == lab_scalar(float(k >> 16), float((k >> 8) & 255), float(k & 255), 8), k
 
 
+@pytest.mark.parametrize("how", ["device_sum", "list_full", "no_exact_sum"])
 @pytest.mark.parametrize("pair", [p for p in vendored_pairs() if p.id.startswith(("p16", "p18"))],
                          ids=lambda p: p.id)
-def test_slow_path_equals_the_cpu_twin(gpu, pair, monkeypatch):
-    """Every frame through the slow path (floats and samples back to the host)."""
+def test_slow_path_equals_the_cpu_twin(gpu, pair, how, monkeypatch):
+    """Every frame through the slow path: libvmaf's sequential sum on the device with the
+    listed pixels' redone floats in place (the exact sum refused, or not tried: frames of
+    2^23 pixels and more), or on the host with the samples back (the list ran out of
+    room)."""
     rt, dev = gpu
     dev.make_current()
-    monkeypatch.setattr(gpu_ciede.GpuCiede, "_exact_total", lambda self, rec, entries: None)
+    if how == "device_sum":
+        monkeypatch.setattr(gpu_ciede.GpuCiede, "_exact_total", lambda self, rec, entries: None)
+    original_init = gpu_ciede.GpuCiede.__init__
+
+    def init(self, instance, scorer):
+        original_init(self, instance, scorer)
+        if how == "list_full":
+            self.capacity = 8
+        if how == "no_exact_sum":
+            self.exact_sum = False
+
+    monkeypatch.setattr(gpu_ciede.GpuCiede, "__init__", init)
+    # hundreds of listed pixels a frame, whose redone floats the sums must take in place
+    monkeypatch.setattr(rt, "compile_options", (*rt.compile_options, "-DCIEDE_DEVICE_DOUBT=1e-4"))
+    paths = {"device": 0, "host": 0}
+    seq, slow = gpu_ciede.GpuCiede._sequential_totals, gpu_ciede.GpuCiede._slow_total
+
+    def on_device(self, diffs, frames, listed):
+        paths["device"] += len(frames)
+        return seq(self, diffs, frames, listed)
+
+    def on_host(self, diffs, kept, frame):
+        paths["host"] += 1
+        return slow(self, diffs, kept, frame)
+
+    monkeypatch.setattr(gpu_ciede.GpuCiede, "_sequential_totals", on_device)
+    monkeypatch.setattr(gpu_ciede.GpuCiede, "_slow_total", on_host)
     plan = ScoringPlan.build([], [FeatureRequest("ciede")])
     cut = _cut(pair, 2)
     assert gpu_scores(rt, dev, plan, cut, batch=2) == cpu_scores(plan, cut)
+    assert paths == ({"device": 0, "host": 2} if how == "list_full" else {"device": 2, "host": 0})
 
 
 def test_many_doubtful_pixels_redone_as_the_scalar_c_transcription(gpu, monkeypatch):

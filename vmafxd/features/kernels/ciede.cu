@@ -342,6 +342,52 @@ VX_KERNEL void vx_ciede_functions(const double* in, double* out, int n, int whic
     }
 }
 
+// The slow path's sum (ciede.py, _sequential_totals): libvmaf's double sum of a frame's
+// floats in raster order, for frames whose exact sum may differ from it.  One thread a
+// frame (`frames[t]` of the batch, `pixels` floats each in `diffs`); a doubtful pixel's
+// marker (-1: no difference is negative) takes the next of the frame's redone floats,
+// `redo[offsets[t]] ...` in raster order.  No contraction (kernels.py): each add rounds
+// as the C's.  The adds are one dependent chain, so the thread loads the next
+// CIEDE_SEQ floats while it adds the current ones (their latency under the adds').
+#define CIEDE_SEQ 32
+
+VX_DEVICE double ciede_seq_add(double s, float v, const float*& r, const float* r_end)
+{
+    if (v < 0.0f && r < r_end)
+        v = *r++;
+    return s + (double)v;
+}
+
+VX_KERNEL void vx_ciede_seqsum(const float* diffs, i64 pixels, const i64* frames, const i64* offsets,
+                               const float* redo, double* sums, int count)
+{
+    for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < count; t += gridDim.x * blockDim.x) {
+        const float* d = diffs + frames[t] * pixels;
+        const float* r = redo + offsets[t];
+        const float* r_end = redo + offsets[t + 1];
+        double s = 0.0;
+        const i64 whole = pixels / CIEDE_SEQ * CIEDE_SEQ;
+        float cur[CIEDE_SEQ], next[CIEDE_SEQ];
+        if (whole > 0) {
+            for (int q = 0; q < CIEDE_SEQ; ++q)
+                cur[q] = d[q];
+        }
+        for (i64 k = 0; k < whole; k += CIEDE_SEQ) {
+            if (k + CIEDE_SEQ < whole) {
+                for (int q = 0; q < CIEDE_SEQ; ++q)
+                    next[q] = d[k + CIEDE_SEQ + q];
+            }
+            for (int q = 0; q < CIEDE_SEQ; ++q)
+                s = ciede_seq_add(s, cur[q], r, r_end);
+            for (int q = 0; q < CIEDE_SEQ; ++q)
+                cur[q] = next[q];
+        }
+        for (i64 k = whole; k < pixels; ++k)
+            s = ciede_seq_add(s, d[k], r, r_end);
+        sums[t] = s;
+    }
+}
+
 // libvmaf's upsampled chroma sample for output (i, j) from plane `which` (0: U, 1: V):
 // a flat index into its picture (U rows, then V rows, `stride` samples apart,
 // zeros after), mapped back onto our planes.
@@ -388,8 +434,12 @@ VX_DEVICE u32 ciede_chroma(const T* u, const T* v, i64 pitch, int cw, int ch, in
 // frame on the H200, the same call, (256, 2) 445 (96 registers, no spills),
 // (256, 3) 348 (80, 36 bytes), (256, 4) 311 (docs/gpu-runs.md, eighth session).
 #define CIEDE_BOUNDS VX_BOUNDS(256, 4)
+// The table kernel (vx_ciede_u8_lab) has no conversions to hold: 64 registers without
+// spills at four blocks an SM, 48 and 96 bytes of spills at five.  µs a 1080p frame on
+// the H200, two rounds of one call: (256, 3) 231 / 236, (256, 4) 197 / 201, (256, 5)
+// 195 / 194 (docs/gpu-runs.md, thirteenth session).
 #ifndef CIEDE_LAB_BOUNDS
-#define CIEDE_LAB_BOUNDS VX_BOUNDS(256, 4)
+#define CIEDE_LAB_BOUNDS VX_BOUNDS(256, 5)
 #endif
 
 #if defined(VX_EMU)

@@ -27,6 +27,7 @@ does.  Either way ``metrics_from_stats`` gives the CPU lane's double.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
@@ -56,6 +57,8 @@ _GAMMA_TABLE_MAX_BITS = 10
 #: vx_ciede_lab8's table: 2^24 entries of four floats; its build's grid (a grid-stride loop)
 LAB8_BYTES = (1 << 24) * 16
 _LAB8_BLOCKS = 4096
+#: vx_ciede_seqsum's threads a block (a thread a frame)
+_SEQ_THREADS = 32
 #: VMAFXD_CIEDE_LAB_TABLE: "1" always, "0" never, else (the default) on parallel devices only
 LAB_TABLE_ENV = "VMAFXD_CIEDE_LAB_TABLE"
 
@@ -97,6 +100,19 @@ def lab8_table(kernels, stream) -> int:
     return kernels.device_table("ciede_lab8", LAB8_BYTES, partial(_build_lab8, kernels), stream)
 
 
+
+@dataclass
+class _Listed:
+    """A batch's listed pixels redone (``GpuCiede._redo_listed``): per frame whether every
+    doubtful pixel was listed, and its redone floats, ``values[starts[i]:ends[i]]``, in
+    raster order."""
+
+    complete: list[bool]
+    starts: list[int]
+    ends: list[int]
+    values: np.ndarray
+
+
 class GpuCiede(GpuFeature):
     def __init__(self, instance, scorer):
         super().__init__(instance, scorer, cpu.DECLARATION)
@@ -126,6 +142,7 @@ class GpuCiede(GpuFeature):
             self._gamma = self.own(build_gamma(scorer.kernels, stg.bitdepth, scorer.stream))
         kernel = "vx_ciede_u8_lab" if self._lab8 else "vx_ciede_u8" if stg.elem == 1 else "vx_ciede_u16"
         self._launch = scorer.kernels.launcher("ciede.cu", kernel, _TYPES)
+        self._seqsum = scorer.kernels.launcher("ciede.cu", "vx_ciede_seqsum", [U64, I64, U64, U64, U64, U64, I32])
         self._host_bytes = scorer.max_batch * (_REC_WORDS * 8 + _HEAD * _LIST_WORDS * 4) + 8
         self._free: list[np.ndarray] = []
         self._pending: dict[int, tuple] = {}
@@ -157,21 +174,56 @@ class GpuCiede(GpuFeature):
         try:
             rec_bytes = n * _REC_WORDS * 8 + 8
             recs = host[: rec_bytes - 8].view(np.int64).reshape(n, _REC_WORDS)
-            entries = self._entries(host, rec, rec_bytes, n) if self.exact_sum else None
-            redone = self._redo_listed(recs[:count], entries) if self.exact_sum else [None] * count
-            out = []
-            for i in range(count):
-                total = None if redone[i] is None else self._exact_total(recs[i], redone[i])
-                if total is None:
-                    self.slow_frames += 1
-                    total = self._slow_total(diffs, kept, i)
-                out.append((first_seq + i, cpu.metrics_from_stats(total, w, h)))
-            return out
+            entries = self._entries(host, rec, rec_bytes, n)
+            redone, listed = self._redo_listed(recs[:count], entries)
+            totals = [self._exact_total(recs[i], redone[i]) if self.exact_sum and redone[i] is not None else None
+                      for i in range(count)]
+            slow = [i for i in range(count) if totals[i] is None]
+            self.slow_frames += len(slow)
+            # frames whose doubtful pixels were all listed: libvmaf's sequential sum on the
+            # device; the others (the list ran out of room: rare) on the host
+            on_device = [i for i in slow if listed.complete[i]]
+            for i, total in zip(on_device, self._sequential_totals(diffs, on_device, listed)):
+                totals[i] = total
+            for i in slow:
+                if totals[i] is None:
+                    totals[i] = self._slow_total(diffs, kept, i)
+            return [(first_seq + i, cpu.metrics_from_stats(totals[i], w, h)) for i in range(count)]
         finally:
             dev.free_async(diffs, st)
             dev.free_async(kept, st)
             dev.free_async(rec, st)
             self._free.append(host)
+
+    def _sequential_totals(self, diffs: int, frames: list[int], listed: "_Listed") -> list[float]:
+        """libvmaf's raster-order double sums of ``frames``' floats, added on the device
+        (``vx_ciede_seqsum``: one thread a frame), the listed pixels' redone floats taken
+        in place of their markers."""
+        if not frames:
+            return []
+        dev, st = self.scorer.device, self.scorer.stream
+        k = len(frames)
+        values = np.concatenate([listed.values[listed.starts[i]:listed.ends[i]] for i in frames]).astype(np.float32)
+        offsets = np.concatenate(([0], np.cumsum([listed.ends[i] - listed.starts[i] for i in frames])))
+        # one upload: frames (i64), the values' offsets (i64, k + 1), then the values (f32)
+        words = np.concatenate((np.asarray(frames, np.int64), offsets.astype(np.int64)))
+        nbytes = words.nbytes + (values.nbytes + 7) // 8 * 8  # the sums after it, 8-byte aligned
+        up = dev.alloc_host(nbytes + k * 8)
+        buf = dev.alloc_async(nbytes + k * 8, st)
+        try:
+            up[:words.nbytes] = words.view(np.uint8)
+            up[words.nbytes:words.nbytes + values.nbytes] = values.view(np.uint8)
+            dev.copy_htod_async(buf, up, nbytes, st)
+            sums = buf + nbytes
+            self._seqsum(((k + _SEQ_THREADS - 1) // _SEQ_THREADS,), (_SEQ_THREADS,), st, diffs,
+                         self.width * self.height, buf, buf + 8 * k, buf + words.nbytes, sums, k)
+            dev.copy_dtoh_async(up[nbytes:], sums, k * 8, st)
+            st.synchronize()
+            return up[nbytes:nbytes + k * 8].view(np.float64).tolist()
+        finally:
+            dev.free_async(buf, st)
+            st.synchronize()
+            dev.free_host(up)
 
     def _entries(self, host: np.ndarray, rec: int, rec_bytes: int, n: int) -> np.ndarray:
         """The batch's listed pixels, (m, 8) int32: the head copied with the records, the
@@ -191,7 +243,7 @@ class GpuCiede(GpuFeature):
         finally:
             dev.free_host(rest)
 
-    def _redo_listed(self, recs: np.ndarray, entries: np.ndarray) -> list[tuple[int, int] | None]:
+    def _redo_listed(self, recs: np.ndarray, entries: np.ndarray) -> tuple[list[tuple[int, int] | None], "_Listed"]:
         """The listed pixels of the batch's frames, redone with the C library in one call.
 
         ``entries``: the batch's list (rows of ``_LIST_WORDS`` int32, any order; word
@@ -199,7 +251,8 @@ class GpuCiede(GpuFeature):
         2^-32 (exact) and the lowest set bit among them (as a power of two; 64 when
         none), or None for a frame that cannot take the fast path (a device difference
         below 2^-32, pixels the list had no room for, or a redone difference off the
-        2^-32 grid or >= 2^8).
+        2^-32 grid or >= 2^8).  Also the redone floats themselves, frame by frame in
+        raster order, for the sequential sum (:class:`_Listed`).
         """
         n = len(recs)
         frames = entries[:, _LIST_FRAME]
@@ -208,18 +261,20 @@ class GpuCiede(GpuFeature):
         # every doubtful pixel of the frame listed (the list may have run out of room)
         complete = np.bincount(frames, minlength=n)[:n] == recs[:, _REC_DOUBT]
         fast = (recs[:, _REC_FINE] == 0) & complete
+        counts = np.bincount(frames, minlength=n)[:n]
+        ends = np.cumsum(counts)
+        listed = _Listed(complete.tolist(), (ends - counts).tolist(), ends.tolist(), np.zeros(0, np.float32))
         if not len(entries):
-            return [(0, 64) if ok else None for ok in fast.tolist()]
-        order = np.argsort(frames, kind="stable")
+            return [(0, 64) if ok else None for ok in fast.tolist()], listed
+        order = np.lexsort((entries[:, 0], frames))  # by frame, then raster order
         frames = frames[order]
-        counts = np.bincount(frames, minlength=n)
-        de = ciede2000_libm(entries[order, 1:7], self.scorer.staging.bitdepth).astype(np.float64)
+        listed.values = ciede2000_libm(entries[order, 1:7], self.scorer.staging.bitdepth)
+        de = listed.values.astype(np.float64)
         units = de * 2.0**_UNIT  # exact: a power-of-two scaling
         off_grid = (units != np.floor(units)) | ~(units < 2.0**40)  # (NaN too)
         v = np.where(off_grid, 0.0, units).astype(np.int64)
         # each one's lowest set bit: v & -v is a power of two 2^k, frexp gives k + 1
         bits = np.where(v > 0, np.frexp((v & -v).astype(np.float64))[1] - 1, 64 + _UNIT)
-        ends = np.cumsum(counts)
         # a frame's sum is below 2^63 (2^40 each, below 2^23 pixels); the running sum may wrap
         # past 2^63 over a batch, but differences of wrapped int64 sums are exact
         partial = np.concatenate(([0], np.cumsum(v)))
@@ -228,7 +283,7 @@ class GpuCiede(GpuFeature):
         np.minimum.at(lowest, frames, bits)
         bad = np.bincount(frames, weights=off_grid, minlength=n) > 0
         return [(s, b - _UNIT) if ok and not x else None
-                for ok, x, s, b in zip(fast.tolist(), bad.tolist(), sums.tolist(), lowest.tolist())]
+                for ok, x, s, b in zip(fast.tolist(), bad.tolist(), sums.tolist(), lowest.tolist())], listed
 
     def _exact_total(self, rec: np.ndarray, listed: tuple[int, int]) -> float | None:
         """libvmaf's double sum from the exact one and the listed pixels' (``_redo_listed``),
