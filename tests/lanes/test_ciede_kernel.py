@@ -161,11 +161,13 @@ def test_slow_path_equals_the_cpu_twin(gpu, pair, how, monkeypatch):
     def init(self, instance, scorer):
         original_init(self, instance, scorer)
         if how == "list_full":
-            self.capacity = 8
+            self.capacity = 8  # the head copied with the records is no longer than the list
         if how == "no_exact_sum":
             self.exact_sum = False
 
     monkeypatch.setattr(gpu_ciede.GpuCiede, "__init__", init)
+    if how == "list_full":
+        monkeypatch.setattr(gpu_ciede, "_HEAD", 8)
     # hundreds of listed pixels a frame, whose redone floats the sums must take in place
     monkeypatch.setattr(rt, "compile_options", (*rt.compile_options, "-DCIEDE_DEVICE_DOUBT=1e-4"))
     paths = {"device": 0, "host": 0}

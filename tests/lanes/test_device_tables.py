@@ -25,13 +25,15 @@ def test_built_once_shared_and_freed_at_close(emu):
     st = dev.create_stream()
     builds = []
 
-    def build(ptr, stream):
-        builds.append(ptr)
-        dev.memset_async(ptr, 7, 4096, stream)
+    def build(nbytes):
+        def fill(ptr, stream):
+            builds.append(ptr)
+            dev.memset_async(ptr, 7, nbytes, stream)
+        return fill
 
-    a = ks.device_table("t", 4096, build, st)
-    b = ks.device_table("t", 4096, build, st)
-    other = ks.device_table("u", 64, build, st)
+    a = ks.device_table("t", 4096, build(4096), st)
+    b = ks.device_table("t", 4096, build(4096), st)
+    other = ks.device_table("u", 64, build(64), st)
     assert a == b and other != a and builds == [a, other]
     assert dev.allocated_bytes > before
     ks.close()
