@@ -284,6 +284,7 @@ def test_batched_host_step_equals_the_scalar_one_on_fabricated_records():
     for i, c in enumerate(counts):
         k = min(c, 400)  # frame 5: one doubtful pixel missing from the list
         e = np.zeros((k, 8), np.int32)
+        e[:, 0] = rng.permutation(100_000)[:k]  # distinct pixels of the frame
         e[:, 1:7] = rng.integers(0, 256, (k, 6))
         e[: k // 4, 4:7] = e[: k // 4, 1:4]  # identical pixels: difference 0
         e[:, 7] = i
@@ -303,14 +304,20 @@ def test_batched_host_step_equals_the_scalar_one_on_fabricated_records():
     entries = np.concatenate(per_frame)
     entries = entries[rng.permutation(len(entries))]  # the device lists in any order
     twin = _fabricated_twin()
-    listed = twin._redo_listed(recs, entries)
+    listed, floats = twin._redo_listed(recs, entries)
     got = [None if x is None else twin._exact_total(r, x) for r, x in zip(recs, listed)]
     want = [_scalar_total(r, e) for r, e in zip(recs, per_frame)]
     assert got == want
     assert got[1] is not None and got[5] is None and got[6] is None and got[7] is None
     assert sum(g is not None for g in got) == 5
+    # the redone floats, frame by frame in raster order, for the sequential sum
+    for i, e in enumerate(per_frame):
+        ordered = e[np.argsort(e[:, 0], kind="stable")].tolist()
+        want_floats = [ciede2000_scalar(lab_scalar(*map(float, r[1:4]), 8), lab_scalar(*map(float, r[4:7]), 8))
+                       for r in ordered]
+        assert floats.values[floats.starts[i]:floats.ends[i]].tolist() == want_floats, i
     # the first frames of a batch alone (a short final batch): the other frames' entries ignored
-    assert twin._redo_listed(recs[:3], entries) == listed[:3]
+    assert twin._redo_listed(recs[:3], entries)[0] == listed[:3]
 
 
 def _device_values(rt, dev, which: int, x: np.ndarray) -> np.ndarray:
