@@ -348,8 +348,20 @@ VX_KERNEL void vx_ciede_functions(const double* in, double* out, int n, int whic
 // marker (-1: no difference is negative) takes the next of the frame's redone floats,
 // `redo[offsets[t]] ...` in raster order.  No contraction (kernels.py): each add rounds
 // as the C's.  The adds are one dependent chain, so the thread loads the next
-// CIEDE_SEQ floats while it adds the current ones (their latency under the adds').
+// CIEDE_SEQ floats while it adds the current ones, and on CUDA asks for the line
+// CIEDE_SEQ_AHEAD groups on into L1, so that loads wait on L1, not on memory.  One
+// thread a block (ciede.py): each frame's stream has an SM's L1 to itself.
 #define CIEDE_SEQ 32
+#define CIEDE_SEQ_AHEAD 8
+
+VX_DEVICE void ciede_prefetch(const float* p)
+{
+#if defined(VX_CUDA)
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+#else
+    (void)p;
+#endif
+}
 
 VX_DEVICE double ciede_seq_add(double s, float v, const float*& r, const float* r_end)
 {
@@ -373,6 +385,8 @@ VX_KERNEL void vx_ciede_seqsum(const float* diffs, i64 pixels, const i64* frames
                 cur[q] = d[q];
         }
         for (i64 k = 0; k < whole; k += CIEDE_SEQ) {
+            if (k + (CIEDE_SEQ_AHEAD + 1) * CIEDE_SEQ <= whole)
+                ciede_prefetch(d + k + CIEDE_SEQ_AHEAD * CIEDE_SEQ);
             if (k + CIEDE_SEQ < whole) {
                 for (int q = 0; q < CIEDE_SEQ; ++q)
                     next[q] = d[k + CIEDE_SEQ + q];

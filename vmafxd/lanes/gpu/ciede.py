@@ -57,8 +57,8 @@ _GAMMA_TABLE_MAX_BITS = 10
 #: vx_ciede_lab8's table: 2^24 entries of four floats; its build's grid (a grid-stride loop)
 LAB8_BYTES = (1 << 24) * 16
 _LAB8_BLOCKS = 4096
-#: vx_ciede_seqsum's threads a block (a thread a frame)
-_SEQ_THREADS = 32
+#: vx_ciede_seqsum's threads a block (a thread a frame, each frame on an SM of its own)
+_SEQ_THREADS = 1
 #: VMAFXD_CIEDE_LAB_TABLE: "1" always, "0" never, else (the default) on parallel devices only
 LAB_TABLE_ENV = "VMAFXD_CIEDE_LAB_TABLE"
 
