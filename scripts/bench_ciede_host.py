@@ -94,7 +94,7 @@ def scalar_totals(twin, recs, batch_entries):
 
 
 def batched_totals(twin, recs, entries):
-    redone = twin._redo_listed(recs, entries)
+    redone, _ = twin._redo_listed(recs, entries)
     return [None if r is None else twin._exact_total(rec, r) for rec, r in zip(recs, redone)]
 
 
