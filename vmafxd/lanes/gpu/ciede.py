@@ -41,7 +41,7 @@ from ...features.declaration import check_bitdepth, check_chroma
 from .engine import GpuFeature
 from .launch import I32, I64, U64
 
-__all__ = ["make", "GpuCiede", "lab8_table", "lab_table_wanted", "build_gamma", "LAB8_BYTES", "LAB_TABLE_ENV"]
+__all__ = ["make", "GpuCiede", "lab8_table", "LAB8_BYTES", "LAB_TABLE_ENV"]
 
 _THREADS = 256
 _TYPES = [U64] * 6 + [I32] * 4 + [I64] * 3 + [I32, I32, U64, U64, U64, U64, U64, U64, I32]
@@ -73,7 +73,6 @@ def lab_table_wanted(runtime) -> bool:
     return bool(runtime.parallel_launches)
 
 
-
 def build_gamma(kernels, bitdepth: int, stream) -> int:
     """A new red/blue gamma table for ``bitdepth`` (device memory), its build enqueued on ``stream``."""
     pairs = 1 << (2 * bitdepth)
@@ -98,7 +97,6 @@ def lab8_table(kernels, stream) -> int:
     """The device's L*a*b* table of every 8-bit sample triple (``vx_ciede_lab8``): built at the
     first call (on ``stream``, waited for), shared by the device's sessions, freed with ``kernels``."""
     return kernels.device_table("ciede_lab8", LAB8_BYTES, partial(_build_lab8, kernels), stream)
-
 
 
 @dataclass
@@ -258,10 +256,10 @@ class GpuCiede(GpuFeature):
         frames = entries[:, _LIST_FRAME]
         entries = entries[frames < n]
         frames = entries[:, _LIST_FRAME]
-        # every doubtful pixel of the frame listed (the list may have run out of room)
-        complete = np.bincount(frames, minlength=n)[:n] == recs[:, _REC_DOUBT]
-        fast = (recs[:, _REC_FINE] == 0) & complete
         counts = np.bincount(frames, minlength=n)[:n]
+        # every doubtful pixel of the frame listed (the list may have run out of room)
+        complete = counts == recs[:, _REC_DOUBT]
+        fast = (recs[:, _REC_FINE] == 0) & complete
         ends = np.cumsum(counts)
         listed = _Listed(complete.tolist(), (ends - counts).tolist(), ends.tolist(), np.zeros(0, np.float32))
         if not len(entries):
