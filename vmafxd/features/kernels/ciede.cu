@@ -343,16 +343,117 @@ VX_KERNEL void vx_ciede_functions(const double* in, double* out, int n, int whic
 }
 
 // The slow path's sum (ciede.py, _sequential_totals): libvmaf's double sum of a frame's
-// floats in raster order, for frames whose exact sum may differ from it.  One thread a
-// frame (`frames[t]` of the batch, `pixels` floats each in `diffs`); a doubtful pixel's
-// marker (-1: no difference is negative) takes the next of the frame's redone floats,
-// `redo[offsets[t]] ...` in raster order.  No contraction (kernels.py): each add rounds
-// as the C's.  The adds are one dependent chain, so the thread loads the next
-// CIEDE_SEQ floats while it adds the current ones, and on CUDA asks for the line
-// CIEDE_SEQ_AHEAD groups on into L1, so that loads wait on L1, not on memory.  One
-// thread a block (ciede.py): each frame's stream has an SM's L1 to itself.
-#define CIEDE_SEQ 32
-#define CIEDE_SEQ_AHEAD 8
+// floats in raster order, s = fl(s + x_i) from s = 0, for frames whose exact sum may
+// differ from it.  The doubtful pixels' redone floats are put in place of their markers
+// first (vx_ciede_scatter).  No contraction (kernels.py): each add rounds as the C's.
+//
+// A block a frame adds the floats a chunk at a time (CIEDE_SUM_E consecutive floats a
+// thread), exactly as the one chain of adds would.  Let s > 0 lie in the binade
+// [2^e, 2^(e+1)), where the doubles are the multiples of g = 2^(e-52): s = N g, N an
+// integer in [2^52, 2^53).  For x >= 0 with q = x / g (exact: a float scaled by a power
+// of two), as long as the sum stays in the binade, fl(s + x) = (N + r) g with r = q
+// rounded to the nearest integer -- the same r whatever N is -- except at a tie (q's
+// fraction exactly 1/2), where r is the one of n = floor(q), n + 1 that makes N + r even.
+// So each float's r is known up front, the ties' from the parity of N + (the r's before
+// it), which is a scan of maps on one bit (a non-tie flips it by r's parity, a tie sets it
+// even: CiedeParity); then the r's are added by a second scan (CiedeRun, saturating at
+// 2^62, far above any N + r that stays in the binade).  Every float before the first one
+// whose running N + r reaches 2^53 (the sum leaves the binade: g doubles) is then right;
+// that one, and any float that is not a finite number >= 0 or is as large as 2^53 g, is
+// added by one thread as the C adds it (fl(s + x) in double), and the next chunk starts
+// after it.  A sum at 0 stays 0 over zeros; its first other float is such a one.  A sum
+// that is negative or not finite (a marker left in place, a NaN) takes the rest one float
+// at a time.  A frame's sum leaves a binade some 30 times (the sum doubles each time), so
+// chunks restart that often; the rest of a frame goes CIEDE_SUM_E * blockDim floats a
+// chunk.  The emulator's block is one thread: chunks of CIEDE_SUM_E, the same arithmetic.
+#ifndef CIEDE_SUM_E
+#define CIEDE_SUM_E 8
+#endif
+#define CIEDE_SUM_THREADS 1024
+#define CIEDE_SUM_CAP ((u64)1 << 62)
+#define CIEDE_SUM_NONE 0xffffffffu
+#define CIEDE_TWO53 9007199254740992.0
+
+// The doubtful pixels' redone floats into the frames' floats: diffs[targets[k]] = values[k].
+VX_KERNEL void vx_ciede_scatter(float* diffs, const i64* targets, const float* values, i64 count)
+{
+    for (i64 k = (i64)blockIdx.x * blockDim.x + threadIdx.x; k < count; k += (i64)gridDim.x * blockDim.x)
+        diffs[targets[k]] = values[k];
+}
+
+VX_DEVICE u64 vx_shfl_up_u64(u64 v, int d)
+{
+    return (u64)vx_shfl_up_u32((u32)v, d) | ((u64)vx_shfl_up_u32((u32)(v >> 32), d) << 32);
+}
+
+// Maps on the parity bit p of N + (the r's so far): bit 1 set, p becomes bit 0; else p ^= bit 0.
+struct CiedeParity {
+    typedef u32 T;
+    VX_DEVICE T identity() { return 0u; }
+    VX_DEVICE T then(T a, T c) { return (c & 2u) ? c : ((a & 2u) | ((a ^ c) & 1u)); }  // a, then c
+    VX_DEVICE T shfl(T v, int d) { return vx_shfl_up_u32(v, d); }
+};
+VX_DEVICE u32 ciede_parity_apply(u32 f, u32 p) { return (f & 2u) ? (f & 1u) : (p ^ (f & 1u)); }
+
+// Sums of r's, saturating at CIEDE_SUM_CAP (the terms are at most 2^53: no wrap)
+struct CiedeRun {
+    typedef u64 T;
+    VX_DEVICE T identity() { return 0u; }
+    VX_DEVICE T then(T a, T c)
+    {
+        const u64 s = a + c;
+        return s < CIEDE_SUM_CAP ? s : CIEDE_SUM_CAP;
+    }
+    VX_DEVICE T shfl(T v, int d) { return vx_shfl_up_u64(v, d); }
+};
+
+// The first index: a minimum
+struct CiedeFirst {
+    typedef u32 T;
+    VX_DEVICE T identity() { return CIEDE_SUM_NONE; }
+    VX_DEVICE T then(T a, T c) { return a < c ? a : c; }
+    VX_DEVICE T shfl(T v, int d) { return vx_shfl_up_u32(v, d); }
+};
+
+// Exclusive scan of one value a thread in thread order, and the block's total (in
+// *total): in each warp by shuffles, then over the warps' totals by warp 0.  `wsum`
+// holds 32 values; between two calls on the same `wsum` lies another barrier.
+template <typename M>
+VX_DEVICE typename M::T ciede_block_scan(typename M::T v, typename M::T* wsum, typename M::T* total)
+{
+    typedef typename M::T T;
+    const int t = threadIdx.x, lane = t % VX_WARP, warp = t / VX_WARP;
+    const int nwarps = (blockDim.x + VX_WARP - 1) / VX_WARP;
+    T inc = v;
+    for (int off = 1; off < VX_WARP; off <<= 1) {
+        const T p = M::shfl(inc, off);
+        if (lane >= off)
+            inc = M::then(p, inc);
+    }
+    T exc = M::shfl(inc, 1);
+    if (lane == 0)
+        exc = M::identity();
+    if (lane == VX_WARP - 1 || t == (int)blockDim.x - 1)
+        wsum[warp] = inc;
+    __syncthreads();
+    if (warp == 0) {  // nwarps <= VX_WARP: the warps' totals, scanned in place (exclusive)
+        T w = lane < nwarps ? wsum[lane] : M::identity();
+        for (int off = 1; off < VX_WARP; off <<= 1) {
+            const T p = M::shfl(w, off);
+            if (lane >= off)
+                w = M::then(p, w);
+        }
+        T y = M::shfl(w, 1);
+        if (lane == 0)
+            y = M::identity();
+        if (lane < nwarps)
+            wsum[lane] = y;
+        if (lane == nwarps - 1)
+            *total = w;
+    }
+    __syncthreads();
+    return M::then(wsum[warp], exc);
+}
 
 VX_DEVICE void ciede_prefetch(const float* p)
 {
@@ -363,42 +464,125 @@ VX_DEVICE void ciede_prefetch(const float* p)
 #endif
 }
 
-VX_DEVICE double ciede_seq_add(double s, float v, const float*& r, const float* r_end)
+// sums[t] = libvmaf's sum of frame frames[t]'s `pixels` floats (diffs + frames[t] * pixels)
+VX_KERNEL void VX_BOUNDS(CIEDE_SUM_THREADS, 1)
+vx_ciede_seqsum(const float* diffs, i64 pixels, const i64* frames, double* sums, int count)
 {
-    if (v < 0.0f && r < r_end)
-        v = *r++;
-    return s + (double)v;
-}
-
-VX_KERNEL void vx_ciede_seqsum(const float* diffs, i64 pixels, const i64* frames, const i64* offsets,
-                               const float* redo, double* sums, int count)
-{
-    for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < count; t += gridDim.x * blockDim.x) {
-        const float* d = diffs + frames[t] * pixels;
-        const float* r = redo + offsets[t];
-        const float* r_end = redo + offsets[t + 1];
-        double s = 0.0;
-        const i64 whole = pixels / CIEDE_SEQ * CIEDE_SEQ;
-        float cur[CIEDE_SEQ], next[CIEDE_SEQ];
-        if (whole > 0) {
-            for (int q = 0; q < CIEDE_SEQ; ++q)
-                cur[q] = d[q];
-        }
-        for (i64 k = 0; k < whole; k += CIEDE_SEQ) {
-            if (k + (CIEDE_SEQ_AHEAD + 1) * CIEDE_SEQ <= whole)
-                ciede_prefetch(d + k + CIEDE_SEQ_AHEAD * CIEDE_SEQ);
-            if (k + CIEDE_SEQ < whole) {
-                for (int q = 0; q < CIEDE_SEQ; ++q)
-                    next[q] = d[k + CIEDE_SEQ + q];
+    const int E = CIEDE_SUM_E;
+    __shared__ double s_sum;
+    __shared__ i64 s_pos;
+    __shared__ u32 w_par[32], w_first[32], par_total, first_total;
+    __shared__ u64 w_run[32], run_total;
+    const int t = threadIdx.x;
+    for (int f = blockIdx.x; f < count; f += gridDim.x) {
+        const float* d = diffs + frames[f] * pixels;
+        if (t == 0)
+            s_sum = 0.0, s_pos = 0;
+        __syncthreads();
+        for (;;) {
+            const double s = s_sum;
+            const i64 pos = s_pos;
+            if (pos >= pixels)
+                break;
+            if (!(s >= 0.0) || !(s <= 1.7976931348623157e308)) {  // negative, NaN or infinite: one add at a time
+                __syncthreads();
+                if (t == 0) {
+                    double r = s;
+                    for (i64 k = pos; k < pixels; ++k)
+                        r = r + (double)d[k];
+                    s_sum = r, s_pos = pixels;
+                }
+                __syncthreads();
+                continue;
             }
-            for (int q = 0; q < CIEDE_SEQ; ++q)
-                s = ciede_seq_add(s, cur[q], r, r_end);
-            for (int q = 0; q < CIEDE_SEQ; ++q)
-                cur[q] = next[q];
+            const i64 chunk = (i64)E * blockDim.x;
+            const i64 first = pos + (i64)t * E;
+            if ((t & 3) == 0 && first + chunk < pixels)
+                ciede_prefetch(d + first + chunk);
+            // the grid: s = N g, g = 2^(e-52); q = x / g.  At s = 0 every float but a zero stops.
+            const bool zero = s == 0.0;
+            int e = 0;
+            if (!zero) {
+                frexp(s, &e);
+                e -= 1;
+            }
+            const double inv = zero ? 0.0 : ldexp(1.0, 52 - e);
+            const u64 big_n = (u64)(s * inv);
+            float x[CIEDE_SUM_E];
+            u64 r[CIEDE_SUM_E];
+            u32 stop = CIEDE_SUM_NONE, ties = 0, map = 0;
+            for (int j = 0; j < E; ++j) {
+                x[j] = first + j < pixels ? d[first + j] : 0.0f;
+                r[j] = 0;
+                if (stop != CIEDE_SUM_NONE)
+                    continue;
+                if (zero) {
+                    if (!(x[j] == 0.0f))
+                        stop = j;
+                    continue;
+                }
+                const double q = (double)x[j] * inv;
+                if (!(x[j] >= 0.0f) || !(q < CIEDE_TWO53)) {
+                    stop = j;
+                    continue;
+                }
+                const double n = floor(q), frac = q - n;
+                const bool tie = frac == 0.5;
+                r[j] = (u64)n + (frac > 0.5 ? 1u : 0u);
+                ties |= (tie ? 1u : 0u) << j;
+                map = CiedeParity::then(map, tie ? 2u : (u32)(r[j] & 1u));
+            }
+            // the ties' r from the parity before them
+            u32 p = ciede_parity_apply(ciede_block_scan<CiedeParity>(map, w_par, &par_total), (u32)(big_n & 1u));
+            u64 mine = 0;
+            for (int j = 0; j < E; ++j) {
+                if ((u32)j >= stop)
+                    break;
+                if (ties & (1u << j)) {
+                    r[j] += (p ^ (u32)(r[j] & 1u)) & 1u;  // r = n, or n + 1 where N + n is odd
+                    p = 0;
+                } else {
+                    p ^= (u32)(r[j] & 1u);
+                }
+                mine = CiedeRun::then(mine, r[j]);
+            }
+            const u64 before = ciede_block_scan<CiedeRun>(mine, w_run, &run_total);
+            // the first float that stops the chunk: one that is not for the grid, or whose
+            // running N + r reaches 2^53
+            u64 run = before;
+            u32 at = CIEDE_SUM_NONE;
+            for (int j = 0; j < E && at == CIEDE_SUM_NONE; ++j) {
+                if ((u32)j >= stop) {
+                    at = j;
+                    break;
+                }
+                const u64 next = CiedeRun::then(run, r[j]);
+                if (!zero && big_n + next >= ((u64)1 << 53)) {
+                    at = j;
+                    break;
+                }
+                run = next;
+            }
+            const u32 mine_at = at == CIEDE_SUM_NONE ? CIEDE_SUM_NONE : (u32)(t * E) + at;
+            ciede_block_scan<CiedeFirst>(mine_at, w_first, &first_total);
+            const u32 c = first_total;
+            if (c == CIEDE_SUM_NONE) {
+                if (t == 0) {
+                    const i64 left = pixels - pos;
+                    s_pos = pos + (chunk < left ? chunk : left);
+                    if (!zero)
+                        s_sum = ldexp((double)(big_n + run_total), e - 52);
+                }
+            } else if ((u32)t == c / E) {  // the stopping float's thread: s before it, plus it
+                const double before_c = zero ? s : ldexp((double)(big_n + run), e - 52);
+                s_sum = before_c + (double)x[c % E];
+                s_pos = pos + c + 1;
+            }
+            __syncthreads();
         }
-        for (i64 k = whole; k < pixels; ++k)
-            s = ciede_seq_add(s, d[k], r, r_end);
-        sums[t] = s;
+        if (t == 0)
+            sums[f] = s_sum;
+        __syncthreads();
     }
 }
 

@@ -57,8 +57,8 @@ _GAMMA_TABLE_MAX_BITS = 10
 #: vx_ciede_lab8's table: 2^24 entries of four floats; its build's grid (a grid-stride loop)
 LAB8_BYTES = (1 << 24) * 16
 _LAB8_BLOCKS = 4096
-#: vx_ciede_seqsum's threads a block (a thread a frame, each frame on an SM of its own)
-_SEQ_THREADS = 1
+#: vx_ciede_seqsum's threads a block (a block a frame: ciede.cu's CIEDE_SUM_THREADS)
+_SEQ_THREADS = 1024
 #: VMAFXD_CIEDE_LAB_TABLE: "1" always, "0" never, else (the default) on parallel devices only
 LAB_TABLE_ENV = "VMAFXD_CIEDE_LAB_TABLE"
 
@@ -103,12 +103,13 @@ def lab8_table(kernels, stream) -> int:
 class _Listed:
     """A batch's listed pixels redone (``GpuCiede._redo_listed``): per frame whether every
     doubtful pixel was listed, and its redone floats, ``values[starts[i]:ends[i]]``, in
-    raster order."""
+    raster order, at the pixels ``index[starts[i]:ends[i]]``."""
 
     complete: list[bool]
     starts: list[int]
     ends: list[int]
     values: np.ndarray
+    index: np.ndarray
 
 
 class GpuCiede(GpuFeature):
@@ -140,7 +141,8 @@ class GpuCiede(GpuFeature):
             self._gamma = self.own(build_gamma(scorer.kernels, stg.bitdepth, scorer.stream))
         kernel = "vx_ciede_u8_lab" if self._lab8 else "vx_ciede_u8" if stg.elem == 1 else "vx_ciede_u16"
         self._launch = scorer.kernels.launcher("ciede.cu", kernel, _TYPES)
-        self._seqsum = scorer.kernels.launcher("ciede.cu", "vx_ciede_seqsum", [U64, I64, U64, U64, U64, U64, I32])
+        self._scatter = scorer.kernels.launcher("ciede.cu", "vx_ciede_scatter", [U64, U64, U64, I64])
+        self._seqsum = scorer.kernels.launcher("ciede.cu", "vx_ciede_seqsum", [U64, I64, U64, U64, I32])
         self._host_bytes = scorer.max_batch * (_REC_WORDS * 8 + _HEAD * _LIST_WORDS * 4) + 8
         self._free: list[np.ndarray] = []
         self._pending: dict[int, tuple] = {}
@@ -195,17 +197,20 @@ class GpuCiede(GpuFeature):
 
     def _sequential_totals(self, diffs: int, frames: list[int], listed: "_Listed") -> list[float]:
         """libvmaf's raster-order double sums of ``frames``' floats, added on the device
-        (``vx_ciede_seqsum``: one thread a frame), the listed pixels' redone floats taken
-        in place of their markers."""
+        (``vx_ciede_seqsum``: a block a frame), the listed pixels' redone floats put in
+        place of their markers first (``vx_ciede_scatter``)."""
         if not frames:
             return []
         dev, st = self.scorer.device, self.scorer.stream
-        k = len(frames)
-        values = np.concatenate([listed.values[listed.starts[i]:listed.ends[i]] for i in frames]).astype(np.float32)
-        offsets = np.concatenate(([0], np.cumsum([listed.ends[i] - listed.starts[i] for i in frames])))
-        # one upload: frames (i64), the values' offsets (i64, k + 1), then the values (f32)
-        words = np.concatenate((np.asarray(frames, np.int64), offsets.astype(np.int64)))
-        nbytes = words.nbytes + (values.nbytes + 7) // 8 * 8  # the sums after it, 8-byte aligned
+        k, pixels = len(frames), self.width * self.height
+        parts = [(listed.starts[i], listed.ends[i]) for i in frames]
+        values = np.concatenate([listed.values[a:b] for a, b in parts]).astype(np.float32)
+        targets = np.concatenate([np.asarray(listed.index[a:b], np.int64) + i * pixels
+                                  for i, (a, b) in zip(frames, parts)])
+        m = len(values)
+        # one upload: the frames (i64), the targets (i64), the values (f32); the sums after
+        words = np.concatenate((np.asarray(frames, np.int64), targets))
+        nbytes = words.nbytes + (values.nbytes + 7) // 8 * 8
         up = dev.alloc_host(nbytes + k * 8)
         buf = dev.alloc_async(nbytes + k * 8, st)
         try:
@@ -213,8 +218,9 @@ class GpuCiede(GpuFeature):
             up[words.nbytes:words.nbytes + values.nbytes] = values.view(np.uint8)
             dev.copy_htod_async(buf, up, nbytes, st)
             sums = buf + nbytes
-            self._seqsum(((k + _SEQ_THREADS - 1) // _SEQ_THREADS,), (_SEQ_THREADS,), st, diffs,
-                         self.width * self.height, buf, buf + 8 * k, buf + words.nbytes, sums, k)
+            if m:
+                self._scatter((min((m + 255) // 256, 1024),), (256,), st, diffs, buf + 8 * k, buf + words.nbytes, m)
+            self._seqsum((k,), (_SEQ_THREADS,), st, diffs, pixels, buf, sums, k)
             dev.copy_dtoh_async(up[nbytes:], sums, k * 8, st)
             st.synchronize()
             return up[nbytes:nbytes + k * 8].view(np.float64).tolist()
@@ -261,12 +267,14 @@ class GpuCiede(GpuFeature):
         complete = counts == recs[:, _REC_DOUBT]
         fast = (recs[:, _REC_FINE] == 0) & complete
         ends = np.cumsum(counts)
-        listed = _Listed(complete.tolist(), (ends - counts).tolist(), ends.tolist(), np.zeros(0, np.float32))
+        listed = _Listed(complete.tolist(), (ends - counts).tolist(), ends.tolist(), np.zeros(0, np.float32),
+                         np.zeros(0, np.int64))
         if not len(entries):
             return [(0, 64) if ok else None for ok in fast.tolist()], listed
         order = np.lexsort((entries[:, 0], frames))  # by frame, then raster order
         frames = frames[order]
         listed.values = ciede2000_libm(entries[order, 1:7], self.scorer.staging.bitdepth)
+        listed.index = entries[order, 0].astype(np.int64)
         de = listed.values.astype(np.float64)
         units = de * 2.0**_UNIT  # exact: a power-of-two scaling
         off_grid = (units != np.floor(units)) | ~(units < 2.0**40)  # (NaN too)
