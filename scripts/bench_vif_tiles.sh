@@ -34,6 +34,11 @@ build)
     one hfold_split2 vif_new.cu 48 32 -DVIF_HFOLD=1
     one hfold_split3 vif_new.cu 48 32 -DVIF_HFOLD=1 -DVIF_HSPLIT=3
     one hfold_wide vif_new.cu 48 32 -DVIF_HFOLD=1 -DVIF_HSPLIT=0
+    one fused_down_treesums vif_new.cu 48 32 -DFUSED -DVIF_BSUM=0
+    one fused_down_timing_no_table vif_new.cu 48 32 -DFUSED -DVIF_TIMING_NO_TABLE=1
+    one fused_down_int64 vif_new.cu 48 32 -DFUSED -DVIF_HF64=0
+    one fused_down_r4x3 vif_new.cu 48 32 -DFUSED -DVIF_TW=48 -DVIF_TH=32 -DVIF_RV=4 -DVIF_RH=3 -DVIF_STATS_MINB=3
+    one fused_down_int64_r4x3 vif_new.cu 48 32 -DFUSED -DVIF_HF64=0 -DVIF_TW=48 -DVIF_TH=32 -DVIF_RV=4 -DVIF_RH=3 -DVIF_STATS_MINB=3
     v() { one "$1x$2_r$3x$4_b$5" vif_new.cu "$1" "$2" -DVIF_TW="$1" -DVIF_TH="$2" -DVIF_RV="$3" -DVIF_RH="$4" -DVIF_STATS_MINB="$5"; }
     v 48 32 4 6 3; v 48 32 8 3 2; v 32 32 4 2 4; v 64 16 4 4 3
     rm -rf "$tmp"; ls "$dir"

@@ -118,8 +118,14 @@ VIF_VARIANTS = {
     "unfolded": ("-DVIF_SYM=0",),
     "allfold-split": ("-DVIF_HFOLD=1", "-DVIF_VFOLD16=1"),
     "allfold-wide": ("-DVIF_HFOLD=1", "-DVIF_VFOLD16=1", "-DVIF_HSPLIT=0", "-DVIF_VSPLIT=0"),
-    # strips of 6 columns in the horizontal pass (the host's tile stays 48 x 32)
-    "strips4x6": ("-DVIF_TW=48", "-DVIF_TH=32", "-DVIF_RV=4", "-DVIF_RH=6", "-DVIF_STATS_MINB=3"),
+    # strips of 3 columns in the horizontal pass (the host's tile stays 48 x 32)
+    "strips4x3": ("-DVIF_TW=48", "-DVIF_TH=32", "-DVIF_RV=4", "-DVIF_RH=3", "-DVIF_STATS_MINB=3"),
+    # the horizontal moments by widening integer multiply-adds (before the FP64 pipe)
+    "int64": ("-DVIF_HF64=0",),
+    "int64-strips4x3": ("-DVIF_HF64=0", "-DVIF_TW=48", "-DVIF_TH=32", "-DVIF_RV=4", "-DVIF_RH=3",
+                        "-DVIF_STATS_MINB=3"),
+    # the block's sums as nine-barrier trees (before the shuffles)
+    "treesums": ("-DVIF_BSUM=0",),
 }
 
 
@@ -198,3 +204,4 @@ def test_host_grids_use_the_kernels_tiles():
     assert (gpu_motion._TILE_W, gpu_motion._TILE_H) == (define("motion.cu", "MT_W"), define("motion.cu", "MT_H"))
     assert (gpu_vif._TILE_W, gpu_vif._TILE_H) == (define("vif.cu", "VIF_TW"), define("vif.cu", "VIF_TH"))
     assert (gpu_vif._DOWN_W, gpu_vif._DOWN_H) == (define("vif.cu", "VD_TW"), define("vif.cu", "VD_TH"))
+

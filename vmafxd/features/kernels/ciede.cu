@@ -381,11 +381,6 @@ VX_KERNEL void vx_ciede_scatter(float* diffs, const i64* targets, const float* v
         diffs[targets[k]] = values[k];
 }
 
-VX_DEVICE u64 vx_shfl_up_u64(u64 v, int d)
-{
-    return (u64)vx_shfl_up_u32((u32)v, d) | ((u64)vx_shfl_up_u32((u32)(v >> 32), d) << 32);
-}
-
 // Maps on the parity bit p of N + (the r's so far): bit 1 set, p becomes bit 0; else p ^= bit 0.
 struct CiedeParity {
     typedef u32 T;

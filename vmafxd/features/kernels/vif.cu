@@ -32,17 +32,83 @@ VX_DEVICE u32 vif_tap(int k)
     return vif_taps3[k];
 }
 
+// VIF_HF64 (default 1): the horizontal pass's moments (sum f*v, v < 2^32, f < 2^16: below
+// 2^48) as doubles on the FP64 pipe, which the integer pipe's multiply-adds leave idle.  Every
+// term and partial sum is an integer below 2^53, so each fused multiply-add is exact and the
+// sums are the same integers.  A u32 becomes a double by its bits (2^52 + v, minus 2^52: one
+// add), and a sum below 2^52 an integer the same way back.  Timed on the H200
+// (scripts/bench_vif_tiles.sh, scale 0 of 8-bit 1080p): 56.4 -> 52.0 us a frame, 49.4 with
+// strips of 6 columns (VIF_RH 6).  VIF_HF64=0: widening integer multiply-adds.
+#ifndef VIF_HF64
+#define VIF_HF64 1
+#endif
+#if VIF_HF64
+#if defined(VX_EMU)
+#include <math.h>
+#endif
+__constant__ double vif_taps0d[17] = {489, 935, 1640, 2640, 3896, 5274, 6547, 7455, 7784, 7455, 6547, 5274, 3896, 2640, 1640, 935, 489};
+__constant__ double vif_taps1d[9] = {1244, 3663, 7925, 12590, 14692, 12590, 7925, 3663, 1244};
+__constant__ double vif_taps2d[5] = {3571, 16004, 26386, 16004, 3571};
+__constant__ double vif_taps3d[3] = {10904, 43728, 10904};
+
+template <int FW>
+VX_DEVICE double vif_tapd(int k)
+{
+    if (FW == 17) return vif_taps0d[k];
+    if (FW == 9) return vif_taps1d[k];
+    if (FW == 5) return vif_taps2d[k];
+    return vif_taps3d[k];
+}
+
+#define VIF_TWO52 4503599627370496.0
+VX_DEVICE double vif_u32_f64(u32 v)
+{
+    const u64 bits = ((u64)0x43300000u << 32) | v;
+#if defined(VX_EMU)
+    double d;
+    __builtin_memcpy(&d, &bits, 8);
+    return d - VIF_TWO52;
+#else
+    return __longlong_as_double((long long)bits) - VIF_TWO52;
+#endif
+}
+
+VX_DEVICE u64 vif_f64_u64(double d)  // 0 <= d < 2^52, an integer
+{
+    const double e = d + VIF_TWO52;
+#if defined(VX_EMU)
+    u64 bits;
+    __builtin_memcpy(&bits, &e, 8);
+#else
+    const u64 bits = (u64)__double_as_longlong(e);
+#endif
+    return bits & (((u64)1 << 52) - 1);
+}
+#endif
+
 // libvmaf's log2 of the top 16 bits, times 2048 (table: round(log2f(i)*2048), i in 32767..65535)
+// (VIF_TIMING_NO_TABLE: a timing variant for scripts/bench_vif_tiles.sh alone, wrong sums: the
+// table's reads left out, to see what they cost: 3.5 us of scale 0's 56.4 a 1080p frame on the
+// H200.  A packed form of the entries read, 8 KB that stay in L1, gave 0.1 of them back: gone.)
+VX_DEVICE i32 vif_log2_top16(const u16* table, u32 i)  // i in [32768, 65535]
+{
+#if VIF_TIMING_NO_TABLE
+    return (i32)i;
+#else
+    return (i32)table[i];
+#endif
+}
+
 VX_DEVICE i32 vif_log2_32(const u16* table, u32 v)
 {
     int k = 16 - __clz(v);
-    return (i32)table[v >> k] + 2048 * k;
+    return vif_log2_top16(table, v >> k) + 2048 * k;
 }
 
 VX_DEVICE i32 vif_log2_64(const u16* table, u64 v)
 {
     int k = 48 - __clzll(v);
-    return (i32)table[v >> k] + 2048 * k;
+    return vif_log2_top16(table, (u32)(v >> k)) + 2048 * k;
 }
 
 // Tiles of the statistics kernels: VIF_TH x VIF_TW output pixels of one frame per block.
@@ -50,11 +116,14 @@ VX_DEVICE i32 vif_log2_64(const u16* table, u64 v)
 // serves every output of the strip (a column strip of VIF_RV rows in the vertical pass, a row
 // strip of VIF_RH columns in the horizontal one): about a third of the shared-memory loads
 // of one output a thread.  The sums are exact integers, so the order of the taps is free.
+// Row strips of 6 since the horizontal moments went to the FP64 pipe (VIF_HF64; each strip
+// converts 22 values a moment for 6 outputs instead of 19 for 3): 49.4 against 52.0 us a
+// 1080p frame at scale 0 with 3 (H200), though ptxas spills 16 bytes a thread there.
 #ifndef VIF_TW  // (overridable for timing variants: scripts/bench_vif_tiles.sh)
 #define VIF_TW 48
 #define VIF_TH 32
 #define VIF_RV 4
-#define VIF_RH 3
+#define VIF_RH 6
 #endif
 #define VIF_THREADS 256
 #define VIF_IW (VIF_TW + 16)  // input columns, with the widest filter's halo
@@ -334,6 +403,38 @@ VX_DEVICE void vif_pixel(u32 mu1, u32 mu2, u64 xx, u64 yy, u64 xy, const u16* lo
     }
 }
 
+// The block's four sums added to o[0..3] with one barrier (VIF_BSUM, the default): each warp
+// adds its lanes' values by shuffles (the last lane ends with the warp's sums), the warps'
+// sums meet in `scratch` (4 x 32 values), and four threads (one on the emulator) add them up and do the atomics.
+// Integers: any order gives the same sums.  VIF_BSUM=0: four tree sums, nine barriers each.
+#ifndef VIF_BSUM
+#define VIF_BSUM 1
+#endif
+VX_DEVICE void vif_block_sums4(i64 a, i64 b, i64 c, i64 d, i64* scratch, i64* o)
+{
+    const int t = threadIdx.x, lane = t % VX_WARP, warp = t / VX_WARP;
+    const int nwarps = (blockDim.x + VX_WARP - 1) / VX_WARP;
+    u64 v[4] = {(u64)a, (u64)b, (u64)c, (u64)d};
+    for (int off = 1; off < VX_WARP; off <<= 1) {
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+            const u64 p = vx_shfl_up_u64(v[m], off);
+            if (lane >= off)
+                v[m] += p;
+        }
+    }
+    if (lane == VX_WARP - 1 || t == (int)blockDim.x - 1) {
+#pragma unroll
+        for (int m = 0; m < 4; ++m) scratch[m * 32 + warp] = (i64)v[m];
+    }
+    __syncthreads();
+    for (int m = t; m < 4; m += blockDim.x) {
+        u64 sum = 0;
+        for (int k = 0; k < nwarps; ++k) sum += (u64)scratch[m * 32 + k];
+        if (sum) vx_atomic_add_i64(o + m, (i64)sum);
+    }
+}
+
 // The decimation to scale s + 1 fused into scale s's statistics (DOWN, s = 0..2): the stats
 // block's staged input (its tile and a halo of HALF = FW/2 rows and columns, mirrored) holds
 // every sample that the scale-(s+1) pixels of its tile need (those at even rows and columns
@@ -437,6 +538,29 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
 #if VIF_SYM && VIF_HFOLD
         vif_horizontal_sym<FW>(&v_mu1[ty][x], &v_mu2[ty][x], &v_rr[ty][x], &v_dd[ty][x], &v_rd[ty][x], mu1, mu2, xx,
                                yy, xy);
+#elif VIF_HF64
+        double dx[VIF_RH], dy[VIF_RH], dxy[VIF_RH];
+#pragma unroll
+        for (int j = 0; j < VIF_RH; ++j) mu1[j] = mu2[j] = 0, dx[j] = dy[j] = dxy[j] = 0.0;
+#pragma unroll
+        for (int k = 0; k < VIF_RH + FW - 1; ++k) {
+            const u32 a = v_mu1[ty][x + k], b = v_mu2[ty][x + k];
+            const double p = vif_u32_f64(v_rr[ty][x + k]), q = vif_u32_f64(v_dd[ty][x + k]);
+            const double c = vif_u32_f64(v_rd[ty][x + k]);
+#pragma unroll
+            for (int j = 0; j < VIF_RH; ++j) {
+                if (k - j < 0 || k - j >= FW) continue;
+                const u32 f = vif_tap<FW>(k - j);
+                const double fd = vif_tapd<FW>(k - j);
+                mu1[j] += f * a;
+                mu2[j] += f * b;
+                dx[j] = fma(fd, p, dx[j]);
+                dy[j] = fma(fd, q, dy[j]);
+                dxy[j] = fma(fd, c, dxy[j]);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < VIF_RH; ++j) xx[j] = vif_f64_u64(dx[j]), yy[j] = vif_f64_u64(dy[j]), xy[j] = vif_f64_u64(dxy[j]);
 #else
 #pragma unroll
         for (int j = 0; j < VIF_RH; ++j) mu1[j] = mu2[j] = 0, xx[j] = yy[j] = xy[j] = 0;
@@ -464,6 +588,9 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
         }
     }
     i64* o = out + frame * out_stride + out_index;
+#if VIF_BSUM
+    vif_block_sums4(num_log, den_log, num_non_log, den_non_log, scratch, o);
+#else
     i64 s;
     s = vx_block_sum_i64(num_log, scratch);
     if (t == 0 && s) vx_atomic_add_i64(o + 0, s);
@@ -476,6 +603,7 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
     __syncthreads();
     s = vx_block_sum_i64(den_non_log, scratch);
     if (t == 0 && s) vx_atomic_add_i64(o + 3, s);
+#endif
     if (!DOWN) return;
 
     // ---- the next scale's pixels of this tile (see VifDownOut), from the staged input

@@ -134,7 +134,36 @@ VX_DEVICE T vx_block_sum(T v, T* scratch)
     return scratch[0];
 }
 
-VX_DEVICE i64 vx_block_sum_i64(i64 v, i64* scratch) { return vx_block_sum<i64>(v, scratch); }
+VX_DEVICE u64 vx_shfl_up_u64(u64 v, int d)
+{
+    return (u64)vx_shfl_up_u32((u32)v, d) | ((u64)vx_shfl_up_u32((u32)(v >> 32), d) << 32);
+}
+
+// The same for integers, whose sum any order gives: each warp adds its lanes' values by
+// shuffles (its last lane ends with the warp's sum), every thread adds the warps' sums from
+// `scratch` (one value a warp): one barrier instead of the tree's log2(n) + 1.  A block whose
+// size is not a multiple of the warp takes the tree.  Same contract for `scratch`.
+VX_DEVICE i64 vx_block_sum_i64(i64 v, i64* scratch)
+{
+    const int n = blockDim.x * blockDim.y * blockDim.z;
+    if (n % VX_WARP != 0)
+        return vx_block_sum<i64>(v, scratch);
+    const int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    const int lane = t % VX_WARP, warp = t / VX_WARP;
+    u64 s = (u64)v;
+    for (int off = 1; off < VX_WARP; off <<= 1) {
+        const u64 p = vx_shfl_up_u64(s, off);
+        if (lane >= off)
+            s += p;
+    }
+    if (lane == VX_WARP - 1)
+        scratch[warp] = (i64)s;
+    __syncthreads();
+    u64 total = 0;
+    for (int k = 0; k < n / VX_WARP; ++k)
+        total += (u64)scratch[k];
+    return (i64)total;
+}
 VX_DEVICE double vx_block_sum_f64(double v, double* scratch) { return vx_block_sum<double>(v, scratch); }
 
 // Add a signed 64-bit value to a 64-bit counter (two's complement: the
