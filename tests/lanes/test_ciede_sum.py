@@ -89,6 +89,9 @@ def _frames(rng) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     odd[[7, 30_000]] = [1e30, 2.0**-149]  # far above the sum (q >= 2^53); a subnormal
     odd[100:200] = 2.0**-140
     add("far_apart", odd)
+    powers = de.copy()
+    powers[[10, 20_000]] = [2.0**60, 2.0**100]  # far above the grid, significands of one bit
+    add("powers_far_above", powers)
     growing = (2.0 ** rng.uniform(-20, 20, PIXELS)).astype(np.float32)
     growing.sort()
     add("growing", growing)  # a new binade every few floats at first
