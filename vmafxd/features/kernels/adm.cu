@@ -209,26 +209,13 @@ VX_DEVICE void adm_dwt_column(const T* s, int y, int h, int pitch, int ny, u32 k
     }
 }
 
-// Two neighbouring i32 of a shared-memory row at an even index, in one 8-byte load where the
-// device has one: a warp's lanes, two columns apart, then read 256 consecutive bytes (two
-// wavefronts) instead of four 4-byte loads that fall two lanes to a bank.
-VX_DEVICE void adm_pair(const i32* p, i32& a, i32& b)
-{
-#if defined(VX_EMU)
-    a = p[0], b = p[1];
-#else
-    const int2 v = *(const int2*)p;
-    a = v.x, b = v.y;
-#endif
-}
-
 template <typename T, typename TOUT, bool S0>
 VX_DEVICE void adm_dwt_impl(const T* src_r, const T* src_d, i64 src_fstride, int src_pitch, int w, int h,
                             int v_add, int v_shift, int h_add, int h_shift, int lo_only, TOUT* dst,
                             i64 dst_fstride, int dst_pitch, int plane_stride)
 {
-    __shared__ alignas(8) i32 vlo[2][ADM_DWT_TY][ADM_DWT_IW];
-    __shared__ alignas(8) i32 vhi[2][ADM_DWT_TY][ADM_DWT_IW];
+    __shared__ i32 vlo[2][ADM_DWT_TY][ADM_DWT_IW];
+    __shared__ i32 vhi[2][ADM_DWT_TY][ADM_DWT_IW];
     const int frame = blockIdx.z;
     const int t = threadIdx.x;
     const int bw = (w + 1) / 2, bh = (h + 1) / 2;
@@ -262,9 +249,7 @@ VX_DEVICE void adm_dwt_impl(const T* src_r, const T* src_d, i64 src_fstride, int
         if (r >= ny || j >= nx) continue;
         const int c = 2 * j;  // taps 2J-1 .. 2J+2 of output J = ox0 + j
         TOUT* o = dst + frame * dst_fstride + role * 4 * plane_stride + ((oy0 + r) * dst_pitch + ox0 + j);
-        i32 l0, l1, l2, l3, g0, g1, g2, g3;  // c even, ADM_DWT_IW even: 8-byte aligned pairs
-        adm_pair(&vlo[role][r][c], l0, l1);
-        adm_pair(&vlo[role][r][c + 2], l2, l3);
+        const i32 l0 = vlo[role][r][c], l1 = vlo[role][r][c + 1], l2 = vlo[role][r][c + 2], l3 = vlo[role][r][c + 3];
         if (S0) {
             const u32 a = (u32)adm_lo[0] * (u32)l0 + (u32)adm_lo[1] * (u32)l1 + (u32)adm_lo[2] * (u32)l2 +
                           (u32)adm_lo[3] * (u32)l3;
@@ -272,8 +257,8 @@ VX_DEVICE void adm_dwt_impl(const T* src_r, const T* src_d, i64 src_fstride, int
             if (lo_only) continue;
             const u32 v = (u32)adm_hi[0] * (u32)l0 + (u32)adm_hi[1] * (u32)l1 + (u32)adm_hi[2] * (u32)l2 +
                           (u32)adm_hi[3] * (u32)l3;
-            adm_pair(&vhi[role][r][c], g0, g1);
-            adm_pair(&vhi[role][r][c + 2], g2, g3);
+            const i32 g0 = vhi[role][r][c], g1 = vhi[role][r][c + 1], g2 = vhi[role][r][c + 2],
+                      g3 = vhi[role][r][c + 3];
             const u32 hh = (u32)adm_lo[0] * (u32)g0 + (u32)adm_lo[1] * (u32)g1 + (u32)adm_lo[2] * (u32)g2 +
                            (u32)adm_lo[3] * (u32)g3;
             const u32 d = (u32)adm_hi[0] * (u32)g0 + (u32)adm_hi[1] * (u32)g1 + (u32)adm_hi[2] * (u32)g2 +
@@ -282,8 +267,8 @@ VX_DEVICE void adm_dwt_impl(const T* src_r, const T* src_d, i64 src_fstride, int
             o[2 * plane_stride] = (TOUT)((i32)(v + 32768u) >> 16);
             o[3 * plane_stride] = (TOUT)((i32)(d + 32768u) >> 16);
         } else {
-            adm_pair(&vhi[role][r][c], g0, g1);
-            adm_pair(&vhi[role][r][c + 2], g2, g3);
+            const i32 g0 = vhi[role][r][c], g1 = vhi[role][r][c + 1], g2 = vhi[role][r][c + 2],
+                      g3 = vhi[role][r][c + 3];
             const i64 a = (i64)adm_lo[0] * l0 + (i64)adm_lo[1] * l1 + (i64)adm_lo[2] * l2 + (i64)adm_lo[3] * l3;
             const i64 v = (i64)adm_hi[0] * l0 + (i64)adm_hi[1] * l1 + (i64)adm_hi[2] * l2 + (i64)adm_hi[3] * l3;
             const i64 hh = (i64)adm_lo[0] * g0 + (i64)adm_lo[1] * g1 + (i64)adm_lo[2] * g2 + (i64)adm_lo[3] * g3;
