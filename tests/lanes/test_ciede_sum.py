@@ -34,14 +34,16 @@ def _device_sums(rt, dev, frames: np.ndarray, targets: np.ndarray, values: np.nd
     stream = dev.create_stream()
     n, pixels = frames.shape
     order = np.arange(n, dtype=np.int64)[::-1].copy()  # frames summed out of slot order
-    blob = np.concatenate([frames.reshape(-1).view(np.uint8), order.view(np.uint8),
-                           targets.astype(np.int64).view(np.uint8), values.astype(np.float32).view(np.uint8)])
+    floats = frames.reshape(-1).view(np.uint8)
+    pad = np.zeros(-len(floats) % 8, np.uint8)  # the 64-bit words after the floats 8-byte aligned
+    blob = np.concatenate([floats, pad, order.view(np.uint8), targets.astype(np.int64).view(np.uint8),
+                           values.astype(np.float32).view(np.uint8)])
     host = dev.alloc_host(blob.nbytes + 8 * n)
     buf = dev.alloc(blob.nbytes + 8 * n + 8)
     try:
         host[:blob.nbytes] = blob
         dev.copy_htod_async(buf, host, blob.nbytes, stream)
-        d_frames, d_order = buf, buf + frames.nbytes
+        d_frames, d_order = buf, buf + len(floats) + len(pad)
         d_targets = d_order + order.nbytes
         d_values = d_targets + 8 * len(targets)
         d_sums = buf + (blob.nbytes + 7) // 8 * 8

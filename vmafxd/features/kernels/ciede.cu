@@ -350,8 +350,8 @@ VX_KERNEL void vx_ciede_functions(const double* in, double* out, int n, int whic
 // A block a frame adds the floats a chunk at a time (CIEDE_SUM_E consecutive floats a
 // thread), exactly as the one chain of adds would.  Let s > 0 lie in the binade
 // [2^e, 2^(e+1)), where the doubles are the multiples of g = 2^(e-52): s = N g, N an
-// integer in [2^52, 2^53).  For x >= 0 with q = x / g (a float's significand m times 2^sh:
-// integer shifts of m's bits, no float arithmetic), as long as the sum stays in the binade, fl(s + x) = (N + r) g with r = q
+// integer in [2^52, 2^53).  For x >= 0 with q = x / g (exact: a float scaled by a power
+// of two), as long as the sum stays in the binade, fl(s + x) = (N + r) g with r = q
 // rounded to the nearest integer -- the same r whatever N is -- except at a tie (q's
 // fraction exactly 1/2), where r is the one of n = floor(q), n + 1 that makes N + r even.
 // So each float's r is known up front, the ties' from the parity of N + (the r's before
@@ -372,6 +372,7 @@ VX_KERNEL void vx_ciede_functions(const double* in, double* out, int n, int whic
 #define CIEDE_SUM_THREADS 1024
 #define CIEDE_SUM_CAP ((u64)1 << 62)
 #define CIEDE_SUM_NONE 0xffffffffu
+#define CIEDE_TWO53 9007199254740992.0
 
 // The doubtful pixels' redone floats into the frames' floats: diffs[targets[k]] = values[k].
 VX_KERNEL void vx_ciede_scatter(float* diffs, const i64* targets, const float* values, i64 count)
@@ -500,7 +501,8 @@ vx_ciede_seqsum(const float* diffs, i64 pixels, const i64* frames, double* sums,
                 frexp(s, &e);
                 e -= 1;
             }
-            const u64 big_n = zero ? 0 : (u64)ldexp(s, 52 - e);
+            const double inv = zero ? 0.0 : ldexp(1.0, 52 - e);
+            const u64 big_n = (u64)(s * inv);
             float x[CIEDE_SUM_E];
             u64 r[CIEDE_SUM_E];
             u32 stop = CIEDE_SUM_NONE, ties = 0, map = 0;
@@ -514,33 +516,14 @@ vx_ciede_seqsum(const float* diffs, i64 pixels, const i64* frames, double* sums,
                         stop = j;
                     continue;
                 }
-                // x = m 2^p (m its 24-bit significand, p from its exponent field), so q = m 2^sh
-                // with sh = p - (e - 52): r and the tie from m's bits, no float arithmetic
-                const u32 u = vx_float_bits(x[j]);
-                const u32 ef = (u >> 23) & 255u;
-                const u32 m = ef ? ((u & 0x7fffffu) | 0x800000u) : (u & 0x7fffffu);
-                if (((u >> 31) && m) || ef == 255u) {  // below 0 (-0 adds nothing), NaN, infinite
+                const double q = (double)x[j] * inv;
+                if (!(x[j] >= 0.0f) || !(q < CIEDE_TWO53)) {
                     stop = j;
                     continue;
                 }
-                const int sh = (ef ? (int)ef - 150 : -149) + 52 - e;
-                bool tie = false;
-                if (m == 0) {
-                    r[j] = 0;
-                } else if (sh >= 0) {
-                    if (32 - __clz(m) + sh > 53) {  // q >= 2^53: the sum leaves its binade
-                        stop = j;
-                        continue;
-                    }
-                    r[j] = (u64)m << sh;
-                } else if (sh > -25) {  // q's fraction: the low -sh bits of m
-                    const int dn = -sh;
-                    const u32 half = 1u << (dn - 1), rem = m & ((half << 1) - 1u);
-                    r[j] = (u64)(m >> dn) + (rem > half ? 1u : 0u);
-                    tie = rem == half;
-                } else {  // q < 2^24 2^-25: rounds to 0
-                    r[j] = 0;
-                }
+                const double n = floor(q), frac = q - n;
+                const bool tie = frac == 0.5;
+                r[j] = (u64)n + (frac > 0.5 ? 1u : 0u);
                 ties |= (tie ? 1u : 0u) << j;
                 map = CiedeParity::then(map, tie ? 2u : (u32)(r[j] & 1u));
             }
