@@ -389,25 +389,12 @@ def latency_text(latencies: list[float]) -> str:
 GRAPH_COUNTS: list[tuple[int, int]] = []
 
 
-def bench_engine(w: int, h: int, frames: int, batch: int, models=("version=vmaf_v0.6.1",), features=(),
-                 lane: str = "cuda"):
-    from vmafx.formats import PixelFormat, Subsampling
-    from vmafxd.lanes.gpu.engine import FrameSource, GpuFrame, GpuScorer, KernelSet
-    from vmafxd.model import load_model
-    from vmafxd.core.scoring import ScoringPlan, parse_feature_spec
+def device_frames(dev, stream, w: int, h: int) -> list:
+    """make_frames' (ref, dist) pairs copied to the device: a pair of 4:2:0 FrameSources each
+    (the device memory is the process's until it exits)."""
+    from vmafx.formats import PixelFormat
+    from vmafxd.lanes.gpu.engine import FrameSource
 
-    # the lane's own binding (on "emu" a smoke test of this mode: the emulator's times mean nothing)
-    bindings = {"cuda": "cuda", "hip": "hip", "emu": "emulated"}
-    if lane not in bindings:
-        raise SystemExit(f"bench_gpu.py: --engine-only runs on a GPU lane ({', '.join(bindings)}), not {lane!r}")
-    binding = importlib.import_module(f"vmafxd.lanes.{bindings[lane]}")
-    rt = binding.load()
-    dev = rt.device(0)
-    dev.make_current()
-    stream = dev.create_stream()
-    ks = KernelSet(rt, dev, rt.compile_options)
-    plan = ScoringPlan.build([load_model(m) for m in models], [parse_feature_spec(f) for f in features])
-    sc = GpuScorer(dev, ks, stream, plan, w, h, 8, Subsampling.S420, max_batch=batch)
     srcs = []
     for ref, dist in make_frames(w, h):
         pair = []
@@ -424,6 +411,29 @@ def bench_engine(w: int, h: int, frames: int, batch: int, models=("version=vmaf_
             pair.append(FrameSource(ptr, PixelFormat.YUV420P, tuple(offs)))
         srcs.append(pair)
     stream.synchronize()
+    return srcs
+
+
+def bench_engine(w: int, h: int, frames: int, batch: int, models=("version=vmaf_v0.6.1",), features=(),
+                 lane: str = "cuda"):
+    from vmafx.formats import Subsampling
+    from vmafxd.lanes.gpu.engine import GpuFrame, GpuScorer, KernelSet
+    from vmafxd.model import load_model
+    from vmafxd.core.scoring import ScoringPlan, parse_feature_spec
+
+    # the lane's own binding (on "emu" a smoke test of this mode: the emulator's times mean nothing)
+    bindings = {"cuda": "cuda", "hip": "hip", "emu": "emulated"}
+    if lane not in bindings:
+        raise SystemExit(f"bench_gpu.py: --engine-only runs on a GPU lane ({', '.join(bindings)}), not {lane!r}")
+    binding = importlib.import_module(f"vmafxd.lanes.{bindings[lane]}")
+    rt = binding.load()
+    dev = rt.device(0)
+    dev.make_current()
+    stream = dev.create_stream()
+    ks = KernelSet(rt, dev, rt.compile_options)
+    plan = ScoringPlan.build([load_model(m) for m in models], [parse_feature_spec(f) for f in features])
+    sc = GpuScorer(dev, ks, stream, plan, w, h, 8, Subsampling.S420, max_batch=batch)
+    srcs = device_frames(dev, stream, w, h)
     frames_list = [GpuFrame(*srcs[i % len(srcs)]) for i in range(batch)]
     # warm-up (compiles, pools)
     b = sc.enqueue(frames_list)

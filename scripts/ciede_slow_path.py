@@ -15,16 +15,14 @@ import importlib
 import sys
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "client"), str(ROOT / "scripts")]
 
-from bench_gpu import make_frames  # noqa: E402
-from vmafx.formats import PixelFormat, Subsampling  # noqa: E402
+from bench_gpu import device_frames  # noqa: E402
+from vmafx.formats import Subsampling  # noqa: E402
 from vmafxd.core.scoring import ScoringPlan, parse_feature_spec  # noqa: E402
 from vmafxd.lanes.gpu import ciede as gpu_ciede  # noqa: E402
-from vmafxd.lanes.gpu.engine import FrameSource, GpuFrame, GpuScorer, KernelSet  # noqa: E402
+from vmafxd.lanes.gpu.engine import GpuFrame, GpuScorer, KernelSet  # noqa: E402
 
 BINDINGS = {"cuda": "cuda", "hip": "hip", "emu": "emulated"}
 
@@ -55,21 +53,7 @@ def main() -> None:
     kernels = KernelSet(rt, dev, rt.compile_options)
     plan = ScoringPlan.build([], [parse_feature_spec("ciede")])
     scorer = GpuScorer(dev, kernels, stream, plan, w, h, 8, Subsampling.S420, max_batch=2)
-    frames = []
-    for ref, dist in make_frames(w, h):
-        pair = []
-        for planes in (ref, dist):
-            blob = np.concatenate([p.ravel() for p in planes])
-            ptr, host_buf = dev.alloc(blob.nbytes), dev.alloc_host(blob.nbytes)
-            host_buf[:] = blob
-            dev.copy_htod_async(ptr, host_buf, blob.nbytes, stream)
-            offsets, o = [], 0
-            for p in planes:
-                offsets.append((o, p.shape[1]))
-                o += p.nbytes
-            pair.append(FrameSource(ptr, PixelFormat.YUV420P, tuple(offsets)))
-        frames.append(GpuFrame(*pair))
-    stream.synchronize()
+    frames = [GpuFrame(*pair) for pair in device_frames(dev, stream, w, h)]
     batch = scorer.enqueue(frames)
     batch.done.synchronize()
     scores = scorer.complete(batch)

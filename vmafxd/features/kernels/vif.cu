@@ -18,10 +18,14 @@
 // with vif_skip_scale0, vx_vif_down1_* alone), vx_vif_stats1_down, vx_vif_stats2_down (each
 // scale's sums and the next scale's pictures) and vx_vif_stats3: 4 launches.
 
-__constant__ u16 vif_taps0[17] = {489, 935, 1640, 2640, 3896, 5274, 6547, 7455, 7784, 7455, 6547, 5274, 3896, 2640, 1640, 935, 489};
-__constant__ u16 vif_taps1[9] = {1244, 3663, 7925, 12590, 14692, 12590, 7925, 3663, 1244};
-__constant__ u16 vif_taps2[5] = {3571, 16004, 26386, 16004, 3571};
-__constant__ u16 vif_taps3[3] = {10904, 43728, 10904};
+#define VIF_TAPS0 489, 935, 1640, 2640, 3896, 5274, 6547, 7455, 7784, 7455, 6547, 5274, 3896, 2640, 1640, 935, 489
+#define VIF_TAPS1 1244, 3663, 7925, 12590, 14692, 12590, 7925, 3663, 1244
+#define VIF_TAPS2 3571, 16004, 26386, 16004, 3571
+#define VIF_TAPS3 10904, 43728, 10904
+__constant__ u16 vif_taps0[17] = {VIF_TAPS0};
+__constant__ u16 vif_taps1[9] = {VIF_TAPS1};
+__constant__ u16 vif_taps2[5] = {VIF_TAPS2};
+__constant__ u16 vif_taps3[3] = {VIF_TAPS3};
 
 template <int FW>
 VX_DEVICE u32 vif_tap(int k)
@@ -46,10 +50,10 @@ VX_DEVICE u32 vif_tap(int k)
 #if defined(VX_EMU)
 #include <math.h>
 #endif
-__constant__ double vif_taps0d[17] = {489, 935, 1640, 2640, 3896, 5274, 6547, 7455, 7784, 7455, 6547, 5274, 3896, 2640, 1640, 935, 489};
-__constant__ double vif_taps1d[9] = {1244, 3663, 7925, 12590, 14692, 12590, 7925, 3663, 1244};
-__constant__ double vif_taps2d[5] = {3571, 16004, 26386, 16004, 3571};
-__constant__ double vif_taps3d[3] = {10904, 43728, 10904};
+__constant__ double vif_taps0d[17] = {VIF_TAPS0};
+__constant__ double vif_taps1d[9] = {VIF_TAPS1};
+__constant__ double vif_taps2d[5] = {VIF_TAPS2};
+__constant__ double vif_taps3d[3] = {VIF_TAPS3};
 
 template <int FW>
 VX_DEVICE double vif_tapd(int k)
