@@ -409,8 +409,10 @@ VX_DEVICE void vif_pixel(u32 mu1, u32 mu2, u64 xx, u64 yy, u64 xy, const u16* lo
 
 // The block's four sums added to o[0..3] with one barrier (VIF_BSUM, the default): each warp
 // adds its lanes' values by shuffles (the last lane ends with the warp's sums), the warps'
-// sums meet in `scratch` (4 x 32 values), and four threads (one on the emulator) add them up and do the atomics.
-// Integers: any order gives the same sums.  VIF_BSUM=0: four tree sums, nine barriers each.
+// sums meet in `scratch` (4 x 32 values), and four threads (one on the emulator) add them up
+// and do the atomics.  Integers: any order gives the same sums.  The block's size is a
+// multiple of the warp (VIF_THREADS).  VIF_BSUM=0: four tree sums, nine barriers each
+// (H200, scale 0 at 1080p: 54.0 against 49.8 us a frame).
 #ifndef VIF_BSUM
 #define VIF_BSUM 1
 #endif
