@@ -81,9 +81,10 @@ def test_powf_is_the_c_librarys(lib, y, monkeypatch):
     got = host_math.powf_array(L, x, y)
     assert got.dtype == np.float32
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
-    # numpy's vectorised power is a different function: the comparison above can tell them apart
-    assert not np.array_equal(np.power(x[:3000], np.float32(y)).view(np.uint32), want[:3000].view(np.uint32)) \
-        or float(y) in (3.0, 0.5)
+    # the comparison above tells a different power function apart: exp(y log x) in float32
+    # (numpy's own float32 power is no such witness: without AVX-512 it calls the C library too)
+    other = np.exp(np.float32(y) * np.log(x[:3000])).astype(np.float32)
+    assert (other.view(np.uint32) != want[:3000].view(np.uint32)).sum() > 1000
 
 
 def test_install_hands_the_functions_over(lib, monkeypatch):
