@@ -35,7 +35,6 @@ build)
     one hfold_split3 vif_new.cu 48 32 -DVIF_HFOLD=1 -DVIF_HSPLIT=3
     one hfold_wide vif_new.cu 48 32 -DVIF_HFOLD=1 -DVIF_HSPLIT=0
     one fused_down_treesums vif_new.cu 48 32 -DFUSED -DVIF_BSUM=0
-    one fused_down_timing_no_table vif_new.cu 48 32 -DFUSED -DVIF_TIMING_NO_TABLE=1
     one fused_down_int64 vif_new.cu 48 32 -DFUSED -DVIF_HF64=0
     one fused_down_r4x3 vif_new.cu 48 32 -DFUSED -DVIF_TW=48 -DVIF_TH=32 -DVIF_RV=4 -DVIF_RH=3 -DVIF_STATS_MINB=3
     one fused_down_int64_r4x3 vif_new.cu 48 32 -DFUSED -DVIF_HF64=0 -DVIF_TW=48 -DVIF_TH=32 -DVIF_RV=4 -DVIF_RH=3 -DVIF_STATS_MINB=3

@@ -204,4 +204,3 @@ def test_host_grids_use_the_kernels_tiles():
     assert (gpu_motion._TILE_W, gpu_motion._TILE_H) == (define("motion.cu", "MT_W"), define("motion.cu", "MT_H"))
     assert (gpu_vif._TILE_W, gpu_vif._TILE_H) == (define("vif.cu", "VIF_TW"), define("vif.cu", "VIF_TH"))
     assert (gpu_vif._DOWN_W, gpu_vif._DOWN_H) == (define("vif.cu", "VD_TW"), define("vif.cu", "VD_TH"))
-

@@ -91,28 +91,16 @@ VX_DEVICE u64 vif_f64_u64(double d)  // 0 <= d < 2^52, an integer
 #endif
 
 // libvmaf's log2 of the top 16 bits, times 2048 (table: round(log2f(i)*2048), i in 32767..65535)
-// (VIF_TIMING_NO_TABLE: a timing variant for scripts/bench_vif_tiles.sh alone, wrong sums: the
-// table's reads left out, to see what they cost: 3.5 us of scale 0's 56.4 a 1080p frame on the
-// H200.  A packed form of the entries read, 8 KB that stay in L1, gave 0.1 of them back: gone.)
-VX_DEVICE i32 vif_log2_top16(const u16* table, u32 i)  // i in [32768, 65535]
-{
-#if VIF_TIMING_NO_TABLE
-    return (i32)i;
-#else
-    return (i32)table[i];
-#endif
-}
-
 VX_DEVICE i32 vif_log2_32(const u16* table, u32 v)
 {
     int k = 16 - __clz(v);
-    return vif_log2_top16(table, v >> k) + 2048 * k;
+    return (i32)table[v >> k] + 2048 * k;
 }
 
 VX_DEVICE i32 vif_log2_64(const u16* table, u64 v)
 {
     int k = 48 - __clzll(v);
-    return vif_log2_top16(table, (u32)(v >> k)) + 2048 * k;
+    return (i32)table[v >> k] + 2048 * k;
 }
 
 // Tiles of the statistics kernels: VIF_TH x VIF_TW output pixels of one frame per block.
@@ -407,39 +395,12 @@ VX_DEVICE void vif_pixel(u32 mu1, u32 mu2, u64 xx, u64 yy, u64 xy, const u16* lo
     }
 }
 
-// The block's four sums added to o[0..3] with one barrier (VIF_BSUM, the default): each warp
-// adds its lanes' values by shuffles (the last lane ends with the warp's sums), the warps'
-// sums meet in `scratch` (4 x 32 values), and four threads (one on the emulator) add them up
-// and do the atomics.  Integers: any order gives the same sums.  The block's size is a
-// multiple of the warp (VIF_THREADS).  VIF_BSUM=0: four tree sums, nine barriers each
-// (H200, scale 0 at 1080p: 54.0 against 49.8 us a frame).
+// VIF_BSUM (default 1): the block's four sums in one pass of the prelude's shuffle sums
+// (vx_block_sums_i64), one barrier; VIF_BSUM=0: four tree sums, nine barriers each (H200,
+// scale 0 at 1080p: 54.0 against 49.8 us a frame).
 #ifndef VIF_BSUM
 #define VIF_BSUM 1
 #endif
-VX_DEVICE void vif_block_sums4(i64 a, i64 b, i64 c, i64 d, i64* scratch, i64* o)
-{
-    const int t = threadIdx.x, lane = t % VX_WARP, warp = t / VX_WARP;
-    const int nwarps = (blockDim.x + VX_WARP - 1) / VX_WARP;
-    u64 v[4] = {(u64)a, (u64)b, (u64)c, (u64)d};
-    for (int off = 1; off < VX_WARP; off <<= 1) {
-#pragma unroll
-        for (int m = 0; m < 4; ++m) {
-            const u64 p = vx_shfl_up_u64(v[m], off);
-            if (lane >= off)
-                v[m] += p;
-        }
-    }
-    if (lane == VX_WARP - 1 || t == (int)blockDim.x - 1) {
-#pragma unroll
-        for (int m = 0; m < 4; ++m) scratch[m * 32 + warp] = (i64)v[m];
-    }
-    __syncthreads();
-    for (int m = t; m < 4; m += blockDim.x) {
-        u64 sum = 0;
-        for (int k = 0; k < nwarps; ++k) sum += (u64)scratch[m * 32 + k];
-        if (sum) vx_atomic_add_i64(o + m, (i64)sum);
-    }
-}
 
 // The decimation to scale s + 1 fused into scale s's statistics (DOWN, s = 0..2): the stats
 // block's staged input (its tile and a halo of HALF = FW/2 rows and columns, mirrored) holds
@@ -595,7 +556,10 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
     }
     i64* o = out + frame * out_stride + out_index;
 #if VIF_BSUM
-    vif_block_sums4(num_log, den_log, num_non_log, den_non_log, scratch, o);
+    i64 sums[4] = {num_log, den_log, num_non_log, den_non_log};
+    vx_block_sums_i64<4>(sums, scratch);
+    for (int m = 0; m < 4 && t == 0; ++m)
+        if (sums[m]) vx_atomic_add_i64(o + m, sums[m]);
 #else
     i64 s;
     s = vx_block_sum_i64(num_log, scratch);

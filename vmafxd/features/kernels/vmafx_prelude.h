@@ -139,30 +139,52 @@ VX_DEVICE u64 vx_shfl_up_u64(u64 v, int d)
     return (u64)vx_shfl_up_u32((u32)v, d) | ((u64)vx_shfl_up_u32((u32)(v >> 32), d) << 32);
 }
 
-// The same for integers, whose sum any order gives: each warp adds its lanes' values by
-// shuffles (its last lane ends with the warp's sum), every thread adds the warps' sums from
-// `scratch` (one value a warp): one barrier instead of the tree's log2(n) + 1.  A block whose
-// size is not a multiple of the warp takes the tree.  Same contract for `scratch`.
-VX_DEVICE i64 vx_block_sum_i64(i64 v, i64* scratch)
+// The same for N integers a thread, whose sums any order gives (each v[m] becomes its block
+// sum, in every thread): each warp adds its lanes' values by shuffles (its last lane ends
+// with the warp's sums), every thread adds the warps' sums from `scratch` (N x 32 values):
+// one barrier instead of the tree's log2(n) + 1 for each.  A block whose size is not a
+// multiple of the warp takes the tree, value by value.  Same contract for `scratch`.
+template <int N>
+VX_DEVICE void vx_block_sums_i64(i64 (&v)[N], i64* scratch)
 {
     const int n = blockDim.x * blockDim.y * blockDim.z;
-    if (n % VX_WARP != 0)
-        return vx_block_sum<i64>(v, scratch);
+    if (n % VX_WARP != 0) {
+        for (int m = 0; m < N; ++m) {
+            v[m] = vx_block_sum<i64>(v[m], scratch);
+            __syncthreads();
+        }
+        return;
+    }
     const int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
     const int lane = t % VX_WARP, warp = t / VX_WARP;
-    u64 s = (u64)v;
+    u64 s[N];
+    for (int m = 0; m < N; ++m)
+        s[m] = (u64)v[m];
     for (int off = 1; off < VX_WARP; off <<= 1) {
-        const u64 p = vx_shfl_up_u64(s, off);
-        if (lane >= off)
-            s += p;
+        for (int m = 0; m < N; ++m) {
+            const u64 p = vx_shfl_up_u64(s[m], off);
+            if (lane >= off)
+                s[m] += p;
+        }
     }
-    if (lane == VX_WARP - 1)
-        scratch[warp] = (i64)s;
+    if (lane == VX_WARP - 1) {
+        for (int m = 0; m < N; ++m)
+            scratch[m * 32 + warp] = (i64)s[m];
+    }
     __syncthreads();
-    u64 total = 0;
-    for (int k = 0; k < n / VX_WARP; ++k)
-        total += (u64)scratch[k];
-    return (i64)total;
+    for (int m = 0; m < N; ++m) {
+        u64 total = 0;
+        for (int k = 0; k < n / VX_WARP; ++k)
+            total += (u64)scratch[m * 32 + k];
+        v[m] = (i64)total;
+    }
+}
+
+VX_DEVICE i64 vx_block_sum_i64(i64 v, i64* scratch)
+{
+    i64 one[1] = {v};
+    vx_block_sums_i64<1>(one, scratch);
+    return one[0];
 }
 VX_DEVICE double vx_block_sum_f64(double v, double* scratch) { return vx_block_sum<double>(v, scratch); }
 
