@@ -215,6 +215,39 @@ VX_DEVICE typename VxQuad<T>::type vx_load_quad(const T* p)
 #endif
 }
 
+// Two or four consecutive i32 of shared memory in one access (8- or 16-byte aligned), for
+// kernels whose threads each take a run of a row; arrays read so are declared VX_ALIGN(16).
+// The emulator copies the bytes.
+#if defined(VX_EMU)
+#define VX_ALIGN(n) alignas(n)
+#else
+#define VX_ALIGN(n) __align__(n)
+#endif
+struct VX_ALIGN(8) VxI32x2 { i32 x, y; };
+struct VX_ALIGN(16) VxI32x4 { i32 x, y, z, w; };
+
+template <typename V>
+VX_DEVICE V vx_ld_vec(const i32* p)
+{
+#if defined(VX_EMU)
+    V v;
+    __builtin_memcpy(&v, p, sizeof(V));
+    return v;
+#else
+    return *(const V*)p;
+#endif
+}
+
+template <typename V>
+VX_DEVICE void vx_st_vec(i32* p, V v)
+{
+#if defined(VX_EMU)
+    __builtin_memcpy(p, &v, sizeof(V));
+#else
+    *(V*)p = v;
+#endif
+}
+
 // libvmaf's mirror without repeating the edge sample: -1 -> 1, n -> n - 2.
 VX_DEVICE int vx_mirror(int i, int n)
 {
