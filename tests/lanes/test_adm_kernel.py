@@ -54,6 +54,9 @@ CASES = [
     (33, 33, 8, "noise", {}),
     (34, 35, 8, "checker", {}),
     (523, 41, 8, "noise", {}),
+    # 8-bit tiles whose columns lie inside the picture (the DWT's four-column loads), both row paths
+    (1003, 77, 8, "noise", {}),
+    (1003, 77, 8, "synthetic", {"adm_skip_scale0": True}),
     (41, 300, 8, "twolevel", {}),
     (192, 108, 10, "synthetic", {}),
     (300, 170, 10, "noise", {"adm_csf_mode": 1, "adm_enhn_gain_limit": 1.0}),

@@ -24,13 +24,15 @@
 //      with 64-bit atomics (integers: any order gives the same total).
 // 6 launches (5 with adm_skip_scale0, whose DWT then writes only LL).
 //
-// DWT tiling: a block makes an ADM_DWT_TY x ADM_DWT_TX (8 x 127) tile of
+// DWT tiling: a block makes an ADM_DWT_TY x ADM_DWT_TX (8 x 124) tile of
 // output band pixels for ref and dist.  Phase V: one item per (role, input
-// column) of the tile (2 x 256 items): a sliding window down the column reads
-// each of the 18 input rows once and makes the low- and high-pass vertical
-// sums of the 8 output rows into shared memory (int32, 32 KB); phase H: one
-// item per (role, output pixel): the horizontal taps from shared memory, 4
-// bands written (coalesced along x).  All loop divisions are by constants.
+// column) of the tile (2 x 250 items; 8-bit tiles inside the picture: per
+// role, half the rows and 4 columns, 2 x 2 x 63 items): a sliding window down
+// the column reads each input row once and makes the low- and high-pass
+// vertical sums of the output rows into shared memory (int32, 32 KB); phase H:
+// one item per (role, two neighbouring output pixels): the horizontal taps
+// from shared memory (a 16- and an 8-byte load of each sum), 4 bands written
+// (coalesced along x).  All loop divisions are by constants.
 //
 // Stats tiling: a block owns a STRIP of TH region rows and walks it left to
 // right in chunks of TW columns, because libvmaf rounds and shifts the sum of
@@ -56,8 +58,9 @@
 // ADM_STATS_TH 16: TW 64 / 32, 41.4 / 36.8 KB); 256 threads.  Static arrays
 // under 48 KB: no launch attribute needed.
 //
-// Cost on the H200 (1080p 8-bit, batch 32, per frame): DWT 8.7 + 4.1 + 1.3 +
-// 0.6 us, stats 12.6 + 5.9 + 1.9 + 0.7 us: 35.9 us for ADM.
+// Cost on the H200 (1080p 8-bit, batch 32, per frame, ncu, fifteenth session):
+// DWT 7.5 + 3.7 + 1.3 + 0.5 us, stats 10.7 (scale 0) + 7.0 (scales 1-3) us:
+// 30.7 us for ADM.
 //
 // Arithmetic notes for speed: products that fit 32 bits are done in 32 bits
 // (int16 bands, Q15 gains, CSF weights); 32x32->64 products use the widening
@@ -93,9 +96,14 @@
 #endif
 
 // DWT output tile (band pixels) and its shared vertical-pass rows.
-#define ADM_DWT_TX 127
+#define ADM_DWT_TX 124
 #define ADM_DWT_TY 8
-#define ADM_DWT_IW (2 * ADM_DWT_TX + 2)  // 256 input columns
+#define ADM_DWT_IW (2 * ADM_DWT_TX + 2)  // 250 input columns
+#define ADM_DWT_PX ((ADM_DWT_TX + 1) / 2)  // pairs of outputs a tile row
+#define ADM_DWT_QUADS ((ADM_DWT_IW + 3) / 4)  // groups of 4 shared columns covering IW (the 8-bit DWT)
+// the shared rows' length: IW rounded up to 4, plus 4 (a last pair's 8-byte load past the
+// tile's last column stays in its row), 16-byte aligned rows
+#define ADM_DWT_SW (((ADM_DWT_IW + 3) & ~3) + 4)
 
 __constant__ i32 adm_lo[4] = {15826, 27411, 7345, -4240};
 __constant__ i32 adm_hi[4] = {-4240, -7345, 27411, -15826};
@@ -148,12 +156,22 @@ VX_DEVICE int adm_tap(int e, int n)
 // One DWT level of ref and dist.  A block makes an ADM_DWT_TY x ADM_DWT_TX
 // tile of output band pixels.
 //
-// Phase V: one item per (role, input column) of the tile (2 * IW = 512
+// Phase V: one item per (role, input column) of the tile (2 * IW = 500
 // items, 2 per thread): a sliding window down the column loads each of the
 // 2 * TY + 2 input rows once and makes the low- and high-pass vertical sums
-// of the TY output rows (shared memory, int32).
-// Phase H: one item per (role, output pixel): the horizontal taps from shared
-// memory, 4 bands written (consecutive threads, consecutive columns).
+// of the TY output rows (shared memory, int32).  8-bit scale 0 of a tile whose
+// columns lie inside the picture: an item is 4 columns and half the output
+// rows (adm_dwt_quad: a 4-byte load for 4 columns, 16-byte shared stores), 252
+// items.  The tile is 124 wide (not 127, which filled 256 columns) so that its
+// first input column 2 ox0 - 1 is 3 mod 4 in every tile and 63 groups of 4
+// cover its 250 columns.
+// Phase H: one item per (role, output pair j, j + 1): the horizontal taps of
+// both from 6 shared columns (2j .. 2j + 5: 16-byte aligned, conflict-free),
+// 4 bands written (consecutive threads, consecutive column pairs).  On the
+// H200 (ncu, 1080p 8-bit, batch 32, docs/gpu-runs.md fifteenth session) the
+// scale-0 DWT went from 270 to 240 us a batch; before, the one-column items
+// loaded one byte a column a row and phase H's stride-2 reads met 2-way bank
+// conflicts.
 //
 // S0 (scale 0, u8/u16 luma in): int32 sums wrapping as C's (done in u32),
 // the vertical pass recentres and shifts by bpc, the horizontal by 16, bands
@@ -161,7 +179,7 @@ VX_DEVICE int adm_tap(int e, int n)
 // 64-bit sums (32x32->64 products), each pass rounded, shifted and stored
 // as int32.  Band planes of a scale: role * 4 + (0 a, 1 h, 2 v, 3 d).
 // Phase V of one input column: the low- and high-pass vertical sums of the tile's ny output
-// rows, from tap row y (= 2 oy0 - 1) down, into lo[r * ADM_DWT_IW] / hi[r * ADM_DWT_IW].
+// rows, from tap row y (= 2 oy0 - 1) down, into lo[r * ADM_DWT_SW] / hi[r * ADM_DWT_SW].
 // MIRROR: rows through adm_tap (the block touches the top or bottom edge); otherwise every
 // tap row is inside the picture and the rows are read by a stepped pointer.
 template <bool MIRROR, typename T, bool S0>
@@ -195,17 +213,111 @@ VX_DEVICE void adm_dwt_column(const T* s, int y, int h, int pitch, int ny, u32 k
                            (u32)adm_lo[3] * (u32)x3;
             const u32 hi = (u32)adm_hi[0] * (u32)x0 + (u32)adm_hi[1] * (u32)x1 + (u32)adm_hi[2] * (u32)x2 +
                            (u32)adm_hi[3] * (u32)x3;
-            lo_out[r * ADM_DWT_IW] = (i32)(lo + k_lo) >> v_shift;
-            hi_out[r * ADM_DWT_IW] = (i32)(hi + k_hi) >> v_shift;
+            lo_out[r * ADM_DWT_SW] = (i32)(lo + k_lo) >> v_shift;
+            hi_out[r * ADM_DWT_SW] = (i32)(hi + k_hi) >> v_shift;
         } else {
             const i64 lo = (i64)adm_lo[0] * x0 + (i64)adm_lo[1] * x1 + (i64)adm_lo[2] * x2 + (i64)adm_lo[3] * x3;
             const i64 hi = (i64)adm_hi[0] * x0 + (i64)adm_hi[1] * x1 + (i64)adm_hi[2] * x2 + (i64)adm_hi[3] * x3;
-            lo_out[r * ADM_DWT_IW] = (i32)((lo + v_add) >> v_shift);
-            hi_out[r * ADM_DWT_IW] = (i32)((hi + v_add) >> v_shift);
+            lo_out[r * ADM_DWT_SW] = (i32)((lo + v_add) >> v_shift);
+            hi_out[r * ADM_DWT_SW] = (i32)((hi + v_add) >> v_shift);
         }
         x0 = x2;
         x1 = x3;
         y += 2;
+    }
+}
+
+// Phase V of four neighbouring shared columns c .. c + 3 (c a multiple of 4) of 8-bit samples
+// (scale 0 of blocks whose columns lie inside the picture): input columns c0 + c .. + 3, where
+// c0 = 3 mod 4 (2 ox0 - 1 with ox0 a multiple of 4), are bytes 3 of the aligned 4-byte word at
+// s and 0 .. 2 of the next (s: the input row's byte c0 + c - 3); a 16-byte store a row for
+// each of the low and high sums, conflict-free.  The tile's output rows r0 .. r0 + n - 1
+// (lo_out, hi_out: row r0, column c), from tap row y = 2 (oy0 + r0) - 1 down.  The same sums
+// as adm_dwt_column<MIRROR, u8, true> of each column.
+VX_DEVICE u32 adm_dwt_quad_row(const u8* s)  // input columns c0 + c .. + 3 as bytes 0 .. 3
+{
+    return (vx_load_quad(s) >> 24) | (vx_load_quad(s + 4) << 8);
+}
+
+template <bool MIRROR>
+VX_DEVICE void adm_dwt_quad(const u8* s, int y, int h, int pitch, int n, u32 k_lo, u32 k_hi, int v_shift,
+                            i32* lo_out, i32* hi_out)
+{
+    const i64 p1 = pitch, p2 = 2 * (i64)pitch, p3 = 3 * (i64)pitch;
+    const u8* p = s + (MIRROR ? 0 : (i64)y * pitch);
+    u32 x0, x1;
+    if (MIRROR) {
+        x0 = adm_dwt_quad_row(s + (i64)adm_tap(y, h) * pitch);
+        x1 = adm_dwt_quad_row(s + (i64)adm_tap(y + 1, h) * pitch);
+    } else {
+        x0 = adm_dwt_quad_row(p);
+        x1 = adm_dwt_quad_row(p + p1);
+    }
+#pragma unroll
+    for (int r = 0; r < ADM_DWT_TY / 2; ++r) {
+        if (r >= n) break;
+        u32 x2, x3;
+        if (MIRROR) {
+            x2 = adm_dwt_quad_row(s + (i64)adm_tap(y + 2, h) * pitch);
+            x3 = adm_dwt_quad_row(s + (i64)adm_tap(y + 3, h) * pitch);
+        } else {
+            x2 = adm_dwt_quad_row(p + p2);
+            x3 = adm_dwt_quad_row(p + p3);
+            p += p2;
+        }
+        i32 v[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const u32 a = (x0 >> (8 * k)) & 255u, b = (x1 >> (8 * k)) & 255u, e = (x2 >> (8 * k)) & 255u,
+                      d = (x3 >> (8 * k)) & 255u;
+            v[k] = (i32)((u32)adm_lo[0] * a + (u32)adm_lo[1] * b + (u32)adm_lo[2] * e + (u32)adm_lo[3] * d + k_lo) >>
+                   v_shift;
+        }
+        vx_st_vec<VxI32x4>(lo_out + r * ADM_DWT_SW, VxI32x4{v[0], v[1], v[2], v[3]});
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const u32 a = (x0 >> (8 * k)) & 255u, b = (x1 >> (8 * k)) & 255u, e = (x2 >> (8 * k)) & 255u,
+                      d = (x3 >> (8 * k)) & 255u;
+            v[k] = (i32)((u32)adm_hi[0] * a + (u32)adm_hi[1] * b + (u32)adm_hi[2] * e + (u32)adm_hi[3] * d + k_hi) >>
+                   v_shift;
+        }
+        vx_st_vec<VxI32x4>(hi_out + r * ADM_DWT_SW, VxI32x4{v[0], v[1], v[2], v[3]});
+        x0 = x2;
+        x1 = x3;
+        y += 2;
+    }
+}
+
+// The four bands of one output from the horizontal taps' inputs: l0..l3 of the low vertical
+// sums (a: low taps, v: high), g0..g3 of the high ones (h: low taps, d: high); only a when
+// lo_only.
+template <typename TOUT, bool S0>
+VX_DEVICE void adm_dwt_bands(TOUT* o, int plane_stride, int lo_only, int h_add, int h_shift, i32 l0, i32 l1, i32 l2,
+                             i32 l3, i32 g0, i32 g1, i32 g2, i32 g3)
+{
+    if (S0) {
+        const u32 a = (u32)adm_lo[0] * (u32)l0 + (u32)adm_lo[1] * (u32)l1 + (u32)adm_lo[2] * (u32)l2 +
+                      (u32)adm_lo[3] * (u32)l3;
+        o[0] = (TOUT)((i32)(a + 32768u) >> 16);
+        if (lo_only) return;
+        const u32 v = (u32)adm_hi[0] * (u32)l0 + (u32)adm_hi[1] * (u32)l1 + (u32)adm_hi[2] * (u32)l2 +
+                      (u32)adm_hi[3] * (u32)l3;
+        const u32 hh = (u32)adm_lo[0] * (u32)g0 + (u32)adm_lo[1] * (u32)g1 + (u32)adm_lo[2] * (u32)g2 +
+                       (u32)adm_lo[3] * (u32)g3;
+        const u32 d = (u32)adm_hi[0] * (u32)g0 + (u32)adm_hi[1] * (u32)g1 + (u32)adm_hi[2] * (u32)g2 +
+                      (u32)adm_hi[3] * (u32)g3;
+        o[plane_stride] = (TOUT)((i32)(hh + 32768u) >> 16);
+        o[2 * plane_stride] = (TOUT)((i32)(v + 32768u) >> 16);
+        o[3 * plane_stride] = (TOUT)((i32)(d + 32768u) >> 16);
+    } else {
+        const i64 a = (i64)adm_lo[0] * l0 + (i64)adm_lo[1] * l1 + (i64)adm_lo[2] * l2 + (i64)adm_lo[3] * l3;
+        const i64 v = (i64)adm_hi[0] * l0 + (i64)adm_hi[1] * l1 + (i64)adm_hi[2] * l2 + (i64)adm_hi[3] * l3;
+        const i64 hh = (i64)adm_lo[0] * g0 + (i64)adm_lo[1] * g1 + (i64)adm_lo[2] * g2 + (i64)adm_lo[3] * g3;
+        const i64 d = (i64)adm_hi[0] * g0 + (i64)adm_hi[1] * g1 + (i64)adm_hi[2] * g2 + (i64)adm_hi[3] * g3;
+        o[0] = (TOUT)((a + h_add) >> h_shift);
+        o[plane_stride] = (TOUT)((hh + h_add) >> h_shift);
+        o[2 * plane_stride] = (TOUT)((v + h_add) >> h_shift);
+        o[3 * plane_stride] = (TOUT)((d + h_add) >> h_shift);
     }
 }
 
@@ -214,8 +326,8 @@ VX_DEVICE void adm_dwt_impl(const T* src_r, const T* src_d, i64 src_fstride, int
                             int v_add, int v_shift, int h_add, int h_shift, int lo_only, TOUT* dst,
                             i64 dst_fstride, int dst_pitch, int plane_stride)
 {
-    __shared__ i32 vlo[2][ADM_DWT_TY][ADM_DWT_IW];
-    __shared__ i32 vhi[2][ADM_DWT_TY][ADM_DWT_IW];
+    __shared__ VX_ALIGN(16) i32 vlo[2][ADM_DWT_TY][ADM_DWT_SW];
+    __shared__ VX_ALIGN(16) i32 vhi[2][ADM_DWT_TY][ADM_DWT_SW];
     const int frame = blockIdx.z;
     const int t = threadIdx.x;
     const int bw = (w + 1) / 2, bh = (h + 1) / 2;
@@ -231,7 +343,25 @@ VX_DEVICE void adm_dwt_impl(const T* src_r, const T* src_d, i64 src_fstride, int
     // read them without the edge rule: a pointer stepped two rows at a time instead of
     // adm_tap's compares, selects and a multiply per row (the same rows, the same integers).
     const bool rows_inside = 2 * oy0 - 1 >= 0 && 2 * (oy0 + ny - 1) + 2 <= h - 1;
-    for (int i = t; i < 2 * ADM_DWT_IW; i += blockDim.x) {
+    // 8-bit scale 0, the tile's columns inside the picture (c0 = 3 mod 4, every load below
+    // within the row), rows aligned: four columns an item (adm_dwt_quad; items (role, half of
+    // the output rows, group of 4 shared columns): 2 x 2 x 63 of 256 threads)
+    if (sizeof(T) == 1 && S0 && c0 >= 3 && (c0 & 3) == 3 && c0 - 3 + 4 * ADM_DWT_QUADS + 4 <= w && (src_pitch & 3) == 0 &&
+        (((u64)src_r | (u64)src_d | (u64)src_fstride) & 3) == 0) {
+        const int half = ADM_DWT_TY / 2;
+        for (int i = t; i < 4 * ADM_DWT_QUADS; i += blockDim.x) {
+            const int role = i / (2 * ADM_DWT_QUADS), rh = (i / ADM_DWT_QUADS) & 1, m = i % ADM_DWT_QUADS;
+            const int r0 = rh * half, n = ny - r0;
+            if (n <= 0) continue;
+            const u8* s = (const u8*)(role ? src_d : src_r) + frame * src_fstride + c0 - 3 + 4 * m;
+            if (rows_inside)
+                adm_dwt_quad<false>(s, 2 * (oy0 + r0) - 1, h, src_pitch, n, k_lo, k_hi, v_shift,
+                                    &vlo[role][r0][4 * m], &vhi[role][r0][4 * m]);
+            else
+                adm_dwt_quad<true>(s, 2 * (oy0 + r0) - 1, h, src_pitch, n, k_lo, k_hi, v_shift,
+                                   &vlo[role][r0][4 * m], &vhi[role][r0][4 * m]);
+        }
+    } else for (int i = t; i < 2 * ADM_DWT_IW; i += blockDim.x) {
         const int role = i / ADM_DWT_IW, c = i - role * ADM_DWT_IW;
         if (c >= ncol) continue;
         const T* s = (role ? src_d : src_r) + frame * src_fstride + adm_tap(c0 + c, w);
@@ -243,41 +373,25 @@ VX_DEVICE void adm_dwt_impl(const T* src_r, const T* src_d, i64 src_fstride, int
                                         &vlo[role][0][c], &vhi[role][0][c]);
     }
     __syncthreads();
-    for (int i = t; i < 2 * ADM_DWT_TY * ADM_DWT_TX; i += blockDim.x) {
-        const int role = i / (ADM_DWT_TY * ADM_DWT_TX), rem = i - role * (ADM_DWT_TY * ADM_DWT_TX);
-        const int r = rem / ADM_DWT_TX, j = rem - r * ADM_DWT_TX;
+    // Phase H: an item is two neighbouring outputs j, j + 1 of a row (j even), whose taps are
+    // shared columns 2j .. 2j + 5 of the low and high sums: a 16- and an 8-byte load each
+    for (int i = t; i < 2 * ADM_DWT_TY * ADM_DWT_PX; i += blockDim.x) {
+        const int role = i / (ADM_DWT_TY * ADM_DWT_PX), rem = i - role * (ADM_DWT_TY * ADM_DWT_PX);
+        const int r = rem / ADM_DWT_PX, j = 2 * (rem - r * ADM_DWT_PX);
         if (r >= ny || j >= nx) continue;
-        const int c = 2 * j;  // taps 2J-1 .. 2J+2 of output J = ox0 + j
         TOUT* o = dst + frame * dst_fstride + role * 4 * plane_stride + ((oy0 + r) * dst_pitch + ox0 + j);
-        const i32 l0 = vlo[role][r][c], l1 = vlo[role][r][c + 1], l2 = vlo[role][r][c + 2], l3 = vlo[role][r][c + 3];
-        if (S0) {
-            const u32 a = (u32)adm_lo[0] * (u32)l0 + (u32)adm_lo[1] * (u32)l1 + (u32)adm_lo[2] * (u32)l2 +
-                          (u32)adm_lo[3] * (u32)l3;
-            o[0] = (TOUT)((i32)(a + 32768u) >> 16);
-            if (lo_only) continue;
-            const u32 v = (u32)adm_hi[0] * (u32)l0 + (u32)adm_hi[1] * (u32)l1 + (u32)adm_hi[2] * (u32)l2 +
-                          (u32)adm_hi[3] * (u32)l3;
-            const i32 g0 = vhi[role][r][c], g1 = vhi[role][r][c + 1], g2 = vhi[role][r][c + 2],
-                      g3 = vhi[role][r][c + 3];
-            const u32 hh = (u32)adm_lo[0] * (u32)g0 + (u32)adm_lo[1] * (u32)g1 + (u32)adm_lo[2] * (u32)g2 +
-                           (u32)adm_lo[3] * (u32)g3;
-            const u32 d = (u32)adm_hi[0] * (u32)g0 + (u32)adm_hi[1] * (u32)g1 + (u32)adm_hi[2] * (u32)g2 +
-                          (u32)adm_hi[3] * (u32)g3;
-            o[plane_stride] = (TOUT)((i32)(hh + 32768u) >> 16);
-            o[2 * plane_stride] = (TOUT)((i32)(v + 32768u) >> 16);
-            o[3 * plane_stride] = (TOUT)((i32)(d + 32768u) >> 16);
-        } else {
-            const i32 g0 = vhi[role][r][c], g1 = vhi[role][r][c + 1], g2 = vhi[role][r][c + 2],
-                      g3 = vhi[role][r][c + 3];
-            const i64 a = (i64)adm_lo[0] * l0 + (i64)adm_lo[1] * l1 + (i64)adm_lo[2] * l2 + (i64)adm_lo[3] * l3;
-            const i64 v = (i64)adm_hi[0] * l0 + (i64)adm_hi[1] * l1 + (i64)adm_hi[2] * l2 + (i64)adm_hi[3] * l3;
-            const i64 hh = (i64)adm_lo[0] * g0 + (i64)adm_lo[1] * g1 + (i64)adm_lo[2] * g2 + (i64)adm_lo[3] * g3;
-            const i64 d = (i64)adm_hi[0] * g0 + (i64)adm_hi[1] * g1 + (i64)adm_hi[2] * g2 + (i64)adm_hi[3] * g3;
-            o[0] = (TOUT)((a + h_add) >> h_shift);
-            o[plane_stride] = (TOUT)((hh + h_add) >> h_shift);
-            o[2 * plane_stride] = (TOUT)((v + h_add) >> h_shift);
-            o[3 * plane_stride] = (TOUT)((d + h_add) >> h_shift);
+        const VxI32x4 l = vx_ld_vec<VxI32x4>(&vlo[role][r][2 * j]);
+        const VxI32x2 ln = vx_ld_vec<VxI32x2>(&vlo[role][r][2 * j + 4]);
+        VxI32x4 g = {0, 0, 0, 0};
+        VxI32x2 gn = {0, 0};
+        if (!(S0 && lo_only)) {
+            g = vx_ld_vec<VxI32x4>(&vhi[role][r][2 * j]);
+            gn = vx_ld_vec<VxI32x2>(&vhi[role][r][2 * j + 4]);
         }
+        adm_dwt_bands<TOUT, S0>(o, plane_stride, lo_only, h_add, h_shift, l.x, l.y, l.z, l.w, g.x, g.y, g.z, g.w);
+        if (j + 1 < nx)
+            adm_dwt_bands<TOUT, S0>(o + 1, plane_stride, lo_only, h_add, h_shift, l.z, l.w, ln.x, ln.y, g.z, g.w,
+                                    gn.x, gn.y);
     }
 }
 

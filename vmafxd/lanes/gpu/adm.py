@@ -27,7 +27,7 @@ PARAM_NAMES = cpu.DECLARATION.kernel_param_names()
 
 # tiles of adm.cu (AdmTile, ADM_DWT_*) and its block size
 _STATS_TH = 8  # ADM_STATS_TH
-_DWT_TX, _DWT_TY = 127, 8
+_DWT_TX, _DWT_TY = 124, 8
 _THREADS = 256
 # (v_add, v_shift, h_add, h_shift) of scales 1..3, as _adm_dwt's _S123_* tables
 _S123_ROUNDING = ((0, 0, 16384, 15), (32768, 16, 32768, 16), (32768, 16, 16384, 15))
