@@ -99,3 +99,35 @@ def test_batches_of_changing_sizes_equal_one_size_and_the_cpu_lane(gpu, bitdepth
             assert all(np.float64(got[k]).tobytes() == np.float64(v).tobytes() for k, v in mixed[idx].items()), idx
     assert not _differences(cpu_scores(plan, pair), mixed)
     assert len({m["integer_adm2"] for m in mixed.values()}) > 3 and len({m["psnr_y"] for m in mixed.values()}) > 3
+
+
+@pytest.mark.gpu
+def test_a_luma_only_plan_stages_and_gathers_luma_alone(gpu):
+    """vmaf_v0.6.1's features read luma alone: the staging holds one plane a role and a batch
+    gathers one plane a source (a third less of a 4:2:0 frame), with the scores unchanged (the
+    test above scores the same model with chroma features beside it); a plan with a chroma
+    feature keeps all three."""
+    rt, dev = gpu
+    dev.make_current()
+    from vmafxd.lanes.gpu.engine import GpuScorer, KernelSet
+
+    ks = KernelSet(rt, dev)
+    stream = dev.create_stream()
+    luma = ScoringPlan.build([load_model("version=vmaf_v0.6.1")], [])
+    chroma = ScoringPlan.build([load_model("version=vmaf_v0.6.1")], [FeatureRequest("psnr")])
+    assert luma.luma_only and not chroma.luma_only
+    try:
+        for plan, planes in ((luma, 1), (chroma, 3)):
+            sc = GpuScorer(dev, ks, stream, plan, 181, 177, 8, Subsampling.S420, max_batch=2)
+            try:
+                assert len(sc.staging.shapes) == planes
+                assert sc.staging.shapes[0] == (181, 177)
+            finally:
+                sc.close()
+        pair = _Pair(181, 177, 8, Subsampling.S420, 4)
+        got = _scores(rt, dev, luma, pair, [2], 2)
+        assert set(got) == set(range(pair.frames))
+        assert not _differences(cpu_scores(luma, pair), got)
+    finally:
+        stream.close()
+        ks.close()
