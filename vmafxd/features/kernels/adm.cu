@@ -687,21 +687,46 @@ VX_DEVICE void adm_stats_impl(const typename AdmTile<WIDE>::band_t* bands, i64 f
     for (int x0 = left; x0 < right; x0 += TW) {
         const int ncols = right - x0 < TW ? right - x0 : TW;
         // ---- phase 1: decouple and CSF over the chunk and its ring
-        for (int i = t; i < HH * HW; i += blockDim.x) {
-            const int hy = i / HW, hx = i - hy * HW;  // (a division by a constant)
-            if (hy >= nrows + 2 || hx >= ncols + 2) continue;
-            int gy = y0 - 1 + hy, gx = x0 - 1 + hx;
+        // At scale 0 a thread loads its next position's six band values before it works on the
+        // current one, so the loads' latency overlaps that work (on the H200, ncu source counters,
+        // fifteenth session: a position's loads waited on alone held 14 % of the scale-0
+        // kernel's warp stall samples).  Every position's neighbour column and row are clamped
+        // into the band, so the loads of positions past the chunk (skipped) stay inside it.
+        auto column = [&](int hx) {
             // libvmaf's masking neighbours: before the start mirror (-1 -> 1),
             // past the end repeat the last sample (n -> n-1)
+            const int gx = x0 - 1 + hx;
+            return gx < 0 ? 1 : (gx >= bw ? bw - 1 : gx);
+        };
+        auto load = [&](int i, i32* o, i32* tt) {
+            const int hy = i / HW, hx = i - hy * HW;  // (a division by a constant)
+            int gy = y0 - 1 + hy;
             gy = gy < 0 ? 1 : (gy >= bh ? bh - 1 : gy);
-            gx = gx < 0 ? 1 : (gx >= bw ? bw - 1 : gx);
-            const i64 off = (i64)gy * pitch + gx;
-            i32 o[3], tt[3];
+            const i64 off = (i64)gy * pitch + column(hx);
 #pragma unroll
             for (int b = 0; b < 3; ++b) {
                 o[b] = o_pl[off + b * plane_stride];
                 tt[b] = t_pl[off + b * plane_stride];
             }
+        };
+        // (Scale 0 only: the wide kernels' registers would spill.)
+        i32 o_next[3], t_next[3];
+        if (!WIDE && t < HH * HW)
+            load(t, o_next, t_next);
+        for (int i = t; i < HH * HW; i += blockDim.x) {
+            i32 o[3], tt[3];
+            if (WIDE) {
+                load(i, o, tt);
+            } else {
+#pragma unroll
+                for (int b = 0; b < 3; ++b)
+                    o[b] = o_next[b], tt[b] = t_next[b];
+                if (i + (int)blockDim.x < HH * HW)
+                    load(i + blockDim.x, o_next, t_next);
+            }
+            const int hy = i / HW, hx = i - hy * HW;
+            if (hy >= nrows + 2 || hx >= ncols + 2) continue;
+            const int gx = column(hx);
             const bool vec = gx >= vr_lo && gx < vr_hi;
             const bool flag = WIDE ? adm_angle_wide(o[0], o[1], tt[0], tt[1], cos2)
                                    : adm_angle_narrow(o[0], o[1], tt[0], tt[1], vec, cos2);

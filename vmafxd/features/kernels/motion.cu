@@ -27,6 +27,9 @@
 // Staged columns x0-2 .. x0+MT_W+1: MT_SW i32 a row, 17 runs of 4 (rows 16-byte aligned).
 #define MT_SW (MT_W + 4)
 #define MT_SQ (MT_SW / 4)
+#ifndef MT_AHEAD
+#define MT_AHEAD 5       // staged quads whose loads a thread issues together
+#endif
 
 // Each thread takes runs of 4 columns of a row (a 16-byte shared access each): the
 // vertical pass reads a run from 5 staged rows and writes one run; the horizontal pass
@@ -88,20 +91,36 @@ VX_DEVICE void motion_impl(const T* luma, const T* prev1, const T* prev2, int ga
         (((u64)prev | (u64)cur) & align) == 0 && ((u64)pitch & 3) == 0) {
         const int bits = 8 * (int)sizeof(T);
         const Q mask = ((Q)1 << bits) - 1;
-        const int QW = (MT_W + 8) / 4;  // quads a row
-        for (int i = t; i < (MT_H + 4) * QW; i += blockDim.x) {
-            const int ty = i / QW, q = i % QW;
-            const i64 o = (i64)(y0 + ty - 2) * pitch + x0 - 4 + 4 * q;
-            const Q a = vx_load_quad(prev + o), b = vx_load_quad(cur + o);
-            i32 dq[4];
+        const int QW = (MT_W + 8) / 4, n = (MT_H + 4) * QW;  // quads a row, quads
+        // a thread issues the loads of MT_AHEAD quads before it stores any (one trip to memory
+        // for them instead of one a quad; 5 quads a thread)
+        for (int i0 = t; i0 < n; i0 += MT_AHEAD * blockDim.x) {
+            Q a[MT_AHEAD], b[MT_AHEAD];
 #pragma unroll
-            for (int k = 0; k < 4; ++k)
-                dq[k] = (i32)((a >> (bits * k)) & mask) - (i32)((b >> (bits * k)) & mask);
-            i32* row = diff + ty * MT_SW + 4 * q;
-            if (q > 0)
-                vx_st_vec<VxI32x2>(row - 2, VxI32x2{dq[0], dq[1]});
-            if (q < QW - 1)
-                vx_st_vec<VxI32x2>(row, VxI32x2{dq[2], dq[3]});
+            for (int g = 0; g < MT_AHEAD; ++g) {
+                const int i = i0 + g * blockDim.x;
+                if (i < n) {
+                    const i64 o = (i64)(y0 + i / QW - 2) * pitch + x0 - 4 + 4 * (i % QW);
+                    a[g] = vx_load_quad(prev + o);
+                    b[g] = vx_load_quad(cur + o);
+                }
+            }
+#pragma unroll
+            for (int g = 0; g < MT_AHEAD; ++g) {
+                const int i = i0 + g * blockDim.x;
+                if (i >= n)
+                    continue;
+                const int ty = i / QW, q = i % QW;
+                i32 dq[4];
+#pragma unroll
+                for (int k = 0; k < 4; ++k)
+                    dq[k] = (i32)((a[g] >> (bits * k)) & mask) - (i32)((b[g] >> (bits * k)) & mask);
+                i32* row = diff + ty * MT_SW + 4 * q;
+                if (q > 0)
+                    vx_st_vec<VxI32x2>(row - 2, VxI32x2{dq[0], dq[1]});
+                if (q < QW - 1)
+                    vx_st_vec<VxI32x2>(row, VxI32x2{dq[2], dq[3]});
+            }
         }
     } else {
         for (int i = t; i < (MT_H + 4) * MT_SW; i += blockDim.x) {

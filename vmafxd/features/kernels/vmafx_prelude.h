@@ -215,9 +215,9 @@ VX_DEVICE typename VxQuad<T>::type vx_load_quad(const T* p)
 #endif
 }
 
-// Two or four consecutive i32 of shared memory in one access (8- or 16-byte aligned), for
-// kernels whose threads each take a run of a row; arrays read so are declared VX_ALIGN(16).
-// The emulator copies the bytes.
+// Two or four consecutive i32 (or the bytes of any V) of shared memory in one access (8- or
+// 16-byte aligned), for kernels whose threads each take a run of a row; arrays read so are
+// declared VX_ALIGN(16).  The emulator copies the bytes.
 #if defined(VX_EMU)
 #define VX_ALIGN(n) alignas(n)
 #else
@@ -226,8 +226,8 @@ VX_DEVICE typename VxQuad<T>::type vx_load_quad(const T* p)
 struct VX_ALIGN(8) VxI32x2 { i32 x, y; };
 struct VX_ALIGN(16) VxI32x4 { i32 x, y, z, w; };
 
-template <typename V>
-VX_DEVICE V vx_ld_vec(const i32* p)
+template <typename V, typename P>
+VX_DEVICE V vx_ld_vec(const P* p)
 {
 #if defined(VX_EMU)
     V v;
@@ -238,8 +238,8 @@ VX_DEVICE V vx_ld_vec(const i32* p)
 #endif
 }
 
-template <typename V>
-VX_DEVICE void vx_st_vec(i32* p, V v)
+template <typename V, typename P>
+VX_DEVICE void vx_st_vec(P* p, V v)
 {
 #if defined(VX_EMU)
     __builtin_memcpy(p, &v, sizeof(V));
