@@ -321,28 +321,50 @@ VX_DEVICE void vif_stage(const T* r, const T* d, i64 pitch, int w, int h, int ha
 }
 
 // vif_stage for a block whose rectangle lies inside the picture (no mirror, no bounds) and
-// whose rows are aligned to 4 samples: 4 samples a load (vx_load_quad), then 4 shared-memory
-// stores.  The same values as vif_stage; sm_90 SASS: a loop of 46 instructions for 4 samples
-// of both pictures against 55 for one (1080p 8-bit: 3 iterations a thread instead of 12).
-// `iw` is a multiple of 4.
+// whose rows are aligned to 4 samples: 4 samples a load (vx_load_quad), then one 8-byte
+// shared-memory store of the 4 (in_r / in_d 8-byte aligned, in_pitch a multiple of 4).  The
+// same values as vif_stage.  A thread issues the loads of VIF_STAGE_AHEAD items before it
+// stores any: one trip to memory instead of one an item (1080p 8-bit: the 3 items of a thread
+// at scale 0).  On the H200 (ncu source counters, 1080p 8-bit scale 0, fifteenth session) a
+// thread's loads one item at a time left the staging with 27 % of the kernel's warp stall
+// samples for 8 % of its instructions, mostly waiting on those loads.
+#ifndef VIF_STAGE_AHEAD
+#define VIF_STAGE_AHEAD 4
+#endif
+
+// 4 samples of one quad as 4 u16 (sample k in bits [16 k, 16 k + 16))
+VX_DEVICE u64 vif_widen_quad(u32 q)  // 8-bit samples
+{
+    return (u64)(q & 0xffu) | ((u64)(q & 0xff00u) << 8) | ((u64)(q & 0xff0000u) << 16) | ((u64)(q & 0xff000000u) << 24);
+}
+VX_DEVICE u64 vif_widen_quad(u64 q) { return q; }  // 16-bit samples: already so
+
 template <typename T>
 VX_DEVICE void vif_stage_inside(const T* r, const T* d, i64 pitch, int gy0, int gx0, int ih, int iw, u16* in_r,
                                 u16* in_d, int in_pitch)
 {
     typedef typename VxQuad<T>::type Q;
-    const int bits = 8 * (int)sizeof(T);
-    const Q mask = ((Q)1 << bits) - 1;
-    const int qw = iw / 4;
-    for (int i = threadIdx.x; i < ih * qw; i += blockDim.x) {
-        const int ty = i / qw, tx = (i % qw) * 4;
-        const i64 o = (i64)(gy0 + ty) * pitch + gx0 + tx;
-        const Q a = vx_load_quad(r + o), b = vx_load_quad(d + o);
-        u16* pr = in_r + ty * in_pitch + tx;
-        u16* pd = in_d + ty * in_pitch + tx;
+    const int qw = iw / 4, n = ih * qw, step = blockDim.x;
+    for (int i0 = threadIdx.x; i0 < n; i0 += VIF_STAGE_AHEAD * step) {
+        Q a[VIF_STAGE_AHEAD], b[VIF_STAGE_AHEAD];
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            pr[k] = (u16)((a >> (bits * k)) & mask);
-            pd[k] = (u16)((b >> (bits * k)) & mask);
+        for (int g = 0; g < VIF_STAGE_AHEAD; ++g) {
+            const int i = i0 + g * step;
+            if (i < n) {
+                const int ty = i / qw, tx = (i % qw) * 4;
+                const i64 o = (i64)(gy0 + ty) * pitch + gx0 + tx;
+                a[g] = vx_load_quad(r + o);
+                b[g] = vx_load_quad(d + o);
+            }
+        }
+#pragma unroll
+        for (int g = 0; g < VIF_STAGE_AHEAD; ++g) {
+            const int i = i0 + g * step;
+            if (i < n) {
+                const int ty = i / qw, tx = (i % qw) * 4;
+                vx_st_vec<u64>(in_r + ty * in_pitch + tx, vif_widen_quad(a[g]));
+                vx_st_vec<u64>(in_d + ty * in_pitch + tx, vif_widen_quad(b[g]));
+            }
         }
     }
 }
@@ -354,7 +376,7 @@ VX_DEVICE void vif_stage_block(const T* r, const T* d, i64 pitch, int w, int h, 
                                int iw, u16* in_r, u16* in_d, int in_pitch)
 {
     const u64 align = 4 * sizeof(T) - 1;  // a quad's bytes
-    if (iw % 4 == 0 && gy0 >= 0 && gx0 >= 0 && gy0 + ih <= h && gx0 + iw <= w &&
+    if (iw % 4 == 0 && in_pitch % 4 == 0 && gy0 >= 0 && gx0 >= 0 && gy0 + ih <= h && gx0 + iw <= w &&
         (((u64)r | (u64)d) & align) == 0 && ((u64)pitch & 3) == 0 && (gx0 & 3) == 0)
         vif_stage_inside(r, d, pitch, gy0, gx0, ih, iw, in_r, in_d, in_pitch);
     else
@@ -362,7 +384,12 @@ VX_DEVICE void vif_stage_block(const T* r, const T* d, i64 pitch, int w, int h, 
 }
 
 // One pixel's contribution to the four sums, from its filtered moments (libvmaf's
-// vif_statistic, integer path).
+// vif_statistic, integer path), with libvmaf's branches.  A branch-free form (every pixel
+// through the log branch's arithmetic with inputs that make it add 0, a strip's pixels a step
+// at a time so that their divisions and table loads interleave) was slower on the H200: the
+// scale-0 kernel 1.46 -> 1.78 ms a 1080p batch of 32, the engine 101 -> 112 us a frame
+// (docs/gpu-runs.md, fifteenth session, call 5): the skipped pixels' work and the spills
+// cost more than the chains' latency.
 VX_DEVICE void vif_pixel(u32 mu1, u32 mu2, u64 xx, u64 yy, u64 xy, const u16* log2_table, double gain_limit,
                          i64& num_log, i64& den_log, i64& num_non_log, i64& den_non_log)
 {
@@ -426,8 +453,8 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
     const int HALF = FW / 2;
     const int IW = VIF_TW + FW - 1;  // tile columns incl. halo
     const int IH = VIF_TH + FW - 1;
-    __shared__ u16 in_r[VIF_TH + 16][VIF_IW];
-    __shared__ u16 in_d[VIF_TH + 16][VIF_IW];
+    __shared__ VX_ALIGN(16) u16 in_r[VIF_TH + 16][VIF_IW];
+    __shared__ VX_ALIGN(16) u16 in_d[VIF_TH + 16][VIF_IW];
     // the means fit 16 bits: (2^16 (2^b - 1) + 2^(b-1)) >> b <= 65535 for inputs of b <= 16 bits
     __shared__ u16 v_mu1[VIF_TH][VIF_PITCH16];
     __shared__ u16 v_mu2[VIF_TH][VIF_PITCH16];
@@ -635,8 +662,8 @@ VX_DEVICE void vif_down_impl(const T* ref, const T* dis, i64 frame_stride, int w
     const int HALF = FW / 2;
     const int IW = 2 * VD_TW + FW - 1;  // input columns for VD_TW outputs
     const int IH = 2 * VD_TH + FW - 2;  // input rows for VD_TH outputs (the even rows' windows)
-    __shared__ u16 in_r[VD_IH][VD_IW];
-    __shared__ u16 in_d[VD_IH][VD_IW];
+    __shared__ VX_ALIGN(16) u16 in_r[VD_IH][VD_IW];
+    __shared__ VX_ALIGN(16) u16 in_d[VD_IH][VD_IW];
     __shared__ u32 v_r[VD_TH][VD_IW];
     __shared__ u32 v_d[VD_TH][VD_IW];
     const int frame = blockIdx.z;
