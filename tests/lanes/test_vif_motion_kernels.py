@@ -126,6 +126,8 @@ VIF_VARIANTS = {
                         "-DVIF_STATS_MINB=3"),
     # the block's sums as nine-barrier trees (before the shuffles)
     "treesums": ("-DVIF_BSUM=0",),
+    # the 16-bit vertical moments by widening integer multiply-adds (before the FP64 pipe)
+    "int-vertical": ("-DVIF_VF64=0",),
 }
 
 

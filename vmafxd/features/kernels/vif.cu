@@ -46,7 +46,15 @@ VX_DEVICE u32 vif_tap(int k)
 #ifndef VIF_HF64
 #define VIF_HF64 1
 #endif
-#if VIF_HF64
+// VIF_VF64 (default 1): the same for the vertical pass of 16-bit samples (scales 1-3, and
+// scale 0 above 8 bits: the unfolded path), whose moments sum f * a * b < 2^16 * 2^32 = 2^48:
+// a row's three products (below 2^32, exact in u32) become doubles once and each tap is one
+// fused multiply-add on the FP64 pipe instead of a widening integer one.  Every partial sum is
+// an integer below 2^48: the same integers.
+#ifndef VIF_VF64
+#define VIF_VF64 1
+#endif
+#if VIF_HF64 || VIF_VF64
 #if defined(VX_EMU)
 #include <math.h>
 #endif
@@ -494,9 +502,17 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
         } else {  // unfolded
 #pragma unroll
             for (int j = 0; j < VIF_RV; ++j) m1[j] = m2[j] = 0, rr[j] = dd[j] = rd[j] = 0;
+#if VIF_VF64
+            double pr[VIF_RV], pd[VIF_RV], prd[VIF_RV];
+#pragma unroll
+            for (int j = 0; j < VIF_RV; ++j) pr[j] = pd[j] = prd[j] = 0.0;
+#endif
 #pragma unroll
             for (int k = 0; k < VIF_RV + FW - 1; ++k) {
                 const u32 a = in_r[y + k][tx], b = in_d[y + k][tx];
+#if VIF_VF64
+                const double aa = vif_u32_f64(a * a), bb = vif_u32_f64(b * b), ab = vif_u32_f64(a * b);
+#endif
 #pragma unroll
                 for (int j = 0; j < VIF_RV; ++j) {
                     if (k - j < 0 || k - j >= FW) continue;
@@ -504,11 +520,23 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
                     const u32 fa = f * a, fb = f * b;
                     m1[j] += fa;
                     m2[j] += fb;
+#if VIF_VF64
+                    const double fd = vif_tapd<FW>(k - j);
+                    pr[j] = fma(fd, aa, pr[j]);
+                    pd[j] = fma(fd, bb, pd[j]);
+                    prd[j] = fma(fd, ab, prd[j]);
+#else
                     rr[j] += (SqSum)fa * a;
                     dd[j] += (SqSum)fb * b;
                     rd[j] += (SqSum)fa * b;
+#endif
                 }
             }
+#if VIF_VF64
+#pragma unroll
+            for (int j = 0; j < VIF_RV; ++j)
+                rr[j] = (SqSum)vif_f64_u64(pr[j]), dd[j] = (SqSum)vif_f64_u64(pd[j]), rd[j] = (SqSum)vif_f64_u64(prd[j]);
+#endif
         }
 #pragma unroll
         for (int j = 0; j < VIF_RV; ++j) {
