@@ -239,6 +239,23 @@ VX_DEVICE u32 adm_dwt_quad_row(const u8* s)  // input columns c0 + c .. + 3 as b
     return (vx_load_quad(s) >> 24) | (vx_load_quad(s + 4) << 8);
 }
 
+// The low (HI false) or high vertical sums of 4 columns from their tap rows x0 .. x3 (column
+// k in byte k), recentred and shifted, stored as one 16-byte run at `out`
+template <bool HI>
+VX_DEVICE void adm_dwt_quad_sums(u32 x0, u32 x1, u32 x2, u32 x3, u32 k_add, int v_shift, i32* out)
+{
+    i32 v[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const u32 a = (x0 >> (8 * k)) & 255u, b = (x1 >> (8 * k)) & 255u, e = (x2 >> (8 * k)) & 255u,
+                  d = (x3 >> (8 * k)) & 255u;
+        const u32 sum = HI ? (u32)adm_hi[0] * a + (u32)adm_hi[1] * b + (u32)adm_hi[2] * e + (u32)adm_hi[3] * d
+                           : (u32)adm_lo[0] * a + (u32)adm_lo[1] * b + (u32)adm_lo[2] * e + (u32)adm_lo[3] * d;
+        v[k] = (i32)(sum + k_add) >> v_shift;
+    }
+    vx_st_vec<VxI32x4>(out, VxI32x4{v[0], v[1], v[2], v[3]});
+}
+
 template <bool MIRROR>
 VX_DEVICE void adm_dwt_quad(const u8* s, int y, int h, int pitch, int n, u32 k_lo, u32 k_hi, int v_shift,
                             i32* lo_out, i32* hi_out)
@@ -265,23 +282,8 @@ VX_DEVICE void adm_dwt_quad(const u8* s, int y, int h, int pitch, int n, u32 k_l
             x3 = adm_dwt_quad_row(p + p3);
             p += p2;
         }
-        i32 v[4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            const u32 a = (x0 >> (8 * k)) & 255u, b = (x1 >> (8 * k)) & 255u, e = (x2 >> (8 * k)) & 255u,
-                      d = (x3 >> (8 * k)) & 255u;
-            v[k] = (i32)((u32)adm_lo[0] * a + (u32)adm_lo[1] * b + (u32)adm_lo[2] * e + (u32)adm_lo[3] * d + k_lo) >>
-                   v_shift;
-        }
-        vx_st_vec<VxI32x4>(lo_out + r * ADM_DWT_SW, VxI32x4{v[0], v[1], v[2], v[3]});
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            const u32 a = (x0 >> (8 * k)) & 255u, b = (x1 >> (8 * k)) & 255u, e = (x2 >> (8 * k)) & 255u,
-                      d = (x3 >> (8 * k)) & 255u;
-            v[k] = (i32)((u32)adm_hi[0] * a + (u32)adm_hi[1] * b + (u32)adm_hi[2] * e + (u32)adm_hi[3] * d + k_hi) >>
-                   v_shift;
-        }
-        vx_st_vec<VxI32x4>(hi_out + r * ADM_DWT_SW, VxI32x4{v[0], v[1], v[2], v[3]});
+        adm_dwt_quad_sums<false>(x0, x1, x2, x3, k_lo, v_shift, lo_out + r * ADM_DWT_SW);
+        adm_dwt_quad_sums<true>(x0, x1, x2, x3, k_hi, v_shift, hi_out + r * ADM_DWT_SW);
         x0 = x2;
         x1 = x3;
         y += 2;
