@@ -107,6 +107,24 @@
 
 __constant__ i32 adm_lo[4] = {15826, 27411, 7345, -4240};
 __constant__ i32 adm_hi[4] = {-4240, -7345, 27411, -15826};
+
+// The DWT's 4-tap sums of the low (HI false) or high filter: in u32 at scale 0 (libvmaf's
+// int32 sums, wrapping as the device wraps them), in 64 bits above.
+template <bool HI> VX_DEVICE i32 adm_filter_tap(int k) { return HI ? adm_hi[k] : adm_lo[k]; }
+
+template <bool HI>
+VX_DEVICE u32 adm_taps_u32(u32 x0, u32 x1, u32 x2, u32 x3)
+{
+    return (u32)adm_filter_tap<HI>(0) * x0 + (u32)adm_filter_tap<HI>(1) * x1 + (u32)adm_filter_tap<HI>(2) * x2 +
+           (u32)adm_filter_tap<HI>(3) * x3;
+}
+
+template <bool HI>
+VX_DEVICE i64 adm_taps_i64(i32 x0, i32 x1, i32 x2, i32 x3)
+{
+    return (i64)adm_filter_tap<HI>(0) * x0 + (i64)adm_filter_tap<HI>(1) * x1 + (i64)adm_filter_tap<HI>(2) * x2 +
+           (i64)adm_filter_tap<HI>(3) * x3;
+}
 #define ADM_LO_SUM 46342
 
 // Per-scale constants: a table of int64 built on the host from the CPU twin's
@@ -209,15 +227,11 @@ VX_DEVICE void adm_dwt_column(const T* s, int y, int h, int pitch, int ny, u32 k
             p += p2;
         }
         if (S0) {
-            const u32 lo = (u32)adm_lo[0] * (u32)x0 + (u32)adm_lo[1] * (u32)x1 + (u32)adm_lo[2] * (u32)x2 +
-                           (u32)adm_lo[3] * (u32)x3;
-            const u32 hi = (u32)adm_hi[0] * (u32)x0 + (u32)adm_hi[1] * (u32)x1 + (u32)adm_hi[2] * (u32)x2 +
-                           (u32)adm_hi[3] * (u32)x3;
+            const u32 lo = adm_taps_u32<false>(x0, x1, x2, x3), hi = adm_taps_u32<true>(x0, x1, x2, x3);
             lo_out[r * ADM_DWT_SW] = (i32)(lo + k_lo) >> v_shift;
             hi_out[r * ADM_DWT_SW] = (i32)(hi + k_hi) >> v_shift;
         } else {
-            const i64 lo = (i64)adm_lo[0] * x0 + (i64)adm_lo[1] * x1 + (i64)adm_lo[2] * x2 + (i64)adm_lo[3] * x3;
-            const i64 hi = (i64)adm_hi[0] * x0 + (i64)adm_hi[1] * x1 + (i64)adm_hi[2] * x2 + (i64)adm_hi[3] * x3;
+            const i64 lo = adm_taps_i64<false>(x0, x1, x2, x3), hi = adm_taps_i64<true>(x0, x1, x2, x3);
             lo_out[r * ADM_DWT_SW] = (i32)((lo + v_add) >> v_shift);
             hi_out[r * ADM_DWT_SW] = (i32)((hi + v_add) >> v_shift);
         }
@@ -249,9 +263,7 @@ VX_DEVICE void adm_dwt_quad_sums(u32 x0, u32 x1, u32 x2, u32 x3, u32 k_add, int 
     for (int k = 0; k < 4; ++k) {
         const u32 a = (x0 >> (8 * k)) & 255u, b = (x1 >> (8 * k)) & 255u, e = (x2 >> (8 * k)) & 255u,
                   d = (x3 >> (8 * k)) & 255u;
-        const u32 sum = HI ? (u32)adm_hi[0] * a + (u32)adm_hi[1] * b + (u32)adm_hi[2] * e + (u32)adm_hi[3] * d
-                           : (u32)adm_lo[0] * a + (u32)adm_lo[1] * b + (u32)adm_lo[2] * e + (u32)adm_lo[3] * d;
-        v[k] = (i32)(sum + k_add) >> v_shift;
+        v[k] = (i32)(adm_taps_u32<HI>(a, b, e, d) + k_add) >> v_shift;
     }
     vx_st_vec<VxI32x4>(out, VxI32x4{v[0], v[1], v[2], v[3]});
 }
@@ -298,24 +310,17 @@ VX_DEVICE void adm_dwt_bands(TOUT* o, int plane_stride, int lo_only, int h_add, 
                              i32 l3, i32 g0, i32 g1, i32 g2, i32 g3)
 {
     if (S0) {
-        const u32 a = (u32)adm_lo[0] * (u32)l0 + (u32)adm_lo[1] * (u32)l1 + (u32)adm_lo[2] * (u32)l2 +
-                      (u32)adm_lo[3] * (u32)l3;
+        const u32 a = adm_taps_u32<false>(l0, l1, l2, l3);
         o[0] = (TOUT)((i32)(a + 32768u) >> 16);
         if (lo_only) return;
-        const u32 v = (u32)adm_hi[0] * (u32)l0 + (u32)adm_hi[1] * (u32)l1 + (u32)adm_hi[2] * (u32)l2 +
-                      (u32)adm_hi[3] * (u32)l3;
-        const u32 hh = (u32)adm_lo[0] * (u32)g0 + (u32)adm_lo[1] * (u32)g1 + (u32)adm_lo[2] * (u32)g2 +
-                       (u32)adm_lo[3] * (u32)g3;
-        const u32 d = (u32)adm_hi[0] * (u32)g0 + (u32)adm_hi[1] * (u32)g1 + (u32)adm_hi[2] * (u32)g2 +
-                      (u32)adm_hi[3] * (u32)g3;
+        const u32 v = adm_taps_u32<true>(l0, l1, l2, l3);
+        const u32 hh = adm_taps_u32<false>(g0, g1, g2, g3), d = adm_taps_u32<true>(g0, g1, g2, g3);
         o[plane_stride] = (TOUT)((i32)(hh + 32768u) >> 16);
         o[2 * plane_stride] = (TOUT)((i32)(v + 32768u) >> 16);
         o[3 * plane_stride] = (TOUT)((i32)(d + 32768u) >> 16);
     } else {
-        const i64 a = (i64)adm_lo[0] * l0 + (i64)adm_lo[1] * l1 + (i64)adm_lo[2] * l2 + (i64)adm_lo[3] * l3;
-        const i64 v = (i64)adm_hi[0] * l0 + (i64)adm_hi[1] * l1 + (i64)adm_hi[2] * l2 + (i64)adm_hi[3] * l3;
-        const i64 hh = (i64)adm_lo[0] * g0 + (i64)adm_lo[1] * g1 + (i64)adm_lo[2] * g2 + (i64)adm_lo[3] * g3;
-        const i64 d = (i64)adm_hi[0] * g0 + (i64)adm_hi[1] * g1 + (i64)adm_hi[2] * g2 + (i64)adm_hi[3] * g3;
+        const i64 a = adm_taps_i64<false>(l0, l1, l2, l3), v = adm_taps_i64<true>(l0, l1, l2, l3);
+        const i64 hh = adm_taps_i64<false>(g0, g1, g2, g3), d = adm_taps_i64<true>(g0, g1, g2, g3);
         o[0] = (TOUT)((a + h_add) >> h_shift);
         o[plane_stride] = (TOUT)((hh + h_add) >> h_shift);
         o[2 * plane_stride] = (TOUT)((v + h_add) >> h_shift);

@@ -195,29 +195,9 @@ VX_DEVICE void vx_atomic_add_i64(i64* dst, i64 v)
     atomicAdd((u64*)dst, (u64)v);
 }
 
-// Four consecutive samples in one load (a u32 of 8-bit samples, a u64 of 16-bit ones), for
-// staging loops whose rows are aligned to 4 samples; sample k is bits [k * 8 * sizeof(T), ...)
-// (little-endian on every target).  The emulator copies the bytes instead (no aliasing of the
-// caller's samples as a wider type).
-template <typename T> struct VxQuad { typedef u64 type; };
-template <> struct VxQuad<u8> { typedef u32 type; };
-
-template <typename T>
-VX_DEVICE typename VxQuad<T>::type vx_load_quad(const T* p)
-{
-    typedef typename VxQuad<T>::type Q;
-#if defined(VX_EMU)
-    Q v;
-    __builtin_memcpy(&v, p, sizeof(Q));
-    return v;
-#else
-    return *(const Q*)p;
-#endif
-}
-
-// Two or four consecutive i32 (or the bytes of any V) of shared memory in one access (8- or
-// 16-byte aligned), for kernels whose threads each take a run of a row; arrays read so are
-// declared VX_ALIGN(16).  The emulator copies the bytes.
+// Two or four consecutive i32 (or the bytes of any V) in one access (8- or 16-byte aligned),
+// for kernels whose threads each take a run of a row; shared arrays read so are declared
+// VX_ALIGN(16).  The emulator copies the bytes (no aliasing of the caller's values as V).
 #if defined(VX_EMU)
 #define VX_ALIGN(n) alignas(n)
 #else
@@ -246,6 +226,18 @@ VX_DEVICE void vx_st_vec(P* p, V v)
 #else
     *(V*)p = v;
 #endif
+}
+
+// Four consecutive samples in one load (a u32 of 8-bit samples, a u64 of 16-bit ones), for
+// staging loops whose rows are aligned to 4 samples; sample k is bits [k * 8 * sizeof(T), ...)
+// (little-endian on every target): vx_ld_vec of the wider type.
+template <typename T> struct VxQuad { typedef u64 type; };
+template <> struct VxQuad<u8> { typedef u32 type; };
+
+template <typename T>
+VX_DEVICE typename VxQuad<T>::type vx_load_quad(const T* p)
+{
+    return vx_ld_vec<typename VxQuad<T>::type>(p);
 }
 
 // libvmaf's mirror without repeating the edge sample: -1 -> 1, n -> n - 2.
