@@ -386,3 +386,36 @@ def test_device_replacements_of_libm_calls_stay_within_their_bounds(gpu, which):
     assert np.all(err <= bound), (which, float(np.max(err / np.maximum(bound, 1e-300))))
     # and not trivially: the forms are not glibc's calls, so some values differ
     assert np.count_nonzero(got != want) > 0
+
+
+def test_the_doubt_test_at_a_rounding_equals_its_general_form(gpu):
+    """ciede_round decides whether a double lies within 1e-6 float ulps of the midpoint
+    of the floats around it from the double's 29 low bits (where the float is normal);
+    the general form steps to both neighbours with nextafterf.  Both, at doubles placed
+    just inside and just outside the window (2^29 * 1e-6 = 536.9 units of 2^-29 ulps)
+    in many binades and both signs, at binade edges, subnormal, zero and huge values,
+    equal Python's answer from the float grid."""
+    rt, dev = gpu
+    dev.make_current()
+    rng = np.random.default_rng(5)
+    floats = np.concatenate([
+        rng.uniform(-3.0, 3.0, 300), rng.uniform(0.0, 400.0, 300) * 10.0 ** rng.integers(-30, 30, 300),
+        [1.0, 2.0, 0.5, -1.0, 2.0**-126, 2.0**-125, 2.0**126, 2.0**127 - 2.0**103, 6103515648.0],
+    ]).astype(np.float32)
+    floats = floats[np.isfinite(floats)]
+    ulp = np.spacing(np.abs(floats)).astype(np.float64)
+    units = np.array([0, 1, 200, 535, 536, 537, 538, 2**27, 2**28 - 537, 2**28 - 536, 2**28 - 1, 2**28])
+    x = np.concatenate([floats.astype(np.float64)[:, None] + sign * ulp[:, None] * ((2**28 - units) / 2.0**29)
+                        for sign in (1.0, -1.0)], axis=1).ravel()
+    x = np.concatenate([x, [0.0, -0.0, 1e-40, -3e-39, 2.0**-127 * 1.5, 1.8e38, -2.0**127 * 1.5, 1e-300]])
+    x = x[np.isfinite(x)]
+    lo = np.where(x.astype(np.float32).astype(np.float64) <= x, x.astype(np.float32),
+                  np.nextafter(x.astype(np.float32), np.float32(-np.inf))).astype(np.float32)
+    hi = np.nextafter(lo, np.float32(np.inf))
+    lo64, hi64 = lo.astype(np.float64), hi.astype(np.float64)
+    want = (np.abs(x - (lo64 + hi64) * 0.5) < 1e-6 * (hi64 - lo64)).astype(np.float64)
+    fast = _device_values(rt, dev, 4, x)
+    general = _device_values(rt, dev, 5, x)
+    assert np.array_equal(general, want)
+    assert np.array_equal(fast, want)
+    assert 0 < want.sum() < want.size / 2

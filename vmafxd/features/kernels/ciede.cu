@@ -108,15 +108,36 @@
 #define CIEDE_DOUBT_BRANCH 1e-12
 #define CIEDE_POWF_DOUBT 0.01
 
-// float below/above d and whether d lies within `window` float ulps of their midpoint
-VX_DEVICE float ciede_round(double d, double window, int* doubt)
+// Whether d lies within `window` float ulps of the midpoint of the two floats around it,
+// in general: the neighbours by nextafterf, some forty instructions (ciede_round's
+// path for a subnormal, zero, huge or NaN d).
+VX_DEVICE_COLD int ciede_near_midpoint(double d, double window)
 {
     const float f = (float)d;
     const float below = (double)f <= d ? f : nextafterf(f, -3.4028235e38f);
     const float above = nextafterf(below, 3.4028235e38f);
     const double lo = (double)below, hi = (double)above;
-    if (fabs(d - (lo + hi) * 0.5) < window * (hi - lo))
+    return fabs(d - (lo + hi) * 0.5) < window * (hi - lo) ? 1 : 0;
+}
+
+// (float)d, and whether d lies within `window` float ulps of the midpoint of the two
+// floats around it (then *doubt = 1).  Where |d| is in the normal floats' range
+// [2^-126, 2^127), the floats of d's binade [2^e, 2^(e+1)) are the multiples of
+// 2^(e-23) and the doubles those of 2^(e-52): d's 29 low bits L count its distance
+// above the float below it in units of 2^-29 float ulps, and |d - midpoint| < window
+// ulps is |L - 2^28| < window 2^29, ciede_near_midpoint's comparison (whose d -
+// midpoint and window (hi - lo) are exact) in integers.
+VX_DEVICE float ciede_round(double d, double window, int* doubt)
+{
+    const float f = (float)d;
+    const double m = fabs(d);
+    if (m >= 1.1754943508222875e-38 && m < 1.7014118346046923e38) {
+        const int low = (int)(vx_double_low(d) & 0x1fffffffu) - 0x10000000;
+        if ((double)(low < 0 ? -low : low) < window * 536870912.0)
+            *doubt = 1;
+    } else if (ciede_near_midpoint(d, window)) {
         *doubt = 1;
+    }
     return f;
 }
 
@@ -260,11 +281,12 @@ VX_DEVICE double ciede_t(double h)
     return 1.0 - 0.17 * t1 + 0.24 * c2 + 0.32 * t3 - 0.20 * t4;
 }
 
-// ratio, R_T and the final difference for one choice of powf(c_bar_prime, 7)
-VX_DEVICE float ciede_tail(float p7, float rad, float light, float chroma, float hue, int* doubt)
+// ratio, R_T and the final difference for one choice of powf(c_bar_prime, 7);
+// sin_rad = sin(rad), which does not depend on the choice
+VX_DEVICE float ciede_tail(float p7, double sin_rad, float light, float chroma, float hue, int* doubt)
 {
     const float ratio = p7 / (p7 + 6103515648.0f);
-    const float r_t = ciede_round(-2.0 * sqrt((double)ratio) * sin((double)rad), CIEDE_DOUBT, doubt);
+    const float r_t = ciede_round(-2.0 * sqrt((double)ratio) * sin_rad, CIEDE_DOUBT, doubt);
     const double ld = light, cd = chroma, hd = hue;
     return (float)sqrt(ld * ld + cd * cd + hd * hd + (double)(r_t * chroma * hue));
 }
@@ -322,10 +344,11 @@ VX_DEVICE float ciede_de00(const float* c1, const float* c2, int* doubt)
     const double pw = ciede_pow7((double)cbp);
     int near_mid = 0;
     const float p7 = ciede_round(pw, CIEDE_POWF_DOUBT, &near_mid);
-    const float de = ciede_tail(p7, rad, light, chroma, hue, doubt);
+    const double sin_rad = sin((double)rad);
+    const float de = ciede_tail(p7, sin_rad, light, chroma, hue, doubt);
     if (near_mid) {
         const float other = (double)p7 <= pw ? nextafterf(p7, 3.4028235e38f) : nextafterf(p7, -3.4028235e38f);
-        if (ciede_tail(other, rad, light, chroma, hue, doubt) != de)
+        if (ciede_tail(other, sin_rad, light, chroma, hue, doubt) != de)
             *doubt = 1;
     }
     return de;
@@ -333,12 +356,21 @@ VX_DEVICE float ciede_de00(const float* c1, const float* c2, int* doubt)
 
 // The replacements of libvmaf's calls above, element by element, for the tests
 // that hold them to the header's bounds against glibc on each device: which 0
-// the sRGB gamma (pow(x, 2.4)), 1 the cube root, 2 T, 3 pow(x, 7).
+// the sRGB gamma (pow(x, 2.4)), 1 the cube root, 2 T, 3 pow(x, 7); and the doubt
+// test at a rounding (window 1e-6), 4 ciede_round's, 5 the general form's.
 VX_KERNEL void vx_ciede_functions(const double* in, double* out, int n, int which)
 {
     for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
         const double x = in[k];
-        out[k] = which == 0 ? ciede_rgb_map(x) : which == 1 ? cbrt(x) : which == 2 ? ciede_t(x) : ciede_pow7(x);
+        int doubt = 0;
+        if (which == 4)
+            ciede_round(x, 1e-6, &doubt);
+        out[k] = which == 0   ? ciede_rgb_map(x)
+                 : which == 1 ? cbrt(x)
+                 : which == 2 ? ciede_t(x)
+                 : which == 3 ? ciede_pow7(x)
+                 : which == 4 ? (double)doubt
+                              : (double)ciede_near_midpoint(x, 1e-6);
     }
 }
 
@@ -581,43 +613,49 @@ vx_ciede_seqsum(const float* diffs, i64 pixels, const i64* frames, double* sums,
     }
 }
 
-// libvmaf's upsampled chroma sample for output (i, j) from plane `which` (0: U, 1: V):
-// a flat index into its picture (U rows, then V rows, `stride` samples apart,
-// zeros after), mapped back onto our planes.
-template <typename T>
-VX_DEVICE u32 ciede_chroma(const T* u, const T* v, i64 pitch, int cw, int ch, int mode, int i, int j, int which)
+// Where libvmaf's upsampled chroma samples for output (i, j) come from: the flat index of
+// U's sample into its picture (U rows, then V rows, `stride` samples apart, zeros after)
+// mapped back onto our planes, V's being the same index one plane further.  Returns 0: U
+// from u and V from v at offset *at; 1: U from v at *at (U's index fell into V's rows)
+// and V zero; 2: both zero (past the picture, or a column past the plane's width).
+VX_DEVICE int ciede_chroma_source(i64 pitch, int cw, int ch, int mode, int i, int j, i64* at)
 {
-    if (mode == 0)  // 4:4:4: no upsampling
-        return (u32)(which ? v : u)[(i64)i * pitch + j];
+    if (mode == 0) {  // 4:4:4: no upsampling
+        *at = (i64)i * pitch + j;
+        return 0;
+    }
     const i64 stride = (cw + 31) & ~31;
     const i64 plane = stride * ch;
-    const T* src = u;
+    int which = 0;
     i64 r, c;
     if (plane < ((i64)1 << 30)) {
         // every index below 2^31 (2 planes + a row): the division in 32 bits,
-        // a fraction of the 64-bit one's instructions (4 a pixel)
-        u32 idx = (u32)(i / 2) * (u32)stride + (u32)(mode == 1 ? j / 2 : j) + (which ? (u32)plane : 0u);
+        // a fraction of the 64-bit one's instructions
+        u32 idx = (u32)(i / 2) * (u32)stride + (u32)(mode == 1 ? j / 2 : j);
         if (idx >= (u32)plane) {
             idx -= (u32)plane;
-            src = v;
+            which = 1;
             if (idx >= (u32)plane)
-                return 0u;
+                return 2;
         }
         const u32 q = idx / (u32)stride;
         r = q;
         c = idx - q * (u32)stride;
     } else {
-        i64 idx = (i64)(i / 2) * stride + (mode == 1 ? j / 2 : j) + (which ? plane : 0);
+        i64 idx = (i64)(i / 2) * stride + (mode == 1 ? j / 2 : j);
         if (idx >= plane) {
             idx -= plane;
-            src = v;
+            which = 1;
             if (idx >= plane)
-                return 0u;
+                return 2;
         }
         r = idx / stride;
         c = idx % stride;
     }
-    return c < cw ? (u32)src[r * pitch + c] : 0u;
+    if (c >= cw)
+        return 2;
+    *at = r * pitch + c;
+    return which;
 }
 
 // 256 threads (ciede.py's _THREADS) and four blocks an SM: 64 registers and 136
@@ -670,12 +708,15 @@ VX_DEVICE void ciede_impl(const T* ry, const T* ru, const T* rv, const T* dy, co
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < w; j += gridDim.x * blockDim.x) {
         int doubt = 0;
         float lab1[3], lab2[3];
+        i64 at = 0;
+        const int from = ciede_chroma_source(pitchc, cw, ch, mode, i, j, &at);
+        const i64 cu = f + at;
         const u32 s[6] = {(u32)ry[f + (i64)i * pitch0 + j],
-                          ciede_chroma<T>(ru + f, rv + f, pitchc, cw, ch, mode, i, j, 0),
-                          ciede_chroma<T>(ru + f, rv + f, pitchc, cw, ch, mode, i, j, 1),
+                          from == 0 ? (u32)ru[cu] : from == 1 ? (u32)rv[cu] : 0u,
+                          from == 0 ? (u32)rv[cu] : 0u,
                           (u32)dy[f + (i64)i * pitch0 + j],
-                          ciede_chroma<T>(du + f, dv + f, pitchc, cw, ch, mode, i, j, 0),
-                          ciede_chroma<T>(du + f, dv + f, pitchc, cw, ch, mode, i, j, 1)};
+                          from == 0 ? (u32)du[cu] : from == 1 ? (u32)dv[cu] : 0u,
+                          from == 0 ? (u32)dv[cu] : 0u};
         // equal samples give equal L*a*b* and a difference of exactly 0 in libvmaf
         // (every term is 0 times a finite factor, S_L, S_C, S_H >= 1), whatever
         // the rounding of the intermediate values: no arithmetic, never doubtful
