@@ -419,3 +419,30 @@ def test_the_doubt_test_at_a_rounding_equals_its_general_form(gpu):
     assert np.array_equal(general, want)
     assert np.array_equal(fast, want)
     assert 0 < want.sum() < want.size / 2
+
+
+@pytest.mark.parametrize("which", [6, 7], ids=["atan2_y_1", "atan2_1_x"])
+def test_the_hue_angle_stays_within_its_bound(gpu, which):
+    """ciede.cu's atan2 (a table of atan(k/64) and a short series, its header's bound: 6
+    ulps) against glibc's (Python's math) at 40,000 floats of every magnitude and sign,
+    with either argument 1 (so every quotient in [0, 1] and its inverse, every quadrant),
+    and exactly at 0, -0, +-1 and the table's own points."""
+    import math
+
+    rt, dev = gpu
+    dev.make_current()
+    rng = np.random.default_rng(29 + which)
+    mags = 10.0 ** rng.uniform(-12.0, 12.0, 30000)
+    x = np.concatenate([mags * rng.choice([-1.0, 1.0], mags.size), rng.uniform(-2.0, 2.0, 10000),
+                        [0.0, -0.0, 1.0, -1.0], np.arange(65) / 64.0, -np.arange(65) / 64.0,
+                        64.0 / np.arange(1, 65)])
+    x = x.astype(np.float32).astype(np.float64)
+    want = np.array([math.atan2(v, 1.0) if which == 6 else math.atan2(1.0, v) for v in x.tolist()])
+    got = _device_values(rt, dev, which, x)
+    ulp = np.spacing(np.abs(want))
+    err = np.abs(got - want)
+    assert np.all(err <= 6 * ulp), float(np.max(err / ulp))
+    assert np.array_equal(np.signbit(got), np.signbit(want))
+    # exact where glibc's is: the table's points and the axes
+    exact = np.isin(np.abs(x), [0.0, 1.0])
+    assert np.array_equal(got[exact], want[exact])
