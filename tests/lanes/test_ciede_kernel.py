@@ -446,3 +446,32 @@ def test_the_hue_angle_stays_within_its_bound(gpu, which):
     # exact where glibc's is: the table's points and the axes
     exact = np.isin(np.abs(x), [0.0, 1.0])
     assert np.array_equal(got[exact], want[exact])
+
+
+@pytest.mark.parametrize("which", [8, 9, 10], ids=["sin", "sincos_sin", "sincos_cos"])
+def test_the_short_sines_stay_within_their_bounds(gpu, which):
+    """ciede.cu's sine for |x| <= 1.6 (the hue difference's half, R_T's angle: 2.5 ulps)
+    and its sine and cosine of T's hue in [0, 3 pi) (2^-52 each, the bound T's takes),
+    against glibc's (Python's math) at 40,000 floats, and past their ranges (where
+    CUDA's general functions take over, the C library's on the emulator)."""
+    import math
+
+    rt, dev = gpu
+    dev.make_current()
+    rng = np.random.default_rng(41 + which)
+    if which == 8:
+        x = np.concatenate([rng.uniform(-1.6, 1.6, 30000), rng.uniform(-1.6, 1.6, 10000) * 2.0 ** -rng.integers(0, 40, 10000),
+                            [0.0, -0.0, 1.6, -1.6, math.pi / 2, math.pi / 3]])
+    else:
+        x = np.concatenate([rng.uniform(0.0, 3 * math.pi, 40000), np.arange(13) * math.pi / 4])
+    x = np.concatenate([x.astype(np.float32).astype(np.float64), [12.5, -3.0, 1.7, 100.0]])
+    fn = math.cos if which == 10 else math.sin
+    want = np.array([fn(v) for v in x.tolist()])
+    got = _device_values(rt, dev, which, x)
+    err = np.abs(got - want)
+    if which == 8:
+        assert np.all(err <= 2.5 * np.spacing(np.abs(want))), float(np.max(err / np.spacing(np.abs(want))))
+        assert np.array_equal(np.signbit(got), np.signbit(want))
+    else:
+        assert np.all(err <= 2.0**-52), float(np.max(err))
+    assert np.count_nonzero(got != want) > 0

@@ -1,11 +1,11 @@
 // CIEDE2000 (libvmaf's "ciede"): the device twin of
 // vmafxd.features._ciede_color (lab_from_yuv, ciede2000) per pixel.
 //
-// One launch per batch: grid (ceil(w / blockDim), h, frames), one thread per
-// pixel.  Each thread reads its pixel's luma and libvmaf's upsampled chroma
-// (ciede.c's scale_chroma_planes, quirks included: see
-// _ciede_color.chroma_to_444_indices), converts both pixels to Lab and
-// computes the float CIEDE2000 difference.
+// One launch per batch: grid (1, h, frames), a block a row, its threads stepping
+// along it (a block's fixed work once a row).  A thread reads its pixel's luma
+// and libvmaf's upsampled chroma (ciede.c's scale_chroma_planes, quirks
+// included: see _ciede_color.chroma_to_444_indices), converts both pixels to Lab
+// and computes the float CIEDE2000 difference.
 //
 // The device's pow/atan2/sin/cos/exp are not glibc's (what libvmaf calls),
 // and neither are numpy's (what the CPU twin calls); both differ in the last
@@ -321,13 +321,78 @@ VX_DEVICE float ciede_h_prime(float x, float y, const double* atan_table, int* d
     return hue;
 }
 
+// sin x for |x| <= 1.6 (the hue difference's half, |dh'/2| <= pi/2, and R_T's angle,
+// <= pi/3), CUDA's general sin elsewhere: the Taylor series to x^21 in Horner form
+// (coefficients 1/n!, n! exact in a double, the quotients rounded once), leaving
+// x^23/23! < 2^-58; the roundings of p (< 2^-52 of p) and of x^3 p (which is at most
+// 0.75 of the result) and the last add: within 2.5 ulps (2 measured against glibc
+// over 3e7 floats).  CUDA's sin reduces its argument first and checks for huge ones.
+VX_DEVICE double ciede_sin(double x)
+{
+    if (!(fabs(x) <= 1.6) || x == 0.0)  // (and sin(-0) = -0, which x - x^3 p is not)
+        return x == 0.0 ? x : sin(x);
+    const double x2 = x * x;
+    double p = -1.0 / 51090942171709440000.0;
+    p = fma(p, x2, 1.0 / 121645100408832000.0);
+    p = fma(p, x2, -1.0 / 355687428096000.0);
+    p = fma(p, x2, 1.0 / 1307674368000.0);
+    p = fma(p, x2, -1.0 / 6227020800.0);
+    p = fma(p, x2, 1.0 / 39916800.0);
+    p = fma(p, x2, -1.0 / 362880.0);
+    p = fma(p, x2, 1.0 / 5040.0);
+    p = fma(p, x2, -1.0 / 120.0);
+    p = fma(p, x2, 1.0 / 6.0);
+    return fma(-x * x2, p, x);
+}
+
+// sin h and cos h for 0 <= h < 10 (T's hue, h < 3 pi), CUDA's sincos elsewhere, each
+// within 2^-52 of the truth (the header's bound for T): k = rint(2h / pi) <= 6 and r =
+// h - k pi/2 by two parts of pi/2 (the first's 32 bits times k and its difference
+// from h exact, the second's product rounded once: r within 2^-54 + 2^-86, |r| <=
+// pi/4 + 2^-50); sin r to r^17 and cos r to r^18 (truncation < 2^-62), Horner's
+// roundings within an ulp (2^-53); the quadrant by k mod 4.  2^-53 measured against
+// glibc over 3e7 float hues.
+VX_DEVICE void ciede_sincos(double h, double* s, double* c)
+{
+    if (!(h >= 0.0 && h < 10.0)) {
+        sincos(h, s, c);
+        return;
+    }
+    const double k = rint(h * 0.6366197723675814);
+    const double r = fma(-k, 6.077100506506192e-11, fma(-k, 1.5707963267341256, h));
+    const double r2 = r * r;
+    double p = 1.0 / 355687428096000.0;
+    p = fma(p, r2, -1.0 / 1307674368000.0);
+    p = fma(p, r2, 1.0 / 6227020800.0);
+    p = fma(p, r2, -1.0 / 39916800.0);
+    p = fma(p, r2, 1.0 / 362880.0);
+    p = fma(p, r2, -1.0 / 5040.0);
+    p = fma(p, r2, 1.0 / 120.0);
+    p = fma(p, r2, -1.0 / 6.0);
+    const double sr = fma(r * r2, p, r);
+    double q = -1.0 / 6402373705728000.0;
+    q = fma(q, r2, 1.0 / 20922789888000.0);
+    q = fma(q, r2, -1.0 / 87178291200.0);
+    q = fma(q, r2, 1.0 / 479001600.0);
+    q = fma(q, r2, -1.0 / 3628800.0);
+    q = fma(q, r2, 1.0 / 40320.0);
+    q = fma(q, r2, -1.0 / 720.0);
+    q = fma(q, r2, 1.0 / 24.0);
+    q = fma(q, r2, -0.5);
+    const double cr = fma(r2, q, 1.0);
+    const int quadrant = (int)k & 3;
+    const double a = (quadrant & 1) ? cr : sr, b = (quadrant & 1) ? sr : cr;
+    *s = (quadrant & 2) ? -a : a;
+    *c = ((quadrant + 1) & 2) ? -b : b;
+}
+
 // T = 1 - .17 cos(h - 30deg) + .24 cos(2h) + .32 cos(3h + 6deg) - .20 cos(4h - 63deg)
 // from one sincos(h): the multiple angles by products, the shifts by the
 // shifts' cosines and sines (correctly rounded literals; header for the bound)
 VX_DEVICE double ciede_t(double h)
 {
     double s, c;
-    sincos(h, &s, &c);
+    ciede_sincos(h, &s, &c);
     const double c2 = c * c - s * s, s2 = 2.0 * (s * c);
     const double c3 = c2 * c - s2 * s, s3 = s2 * c + c2 * s;
     const double c4 = c2 * c2 - s2 * s2, s4 = 2.0 * (s2 * c2);
@@ -380,7 +445,7 @@ VX_DEVICE float ciede_de00(const float* c1, const float* c2, const double* atan_
         dhp = (float)((double)(h2 - h1) + 2.0 * CIEDE_PI);
     else
         dhp = (float)((double)(h2 - h1) - 2.0 * CIEDE_PI);
-    const float d_big_h = ciede_round(2.0 * sqrt((double)(cp1 * cp2)) * sin((double)dhp / 2.0), CIEDE_DOUBT, doubt);
+    const float d_big_h = ciede_round(2.0 * sqrt((double)(cp1 * cp2)) * ciede_sin((double)dhp / 2.0), CIEDE_DOUBT, doubt);
     const double hsum = (double)(h1 + h2);
     const float h_bar = (float)((double)fabsf(h1 - h2) > CIEDE_PI ? (hsum + 2.0 * CIEDE_PI) / 2.0 : hsum / 2.0);
     const double hb = h_bar;
@@ -401,7 +466,7 @@ VX_DEVICE float ciede_de00(const float* c1, const float* c2, const double* atan_
     const double pw = ciede_pow7((double)cbp);
     int near_mid = 0;
     const float p7 = ciede_round(pw, CIEDE_POWF_DOUBT, &near_mid);
-    const double sin_rad = sin((double)rad);
+    const double sin_rad = ciede_sin((double)rad);
     const float de = ciede_tail(p7, sin_rad, light, chroma, hue, doubt);
     if (near_mid) {
         const float other = (double)p7 <= pw ? nextafterf(p7, 3.4028235e38f) : nextafterf(p7, -3.4028235e38f);
@@ -415,7 +480,8 @@ VX_DEVICE float ciede_de00(const float* c1, const float* c2, const double* atan_
 // that hold them to the header's bounds against glibc on each device: which 0
 // the sRGB gamma (pow(x, 2.4)), 1 the cube root, 2 T, 3 pow(x, 7); and the doubt
 // test at a rounding (window 1e-6), 4 ciede_round's, 5 the general form's; 6 atan2(x, 1.0)
-// and 7 atan2(1.0, x) (the hue's atan2 at the floats x, one side 1: every quotient).
+// and 7 atan2(1.0, x) (the hue's atan2 at the floats x, one side 1: every quotient);
+// 8 ciede_sin; 9 and 10 ciede_sincos's sine and cosine.
 VX_KERNEL void vx_ciede_functions(const double* in, double* out, int n, int which)
 {
     for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
@@ -423,6 +489,9 @@ VX_KERNEL void vx_ciede_functions(const double* in, double* out, int n, int whic
         int doubt = 0;
         if (which == 4)
             ciede_round(x, 1e-6, &doubt);
+        double sine = 0.0, cosine = 0.0;
+        if (which == 9 || which == 10)
+            ciede_sincos(x, &sine, &cosine);
         out[k] = which == 0   ? ciede_rgb_map(x)
                  : which == 1 ? cbrt(x)
                  : which == 2 ? ciede_t(x)
@@ -430,7 +499,10 @@ VX_KERNEL void vx_ciede_functions(const double* in, double* out, int n, int whic
                  : which == 4 ? (double)doubt
                  : which == 5 ? (double)ciede_near_midpoint(x, 1e-6)
                  : which == 6 ? ciede_atan2((float)x, 1.0f, ciede_atan_table)
-                              : ciede_atan2(1.0f, (float)x, ciede_atan_table);
+                 : which == 7 ? ciede_atan2(1.0f, (float)x, ciede_atan_table)
+                 : which == 8 ? ciede_sin(x)
+                 : which == 9 ? sine
+                              : cosine;
     }
 }
 

@@ -1,7 +1,7 @@
 """CIEDE2000 on the GPU (``ciede.cu``): per-pixel differences and an exact
 fixed-point sum on the device; the host finishes with the CPU twin's arithmetic.
 
-One launch per batch (one thread per pixel, all frames).  The kernel leaves,
+One launch per batch (a block a row, all frames).  The kernel leaves,
 per frame, the sum of the pixels' float differences in units of 2^-32 (exact
 integers), a histogram of the lowest set bit and the count of pixels it could
 not trust (a transcendental function's double too close to a float rounding
@@ -159,7 +159,10 @@ class GpuCiede(GpuFeature):
         rec = dev.alloc_async(rec_bytes + n * self.capacity * _LIST_WORDS * 4, st)
         dev.memset_async(rec, 0, rec_bytes, st)
         ptrs = [stg.plane_ptr(staging, 0, role, p) for role in (0, 1) for p in range(3)]
-        self._launch(((w + _THREADS - 1) // _THREADS, h, n), (_THREADS,), st, *ptrs, w, h, cw, ch,
+        # a block a row: its threads step along it, so a block's fixed work (the atan
+        # table's copy, the record's reductions and atomics) is once a row, not once
+        # every 256 pixels
+        self._launch((1, h, n), (_THREADS,), st, *ptrs, w, h, cw, ch,
                      stg.pitches[0], stg.pitches[1], stg.frame_stride_elems, self.mode, stg.bitdepth, self._gamma,
                      self._lab8, diffs, rec, rec + rec_bytes - 8, rec + rec_bytes, n * self.capacity)
         host = self._free.pop() if self._free else dev.alloc_host(self._host_bytes)
