@@ -475,3 +475,24 @@ def test_the_short_sines_stay_within_their_bounds(gpu, which):
     else:
         assert np.all(err <= 2.0**-52), float(np.max(err))
     assert np.count_nonzero(got != want) > 0
+
+
+def test_the_hue_weights_exp_stays_within_its_bound(gpu):
+    """ciede.cu's exp for -128 <= x <= 0 (exp(-deg2) of R_T's hue weight: 1.5 ulps)
+    against glibc's at 40,000 floats (as -deg2 is: minus a float's square), at 0 and
+    the range's ends, and past it (CUDA's general exp there, the C library's on the
+    emulator)."""
+    import math
+
+    rt, dev = gpu
+    dev.make_current()
+    rng = np.random.default_rng(53)
+    deg = rng.uniform(-11.2, 11.2, 40000).astype(np.float32)
+    x = np.concatenate([-(deg * deg).astype(np.float64), -rng.uniform(0.0, 1e-3, 1000).astype(np.float32),
+                        [0.0, -0.0, -128.0, -0.34657359, -0.34657360, -121.0, -130.0, 0.5]])
+    x = x.astype(np.float32).astype(np.float64)
+    want = np.array([math.exp(v) for v in x.tolist()])
+    got = _device_values(rt, dev, 11, x)
+    err = np.abs(got - want)
+    assert np.all(err <= 1.5 * np.spacing(want)), float(np.max(err / np.spacing(want)))
+    assert np.count_nonzero(got != want) > 0

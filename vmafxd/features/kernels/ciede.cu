@@ -127,13 +127,15 @@ VX_DEVICE_COLD int ciede_near_midpoint(double d, double window)
 // above the float below it in units of 2^-29 float ulps, and |d - midpoint| < window
 // ulps is |L - 2^28| < window 2^29, ciede_near_midpoint's comparison (whose d -
 // midpoint and window (hi - lo) are exact) in integers.
+// In integers: |d| in [2^-126, 2^127) is d's high word without the sign in [0x38100000,
+// 0x47e00000), and for an integer, |L - 2^28| < window 2^29 is |L - 2^28| < ceil(window
+// 2^29) (a constant where `window` is: every call but the tests' passes one).
 VX_DEVICE float ciede_round(double d, double window, int* doubt)
 {
     const float f = (float)d;
-    const double m = fabs(d);
-    if (m >= 1.1754943508222875e-38 && m < 1.7014118346046923e38) {
+    if ((vx_double_high(d) & 0x7fffffffu) - 0x38100000u < 0x47e00000u - 0x38100000u) {
         const int low = (int)(vx_double_low(d) & 0x1fffffffu) - 0x10000000;
-        if ((double)(low < 0 ? -low : low) < window * 536870912.0)
+        if ((low < 0 ? -low : low) < (int)ceil(window * 536870912.0))
             *doubt = 1;
     } else if (ciede_near_midpoint(d, window)) {
         *doubt = 1;
@@ -386,6 +388,34 @@ VX_DEVICE void ciede_sincos(double h, double* s, double* c)
     *c = ((quadrant + 1) & 2) ? -b : b;
 }
 
+// exp x for -128 <= x <= 0 (the hue weight's exp(-deg2), deg2 <= 122), CUDA's general
+// exp elsewhere, within 1.5 ulps: k = rint(x / ln 2) >= -185 and r = x - k ln 2 by two
+// parts of ln 2 (the first's 32 bits times k and its difference from x exact, the
+// second's product rounded once: r within 2^-54 absolute, |r| <= ln 2 / 2 + 2^-40), exp r
+// to r^13 (truncation < 2^-57), Horner's roundings within an ulp, times 2^k exactly.
+VX_DEVICE double ciede_exp(double x)
+{
+    if (!(x >= -128.0 && x <= 0.0))
+        return exp(x);
+    const double k = rint(x * 1.4426950408889634);
+    const double r = fma(-k, 1.9082149292705877e-10, fma(-k, 0.6931471803691238, x));
+    double p = 1.0 / 6227020800.0;
+    p = fma(p, r, 1.0 / 479001600.0);
+    p = fma(p, r, 1.0 / 39916800.0);
+    p = fma(p, r, 1.0 / 3628800.0);
+    p = fma(p, r, 1.0 / 362880.0);
+    p = fma(p, r, 1.0 / 40320.0);
+    p = fma(p, r, 1.0 / 5040.0);
+    p = fma(p, r, 1.0 / 720.0);
+    p = fma(p, r, 1.0 / 120.0);
+    p = fma(p, r, 1.0 / 24.0);
+    p = fma(p, r, 1.0 / 6.0);
+    p = fma(p, r, 0.5);
+    p = fma(p, r, 1.0);
+    p = fma(p, r, 1.0);
+    return p * vx_double_from_high((u32)(1023 + (int)k) << 20);
+}
+
 // T = 1 - .17 cos(h - 30deg) + .24 cos(2h) + .32 cos(3h + 6deg) - .20 cos(4h - 63deg)
 // from one sincos(h): the multiple angles by products, the shifts by the
 // shifts' cosines and sines (correctly rounded literals; header for the bound)
@@ -454,7 +484,7 @@ VX_DEVICE float ciede_de00(const float* c1, const float* c2, const double* atan_
     float deg = (float)(hb * (180.0 / CIEDE_PI));
     deg = (float)(((double)deg - 275.0) * (1.0 / 25.0));
     const float deg2 = (float)((double)deg * (double)deg);
-    const float e60 = ciede_round(60.0 * exp((double)(-deg2)), CIEDE_DOUBT, doubt);
+    const float e60 = ciede_round(60.0 * ciede_exp((double)(-deg2)), CIEDE_DOUBT, doubt);
     const float rad = (float)((double)e60 * (CIEDE_PI / 180.0));
     const float light = dl / (0.65f * s_l);
     const float chroma = dcp / (1.0f * s_c);
@@ -481,7 +511,7 @@ VX_DEVICE float ciede_de00(const float* c1, const float* c2, const double* atan_
 // the sRGB gamma (pow(x, 2.4)), 1 the cube root, 2 T, 3 pow(x, 7); and the doubt
 // test at a rounding (window 1e-6), 4 ciede_round's, 5 the general form's; 6 atan2(x, 1.0)
 // and 7 atan2(1.0, x) (the hue's atan2 at the floats x, one side 1: every quotient);
-// 8 ciede_sin; 9 and 10 ciede_sincos's sine and cosine.
+// 8 ciede_sin; 9 and 10 ciede_sincos's sine and cosine; 11 ciede_exp.
 VX_KERNEL void vx_ciede_functions(const double* in, double* out, int n, int which)
 {
     for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
@@ -501,8 +531,9 @@ VX_KERNEL void vx_ciede_functions(const double* in, double* out, int n, int whic
                  : which == 6 ? ciede_atan2((float)x, 1.0f, ciede_atan_table)
                  : which == 7 ? ciede_atan2(1.0f, (float)x, ciede_atan_table)
                  : which == 8 ? ciede_sin(x)
-                 : which == 9 ? sine
-                              : cosine;
+                 : which == 9  ? sine
+                 : which == 10 ? cosine
+                               : ciede_exp(x);
     }
 }
 

@@ -105,22 +105,29 @@ typedef unsigned long long u64;
 #define VX_DEVICE_COLD static __device__ __noinline__
 #endif
 
-// A float's bits, a double's low 32 bits, and warp shuffles for in-warp scans (VX_WARP lanes; the
+// A float's bits, a double's low and high 32 bits (and the double of high bits over
+// zeros), and warp shuffles for in-warp scans (VX_WARP lanes; the
 // emulator's "warp" is its one thread, so a shuffle there is never read).
 #if defined(VX_EMU)
 #define VX_WARP 1
 static inline u32 vx_float_bits(float f) { union { float f; u32 u; } c; c.f = f; return c.u; }
 static inline u32 vx_double_low(double d) { union { double d; u64 u; } c; c.d = d; return (u32)c.u; }
+static inline u32 vx_double_high(double d) { union { double d; u64 u; } c; c.d = d; return (u32)(c.u >> 32); }
+static inline double vx_double_from_high(u32 hi) { union { double d; u64 u; } c; c.u = (u64)hi << 32; return c.d; }
 static inline u32 vx_shfl_up_u32(u32 v, int) { return v; }
 #elif defined(VX_HIP)
 #define VX_WARP warpSize
 VX_DEVICE u32 vx_float_bits(float f) { return __float_as_uint(f); }
 VX_DEVICE u32 vx_double_low(double d) { return (u32)__double2loint(d); }
+VX_DEVICE u32 vx_double_high(double d) { return (u32)__double2hiint(d); }
+VX_DEVICE double vx_double_from_high(u32 hi) { return __hiloint2double((int)hi, 0); }
 VX_DEVICE u32 vx_shfl_up_u32(u32 v, int d) { return __shfl_up(v, d); }
 #else
 #define VX_WARP 32
 VX_DEVICE u32 vx_float_bits(float f) { return __float_as_uint(f); }
 VX_DEVICE u32 vx_double_low(double d) { return (u32)__double2loint(d); }
+VX_DEVICE u32 vx_double_high(double d) { return (u32)__double2hiint(d); }
+VX_DEVICE double vx_double_from_high(u32 hi) { return __hiloint2double((int)hi, 0); }
 VX_DEVICE u32 vx_shfl_up_u32(u32 v, int d) { return __shfl_up_sync(0xffffffffu, v, d); }
 #endif
 
