@@ -791,10 +791,23 @@ VX_DEVICE int ciede_chroma_source(i64 pitch, int cw, int ch, int mode, int i, in
     const i64 plane = stride * ch;
     int which = 0;
     i64 r, c;
-    if (plane < ((i64)1 << 30)) {
+    const int jj = mode == 1 ? j / 2 : j;
+    if (jj < stride) {
+        // the column within the row (4:2:0 always): the row is i / 2, past the U
+        // plane's ch rows into V's, past both into the zeros; no division
+        int q = i / 2;
+        if (q >= ch) {
+            q -= ch;
+            which = 1;
+            if (q >= ch)
+                return 2;
+        }
+        r = q;
+        c = jj;
+    } else if (plane < ((i64)1 << 30)) {
         // every index below 2^31 (2 planes + a row): the division in 32 bits,
         // a fraction of the 64-bit one's instructions
-        u32 idx = (u32)(i / 2) * (u32)stride + (u32)(mode == 1 ? j / 2 : j);
+        u32 idx = (u32)(i / 2) * (u32)stride + (u32)jj;
         if (idx >= (u32)plane) {
             idx -= (u32)plane;
             which = 1;
@@ -805,7 +818,7 @@ VX_DEVICE int ciede_chroma_source(i64 pitch, int cw, int ch, int mode, int i, in
         r = q;
         c = idx - q * (u32)stride;
     } else {
-        i64 idx = (i64)(i / 2) * stride + (mode == 1 ? j / 2 : j);
+        i64 idx = (i64)(i / 2) * stride + jj;
         if (idx >= plane) {
             idx -= plane;
             which = 1;
