@@ -45,7 +45,11 @@
 // of its result to the difference.  A relative difference r of d is at most
 // r * 2^24 float ulps.  The device replaces pow, its slowest call (about 150
 // double operations each, 14 a pixel), where a cheaper form has a bound
-// (log and exp, about 86 together, likewise):
+// (log and exp, about 86 together, likewise), and the hue's atan2, the sines,
+// T's sincos and the hue weight's exp by short forms over the ranges they take
+// (ciede_atan2 6 ulp, ciede_sin 2.5, ciede_sincos 2^-52 absolute, ciede_exp
+// 1.5; each bound at its definition, each held to it against glibc by
+// tests/lanes/test_ciede_kernel.py; CUDA's general function outside the range):
 //   pow(x, 7) (x a float): x2 = x x exact (48 bits), x3 = x2 x, x4 = x2 x2,
 //     x7 = x4 x3: three roundings, 1.5 ulp from x^7 (glibc's: 2), so the two
 //     differ by 3.5 < 4 ulp, the bound the sites below take for one call;
@@ -68,17 +72,17 @@
 //     c7 4 ulp -> quotient <= 6 ulp -> sqrt <= 4 ulp (< 1, so 4 * 2^-52
 //     absolute) -> g <= 4.5 * 2^-52 absolute; |ap'| >= |a| (g >= 0), so ap'
 //     differs by <= (4.5 / 2 + 1 + 1) * 2^-52 relative: 4.3 * 2^-28 float ulps;
-//   h' = atan2(b, a'): one call, inputs equal: 4 * 2^-28;
+//   h' = atan2(b, a'): one call, inputs equal: 6 + 2 = 8 * 2^-28;
 //   dH = 2 sqrt(.) sin(.), R_T = -2 sqrt(.) sin(.), e60 = 60 exp(.): one call
-//     and one product of differing inputs: 5 * 2^-28 (a subnormal float only
-//     widens the float ulp);
+//     and one product of differing inputs: 2.5 + 2 + 1 = 5.5 * 2^-28 (exp 1.5
+//     + 2 + 1; a subnormal float only widens the float ulp);
 //   T = 1 - .17 cos(h - pi/6) + .24 cos(2h) + .32 cos(3h + pi/30) - .20
 //     cos(4h - 7pi/20), h = h_bar in [0, 3 pi) (not wrapped): glibc's cos of
 //     rounded arguments (the roundings of h - pi/6 < 9, 3h + pi/30 < 29 and
 //     4h - 7pi/20 < 37, constants included: 9.8e-16, 3.6e-15, 3.8e-15,
 //     weighted 9.4 * 2^-52), its 4 calls (.93 * 2^-52) and its 4 products and 4
 //     sums (partials < 2: 4.5 * 2^-52) put it within 14.8 * 2^-52 of the exact
-//     T(h).  The device (ciede_t): one sincos (2 ulp: 2^-52 each), then
+//     T(h).  The device (ciede_t): one sincos (ciede_sincos: 2^-52 each), then
 //     cos 2h = c c - s s (8.7 eps, eps = 2^-53, propagated and rounded), sin 2h
 //     6.7, 3h 18, 4h 25 and 23, each shift by literals 6, 23 and 35 eps:
 //     weighted 17.5 eps = 8.8 * 2^-52, plus its own products and sums 4.5:
