@@ -327,37 +327,45 @@ VX_DEVICE float ciede_h_prime(float x, float y, const double* atan_table, int* d
     return hue;
 }
 
-// sin x for |x| <= 1.6 (the hue difference's half, |dh'/2| <= pi/2, and R_T's angle,
-// <= pi/3), CUDA's general sin elsewhere: the Taylor series to x^21 in Horner form
-// (coefficients 1/n!, n! exact in a double, the quotients rounded once), leaving
-// x^23/23! < 2^-58; the roundings of p (< 2^-52 of p) and of x^3 p (which is at most
-// 0.75 of the result) and the last add: within 2.5 ulps (2 measured against glibc
-// over 3e7 floats).  CUDA's sin reduces its argument first and checks for huge ones.
+// sin x for |x| <= 1.6 by the Taylor series to x^21 in Horner form (coefficients
+// 1/n!, n! exact in a double, the quotients rounded once), leaving x^23/23! < 2^-58;
+// the roundings of p (< 2^-52 of p) and of x^3 p (which is at most 0.75 of the result)
+// and the last add: within 2.5 ulps (2 measured against glibc over 3e7 floats).
+// p = c[0] x^(N-1) + ... + c[N-1] by Horner's rule, one fma a coefficient
+template <int N>
+VX_DEVICE double ciede_horner(const double (&c)[N], double x)
+{
+    double p = c[0];
+    for (int i = 1; i < N; ++i)
+        p = fma(p, x, c[i]);
+    return p;
+}
+
+VX_DEVICE double ciede_sin_series(double x, double x2)
+{
+    const double c[10] = {-1.0 / 51090942171709440000.0, 1.0 / 121645100408832000.0, -1.0 / 355687428096000.0,
+                          1.0 / 1307674368000.0, -1.0 / 6227020800.0, 1.0 / 39916800.0, -1.0 / 362880.0,
+                          1.0 / 5040.0, -1.0 / 120.0, 1.0 / 6.0};
+    return fma(-x * x2, ciede_horner(c, x2), x);
+}
+
+// sin x for the hue difference's half (|dh'/2| <= pi/2) and R_T's angle (<= pi/3) by
+// the series; CUDA's general sin, which reduces its argument first and checks for huge
+// ones, past |x| = 1.6
 VX_DEVICE double ciede_sin(double x)
 {
     if (!(fabs(x) <= 1.6) || x == 0.0)  // (and sin(-0) = -0, which x - x^3 p is not)
         return x == 0.0 ? x : sin(x);
-    const double x2 = x * x;
-    double p = -1.0 / 51090942171709440000.0;
-    p = fma(p, x2, 1.0 / 121645100408832000.0);
-    p = fma(p, x2, -1.0 / 355687428096000.0);
-    p = fma(p, x2, 1.0 / 1307674368000.0);
-    p = fma(p, x2, -1.0 / 6227020800.0);
-    p = fma(p, x2, 1.0 / 39916800.0);
-    p = fma(p, x2, -1.0 / 362880.0);
-    p = fma(p, x2, 1.0 / 5040.0);
-    p = fma(p, x2, -1.0 / 120.0);
-    p = fma(p, x2, 1.0 / 6.0);
-    return fma(-x * x2, p, x);
+    return ciede_sin_series(x, x * x);
 }
 
 // sin h and cos h for 0 <= h < 10 (T's hue, h < 3 pi), CUDA's sincos elsewhere, each
 // within 2^-52 of the truth (the header's bound for T): k = rint(2h / pi) <= 6 and r =
 // h - k pi/2 by two parts of pi/2 (the first's 32 bits times k and its difference
 // from h exact, the second's product rounded once: r within 2^-54 + 2^-86, |r| <=
-// pi/4 + 2^-50); sin r to r^17 and cos r to r^18 (truncation < 2^-62), Horner's
-// roundings within an ulp (2^-53); the quadrant by k mod 4.  2^-53 measured against
-// glibc over 3e7 float hues.
+// pi/4 + 2^-50); sin r by the series above and cos r to r^18 (truncation < 2^-62),
+// Horner's roundings within an ulp (2^-53); the quadrant by k mod 4.  2^-53 measured
+// against glibc over 3e7 float hues.
 VX_DEVICE void ciede_sincos(double h, double* s, double* c)
 {
     if (!(h >= 0.0 && h < 10.0)) {
@@ -367,25 +375,10 @@ VX_DEVICE void ciede_sincos(double h, double* s, double* c)
     const double k = rint(h * 0.6366197723675814);
     const double r = fma(-k, 6.077100506506192e-11, fma(-k, 1.5707963267341256, h));
     const double r2 = r * r;
-    double p = 1.0 / 355687428096000.0;
-    p = fma(p, r2, -1.0 / 1307674368000.0);
-    p = fma(p, r2, 1.0 / 6227020800.0);
-    p = fma(p, r2, -1.0 / 39916800.0);
-    p = fma(p, r2, 1.0 / 362880.0);
-    p = fma(p, r2, -1.0 / 5040.0);
-    p = fma(p, r2, 1.0 / 120.0);
-    p = fma(p, r2, -1.0 / 6.0);
-    const double sr = fma(r * r2, p, r);
-    double q = -1.0 / 6402373705728000.0;
-    q = fma(q, r2, 1.0 / 20922789888000.0);
-    q = fma(q, r2, -1.0 / 87178291200.0);
-    q = fma(q, r2, 1.0 / 479001600.0);
-    q = fma(q, r2, -1.0 / 3628800.0);
-    q = fma(q, r2, 1.0 / 40320.0);
-    q = fma(q, r2, -1.0 / 720.0);
-    q = fma(q, r2, 1.0 / 24.0);
-    q = fma(q, r2, -0.5);
-    const double cr = fma(r2, q, 1.0);
+    const double sr = ciede_sin_series(r, r2);
+    const double cos_c[9] = {-1.0 / 6402373705728000.0, 1.0 / 20922789888000.0, -1.0 / 87178291200.0,
+                             1.0 / 479001600.0, -1.0 / 3628800.0, 1.0 / 40320.0, -1.0 / 720.0, 1.0 / 24.0, -0.5};
+    const double cr = fma(r2, ciede_horner(cos_c, r2), 1.0);
     const int quadrant = (int)k & 3;
     const double a = (quadrant & 1) ? cr : sr, b = (quadrant & 1) ? sr : cr;
     *s = (quadrant & 2) ? -a : a;
@@ -403,21 +396,10 @@ VX_DEVICE double ciede_exp(double x)
         return exp(x);
     const double k = rint(x * 1.4426950408889634);
     const double r = fma(-k, 1.9082149292705877e-10, fma(-k, 0.6931471803691238, x));
-    double p = 1.0 / 6227020800.0;
-    p = fma(p, r, 1.0 / 479001600.0);
-    p = fma(p, r, 1.0 / 39916800.0);
-    p = fma(p, r, 1.0 / 3628800.0);
-    p = fma(p, r, 1.0 / 362880.0);
-    p = fma(p, r, 1.0 / 40320.0);
-    p = fma(p, r, 1.0 / 5040.0);
-    p = fma(p, r, 1.0 / 720.0);
-    p = fma(p, r, 1.0 / 120.0);
-    p = fma(p, r, 1.0 / 24.0);
-    p = fma(p, r, 1.0 / 6.0);
-    p = fma(p, r, 0.5);
-    p = fma(p, r, 1.0);
-    p = fma(p, r, 1.0);
-    return p * vx_double_from_high((u32)(1023 + (int)k) << 20);
+    const double c[14] = {1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0,
+                          1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0,
+                          1.0 / 6.0, 0.5, 1.0, 1.0};
+    return ciede_horner(c, r) * vx_double_from_high((u32)(1023 + (int)k) << 20);
 }
 
 // T = 1 - .17 cos(h - 30deg) + .24 cos(2h) + .32 cos(3h + 6deg) - .20 cos(4h - 63deg)
