@@ -50,7 +50,8 @@ _MODES = {Subsampling.S444: 0, Subsampling.S420: 1, Subsampling.S422: 2}
 _REC_WORDS, _REC_SUM, _REC_FINE, _REC_DOUBT, _REC_LOW = 16, 0, 1, 2, 3
 _LIST_WORDS = 8  # pixel index, the six samples, the frame
 _LIST_FRAME = 7
-#: listed pixels a frame copied back with the records (the rest only when needed)
+#: listed pixels a frame copied back with the records (the rest only when needed), at
+#: least; frames of more than 2^21 pixels copy one for every 8,192 pixels (GpuCiede.head)
 _HEAD = 256
 _UNIT = 32  # the sum's unit is 2^-32
 _GAMMA_TABLE_MAX_BITS = 10
@@ -125,6 +126,9 @@ class GpuCiede(GpuFeature):
         pixels = self.width * self.height
         #: listed doubtful pixels per frame of a batch (about one in 100,000 is doubtful)
         self.capacity = max(1024, pixels // 256)
+        #: listed pixels a frame copied back with the records: a 4K frame lists more than
+        #: 256 (the rest's copy, which waits for the stream, then came every batch)
+        self.head = max(_HEAD, pixels // 8192)
         #: the fixed-point sum cannot overflow 63 bits (each difference is below 2^40 units)
         self.exact_sum = pixels < (1 << 23)
         self.stats_bytes = 0  # the results come back through the twin's own copies
@@ -143,7 +147,7 @@ class GpuCiede(GpuFeature):
         self._launch = scorer.kernels.launcher("ciede.cu", kernel, _TYPES)
         self._scatter = scorer.kernels.launcher("ciede.cu", "vx_ciede_scatter", [U64, U64, U64, I64])
         self._seqsum = scorer.kernels.launcher("ciede.cu", "vx_ciede_seqsum", [U64, I64, U64, U64, I32])
-        self._host_bytes = scorer.max_batch * (_REC_WORDS * 8 + _HEAD * _LIST_WORDS * 4) + 8
+        self._host_bytes = scorer.max_batch * (_REC_WORDS * 8 + self.head * _LIST_WORDS * 4) + 8
         self._free: list[np.ndarray] = []
         self._pending: dict[int, tuple] = {}
         self.slow_frames = 0  # frames that took the slow path (for tests and curiosity)
@@ -166,7 +170,7 @@ class GpuCiede(GpuFeature):
                      stg.pitches[0], stg.pitches[1], stg.frame_stride_elems, self.mode, stg.bitdepth, self._gamma,
                      self._lab8, diffs, rec, rec + rec_bytes - 8, rec + rec_bytes, n * self.capacity)
         host = self._free.pop() if self._free else dev.alloc_host(self._host_bytes)
-        dev.copy_dtoh_async(host, rec, rec_bytes + n * _HEAD * _LIST_WORDS * 4, st)
+        dev.copy_dtoh_async(host, rec, rec_bytes + n * self.head * _LIST_WORDS * 4, st)
         self._pending[first_seq] = (diffs, kept, rec, host, n)
 
     # -- results -----------------------------------------------------------------------
@@ -236,7 +240,7 @@ class GpuCiede(GpuFeature):
         """The batch's listed pixels, (m, 8) int32: the head copied with the records, the
         rest (when the head did not hold them: rare) copied now."""
         listed = min(int(host[rec_bytes - 8: rec_bytes].view(np.int64)[0]), n * self.capacity)
-        head = n * _HEAD
+        head = n * self.head
         entries = host[rec_bytes: rec_bytes + head * _LIST_WORDS * 4].view(np.int32).reshape(head, _LIST_WORDS)
         if listed <= head:
             return entries[:listed]
