@@ -161,7 +161,8 @@ def test_slow_path_equals_the_cpu_twin(gpu, pair, how, monkeypatch):
     def init(self, instance, scorer):
         original_init(self, instance, scorer)
         if how == "list_full":
-            self.capacity = 8  # the head copied with the records is no longer than the list
+            self.capacity = 8
+            assert self.head == 8  # the head copied with the records is no longer than the list
         if how == "no_exact_sum":
             self.exact_sum = False
 

@@ -126,9 +126,6 @@ class GpuCiede(GpuFeature):
         pixels = self.width * self.height
         #: listed doubtful pixels per frame of a batch (about one in 100,000 is doubtful)
         self.capacity = max(1024, pixels // 256)
-        #: listed pixels a frame copied back with the records: a 4K frame lists more than
-        #: 256 (the rest's copy, which waits for the stream, then came every batch)
-        self.head = max(_HEAD, pixels // 8192)
         #: the fixed-point sum cannot overflow 63 bits (each difference is below 2^40 units)
         self.exact_sum = pixels < (1 << 23)
         self.stats_bytes = 0  # the results come back through the twin's own copies
@@ -151,6 +148,13 @@ class GpuCiede(GpuFeature):
         self._free: list[np.ndarray] = []
         self._pending: dict[int, tuple] = {}
         self.slow_frames = 0  # frames that took the slow path (for tests and curiosity)
+
+    @property
+    def head(self) -> int:
+        """Listed pixels a frame copied back with the records: 256, one for every 8,192
+        pixels in larger frames (a 4K frame lists more than 256, and the rest's copy
+        waits for the stream), never more than the list holds (the copy reads no further)."""
+        return min(self.capacity, max(_HEAD, self.width * self.height // 8192))
 
     def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
         dev, st, stg = self.scorer.device, self.scorer.stream, self.scorer.staging
