@@ -293,6 +293,9 @@ __constant__ double ciede_atan_table[CIEDE_ATAN_STEPS + 1] = {
 // ulp of h0.  h0 <= pi/4 + 2^-19; pi/2 - h0 and pi - h (each constant 2^-53.9 and 2^-53
 // off, each difference rounded) add 1.5 ulp of their result apiece.  Measured against
 // glibc over 2e7 float pairs (the division in place of the approximation): 1 ulp.
+// max(|y|, |x|) must be a normal float (the approximate reciprocal flushes subnormals),
+// as every hue's is: a' and b are 0 or at least 200 2^-55 (differences of doubles of at
+// least 16/116, times 500 or 200); both zero is ciede_h_prime's case.
 // `table`: ciede_atan_table, or a block's shared copy of it.
 VX_DEVICE double ciede_atan2(float y, float x, const double* table)
 {
