@@ -293,16 +293,17 @@ __constant__ double ciede_atan_table[CIEDE_ATAN_STEPS + 1] = {
 // ulp of h0.  h0 <= pi/4 + 2^-19; pi/2 - h0 and pi - h (each constant 2^-53.9 and 2^-53
 // off, each difference rounded) add 1.5 ulp of their result apiece.  Measured against
 // glibc over 2e7 float pairs (the division in place of the approximation): 1 ulp.
-// max(|y|, |x|) must be a normal float (the approximate reciprocal flushes subnormals),
-// as every hue's is: a' and b are 0 or at least 200 2^-55 (differences of doubles of at
-// least 16/116, times 500 or 200); both zero is ciede_h_prime's case.
+// max(|y|, |x|) must be a normal float for that bound (the approximate reciprocal flushes
+// subnormals; k stays in the table whatever the input); both zero is ciede_h_prime's case.
 // `table`: ciede_atan_table, or a block's shared copy of it.
 VX_DEVICE double ciede_atan2(float y, float x, const double* table)
 {
     const float ayf = fabsf(y), axf = fabsf(x);
     const bool swap = ayf > axf;
     const float nf = swap ? axf : ayf, df = swap ? ayf : axf;
-    const int k = (int)(nf * vx_rcp_approxf(df) * (float)CIEDE_ATAN_STEPS + 0.5f);
+    // (kf <= 64.5 for every normal df; a subnormal or NaN one still reads the table)
+    const float kf = nf * vx_rcp_approxf(df) * (float)CIEDE_ATAN_STEPS + 0.5f;
+    const int k = kf < (float)CIEDE_ATAN_STEPS ? (int)kf : CIEDE_ATAN_STEPS;
     const double n = (double)nf, d = (double)df;
     const double t = (double)k * (1.0 / CIEDE_ATAN_STEPS);
     const double num = n - d * t, den = d + n * t;
