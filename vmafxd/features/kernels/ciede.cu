@@ -130,10 +130,10 @@ VX_DEVICE_COLD int ciede_near_midpoint(double d, double window)
 // 2^(e-23) and the doubles those of 2^(e-52): d's 29 low bits L count its distance
 // above the float below it in units of 2^-29 float ulps, and |d - midpoint| < window
 // ulps is |L - 2^28| < window 2^29, ciede_near_midpoint's comparison (whose d -
-// midpoint and window (hi - lo) are exact) in integers.
-// In integers: |d| in [2^-126, 2^127) is d's high word without the sign in [0x38100000,
-// 0x47e00000), and for an integer, |L - 2^28| < window 2^29 is |L - 2^28| < ceil(window
-// 2^29) (a constant where `window` is: every call but the tests' passes one).
+// midpoint and window (hi - lo) are exact) in integers: the range is d's high word
+// without the sign in [0x38100000, 0x47e00000), and for an integer L, |L - 2^28| <
+// window 2^29 is |L - 2^28| < ceil(window 2^29) (a constant where `window` is: every
+// call but the tests' passes one).
 VX_DEVICE float ciede_round(double d, double window, int* doubt)
 {
     const float f = (float)d;
@@ -261,6 +261,16 @@ VX_KERNEL void vx_ciede_lab8(ciede_lab4* lab8, const double* gamma)
     }
 }
 
+// p = c[0] x^(N-1) + ... + c[N-1] by Horner's rule, one fma a coefficient
+template <int N>
+VX_DEVICE double ciede_horner(const double (&c)[N], double x)
+{
+    double p = c[0];
+    for (int i = 1; i < N; ++i)
+        p = fma(p, x, c[i]);
+    return p;
+}
+
 // atan(k / 64), k = 0..64, the doubles nearest (Python's math.atan, glibc's, within an ulp)
 #define CIEDE_ATAN_STEPS 64
 __constant__ double ciede_atan_table[CIEDE_ATAN_STEPS + 1] = {
@@ -312,7 +322,8 @@ VX_DEVICE double ciede_atan2(float y, float x, const double* table)
     const double r0 = num * z1;
     const double r = fma(z1, fma(-den, r0, num), r0);
     const double r2 = r * r;
-    const double s = r2 * fma(fma(-1.0 / 7.0, r2, 1.0 / 5.0), r2, -1.0 / 3.0);
+    const double c[3] = {-1.0 / 7.0, 1.0 / 5.0, -1.0 / 3.0};
+    const double s = r2 * ciede_horner(c, r2);
     double h = table[k] + fma(r, s, r);
     if (swap)
         h = 1.5707963267948966 - h;
@@ -335,16 +346,6 @@ VX_DEVICE float ciede_h_prime(float x, float y, const double* atan_table, int* d
 // 1/n!, n! exact in a double, the quotients rounded once), leaving x^23/23! < 2^-58;
 // the roundings of p (< 2^-52 of p) and of x^3 p (which is at most 0.75 of the result)
 // and the last add: within 2.5 ulps (2 measured against glibc over 3e7 floats).
-// p = c[0] x^(N-1) + ... + c[N-1] by Horner's rule, one fma a coefficient
-template <int N>
-VX_DEVICE double ciede_horner(const double (&c)[N], double x)
-{
-    double p = c[0];
-    for (int i = 1; i < N; ++i)
-        p = fma(p, x, c[i]);
-    return p;
-}
-
 VX_DEVICE double ciede_sin_series(double x, double x2)
 {
     const double c[10] = {-1.0 / 51090942171709440000.0, 1.0 / 121645100408832000.0, -1.0 / 355687428096000.0,
