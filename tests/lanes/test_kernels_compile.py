@@ -41,3 +41,48 @@ def test_every_declared_kernel_source_exists():
     for decl in features.all_declarations():
         if decl.kernel:
             assert decl.kernel in kernels.SOURCES, decl.name
+
+
+def _ptx(source: str, arch: str) -> str:
+    """NVRTC's PTX of ``source`` for the virtual architecture ``arch`` (compute_XY)."""
+    from cuda.bindings import nvrtc
+
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"k.cu", 0, [], [])
+    try:
+        opts = [f"--gpu-architecture={arch}".encode(), *[o.encode() for o in kernels.NVRTC_OPTIONS]]
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+        assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS, err
+        _, n = nvrtc.nvrtcGetPTXSize(prog)
+        buf = b" " * n
+        nvrtc.nvrtcGetPTX(prog, buf)
+        return buf.rstrip(b"\0").decode()
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+def _entries(ptx: str) -> dict[str, str]:
+    """Each kernel's PTX body, by name."""
+    out, name = {}, None
+    for line in ptx.splitlines():
+        if ".entry " in line:
+            name = line.split(".entry ", 1)[1].split("(", 1)[0].strip()
+            out[name] = ""
+        elif name is not None:
+            out[name] += line + "\n"
+    return out
+
+
+def test_vif_scale0_of_8_bit_samples_takes_the_tensor_cores_from_sm80():
+    """vif.cu's VIF_MMA: the 8-bit scale-0 kernels' vertical pass as u8 matrix products
+    (32 a warp: the means' 8, the three moments' 24) on sm_80 and up, the scalar pass below
+    and in every other kernel.  The GPU lane's tests hold the products to the CPU twin."""
+    _nvrtc()
+    src = kernels.source("vif.cu")
+    mma = "mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32"
+    for arch in ("compute_90", "compute_80"):
+        body = _entries(_ptx(src, arch))
+        for name in ("vx_vif_stats0_down_u8", "vx_vif_stats0_u8"):
+            assert body[name].count(mma) == 32, (arch, name)
+        for name in ("vx_vif_stats0_down_u16", "vx_vif_stats1_down", "vx_vif_stats2_down", "vx_vif_stats3"):
+            assert mma not in body[name], (arch, name)
+    assert mma not in _ptx(src, "compute_75")

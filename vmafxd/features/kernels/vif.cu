@@ -129,8 +129,11 @@ VX_DEVICE i32 vif_log2_64(const u16* table, u64 v)
 #define VIF_IW (VIF_TW + 16)  // input columns, with the widest filter's halo
 // Row pitches of the vertical pass's results.  The horizontal pass gives a warp's 32 lanes
 // 32 different rows at one column: an odd pitch in 32-bit words spreads them over the banks.
-#define VIF_PITCH32 (VIF_IW + 1)
-#define VIF_PITCH16 (VIF_IW + 2)
+// The tensor-core vertical pass (VIF_MMA) stores a lane's results at rows g, columns 2q and
+// 2q + 1 (g = lane / 4, q = lane % 4): pitches of 67 and 35 words (3 and 5 mod 32 rather
+// than 1) put those 32 stores on at least 16 banks, where 65 and 33 put them on 8.
+#define VIF_PITCH32 (VIF_IW + 3)
+#define VIF_PITCH16 (VIF_IW + 6)
 
 // The vertical pass's product sums, sum f*x*y.  8-bit samples come only to scale 0's u8 kernel,
 // where s_sq = 2*(8-8) = 0 and the sums fit 32 bits: the 17 taps add up to 2^16, so a sum is at
@@ -391,6 +394,190 @@ VX_DEVICE void vif_stage_block(const T* r, const T* d, i64 pitch, int w, int h, 
         vif_stage(r, d, pitch, w, h, half, gy0, gx0, ih, iw, in_r, in_d, in_pitch);
 }
 
+// ---- scale 0 of 8-bit samples: the vertical pass on the tensor cores (VIF_MMA) ------------
+// On CUDA devices of compute capability 8.0 and up, vx_vif_stats0_down_u8 / vx_vif_stats0_u8
+// compute the vertical pass as integer matrix products (mma.sync m16n8k32, u8 x u8 -> s32):
+// a tile's 32 x 64 vertical sums of column c are F * X, where X holds the column's 48 staged
+// rows and F[y][k] = f[k - y] (0 <= k - y <= 16, else 0) is the 17-tap filter as a band.  An
+// output block of 16 rows reads 32 input rows: one k32 product.  The operands are bytes, so
+// every 16-bit value is taken as its two bytes, v = 256 vh + vl, and a sum of products as the
+// products of the parts:
+//   sum f x     = 256 (Fh X) + (Fl X)                                  (the means)
+//   sum f x y   = 65536 (Fh H) + 256 (Fh L + Fl H) + (Fl L),  x y = 256 H + L   (the moments)
+// with f = 256 fh + fl.  Every part is a sum of at most 17 products of bytes (below 2^21; the
+// cross part two such sums), so the s32 accumulators hold them exactly, and the whole sums
+// are the integers the scalar pass adds: below 2^24 for a mean, and at most 2^16 * 255^2 <
+// 2^32 for a moment (VifSum32's bound), so the parts combine in u32 arithmetic without loss.
+// The rounding after the vertical pass (s_mu = 8, s_sq = 0 at scale 0 of 8-bit samples) is
+// then applied as before: the same integers, hence the same sums and pictures.
+//
+// The staging keeps 8-bit samples column by column (column c's row k at cols[c * VIF_CPB + k])
+// so that a product's operand, four consecutive rows of a column, is one word.  A warp takes
+// the 8 columns of one n-block for both 16-row blocks; the block must be VIF_THREADS = 256
+// threads (8 warps for the tile's 64 columns).  The emulator and HIP run the scalar pass.
+#if !defined(VIF_MMA)
+#if defined(VX_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define VIF_MMA 1
+#else
+#define VIF_MMA 0
+#endif
+#endif
+// bytes a staged column: 48 rows and a pad word, so that a warp's staging stores (8 column
+// groups x 4 row groups) and its operand loads (8 columns x 4 row words) spread over the banks
+#define VIF_CPB 52
+
+template <bool COLS>
+VX_DEVICE u32 vif_staged(const u16* in, int row, int col)
+{
+    return COLS ? (u32)((const u8*)in)[col * VIF_CPB + row] : (u32)in[row * VIF_IW + col];
+}
+
+#if VIF_MMA
+// acc += a * b: the m16n8k32 product of a 16 x 32 byte matrix (a, row fragments) and a 32 x 8
+// one (b0, b1, column fragments), s32 accumulators (PTX ISA, "mma.m16n8k32")
+VX_DEVICE void vif_mma(u32 (&acc)[4], const u32 (&a)[4], u32 b0, u32 b1)
+{
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+r"(acc[0]), "+r"(acc[1]), "+r"(acc[2]), "+r"(acc[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Stage the tile's (VIF_TH + 16) x VIF_IW samples of both pictures column by column (see
+// above), mirrored as vif_stage.  Inside the picture, with 4-byte aligned rows, an item is a
+// block of 4 rows x 4 columns: four word loads, a byte transpose, four word stores; a warp's
+// 32 items are 8 column groups x 4 row groups, whose stores land on 32 different banks.
+VX_DEVICE void vif_stage_cols(const u8* r, const u8* d, i64 pitch, int w, int h, int gy0, int gx0, u8* cr, u8* cd)
+{
+    const int IH = VIF_TH + 16, IW = VIF_IW;
+    if (gy0 >= 0 && gx0 >= 0 && gy0 + IH <= h && gx0 + IW <= w && (((u64)r | (u64)d | (u64)pitch | (u64)gx0) & 3) == 0) {
+        for (int i = threadIdx.x; i < (IH / 4) * (IW / 4); i += blockDim.x) {
+            const int cg = (i & 7) | ((i >> 5) & 1) << 3, rg = ((i >> 3) & 3) | (i >> 6) << 2;
+            const i64 o = (i64)(gy0 + 4 * rg) * pitch + gx0 + 4 * cg;
+            u32 a[4], b[4];
+#pragma unroll
+            for (int k = 0; k < 4; ++k) a[k] = *(const u32*)(r + o + k * pitch), b[k] = *(const u32*)(d + o + k * pitch);
+            const u32 a01 = __byte_perm(a[0], a[1], 0x5140), a23 = __byte_perm(a[2], a[3], 0x5140);
+            const u32 a01h = __byte_perm(a[0], a[1], 0x7362), a23h = __byte_perm(a[2], a[3], 0x7362);
+            const u32 b01 = __byte_perm(b[0], b[1], 0x5140), b23 = __byte_perm(b[2], b[3], 0x5140);
+            const u32 b01h = __byte_perm(b[0], b[1], 0x7362), b23h = __byte_perm(b[2], b[3], 0x7362);
+            u32* pr = (u32*)(cr + 4 * cg * VIF_CPB + 4 * rg);
+            u32* pd = (u32*)(cd + 4 * cg * VIF_CPB + 4 * rg);
+            const int cw = VIF_CPB / 4;  // a column's words
+            pr[0] = __byte_perm(a01, a23, 0x5410), pr[cw] = __byte_perm(a01, a23, 0x7632);
+            pr[2 * cw] = __byte_perm(a01h, a23h, 0x5410), pr[3 * cw] = __byte_perm(a01h, a23h, 0x7632);
+            pd[0] = __byte_perm(b01, b23, 0x5410), pd[cw] = __byte_perm(b01, b23, 0x7632);
+            pd[2 * cw] = __byte_perm(b01h, b23h, 0x5410), pd[3 * cw] = __byte_perm(b01h, b23h, 0x7632);
+        }
+        return;
+    }
+    for (int i = threadIdx.x; i < IH * IW; i += blockDim.x) {
+        const int ty = i / IW, tx = i % IW;
+        const int gy = gy0 + ty, gx = gx0 + tx;
+        u8 a = 0, b = 0;
+        if (gy < h + 8 && gx < w + 8) {
+            const i64 o = (i64)vx_mirror(gy, h) * pitch + vx_mirror(gx, w);
+            a = r[o];
+            b = d[o];
+        }
+        cr[tx * VIF_CPB + ty] = a;
+        cd[tx * VIF_CPB + ty] = b;
+    }
+}
+
+// The filter's fragments (the 16 x 32 band F, its high bytes then its low bytes; word m of
+// lane l at frag[m * 32 + l]): thread t < 256 writes word t.  Fragment layout of m16n8k32's
+// first operand: lane l's word j holds row l / 4 + 8 (j & 1), columns 4 (l % 4) + 16 (j >> 1)
+// + 0..3, one byte each.
+VX_DEVICE void vif_mma_filter(u32* frag)
+{
+    const int t = threadIdx.x;
+    if (t >= 256) return;
+    const int m = t >> 5, l = t & 31, j = m & 3, high = m < 4;
+    const int y = (l >> 2) + 8 * (j & 1), k0 = 4 * (l & 3) + 16 * (j >> 1);
+    u32 word = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int k = k0 + i - y;
+        const u32 f = k >= 0 && k <= 16 ? vif_taps0[k] : 0u;
+        word |= (high ? f >> 8 : f & 0xffu) << (8 * i);
+    }
+    frag[t] = word;
+}
+
+// a word's 4 bytes times another's, byte by byte (4 products below 2^16), as the high bytes
+// and the low bytes of the products (byte i of each for product i)
+VX_DEVICE void vif_byte_products(u32 x, u32 y, u32& hi, u32& lo)
+{
+    u32 p[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) p[i] = __byte_perm(x, 0, 0x4440 | i) * __byte_perm(y, 0, 0x4440 | i);
+    const u32 p01 = __byte_perm(p[0], p[1], 0x5410), p23 = __byte_perm(p[2], p[3], 0x5410);
+    lo = __byte_perm(p01, p23, 0x6420);
+    hi = __byte_perm(p01, p23, 0x7531);
+}
+
+// The vertical pass of a tile (see above): warp w's columns 8 w .. 8 w + 7, rows 0..31, into
+// the shared results (as the scalar pass writes them).  cr / cd: the staged columns; frag: the
+// filter's fragments (vif_mma_filter).
+VX_DEVICE void vif_vertical_mma(const u8* cr, const u8* cd, const u32* frag, u32 rnd_mu, int s_mu,
+                                u16 (*v_mu1)[VIF_PITCH16], u16 (*v_mu2)[VIF_PITCH16], u32 (*v_rr)[VIF_PITCH32],
+                                u32 (*v_dd)[VIF_PITCH32], u32 (*v_rd)[VIF_PITCH32])
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+    u32 fh[4], fl[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) fh[j] = frag[j * 32 + lane], fl[j] = frag[(4 + j) * 32 + lane];
+    // the column's words of rows 4q.., 16 + 4q.., 32 + 4q..: the second operand's (b0, b1)
+    // are words (0, 1) for output rows 0..15 and (1, 2) for rows 16..31
+    const int col = 8 * warp + g;
+    u32 a[3], b[3];
+#pragma unroll
+    for (int s = 0; s < 3; ++s)
+        a[s] = *(const u32*)(cr + col * VIF_CPB + 16 * s + 4 * q), b[s] = *(const u32*)(cd + col * VIF_CPB + 16 * s + 4 * q);
+    const int c0 = 8 * warp + 2 * q;  // a lane's result columns c0, c0 + 1 at rows g, g + 8
+    // the means
+#pragma unroll
+    for (int mb = 0; mb < 2; ++mb) {
+        u32 ah[4] = {0, 0, 0, 0}, al[4] = {0, 0, 0, 0}, bh[4] = {0, 0, 0, 0}, bl[4] = {0, 0, 0, 0};
+        vif_mma(ah, fh, a[mb], a[mb + 1]);
+        vif_mma(al, fl, a[mb], a[mb + 1]);
+        vif_mma(bh, fh, b[mb], b[mb + 1]);
+        vif_mma(bl, fl, b[mb], b[mb + 1]);
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int y = 16 * mb + g + 8 * half;
+            const u32 m0 = ((ah[2 * half] << 8) + al[2 * half] + rnd_mu) >> s_mu;
+            const u32 m1 = ((ah[2 * half + 1] << 8) + al[2 * half + 1] + rnd_mu) >> s_mu;
+            const u32 n0 = ((bh[2 * half] << 8) + bl[2 * half] + rnd_mu) >> s_mu;
+            const u32 n1 = ((bh[2 * half + 1] << 8) + bl[2 * half + 1] + rnd_mu) >> s_mu;
+            *(u32*)&v_mu1[y][c0] = m0 | m1 << 16;
+            *(u32*)&v_mu2[y][c0] = n0 | n1 << 16;
+        }
+    }
+    // the moments, one at a time: x x (rr), x y (rd), y y (dd)
+#pragma unroll
+    for (int m = 0; m < 3; ++m) {
+        u32 ph[3], pl[3];
+#pragma unroll
+        for (int s = 0; s < 3; ++s)
+            vif_byte_products(m == 2 ? b[s] : a[s], m == 0 ? a[s] : b[s], ph[s], pl[s]);
+        u32 (*out)[VIF_PITCH32] = m == 0 ? v_rr : m == 1 ? v_rd : v_dd;
+#pragma unroll
+        for (int mb = 0; mb < 2; ++mb) {
+            u32 hh[4] = {0, 0, 0, 0}, x[4] = {0, 0, 0, 0}, ll[4] = {0, 0, 0, 0};
+            vif_mma(hh, fh, ph[mb], ph[mb + 1]);
+            vif_mma(x, fh, pl[mb], pl[mb + 1]);
+            vif_mma(x, fl, ph[mb], ph[mb + 1]);
+            vif_mma(ll, fl, pl[mb], pl[mb + 1]);
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                out[16 * mb + g + 8 * (e >> 1)][c0 + (e & 1)] = (hh[e] << 16) + (x[e] << 8) + ll[e];
+        }
+    }
+}
+#endif
+
 // One pixel's contribution to the four sums, from its filtered moments (libvmaf's
 // vif_statistic, integer path), with libvmaf's branches.  A branch-free form (every pixel
 // through the log branch's arithmetic with inputs that make it add 0, a strip's pixels a step
@@ -464,8 +651,8 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
     __shared__ VX_ALIGN(16) u16 in_r[VIF_TH + 16][VIF_IW];
     __shared__ VX_ALIGN(16) u16 in_d[VIF_TH + 16][VIF_IW];
     // the means fit 16 bits: (2^16 (2^b - 1) + 2^(b-1)) >> b <= 65535 for inputs of b <= 16 bits
-    __shared__ u16 v_mu1[VIF_TH][VIF_PITCH16];
-    __shared__ u16 v_mu2[VIF_TH][VIF_PITCH16];
+    __shared__ VX_ALIGN(16) u16 v_mu1[VIF_TH][VIF_PITCH16];
+    __shared__ VX_ALIGN(16) u16 v_mu2[VIF_TH][VIF_PITCH16];
     __shared__ u32 v_rr[VIF_TH][VIF_PITCH32];
     __shared__ u32 v_dd[VIF_TH][VIF_PITCH32];
     __shared__ u32 v_rd[VIF_TH][VIF_PITCH32];
@@ -477,12 +664,26 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
     const int x0 = blockIdx.x * VIF_TW, y0 = blockIdx.y * VIF_TH;
     const int t = threadIdx.x;
 
+    const u32 rnd_mu = s_mu ? (1u << (s_mu - 1)) : 0u;
+#if VIF_MMA
+    // 8-bit samples at scale 0 (s_mu = 8, s_sq = 0): the vertical pass on the tensor cores
+    constexpr bool COLS = sizeof(T) == 1 && FW == 17;
+    if (COLS) {
+        vif_mma_filter((u32*)scratch);
+        vif_stage_cols((const u8*)r, (const u8*)d, pitch, w, h, y0 - HALF, x0 - HALF, (u8*)&in_r[0][0], (u8*)&in_d[0][0]);
+        __syncthreads();
+        vif_vertical_mma((const u8*)&in_r[0][0], (const u8*)&in_d[0][0], (const u32*)scratch, rnd_mu, s_mu, v_mu1,
+                         v_mu2, v_rr, v_dd, v_rd);
+    } else
+#else
+    constexpr bool COLS = false;
+#endif
+    {
     vif_stage_block(r, d, pitch, w, h, HALF, y0 - HALF, x0 - HALF, IH, IW, &in_r[0][0], &in_d[0][0], VIF_IW);
     __syncthreads();
 
     // vertical pass: a thread item is a column strip of VIF_RV rows
     typedef typename VifSqSum<T>::type SqSum;
-    const u32 rnd_mu = s_mu ? (1u << (s_mu - 1)) : 0u;
     const u64 rnd_sq = s_sq ? ((u64)1 << (s_sq - 1)) : 0;
     for (int i = t; i < (VIF_TH / VIF_RV) * VIF_IW; i += blockDim.x) {
         const int tx = i % VIF_IW, y = (i / VIF_IW) * VIF_RV;
@@ -546,6 +747,7 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
             v_dd[y + j][tx] = (u32)((dd[j] + rnd_sq) >> s_sq);
             v_rd[y + j][tx] = (u32)((rd[j] + rnd_sq) >> s_sq);
         }
+    }
     }
     __syncthreads();
 
@@ -650,8 +852,8 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
 #pragma unroll
         for (int k = 0; k < DF; ++k) {
             const u32 f = vif_tap<DF>(k);
-            ar += f * (u32)in_r[r0 + 2 * ty + k][c0 + c];
-            ad += f * (u32)in_d[r0 + 2 * ty + k][c0 + c];
+            ar += f * vif_staged<COLS>(&in_r[0][0], r0 + 2 * ty + k, c0 + c);
+            ad += f * vif_staged<COLS>(&in_d[0][0], r0 + 2 * ty + k, c0 + c);
         }
         v_rr[ty][c] = (ar + rnd) >> s_mu;
         v_dd[ty][c] = (ad + rnd) >> s_mu;
