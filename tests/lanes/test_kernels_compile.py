@@ -74,15 +74,16 @@ def _entries(ptx: str) -> dict[str, str]:
 
 def test_vif_scale0_of_8_bit_samples_takes_the_tensor_cores_from_sm80():
     """vif.cu's VIF_MMA: the 8-bit scale-0 kernels' vertical pass as u8 matrix products
-    (32 a warp: the means' 8, the three moments' 24) on sm_80 and up, the scalar pass below
-    and in every other kernel.  The GPU lane's tests hold the products to the CPU twin."""
+    (32 a warp: the means' 8, the three moments' 24), and the decimation's to scale 1 (8 more),
+    on sm_80 and up; the scalar passes below and in every other kernel.  The GPU lane's tests
+    hold the products to the CPU twin."""
     _nvrtc()
     src = kernels.source("vif.cu")
     mma = "mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32"
     for arch in ("compute_90", "compute_80"):
         body = _entries(_ptx(src, arch))
-        for name in ("vx_vif_stats0_down_u8", "vx_vif_stats0_u8"):
-            assert body[name].count(mma) == 32, (arch, name)
+        assert body["vx_vif_stats0_u8"].count(mma) == 32, arch
+        assert body["vx_vif_stats0_down_u8"].count(mma) == 32 + 8, arch
         for name in ("vx_vif_stats0_down_u16", "vx_vif_stats1_down", "vx_vif_stats2_down", "vx_vif_stats3"):
             assert mma not in body[name], (arch, name)
     assert mma not in _ptx(src, "compute_75")

@@ -576,6 +576,59 @@ VX_DEVICE void vif_vertical_mma(const u8* cr, const u8* cd, const u32* frag, u32
         }
     }
 }
+
+// The decimation's vertical pass (scale 1's 9 taps at the even rows) the same way: the tile's
+// 16 x 56 sums of column c0 + c are D * X with D[t][j] = f9[j - 2 t] (0 <= j - 2 t <= 8), the
+// rows j counted from the staged row r0; j reaches 2 * 15 + 8 = 38, so two k32 products, the
+// second reading rows past the column's 48 (the pad word, then the next column's bytes: every
+// one of them meets a zero of D).  Each sum is below 2^16 * 255 < 2^24 and each part below
+// 2^16, as above.  frag: D's fragments, step s's high bytes at words (4 s + j) * 32 + lane and
+// its low bytes at (8 + 4 s + j) * 32 + lane; thread t < 512 writes word t
+// (vif_mma_down_filter).  Warp w < 7 writes columns 8 w .. 8 w + 7 of out_r / out_d.
+VX_DEVICE void vif_mma_down_filter(u32* frag)
+{
+    for (int t = threadIdx.x; t < 512; t += blockDim.x) {
+        const int m = t >> 5, l = t & 31, j = m & 3, s = (m >> 2) & 1, high = m < 8;
+        const int y = (l >> 2) + 8 * (j & 1), k0 = 4 * (l & 3) + 16 * (j >> 1) + 32 * s;
+        u32 word = 0;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int k = k0 + i - 2 * y;
+            const u32 f = k >= 0 && k <= 8 ? vif_taps1[k] : 0u;
+            word |= (high ? f >> 8 : f & 0xffu) << (8 * i);
+        }
+        frag[t] = word;
+    }
+}
+
+VX_DEVICE void vif_down_vertical_mma(const u8* cr, const u8* cd, int r0, int c0, const u32* frag, u32 rnd, int s_mu,
+                                     u32 (*out_r)[VIF_PITCH32], u32 (*out_d)[VIF_PITCH32])
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+    if (warp >= 7) return;
+    const u8* pr = cr + (c0 + 8 * warp + g) * VIF_CPB + r0 + 4 * q;
+    const u8* pd = cd + (c0 + 8 * warp + g) * VIF_CPB + r0 + 4 * q;
+    u32 rh[4] = {0, 0, 0, 0}, rl[4] = {0, 0, 0, 0}, dh[4] = {0, 0, 0, 0}, dl[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+        u32 fh[4], fl[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) fh[j] = frag[(4 * s + j) * 32 + lane], fl[j] = frag[(8 + 4 * s + j) * 32 + lane];
+        const u32 a0 = *(const u32*)(pr + 32 * s), a1 = *(const u32*)(pr + 32 * s + 16);
+        const u32 b0 = *(const u32*)(pd + 32 * s), b1 = *(const u32*)(pd + 32 * s + 16);
+        vif_mma(rh, fh, a0, a1);
+        vif_mma(rl, fl, a0, a1);
+        vif_mma(dh, fh, b0, b1);
+        vif_mma(dl, fl, b0, b1);
+    }
+    const int c = 8 * warp + 2 * q;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        const int ty = g + 8 * (e >> 1), cc = c + (e & 1);
+        out_r[ty][cc] = ((rh[e] << 8) + rl[e] + rnd) >> s_mu;
+        out_d[ty][cc] = ((dh[e] << 8) + dl[e] + rnd) >> s_mu;
+    }
+}
 #endif
 
 // One pixel's contribution to the four sums, from its filtered moments (libvmaf's
@@ -668,7 +721,7 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
 #if VIF_MMA
     // 8-bit samples at scale 0 (s_mu = 8, s_sq = 0): the vertical pass on the tensor cores
     constexpr bool COLS = sizeof(T) == 1 && FW == 17;
-    if (COLS) {
+    if constexpr (COLS) {
         vif_mma_filter((u32*)scratch);
         vif_stage_cols((const u8*)r, (const u8*)d, pitch, w, h, y0 - HALF, x0 - HALF, (u8*)&in_r[0][0], (u8*)&in_d[0][0]);
         __syncthreads();
@@ -845,6 +898,15 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
     const u32 rnd = 1u << (s_mu - 1);       // s_mu = bpc >= 8 at scale 0, 16 above
     // the vertical sums reuse v_rr / v_dd (the horizontal pass read them before the barriers
     // of the block sums above)
+#if VIF_MMA
+    if constexpr (COLS) {  // on the tensor cores, D's fragments in v_mu1 (free as v_rr is)
+        static_assert(sizeof(v_mu1) >= 512 * 4 && DCOLS <= 56 && DHT == 16, "the tile's shapes");
+        vif_mma_down_filter((u32*)&v_mu1[0][0]);
+        __syncthreads();
+        vif_down_vertical_mma((const u8*)&in_r[0][0], (const u8*)&in_d[0][0], r0, c0, (const u32*)&v_mu1[0][0],
+                              rnd, s_mu, v_rr, v_dd);
+    } else
+#endif
     for (int i = t; i < DHT * DCOLS; i += blockDim.x) {
         const int ty = i / DCOLS, c = i % DCOLS;
         if (oy0 + ty >= h2) continue;
