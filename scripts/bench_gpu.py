@@ -391,11 +391,11 @@ GRAPH_COUNTS: list[tuple[int, int]] = []
 
 def device_frames(dev, stream, w: int, h: int) -> list:
     """make_frames' (ref, dist) pairs copied to the device: a pair of 4:2:0 FrameSources each
-    (the device memory is the process's until it exits)."""
+    (the caller frees each one's ``ptr``)."""
     from vmafx.formats import PixelFormat
     from vmafxd.lanes.gpu.engine import FrameSource
 
-    srcs = []
+    srcs, hosts = [], []
     for ref, dist in make_frames(w, h):
         pair = []
         for planes in (ref, dist):
@@ -404,6 +404,7 @@ def device_frames(dev, stream, w: int, h: int) -> list:
             host = dev.alloc_host(blob.nbytes)
             host[:] = blob
             dev.copy_htod_async(ptr, host, blob.nbytes, stream)
+            hosts.append(host)
             offs, o = [], 0
             for p in planes:
                 offs.append((o, p.shape[1]))
@@ -411,7 +412,30 @@ def device_frames(dev, stream, w: int, h: int) -> list:
             pair.append(FrameSource(ptr, PixelFormat.YUV420P, tuple(offs)))
         srcs.append(pair)
     stream.synchronize()
+    for host in hosts:
+        dev.free_host(host)
     return srcs
+
+
+def _engine_fps(sc, frames_list: list, frames: int, batch: int) -> float:
+    # warm-up (compiles, pools)
+    b = sc.enqueue(frames_list)
+    b.done.synchronize()
+    sc.complete(b)
+    t0 = time.perf_counter()
+    n = 0
+    inflight = []
+    while n < frames:
+        while sc.can_enqueue() and n < frames:
+            inflight.append(sc.enqueue(frames_list))
+            n += batch
+        b = inflight.pop(0)
+        b.done.synchronize()
+        sc.complete(b)
+    for b in inflight:
+        b.done.synchronize()
+        sc.complete(b)
+    return n / (time.perf_counter() - t0)
 
 
 def bench_engine(w: int, h: int, frames: int, batch: int, models=("version=vmaf_v0.6.1",), features=(),
@@ -434,26 +458,17 @@ def bench_engine(w: int, h: int, frames: int, batch: int, models=("version=vmaf_
     plan = ScoringPlan.build([load_model(m) for m in models], [parse_feature_spec(f) for f in features])
     sc = GpuScorer(dev, ks, stream, plan, w, h, 8, Subsampling.S420, max_batch=batch)
     srcs = device_frames(dev, stream, w, h)
-    frames_list = [GpuFrame(*srcs[i % len(srcs)]) for i in range(batch)]
-    # warm-up (compiles, pools)
-    b = sc.enqueue(frames_list)
-    b.done.synchronize()
-    sc.complete(b)
-    t0 = time.perf_counter()
-    n = 0
-    inflight = []
-    while n < frames:
-        while sc.can_enqueue() and n < frames:
-            inflight.append(sc.enqueue(frames_list))
-            n += batch
-        b = inflight.pop(0)
-        b.done.synchronize()
-        sc.complete(b)
-    for b in inflight:
-        b.done.synchronize()
-        sc.complete(b)
-    fps = n / (time.perf_counter() - t0)
-    GRAPH_COUNTS.append((sc.graphs.captures, sc.graphs.launches))
+    try:
+        fps = _engine_fps(sc, [GpuFrame(*srcs[i % len(srcs)]) for i in range(batch)], frames, batch)
+        GRAPH_COUNTS.append((sc.graphs.captures, sc.graphs.launches))
+    finally:  # each size's engine closed before the next one's (nothing left to the collector)
+        sc.close()
+        stream.synchronize()
+        for pair in srcs:
+            for src in pair:
+                dev.free(src.ptr)
+        stream.close()
+        ks.close()
     return fps
 
 

@@ -22,8 +22,10 @@ from vmafxd.model import load_model
 from .test_engine_batch_sizes import _Pair, _plan
 
 
-def _run(rt, dev, plan, pair, sizes, max_batch, *, before=None):
-    """(frame -> metrics, the scorer's graphs' (captures, launches)) for batches of ``sizes``."""
+def _run(rt, dev, plan, pair, sizes, max_batch, *, before=None, forks=None):
+    """(frame -> metrics, the scorer's graphs' (captures, launches)) for batches of ``sizes``;
+    ``forks`` gets (branch streams made, twins, each plan's scratch regions [start, end))."""
+    forks = [] if forks is None else forks
     from vmafxd.lanes.gpu.engine import GpuFrame, GpuScorer, HostUploads, KernelSet
 
     refs, dists = pair.pictures()
@@ -53,6 +55,9 @@ def _run(rt, dev, plan, pair, sizes, max_batch, *, before=None):
                 out += sc.complete(b)
             out += sc.finish()
         counts = (sc.graphs.captures, sc.graphs.launches)
+        regions = [sorted((at, at + t.scratch_bytes(n)) for t, at in zip(sc.twins, p.offsets) if at is not None)
+                   for n, p in sc._plans.items()]
+        forks.append((len(sc.graphs._branches), len(sc.twins), regions))
     finally:
         sc.close()
         stream.close()
@@ -77,11 +82,21 @@ def test_graphs_give_the_direct_paths_numbers(gpu, monkeypatch, bitdepth, subsam
     plan = _plan()  # vmaf_v0.6.1 with debug outputs, psnr, float_ssim, float_ms_ssim: all capturable
     pair = _Pair(181, 177, bitdepth, subsampling, 14)
     sizes = [1, 3, 2, 1, 2, 3, 1]
-    graphs, (captures, launches) = _run(rt, dev, plan, pair, sizes, max_batch=3)
+    forks, flat = [], []
+    graphs, (captures, launches) = _run(rt, dev, plan, pair, sizes, max_batch=3, forks=forks)
     monkeypatch.setenv("VMAFXD_GPU_GRAPHS", "0")
-    direct, off = _run(rt, dev, plan, pair, sizes, max_batch=3)
+    direct, off = _run(rt, dev, plan, pair, sizes, max_batch=3, forks=flat)
     assert off == (0, 0)
     _same(graphs, direct)
+    # the captures forked a branch a feature, each feature's scratch its own; without graphs,
+    # no branch and one shared region
+    (branches, twins, regions), = forks
+    assert twins >= 5 and branches == twins - 1
+    for plan_regions in regions:
+        assert len(plan_regions) >= 3
+        assert all(end <= nxt for (_, end), (nxt, _) in zip(plan_regions, plan_regions[1:]))
+    (branches, _, regions), = flat
+    assert branches == 0 and all(len({at for at, _ in p}) == 1 for p in regions)
     assert len({m["integer_adm2"] for m in graphs.values()}) > 5
     # every batch went through a graph; one capture per key: (size, slot, motion's leading frames)
     # -- fewer captures than batches, so graphs were launched again
@@ -195,3 +210,81 @@ def test_emulated_capture_records_and_replays(monkeypatch):
     dev.free_host(host)
     dev.free_host(back)
     st.close()
+
+
+def test_emulated_capture_follows_a_fork_and_its_join():
+    """A stream that waits on an event recorded in a capture joins it (CUDA's fork): its work
+    goes into the graph, in the order enqueued, and runs directly again once the capture ended."""
+    from vmafxd.lanes import emulated
+
+    dev = emulated.load().device(0)
+    main, side = dev.create_stream(), dev.create_stream()
+    fork, join = dev.create_event(), dev.create_event()
+    ptr, back = dev.alloc(16), dev.alloc_host(16)
+    dev.begin_capture(main)
+    dev.memset_async(ptr, 1, 16, main)
+    fork.record(main)
+    side.wait_event(fork)
+    dev.memset_async(ptr + 8, 2, 8, side)  # the branch: recorded, not run
+    join.record(side)
+    main.wait_event(join)
+    dev.copy_dtoh_async(back, ptr, 16, main)
+    assert not back.any()
+    g = dev.end_capture(main)
+    g.launch(main)
+    assert back.tolist() == [1] * 8 + [2] * 8
+    dev.memset_async(ptr, 3, 16, side)  # the capture ended for the branch too: runs now
+    dev.copy_dtoh_async(back, ptr, 16, side)
+    assert back.tolist() == [3] * 16
+    g.launch(main)
+    assert back.tolist() == [1] * 8 + [2] * 8
+    g.close()
+    dev.free(ptr)
+    dev.free_host(back)
+    for h in (main, side, fork, join):
+        h.close()
+
+
+def test_a_handle_dropped_during_a_capture_is_destroyed_after_it():
+    """The garbage collector may finalize a handle nobody closed while a batch is captured; its
+    destroy (a free) would invalidate the capture (CUDA's thread-local mode, as the emulator
+    has it).  The safety net waits for the capture's end: the graph is made, the handle freed."""
+    from vmafxd.lanes import emulated
+    from vmafxd.lanes.gpu.batch_graphs import BatchGraphs
+    from vmafxd.lanes.runtime import Owned, dropped_handles
+
+    dev = emulated.load().device(0)
+    stream = dev.create_stream()
+    graphs = BatchGraphs(dev)
+    graphs.on = True
+    dropped_ptr, out, back = dev.alloc(64), dev.alloc(16), dev.alloc_host(16)
+    leaked = [Owned("emu", dropped_ptr, dev.free)]
+    before = dropped_handles("emu")
+    seen = []
+
+    def enqueue(s):
+        dev.memset_async(out, 7, 16, s)
+        leaked.clear()  # the last reference goes here, inside the capture: its finalizer runs
+        seen.append(dropped_ptr in dev._buffers)  # not freed yet
+
+    try:
+        assert graphs.run("k", stream, enqueue)
+        assert graphs.on and graphs.captures == 1 and graphs.launches == 1
+        assert seen == [True]
+        assert dropped_ptr not in dev._buffers  # freed once the capture ended
+        assert dropped_handles("emu") == before + 1
+        dev.copy_dtoh_async(back, out, 16, stream)
+        assert back.tolist() == [7] * 16
+        # and a free on the capturing thread, outside the safety net, invalidates the capture
+        with pytest.raises(Exception, match="CAPTURE_UNSUPPORTED"):
+            dev.begin_capture(stream)
+            try:
+                dev.free(out)
+            finally:
+                with pytest.raises(Exception, match="CAPTURE_INVALIDATED"):
+                    dev.end_capture(stream)
+    finally:
+        graphs.close(stream)
+        dev.free(out)
+        dev.free_host(back)
+        stream.close()

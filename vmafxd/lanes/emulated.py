@@ -94,12 +94,38 @@ def _emu_event_lag() -> float:
 
 class _EmuEvent:
     """An emulated event: complete once the monotonic clock has reached ``at`` (0.0: never
-    recorded, or recorded on a device without lag -- complete at once)."""
+    recorded, or recorded on a device without lag -- complete at once).  ``capture``: the
+    capture it was recorded in (a stream that waits on it joins that capture, as on CUDA)."""
 
-    __slots__ = ("at",)
+    __slots__ = ("at", "capture")
 
     def __init__(self):
         self.at = 0.0
+        self.capture = None
+
+
+class _Capture(list):
+    """A capture's calls, in the order they were enqueued on any of its ``streams`` (the one
+    it began on and those that joined it by waiting on an event recorded in it).  ``invalid``:
+    why it can no longer make a graph (an unsafe call on its thread, as CUDA's thread-local
+    capture mode has it), or None."""
+
+    __slots__ = ("streams", "invalid")
+
+
+#: the captures begun on this thread and not ended (what an unsafe call here invalidates)
+_capturing_here = threading.local()
+
+
+def _unsafe_in_capture(call: str) -> None:
+    """A call that frees or unloads, on a thread that captures: it fails, and the capture is
+    invalidated (CUDA: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, then _INVALIDATED at its end)."""
+    captures = getattr(_capturing_here, "captures", None)
+    if captures:
+        for capture in captures:
+            capture.invalid = f"{call} was called on its thread"
+        raise RuntimeCallError("emu", call, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", 900,
+                               "not allowed while this thread captures a stream")
 
 
 class _EmuStream:
@@ -144,6 +170,7 @@ class _EmuDriver:
 
     def event_record(self, event: _EmuEvent, stream: _EmuStream) -> None:
         event.at = stream.point()
+        event.capture = stream.capture
 
     def event_query(self, event: _EmuEvent | None) -> bool:
         return event is None or event.at <= 0 or event.at <= time.monotonic()
@@ -153,9 +180,17 @@ class _EmuDriver:
             _sleep_until(event.at)
 
     def stream_wait(self, stream: _EmuStream, event: _EmuEvent) -> None:
+        if event is None:
+            return
         # the stream's later points complete after the awaited one
-        if event is not None and event.at > stream.busy_until:
+        if event.at > stream.busy_until:
             stream.busy_until = event.at
+        # a fork: waiting on a point of a capture brings the stream into it (its later work is
+        # recorded into the same graph, in program order: the emulator runs it in that order)
+        capture = event.capture
+        if capture is not None and stream.capture is None and capture.streams:
+            stream.capture = capture
+            capture.streams.append(stream)
 
     def stream_query(self, stream: _EmuStream) -> bool:
         return stream.busy_until <= 0 or stream.busy_until <= time.monotonic()
@@ -172,7 +207,7 @@ class _EmuDriver:
 
     def module_unload(self, module) -> None:
         # a loaded library stays loaded (dlclose under ctypes is not safe); the handle goes
-        pass
+        _unsafe_in_capture("cuModuleUnload")
 
 
 _DRIVER = _EmuDriver()
@@ -270,6 +305,7 @@ class EmuDevice:
         return ptr
 
     def free(self, ptr: int) -> None:
+        _unsafe_in_capture("cuMemFree")
         with self._pool_lock:  # a pool block freed at once (cuMemFree takes those too)
             if self._pool_sizes.pop(ptr, None) is not None:
                 self._pool_free = [b for b in self._pool_free if b[1] != ptr]
@@ -360,16 +396,31 @@ class EmuDevice:
         if h.capture is not None:
             raise RuntimeCallError("emu", "cuStreamBeginCapture", "CUDA_ERROR_ILLEGAL_STATE", 401,
                                    "the stream is already capturing")
-        h.capture = []
+        h.capture = _Capture()
+        h.capture.streams = [h]
+        h.capture.invalid = None
+        if not hasattr(_capturing_here, "captures"):
+            _capturing_here.captures = []
+        _capturing_here.captures.append(h.capture)
 
     def end_capture(self, stream, *, keep: bool = True):
         h = stream.handle
         ops, h.capture = h.capture, None
+        if ops is not None:  # the capture ends for the streams that joined it too
+            for joined in ops.streams:
+                joined.capture = None
+            ops.streams = []
+            mine = getattr(_capturing_here, "captures", [])
+            if any(c is ops for c in mine):
+                mine[:] = [c for c in mine if c is not ops]
         if not keep:
             return None
         if ops is None:
             raise RuntimeCallError("emu", "cuStreamEndCapture", "CUDA_ERROR_ILLEGAL_STATE", 401,
                                    "the stream is not capturing")
+        if ops.invalid is not None:
+            raise RuntimeCallError("emu", "cuStreamEndCapture", "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", 901,
+                                   f"the capture was invalidated: {ops.invalid}")
         return Graph(self, tuple(ops), _destroy_graph, _replay)
 
     def load_module(self, image: bytes) -> Module:

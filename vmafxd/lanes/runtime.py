@@ -9,7 +9,9 @@ its vendor.  This module holds what they share:
   per driver handle.  ``close()`` destroys it, is checked (a failing destroy
   raises :class:`RuntimeCallError`) and is safe to call twice; a handle
   dropped without ``close()`` is destroyed by a ``weakref.finalize`` safety
-  net (its failure is logged, there is no caller to raise to).  A *borrowed*
+  net (its failure is logged, there is no caller to raise to; while this
+  thread captures a graph the net waits for the capture's end,
+  :func:`drops_deferred`).  A *borrowed*
   handle (``owned=False``: someone else destroys it) is never destroyed here.
   :func:`live_handles` counts the owned handles not yet destroyed, so tests
   can show that sessions leave none behind.
@@ -44,6 +46,7 @@ import logging
 import threading
 import weakref
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence
 
@@ -74,6 +77,7 @@ __all__ = [
     "OnePerProcess",
     "live_handles",
     "dropped_handles",
+    "drops_deferred",
     "Undo",
 ]
 
@@ -133,13 +137,49 @@ def _destroy(key: tuple[str, str], destroy: Callable[[Any], None], handle: Any, 
     if not dropped:
         destroy(handle)
         return
-    # The safety net: nobody called close().  There is no caller to raise to.
+    if getattr(_capturing, "depth", 0):
+        with _live_lock:
+            _deferred.append((key, destroy, handle))
+        return
+    _safety_net(key, destroy, handle)
+
+
+def _safety_net(key: tuple[str, str], destroy: Callable[[Any], None], handle: Any) -> None:
+    # Nobody called close().  There is no caller to raise to.
     try:
         destroy(handle)
     except Exception as e:
         log.warning("%s %s dropped without close(): destroying it failed: %s", key[0], key[1], e)
     else:
         log.debug("%s %s dropped without close() was destroyed by its finalizer", key[0], key[1])
+
+
+_capturing = threading.local()
+_deferred: list[tuple[tuple[str, str], Callable[[Any], None], Any]] = []
+
+
+@contextmanager
+def drops_deferred():
+    """The span of a graph capture on this thread.
+
+    A capturing thread may not free or unload (CUDA's thread-local capture mode:
+    the call fails and the capture is invalidated).  The garbage collector runs
+    finalizers on whichever thread allocates, so a handle dropped without
+    ``close()`` (a cycle collected at that moment) would do just that inside the
+    capture.  Within this span its destroy waits in a queue, run when the
+    outermost span on this thread ends."""
+    depth = getattr(_capturing, "depth", 0)
+    _capturing.depth = depth + 1
+    try:
+        yield
+    finally:
+        _capturing.depth = depth
+        if depth == 0:
+            with _live_lock:
+                todo = list(_deferred)
+                _deferred.clear()
+            for key, destroy, handle in todo:
+                _safety_net(key, destroy, handle)
 
 
 class Owned:

@@ -21,6 +21,15 @@ worker or a reader enqueues elsewhere can join it.  A capture that fails
 turns graphs off for the scorer, and that batch (and every later one) is
 enqueued call by call.
 
+Inside a capture the features' work forks: each feature enqueues on a branch
+stream of its own (:meth:`BatchGraphs.fork`, which waits on the capture
+stream's work so far) and the capture stream waits on every branch before the
+statistics go back (:meth:`BatchGraphs.join`).  The graph then holds each
+feature's launches as a chain of their own, so the device runs the features
+side by side: the tail of one kernel, the gap before the next one and the small
+launches of the coarse scales overlap another feature's work.  Each feature
+gets a scratch region of its own for that (engine.py's ``_BatchPlan``).
+
 ``VMAFXD_GPU_GRAPHS=0`` turns graphs off everywhere (the direct path, as on a
 device without graphs: HIP).
 """
@@ -30,6 +39,8 @@ from __future__ import annotations
 import logging
 import os
 from typing import Any, Callable, Hashable
+
+from ..runtime import drops_deferred
 
 __all__ = ["BatchGraphs", "graphs_enabled"]
 
@@ -59,6 +70,10 @@ class BatchGraphs:
         self.on = graphs_enabled(device)
         self._graphs: dict[Hashable, Any] = {}
         self._capture_stream = None
+        #: the branch streams of a capture's forks, and the events that fork and join them
+        self._branches: list = []
+        self._fork_event = None
+        self._join_events: list = []
         self._block = 0
         self._block_bytes = 0
         #: batches launched through a graph, and captures made (benchmarks and tests read them)
@@ -98,7 +113,32 @@ class BatchGraphs:
         self.launches += 1
         return True
 
+    def fork(self, stream, k: int) -> list:
+        """``k`` streams for ``k`` branches of the capture on ``stream``: ``stream`` itself, then
+        ``k - 1`` branch streams that wait on the work enqueued on ``stream`` so far.  Each
+        branch must come back through :meth:`join` before the capture ends."""
+        dev = self.device
+        while len(self._branches) < k - 1:
+            self._branches.append(dev.create_stream())
+            self._join_events.append(dev.create_event())
+        if self._fork_event is None:
+            self._fork_event = dev.create_event()
+        self._fork_event.record(stream)
+        for branch in self._branches[:k - 1]:
+            branch.wait_event(self._fork_event)
+        return [stream, *self._branches[:k - 1]]
+
+    def join(self, stream, branches: list) -> None:
+        """``stream`` waits on every branch :meth:`fork` gave (but itself, the first)."""
+        for branch, ev in zip(branches[1:], self._join_events):
+            ev.record(branch)
+            stream.wait_event(ev)
+
     def _capture(self, enqueue: Callable[[Any], None]):
+        with drops_deferred():  # no safety-net destroy on this thread while it captures
+            return self._capture_now(enqueue)
+
+    def _capture_now(self, enqueue: Callable[[Any], None]):
         dev = self.device
         try:
             if self._capture_stream is None:
@@ -133,12 +173,15 @@ class BatchGraphs:
             g.close()
 
     def close(self, stream) -> None:
-        """Free the graphs, the block (in ``stream`` order) and the capture stream; a second call
-        does nothing."""
+        """Free the graphs, the block (in ``stream`` order), the capture and branch streams and
+        their events; a second call does nothing."""
         self._drop_graphs()
         if self._block:
             block, self._block, self._block_bytes = self._block, 0, 0
             self.device.free_async(block, stream)
         cap, self._capture_stream = self._capture_stream, None
-        if cap is not None:
-            cap.close()
+        handles = [cap, *self._branches, self._fork_event, *self._join_events]
+        self._branches, self._fork_event, self._join_events = [], None, []
+        for h in handles:
+            if h is not None:
+                h.close()

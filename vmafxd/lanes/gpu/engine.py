@@ -31,6 +31,7 @@ import importlib
 import struct
 import threading
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -446,18 +447,32 @@ class _BatchPlan:
     """What every batch of ``n`` frames shares: its device memory's layout and the gather launch.
 
     A batch's device memory is ONE allocation from the stream's pool (R7):
-    the staging of its ``n`` frames, then one scratch region that every
-    feature with per-batch scratch (``scratch_bytes(n)``) gets whole, as large
-    as the largest of them.  The features' kernels run one after another on
-    the stream, so each one's scratch is dead before the next one's kernels
-    start: the pool gave them the same memory too when each allocated its own.
+    the staging of its ``n`` frames, then the scratch of every feature with
+    per-batch scratch (``scratch_bytes(n)``).  Called one after another on
+    the stream, the features share one region, as large as the largest need:
+    each one's scratch is dead before the next one's kernels start (the pool
+    gave them the same memory too when each allocated its own).  Where the
+    batches go through graphs, the features run side by side (batch_graphs.py's
+    branches), so each gets a region of its own (``branches``).
     """
 
-    def __init__(self, scorer: "GpuScorer", n: int):
+    def __init__(self, scorer: "GpuScorer", n: int, branches: bool):
         stg = scorer.staging
         self.scratch = n * stg.frame_bytes  # staging's frame_bytes is a multiple of 256
-        need = [twin.scratch_bytes(n) for twin, takes in zip(scorer.twins, scorer._scratch) if takes]
-        self.nbytes = self.scratch + (max(need) + 255) // 256 * 256 if need else self.scratch
+        self.branches = branches
+        #: per twin: its scratch's byte offset from the batch's start (None: it takes none)
+        self.offsets: list[int | None] = []
+        end = top = self.scratch
+        for twin, takes in zip(scorer.twins, scorer._scratch):
+            if not takes:
+                self.offsets.append(None)
+                continue
+            need = (twin.scratch_bytes(n) + 255) // 256 * 256
+            at = end if branches else self.scratch
+            self.offsets.append(at)
+            end = at + need if branches else end
+            top = max(top, at + need)
+        self.nbytes = top
         self.jobs = n * 2 * len(stg.shapes)  # one per plane of each source (convert_jobs)
         rows_per_block = 4
         self.convert = scorer._convert.prepare(((stg.height + rows_per_block - 1) // rows_per_block, self.jobs),
@@ -525,9 +540,7 @@ class GpuScorer:
             raise ValueError(f"a batch holds 1..{self.max_batch} frames, got {n}")
         slot_i = next(i for i, s in enumerate(self._slots) if not s.busy)
         slot = self._slots[slot_i]
-        plan = self._plans.get(n)
-        if plan is None:
-            plan = self._plans[n] = _BatchPlan(self, n)
+        plan = self._plan(n)
         dev, st = self.device, self.stream
         first_seq = self._next_seq
         key = self._graph_key(n, first_seq, slot_i)
@@ -545,10 +558,10 @@ class GpuScorer:
         copied = dev.create_event()
         copied.record(st)
 
-        def features(stream) -> None:
-            self._enqueue_features(stream, staging, plan, n, first_seq, slot)
+        def features(stream, branches: bool = False) -> None:
+            self._enqueue_features(stream, staging, plan, n, first_seq, slot, branches)
 
-        if key is None or not self.graphs.run(key, st, features):
+        if key is None or not self.graphs.run(key, st, partial(features, branches=plan.branches)):
             features(st)
         if key is None:
             dev.free_async(staging, st)
@@ -559,12 +572,17 @@ class GpuScorer:
         self._inflight.append(batch)
         return batch
 
+    def _plan(self, n: int) -> _BatchPlan:
+        """The batches of ``n`` frames' plan (made at the first): features side by side where
+        graphs are on and more than one feature has work."""
+        plan = self._plans.get(n)
+        if plan is None:
+            plan = self._plans[n] = _BatchPlan(self, n, self.graphs.on and len(self.twins) > 1)
+        return plan
+
     def _full_batch_bytes(self) -> int:
         """A batch of ``max_batch`` frames' device memory (its _BatchPlan's)."""
-        plan = self._plans.get(self.max_batch)
-        if plan is None:
-            plan = self._plans[self.max_batch] = _BatchPlan(self, self.max_batch)
-        return plan.nbytes
+        return self._plan(self.max_batch).nbytes
 
     def _graph_key(self, n: int, first_seq: int, slot: int) -> tuple | None:
         """The graph key of a batch (batch_graphs.py), or None: graphs off, or a twin without one."""
@@ -580,20 +598,26 @@ class GpuScorer:
         return (n, slot, *keys)
 
     def _enqueue_features(self, stream, staging: int, plan: "_BatchPlan", n: int, first_seq: int,
-                          slot: "_HostSlot") -> None:
+                          slot: "_HostSlot", branches: bool = False) -> None:
         """A batch's work after its gather, on ``stream`` (the library stream, or the capture
-        stream while a graph of it is made: the twins enqueue on ``self.stream``)."""
+        stream while a graph of it is made: the twins enqueue on ``self.stream``).  With
+        ``branches`` (a capture, the plan's scratch laid out apart), each twin enqueues on a
+        branch of its own (batch_graphs.py)."""
         dev, library = self.device, self.stream
         self.stream = stream
         try:
             nbytes = n * self.stats_bytes
             dev.memset_async(self._stats_dev, 0, nbytes, stream)
-            scratch = staging + plan.scratch
-            for twin, takes_scratch in zip(self.twins, self._scratch):
-                if takes_scratch:
-                    twin.enqueue(staging, n, first_seq, self._stats_dev, self.stats_bytes, scratch)
+            streams = self.graphs.fork(stream, len(self.twins)) if branches else [stream] * len(self.twins)
+            for twin, at, twin_stream in zip(self.twins, plan.offsets, streams):
+                self.stream = twin_stream
+                if at is not None:
+                    twin.enqueue(staging, n, first_seq, self._stats_dev, self.stats_bytes, staging + at)
                 else:
                     twin.enqueue(staging, n, first_seq, self._stats_dev, self.stats_bytes)
+            self.stream = stream
+            if branches:
+                self.graphs.join(stream, streams)
             dev.copy_dtoh_async(slot.stats, self._stats_dev, nbytes, stream)
         finally:
             self.stream = library
