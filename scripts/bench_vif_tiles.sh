@@ -8,7 +8,8 @@
 #                                            # the *_down variants also the same scale-1 checksum)
 # Variants: old_* (OLD_REV's vif.cu), the tile shapes, and the arithmetic (vif.cu's VIF_VFOLD /
 # VIF_HFOLD / VIF_HSPLIT: which passes fold the mirrored taps, how the horizontal moments sum;
-# VIF_MMA=0: the vertical pass of scale 0 on the CUDA cores, not the tensor cores);
+# VIF_MMA=0: the passes of scale 0 on the CUDA cores, not the tensor cores; VIF_HMMA=0: its
+# horizontal pass alone there);
 # old_stats_down vs fused_down: scale 0's statistics and the decimation to scale 1 in two
 # launches (before) or one (vx_vif_stats0_down_u8, what the lane launches now).
 set -eu
@@ -38,6 +39,7 @@ build)
     one fused_down_treesums vif_new.cu 48 32 -DFUSED -DVIF_BSUM=0
     one fused_down_int64 vif_new.cu 48 32 -DFUSED -DVIF_HF64=0
     one fused_down_scalar_vertical vif_new.cu 48 32 -DFUSED -DVIF_MMA=0
+    one fused_down_scalar_horizontal vif_new.cu 48 32 -DFUSED -DVIF_HMMA=0
     one fused_down_r4x3 vif_new.cu 48 32 -DFUSED -DVIF_TW=48 -DVIF_TH=32 -DVIF_RV=4 -DVIF_RH=3 -DVIF_STATS_MINB=3
     one fused_down_int64_r4x3 vif_new.cu 48 32 -DFUSED -DVIF_HF64=0 -DVIF_TW=48 -DVIF_TH=32 -DVIF_RV=4 -DVIF_RH=3 -DVIF_STATS_MINB=3
     v() { one "$1x$2_r$3x$4_b$5" vif_new.cu "$1" "$2" -DVIF_TW="$1" -DVIF_TH="$2" -DVIF_RV="$3" -DVIF_RH="$4" -DVIF_STATS_MINB="$5"; }

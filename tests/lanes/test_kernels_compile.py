@@ -43,13 +43,15 @@ def test_every_declared_kernel_source_exists():
             assert decl.kernel in kernels.SOURCES, decl.name
 
 
-def _ptx(source: str, arch: str) -> str:
-    """NVRTC's PTX of ``source`` for the virtual architecture ``arch`` (compute_XY)."""
+def _ptx(source: str, arch: str, *defines: str) -> str:
+    """NVRTC's PTX of ``source`` for the virtual architecture ``arch`` (compute_XY), with
+    ``defines`` ("NAME=VALUE") as -D options."""
     from cuda.bindings import nvrtc
 
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"k.cu", 0, [], [])
     try:
-        opts = [f"--gpu-architecture={arch}".encode(), *[o.encode() for o in kernels.NVRTC_OPTIONS]]
+        opts = [f"--gpu-architecture={arch}".encode(), *[o.encode() for o in kernels.NVRTC_OPTIONS],
+                *[f"-D{d}".encode() for d in defines]]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS, err
         _, n = nvrtc.nvrtcGetPTXSize(prog)
@@ -74,16 +76,20 @@ def _entries(ptx: str) -> dict[str, str]:
 
 def test_vif_scale0_of_8_bit_samples_takes_the_tensor_cores_from_sm80():
     """vif.cu's VIF_MMA: the 8-bit scale-0 kernels' vertical pass as u8 matrix products
-    (32 a warp: the means' 8, the three moments' 24), and the decimation's to scale 1 (8 more),
-    on sm_80 and up; the scalar passes below and in every other kernel.  The GPU lane's tests
+    (32 a warp: the means' 8, the three moments' 24), their horizontal pass too (VIF_HMMA: 32
+    more, in a loop over a warp's two products), and the decimation's to scale 1 (8 more), on
+    sm_80 and up; the scalar passes below and in every other kernel.  The GPU lane's tests
     hold the products to the CPU twin."""
     _nvrtc()
     src = kernels.source("vif.cu")
     mma = "mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32"
     for arch in ("compute_90", "compute_80"):
         body = _entries(_ptx(src, arch))
-        assert body["vx_vif_stats0_u8"].count(mma) == 32, arch
-        assert body["vx_vif_stats0_down_u8"].count(mma) == 32 + 8, arch
+        assert body["vx_vif_stats0_u8"].count(mma) == 32 + 32, arch
+        assert body["vx_vif_stats0_down_u8"].count(mma) == 32 + 32 + 8, arch
         for name in ("vx_vif_stats0_down_u16", "vx_vif_stats1_down", "vx_vif_stats2_down", "vx_vif_stats3"):
             assert mma not in body[name], (arch, name)
+    body = _entries(_ptx(src, "compute_90", "VIF_HMMA=0"))  # the vertical pass alone
+    assert body["vx_vif_stats0_u8"].count(mma) == 32
+    assert body["vx_vif_stats0_down_u8"].count(mma) == 32 + 8
     assert mma not in _ptx(src, "compute_75")

@@ -414,13 +414,22 @@ VX_DEVICE void vif_stage_block(const T* r, const T* d, i64 pitch, int w, int h, 
 // The staging keeps 8-bit samples column by column (column c's row k at cols[c * VIF_CPB + k])
 // so that a product's operand, four consecutive rows of a column, is one word.  A warp takes
 // the 8 columns of one n-block for both 16-row blocks; the block must be VIF_THREADS = 256
-// threads (8 warps for the tile's 64 columns).  The emulator and HIP run the scalar pass.
+// threads (8 warps for the tile's 64 columns) and the tile 48 x 32 (other shapes, timing
+// variants, run the scalar passes).  The emulator and HIP run the scalar pass.
 #if !defined(VIF_MMA)
-#if defined(VX_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if defined(VX_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && VIF_TW == 48 && VIF_TH == 32
 #define VIF_MMA 1
 #else
 #define VIF_MMA 0
 #endif
+#endif
+// VIF_HMMA (default: VIF_MMA): the horizontal pass of those tiles on the tensor cores too
+// (vif_horizontal_mma); 0: the vertical pass alone, the horizontal one as for every kernel.
+#if !VIF_MMA
+#undef VIF_HMMA
+#define VIF_HMMA 0
+#elif !defined(VIF_HMMA)
+#define VIF_HMMA 1
 #endif
 // bytes a staged column: 48 rows and a pad word, so that a warp's staging stores (8 column
 // groups x 4 row groups) and its operand loads (8 columns x 4 row words) spread over the banks
@@ -517,12 +526,37 @@ VX_DEVICE void vif_byte_products(u32 x, u32 y, u32& hi, u32& lo)
     hi = __byte_perm(p01, p23, 0x7531);
 }
 
+#if VIF_HMMA
+// The vertical results as byte planes, the horizontal pass's operands: plane P + b holds byte b
+// (b = 0 the lowest) of a result, P = VIF_PL_MU1 / _MU2 (16-bit means, 2 planes) and VIF_PL_RR
+// / _RD / _DD (32-bit moments, 4 planes); a plane is the tile's VIF_TH rows of 64 bytes.  Word
+// c of row y (columns 4 c .. 4 c + 3) sits at word c ^ 4 ((y >> 1) & 3) of the row: the
+// horizontal pass's loads (a warp's 8 rows at 4 consecutive words) and the vertical pass's
+// stores (8 rows at 2 words) then meet every bank at most once, with no padding.
+enum { VIF_PL_MU1 = 0, VIF_PL_MU2 = 2, VIF_PL_RR = 4, VIF_PL_RD = 8, VIF_PL_DD = 12, VIF_PLANES = 16 };
+#define VIF_PL_WORDS (VIF_TH * 16)
+
+VX_DEVICE int vif_plane_word(int y, int c)
+{
+    return y * 16 + (c ^ (((y >> 1) & 3) << 2));
+}
+
+// results v0, v1 of columns c0, c0 + 1 (c0 even) of row y into planes p0 .. p0 + nbytes - 1
+VX_DEVICE void vif_plane_pair(u8* planes, int p0, int y, int c0, u32 v0, u32 v1, int nbytes)
+{
+    const int off = 4 * vif_plane_word(y, c0 >> 2) + (c0 & 3);
+#pragma unroll
+    for (int b = 0; b < nbytes; ++b)
+        *(u16*)(planes + 4 * VIF_PL_WORDS * (p0 + b) + off) = (u16)__byte_perm(v0, v1, b | (4 + b) << 4);
+}
+#endif
+
 // The vertical pass of a tile (see above): warp w's columns 8 w .. 8 w + 7, rows 0..31, into
 // the shared results (as the scalar pass writes them).  cr / cd: the staged columns; frag: the
 // filter's fragments (vif_mma_filter).
 VX_DEVICE void vif_vertical_mma(const u8* cr, const u8* cd, const u32* frag, u32 rnd_mu, int s_mu,
                                 u16 (*v_mu1)[VIF_PITCH16], u16 (*v_mu2)[VIF_PITCH16], u32 (*v_rr)[VIF_PITCH32],
-                                u32 (*v_dd)[VIF_PITCH32], u32 (*v_rd)[VIF_PITCH32])
+                                u32 (*v_dd)[VIF_PITCH32], u32 (*v_rd)[VIF_PITCH32], u8* planes)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
     u32 fh[4], fl[4];
@@ -551,8 +585,13 @@ VX_DEVICE void vif_vertical_mma(const u8* cr, const u8* cd, const u32* frag, u32
             const u32 m1 = ((ah[2 * half + 1] << 8) + al[2 * half + 1] + rnd_mu) >> s_mu;
             const u32 n0 = ((bh[2 * half] << 8) + bl[2 * half] + rnd_mu) >> s_mu;
             const u32 n1 = ((bh[2 * half + 1] << 8) + bl[2 * half + 1] + rnd_mu) >> s_mu;
+#if VIF_HMMA
+            vif_plane_pair(planes, VIF_PL_MU1, y, c0, m0, m1, 2);
+            vif_plane_pair(planes, VIF_PL_MU2, y, c0, n0, n1, 2);
+#else
             *(u32*)&v_mu1[y][c0] = m0 | m1 << 16;
             *(u32*)&v_mu2[y][c0] = n0 | n1 << 16;
+#endif
         }
     }
     // the moments, one at a time: x x (rr), x y (rd), y y (dd)
@@ -562,7 +601,9 @@ VX_DEVICE void vif_vertical_mma(const u8* cr, const u8* cd, const u32* frag, u32
 #pragma unroll
         for (int s = 0; s < 3; ++s)
             vif_byte_products(m == 2 ? b[s] : a[s], m == 0 ? a[s] : b[s], ph[s], pl[s]);
+#if !VIF_HMMA
         u32 (*out)[VIF_PITCH32] = m == 0 ? v_rr : m == 1 ? v_rd : v_dd;
+#endif
 #pragma unroll
         for (int mb = 0; mb < 2; ++mb) {
             u32 hh[4] = {0, 0, 0, 0}, x[4] = {0, 0, 0, 0}, ll[4] = {0, 0, 0, 0};
@@ -570,9 +611,17 @@ VX_DEVICE void vif_vertical_mma(const u8* cr, const u8* cd, const u32* frag, u32
             vif_mma(x, fh, pl[mb], pl[mb + 1]);
             vif_mma(x, fl, ph[mb], ph[mb + 1]);
             vif_mma(ll, fl, pl[mb], pl[mb + 1]);
+#if VIF_HMMA
+#pragma unroll
+            for (int half = 0; half < 2; ++half)
+                vif_plane_pair(planes, VIF_PL_RR + 4 * m, 16 * mb + g + 8 * half, c0,
+                               (hh[2 * half] << 16) + (x[2 * half] << 8) + ll[2 * half],
+                               (hh[2 * half + 1] << 16) + (x[2 * half + 1] << 8) + ll[2 * half + 1], 4);
+#else
 #pragma unroll
             for (int e = 0; e < 4; ++e)
                 out[16 * mb + g + 8 * (e >> 1)][c0 + (e & 1)] = (hh[e] << 16) + (x[e] << 8) + ll[e];
+#endif
         }
     }
 }
@@ -670,6 +719,80 @@ VX_DEVICE void vif_pixel(u32 mu1, u32 mu2, u64 xx, u64 yy, u64 xy, const u16* lo
     }
 }
 
+#if VIF_HMMA
+// The horizontal pass of scale 0's 8-bit tiles on the tensor cores, and each result's pixel
+// statistic.  Transposed, a row's horizontal sums are the vertical pass's product again:
+// output columns j0 .. j0 + 15 of picture rows r0 .. r0 + 7 are F * X, with F the same 16 x 32
+// band (vif_mma_filter's fragments, in frag) and X[k][n] the vertical result at row r0 + n,
+// column j0 + k.  Each result goes in as its bytes (the planes), so a sum is the products of
+// the parts with their shifts: a mean's v = 256 vh + vl gives
+//     sum f v  = 65536 (Fh Vh) + 256 (Fh Vl + Fl Vh) + (Fl Vl)
+// and a moment's four bytes v = sum_b 256^b Vb give the parts A_s (shift 8 s, s = 0 .. 4)
+//     A_0 = Fl V0,  A_s = Fh V(s-1) + Fl Vs (s = 1 .. 3),  A_4 = Fh V3.
+// A part adds at most 2 x 17 products of bytes (below 2^22): exact in the s32 accumulators.
+// The sums are the scalar pass's integers: a mean's below 65536 * 65280 < 2^32 (u32; every part
+// is below the sum), a moment's below 2^16 * 2^32 = 2^48, put together as
+// (A_0 + 256 A_1) + 2^16 (A_2 + 256 A_3) + 2^32 A_4, where both brackets stay below 2^30.
+// The tile's 32 x 48 results are 12 products of 16 columns by 8 rows; warp w takes products w
+// and w + 8.  A lane's results are columns j0 + g and j0 + g + 8 of rows r0 + 2 q and
+// r0 + 2 q + 1 (m16n8's accumulator layout).
+VX_DEVICE void vif_horizontal_mma(const u8* planes, const u32* frag, int x0, int y0, int w, int h,
+                                  const u16* log2_table, double gain_limit, i64& num_log, i64& den_log,
+                                  i64& num_non_log, i64& den_non_log)
+{
+    static_assert(VIF_TW == 48 && VIF_TH % 8 == 0 && VIF_THREADS == 256, "the tile's shapes");
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+    u32 fh[4], fl[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) fh[j] = frag[j * 32 + lane], fl[j] = frag[(4 + j) * 32 + lane];
+    const u32* pw = (const u32*)planes;
+    for (int task = warp; task < 3 * (VIF_TH / 8); task += VIF_THREADS / 32) {
+        const int j0 = 16 * (task % 3), r0 = 8 * (task / 3);
+        // the second operand's words: row r0 + g, columns j0 + 4 q .. and j0 + 16 + 4 q ..
+        const int w0 = vif_plane_word(r0 + g, (j0 >> 2) + q), w1 = vif_plane_word(r0 + g, (j0 >> 2) + 4 + q);
+        u32 mu[2][4];
+#pragma unroll
+        for (int m = 0; m < 2; ++m) {
+            const u32* p = pw + VIF_PL_WORDS * (m ? VIF_PL_MU2 : VIF_PL_MU1);
+            const u32 l0 = p[w0], l1 = p[w1], h0 = p[VIF_PL_WORDS + w0], h1 = p[VIF_PL_WORDS + w1];
+            u32 s16[4] = {0, 0, 0, 0}, s8[4] = {0, 0, 0, 0}, s0[4] = {0, 0, 0, 0};
+            vif_mma(s16, fh, h0, h1);
+            vif_mma(s8, fh, l0, l1);
+            vif_mma(s8, fl, h0, h1);
+            vif_mma(s0, fl, l0, l1);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) mu[m][e] = (s16[e] << 16) + (s8[e] << 8) + s0[e];
+        }
+        u64 mo[3][4];  // rr, rd, dd
+#pragma unroll
+        for (int m = 0; m < 3; ++m) {
+            const u32* p = pw + VIF_PL_WORDS * (VIF_PL_RR + 4 * m);
+            u32 a[5][4];
+#pragma unroll
+            for (int k = 0; k < 5; ++k) a[k][0] = a[k][1] = a[k][2] = a[k][3] = 0;
+#pragma unroll
+            for (int b = 0; b < 4; ++b) {
+                const u32 d0 = p[VIF_PL_WORDS * b + w0], d1 = p[VIF_PL_WORDS * b + w1];
+                vif_mma(a[b], fl, d0, d1);
+                vif_mma(a[b + 1], fh, d0, d1);
+            }
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const u32 lo = a[0][e] + (a[1][e] << 8), hi = a[2][e] + (a[3][e] << 8);
+                mo[m][e] = (u64)lo + ((u64)hi << 16) + ((u64)a[4][e] << 32);
+            }
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int x = j0 + g + 8 * (e >> 1), ty = r0 + 2 * q + (e & 1);
+            if (y0 + ty >= h || x0 + x >= w) continue;
+            vif_pixel(mu[0][e], mu[1][e], mo[0][e], mo[2][e], mo[1][e], log2_table, gain_limit, num_log, den_log,
+                      num_non_log, den_non_log);
+        }
+    }
+}
+#endif
+
 // VIF_BSUM (default 1): the block's four sums in one pass of the prelude's shuffle sums
 // (vx_block_sums_i64), one barrier; VIF_BSUM=0: four tree sums, nine barriers each (H200,
 // scale 0 at 1080p: 54.0 against 49.8 us a frame).
@@ -703,12 +826,17 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
     const int IH = VIF_TH + FW - 1;
     __shared__ VX_ALIGN(16) u16 in_r[VIF_TH + 16][VIF_IW];
     __shared__ VX_ALIGN(16) u16 in_d[VIF_TH + 16][VIF_IW];
-    // the means fit 16 bits: (2^16 (2^b - 1) + 2^(b-1)) >> b <= 65535 for inputs of b <= 16 bits
-    __shared__ VX_ALIGN(16) u16 v_mu1[VIF_TH][VIF_PITCH16];
-    __shared__ VX_ALIGN(16) u16 v_mu2[VIF_TH][VIF_PITCH16];
-    __shared__ u32 v_rr[VIF_TH][VIF_PITCH32];
-    __shared__ u32 v_dd[VIF_TH][VIF_PITCH32];
-    __shared__ u32 v_rd[VIF_TH][VIF_PITCH32];
+    // the vertical pass's results: the means (they fit 16 bits: (2^16 (2^b - 1) + 2^(b-1)) >> b
+    // <= 65535 for inputs of b <= 16 bits) and the moments, as arrays; or, where the horizontal
+    // pass runs on the tensor cores (VIF_HMMA), the same memory as byte planes
+    enum { MU_BYTES = VIF_TH * VIF_PITCH16 * 2, SQ_BYTES = VIF_TH * VIF_PITCH32 * 4 };
+    __shared__ VX_ALIGN(16) u8 v_raw[2 * MU_BYTES + 3 * SQ_BYTES];
+    u16 (*v_mu1)[VIF_PITCH16] = (u16 (*)[VIF_PITCH16])v_raw;
+    u16 (*v_mu2)[VIF_PITCH16] = (u16 (*)[VIF_PITCH16])(v_raw + MU_BYTES);
+    u32 (*v_rr)[VIF_PITCH32] = (u32 (*)[VIF_PITCH32])(v_raw + 2 * MU_BYTES);
+    u32 (*v_dd)[VIF_PITCH32] = (u32 (*)[VIF_PITCH32])(v_raw + 2 * MU_BYTES + SQ_BYTES);
+    u32 (*v_rd)[VIF_PITCH32] = (u32 (*)[VIF_PITCH32])(v_raw + 2 * MU_BYTES + 2 * SQ_BYTES);
+    static_assert(MU_BYTES % 16 == 0 && SQ_BYTES % 16 == 0, "aligned views");
     __shared__ i64 scratch[VIF_THREADS];
 
     const int frame = blockIdx.z;
@@ -725,8 +853,11 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
         vif_mma_filter((u32*)scratch);
         vif_stage_cols((const u8*)r, (const u8*)d, pitch, w, h, y0 - HALF, x0 - HALF, (u8*)&in_r[0][0], (u8*)&in_d[0][0]);
         __syncthreads();
+#if VIF_HMMA
+        static_assert(sizeof(v_raw) >= VIF_PLANES * VIF_PL_WORDS * 4, "the planes fit");
+#endif
         vif_vertical_mma((const u8*)&in_r[0][0], (const u8*)&in_d[0][0], (const u32*)scratch, rnd_mu, s_mu, v_mu1,
-                         v_mu2, v_rr, v_dd, v_rd);
+                         v_mu2, v_rr, v_dd, v_rd, v_raw);
     } else
 #else
     constexpr bool COLS = false;
@@ -807,6 +938,13 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
     // horizontal pass and the per-pixel statistics: a thread item is a row strip of VIF_RH
     // columns; consecutive lanes take consecutive rows (see VIF_PITCH32)
     i64 num_log = 0, den_log = 0, num_non_log = 0, den_non_log = 0;
+#if VIF_HMMA
+    if constexpr (COLS) {
+        vif_horizontal_mma(v_raw, (const u32*)scratch, x0, y0, w, h, log2_table, gain_limit, num_log, den_log,
+                           num_non_log, den_non_log);
+        __syncthreads();  // every warp has read the filter's fragments before the block sums reuse scratch
+    } else
+#endif
     for (int i = t; i < VIF_TH * (VIF_TW / VIF_RH); i += blockDim.x) {
         const int ty = i % VIF_TH, x = (i / VIF_TH) * VIF_RH;
         if (y0 + ty >= h || x0 + x >= w) continue;
@@ -900,7 +1038,7 @@ VX_DEVICE void vif_stats_impl(const T* ref, const T* dis, i64 frame_stride, int 
     // of the block sums above)
 #if VIF_MMA
     if constexpr (COLS) {  // on the tensor cores, D's fragments in v_mu1 (free as v_rr is)
-        static_assert(sizeof(v_mu1) >= 512 * 4 && DCOLS <= 56 && DHT == 16, "the tile's shapes");
+        static_assert(MU_BYTES >= 512 * 4 && DCOLS <= 56 && DHT == 16, "the tile's shapes");
         vif_mma_down_filter((u32*)&v_mu1[0][0]);
         __syncthreads();
         vif_down_vertical_mma((const u8*)&in_r[0][0], (const u8*)&in_d[0][0], r0, c0, (const u32*)&v_mu1[0][0],
