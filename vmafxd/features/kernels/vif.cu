@@ -552,7 +552,8 @@ VX_DEVICE void vif_plane_pair(u8* planes, int p0, int y, int c0, u32 v0, u32 v1,
 #endif
 
 // The vertical pass of a tile (see above): warp w's columns 8 w .. 8 w + 7, rows 0..31, into
-// the shared results (as the scalar pass writes them).  cr / cd: the staged columns; frag: the
+// the shared results: as the scalar pass writes them, or as byte planes for the horizontal
+// pass on the tensor cores (VIF_HMMA, vif_plane_pair).  cr / cd: the staged columns; frag: the
 // filter's fragments (vif_mma_filter).
 VX_DEVICE void vif_vertical_mma(const u8* cr, const u8* cd, const u32* frag, u32 rnd_mu, int s_mu,
                                 u16 (*v_mu1)[VIF_PITCH16], u16 (*v_mu2)[VIF_PITCH16], u32 (*v_rr)[VIF_PITCH32],
