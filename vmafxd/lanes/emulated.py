@@ -112,6 +112,11 @@ class _Capture(list):
 
     __slots__ = ("streams", "invalid")
 
+    def __init__(self, stream: "_EmuStream"):
+        super().__init__()
+        self.streams = [stream]
+        self.invalid: str | None = None
+
 
 #: the captures begun on this thread and not ended (what an unsafe call here invalidates)
 _capturing_here = threading.local()
@@ -396,9 +401,7 @@ class EmuDevice:
         if h.capture is not None:
             raise RuntimeCallError("emu", "cuStreamBeginCapture", "CUDA_ERROR_ILLEGAL_STATE", 401,
                                    "the stream is already capturing")
-        h.capture = _Capture()
-        h.capture.streams = [h]
-        h.capture.invalid = None
+        h.capture = _Capture(h)
         if not hasattr(_capturing_here, "captures"):
             _capturing_here.captures = []
         _capturing_here.captures.append(h.capture)
@@ -411,8 +414,7 @@ class EmuDevice:
                 joined.capture = None
             ops.streams = []
             mine = getattr(_capturing_here, "captures", [])
-            if any(c is ops for c in mine):
-                mine[:] = [c for c in mine if c is not ops]
+            mine[:] = [c for c in mine if c is not ops]
         if not keep:
             return None
         if ops is None:

@@ -468,10 +468,9 @@ class _BatchPlan:
                 self.offsets.append(None)
                 continue
             need = (twin.scratch_bytes(n) + 255) // 256 * 256
-            at = end if branches else self.scratch
+            at = end if branches else self.scratch  # apart, or all at the one shared region
             self.offsets.append(at)
-            end = at + need if branches else end
-            top = max(top, at + need)
+            end = top = max(top, at + need)
         self.nbytes = top
         self.jobs = n * 2 * len(stg.shapes)  # one per plane of each source (convert_jobs)
         rows_per_block = 4
