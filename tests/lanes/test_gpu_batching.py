@@ -1,8 +1,9 @@
 """The GPU worker's batching policy, on stand-in sessions (no device, no thread).
 
-An idle device gets a session's frames at once; while AHEAD of its batches are
-in flight, frames gather and go as one batch when one completes or a full
-batch has gathered; any other job first launches everything before it."""
+An idle device gets a session's frames at once; while the device has AHEAD
+batches in flight and the session one of its own, frames gather and go as one
+batch when one of its batches completes or a full batch has gathered; any other
+job first launches everything before it."""
 
 from types import SimpleNamespace
 
@@ -104,3 +105,19 @@ def test_a_stopping_worker_launches_what_waits():
     while w.busy():  # what DeviceWorker.run_forever does after a stop
         w.poll(block=True)
     assert s.chunks == [[0, 1], [2], [3]] and s.completed == 3
+
+
+def test_with_the_device_busy_a_session_gathers_behind_its_own_batch_only():
+    w = _worker()
+    a, b = _Session(w, batch=8), _Session(w, batch=8)
+    w.run_batch(_frames(a, 0, 1))
+    w.run_batch(_frames(a, 1, 1))
+    assert a.chunks == [[0], [1]]  # the device had fewer than AHEAD in flight
+    w.run_batch(_frames(b, 0, 1))  # AHEAD in flight, none of them b's: b's frame goes at once
+    w.run_batch(_frames(b, 1, 2))  # a busy device and one of b's own in flight: b gathers
+    w.run_batch(_frames(a, 2, 1))  # and so does a
+    assert b.chunks == [[0]] and a.chunks == [[0], [1]]
+    _finish_oldest(w)  # a's first ends: still AHEAD in flight, one of each session's
+    assert a.chunks == [[0], [1]] and b.chunks == [[0]]
+    _finish_oldest(w)  # a's second ends: what both gathered goes, a batch each
+    assert a.chunks == [[0], [1], [2]] and b.chunks == [[0], [1, 2]] and not w._waiting

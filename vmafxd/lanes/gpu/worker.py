@@ -107,12 +107,17 @@ class GpuWorker(DeviceWorker):
     # The worker loop is DeviceWorker's: it blocks on its queue, and the watcher's
     # wake-ups (DeviceWorker.wake) run poll() when a batch has ended.
     #
-    # Batching: a session's frames are launched at once while fewer than
-    # AHEAD of its batches are in flight (an idle device starts at once);
-    # otherwise they wait, and are launched together as soon as one of its
-    # batches completes or a full batch has gathered.  Launching a batch costs
-    # the same host time whatever it holds, so a busy device gets fewer,
-    # fuller batches, and a frame waits at most about one batch's run.
+    # Batching: a session's frames are launched at once while the device has
+    # fewer than AHEAD batches in flight (an idle device starts at once), or
+    # while none of the session's own batches is in flight; otherwise they
+    # wait, and are launched together as soon as one of its batches completes
+    # or a full batch has gathered.  Launching a batch costs the same host time
+    # whatever it holds, so a busy device gets fewer, fuller batches, and a
+    # frame waits at most about one of its session's batches.  With one
+    # session this is "fewer than AHEAD of its batches"; with many, each
+    # session keeps one batch in flight while the others keep the device busy,
+    # and its frames gather behind it (AHEAD counted per session launched more,
+    # emptier batches: 16 producers at 1080p, docs/performance.md).
     AHEAD = 2
 
     #: with batches in flight the worker still wakes this often by itself: a net under a wake-up
@@ -185,8 +190,8 @@ class GpuWorker(DeviceWorker):
             for sess in list(self._waiting):
                 frames = self._waiting[sess]
                 full = sess.lane.batch
-                while frames and (everything or len(frames) >= full
-                                  or sum(1 for s, _ in self.inflight if s is sess) < self.AHEAD):
+                while frames and (everything or len(frames) >= full or len(self.inflight) < self.AHEAD
+                                  or not any(s is sess for s, _ in self.inflight)):
                     chunk, frames[:] = frames[:full], frames[full:]
                     sess._enqueue(chunk)
                 if not frames:
