@@ -33,6 +33,7 @@ from vmafxd.core.picture import Picture
 from vmafxd.core.scoring import FeatureRequest, ScoringPlan
 from vmafxd.lanes.gpu import float_vif as float_vif_gpu
 from vmafxd.lanes.gpu.float_vif import stat_down_kernel, stat_kernel, tile_width
+from vmafxd.lanes.gpu.kernels import kernel_tables
 
 from .test_float_kernels import _check
 from .test_float_simple_kernels import _Frames
@@ -68,7 +69,7 @@ def _plan(options=None):
 
 
 def test_tile_widths_and_kernels():
-    assert [tile_width(t) for t in (17, 9, 5, 3, 65)] == [240, 248, 248, 248, 192]
+    assert [tile_width(t) for t in (17, 9, 5, 3, 65)] == [240, 248, 252, 252, 192]
     assert [tile_width(t, decimating=True) for t in (17, 9, 5)] == [240, 240, 240]
     assert stat_kernel("u8", 17) == "vx_fvif_stat_u8_17"
     assert stat_kernel("u16", 9) == "vx_fvif_stat_u16_any"
@@ -157,7 +158,8 @@ def test_blocks_of_threads_equal_the_one_thread_emulator(tmp_path):
         assert prelude.count(old) == 1, old
         prelude = prelude.replace(old, new)
     src = tmp_path / "fvif_block_threads.cpp"
-    src.write_text("#define VX_EMULATE 1\n" + prelude + (kernels / "float_vif.cu").read_text()
+    src.write_text("#define VX_EMULATE 1\n" + prelude + kernel_tables("float_vif.cu")
+                   + (kernels / "float_vif.cu").read_text()
                    + (Path(__file__).parent / "fvif_block_threads.cpp").read_text())
     base = [cxx, "-O1", "-std=c++20", "-pthread", "-ffp-contract=off", "-w", str(src), "-o"]
     for sanitize in (["-fsanitize=thread"], []):

@@ -16,7 +16,7 @@ import numpy as np
 from ._adm_csf import powf
 from ._float_common import filter_stack, row_major_sum
 
-__all__ = ["filter_size", "gaussian_filter", "gaussian_kernel", "log2f_approx", "statistic", "scale_sums", "VALID_KERNELSCALES"]
+__all__ = ["filter_size", "gaussian_filter", "gaussian_kernel", "gaussian_of_width", "log2f_approx", "statistic", "scale_sums", "VALID_KERNELSCALES"]
 
 F32 = np.float32
 
@@ -50,7 +50,11 @@ def filter_size(scale: int, kernelscale: float) -> int:
 @functools.lru_cache(maxsize=None)
 def gaussian_filter(scale: int, kernelscale: float) -> np.ndarray:
     """``vif_get_filter``: a normalised Gaussian of the scale's width, sigma ``width / 5``, as C computes it."""
-    size = filter_size(scale, kernelscale)
+    return gaussian_of_width(filter_size(scale, kernelscale))
+
+
+def gaussian_of_width(size: int) -> np.ndarray:
+    """The filter of ``size`` taps: its sigma is ``size / 5``, so the width alone decides every tap."""
     return gaussian_kernel(size, F32(size) / F32(5.0))
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from ._c_math import c_max
 from ._float_common import to_float_plane
-from ._float_vif_core import decimate, gaussian_filter, scale_sums, valid_kernelscale
+from ._float_vif_core import decimate, gaussian_filter, gaussian_of_width, scale_sums, valid_kernelscale
 from .declaration import (FeatureDeclaration, FrameScores, Option, OptionError, PerFrameTwin,
                           debug_and_gain_limit_options)
 
@@ -143,6 +143,9 @@ DECLARATION = FeatureDeclaration(
                feature_param=True),
     ),
     kernel="float_vif.cu",
+    # the filters of vif_kernelscale 1 (17, 9, 5 and 3 taps): the kernels compiled for those
+    # widths take their taps from these tables (constant operands, no loads or registers)
+    kernel_tables=tuple((f"float fv_gauss{n}[{n}]", gaussian_of_width(n)) for n in (17, 9, 5, 3)),
     gpu="float_vif",
     cpu=FloatVif,
     help="float VIF: visual information fidelity over four scales, in single precision",

@@ -42,6 +42,10 @@ VX_DEVICE float fv_value(const float* p, i64 i, float) { return p[i]; }
 VX_DEVICE float fv_value(const u8* p, i64 i, float) { return (float)p[i] + -128.0f; }
 VX_DEVICE float fv_value(const u16* p, i64 i, float div) { return (float)p[i] / div + -128.0f; }
 
+struct VX_ALIGN(16) FvF32x4 {
+    float x, y, z, w;
+};
+
 union fv_bits {
     float f;
     u32 u;
@@ -65,9 +69,14 @@ VX_DEVICE float fv_log2(float x)
     return (float)exponent + v;
 }
 
-// vif_statistic_s of one pixel's filtered values: its numerator and denominator terms.
+// vif_statistic_s of one pixel's filtered values: its numerator and denominator terms, in the
+// twin's order, without the work whose result the twin overwrites: below sigma_nsq (s1 after
+// its clamp to 0 under eps) both terms are the flat window's, and for s12 < 0 the numerator
+// is 0, so no logarithm or division runs there (a warp whose pixels all take one branch
+// skips the other).  nsq_inv: 1 / sigma_nsq where x / sigma_nsq is exactly x * nsq_inv
+// (sigma_nsq a power of two, libvmaf's default 2: fv_exact_inverse), else 0.
 VX_DEVICE void fv_stat(float mu1, float mu2, float xx, float yy, float xy, float gain_limit, double sigma_nsq,
-                       float sigma_max_inv, float* num, float* den)
+                       double nsq_inv, float sigma_max_inv, float* num, float* den)
 {
     const float eps = 1.0e-10f;
     float s1 = xx - mu1 * mu1;
@@ -75,12 +84,25 @@ VX_DEVICE void fv_stat(float mu1, float mu2, float xx, float yy, float xy, float
     const float s12 = xy - mu1 * mu2;
     s1 = s1 > 0.0f ? s1 : 0.0f;
     s2 = s2 > 0.0f ? s2 : 0.0f;
-    float g = s12 / (s1 + eps);
+    const float s1_raw = s1;  // the gain's divisor: s1 before the clamp below
+    const bool s1_low = s1 < eps;
+    if (s1_low) s1 = 0.0f;
+    if ((double)s1 < sigma_nsq) {
+        *num = 1.0f - s2 * sigma_max_inv;
+        *den = 1.0f;
+        return;
+    }
+    const double q = nsq_inv != 0.0 ? (double)s1 * nsq_inv : (double)s1 / sigma_nsq;
+    *den = fv_log2((float)(1.0 + q));
+    if (s12 < 0.0f) {
+        *num = 0.0f;
+        return;
+    }
+    float g = s12 / (s1_raw + eps);
     float sv = s2 - g * s12;
-    if (s1 < eps) {
+    if (s1_low) {
         g = 0.0f;
         sv = s2;
-        s1 = 0.0f;
     }
     if (s2 < eps) {
         g = 0.0f;
@@ -93,17 +115,17 @@ VX_DEVICE void fv_stat(float mu1, float mu2, float xx, float yy, float xy, float
     sv = sv > eps ? sv : eps;
     g = g < gain_limit ? g : gain_limit;
     const float gg = g * g * s1;
-    float n = fv_log2((float)(1.0 + (double)gg / ((double)sv + sigma_nsq)));
-    float d = fv_log2((float)(1.0 + (double)s1 / sigma_nsq));
-    if (s12 < 0.0f) n = 0.0f;
-    if ((double)s1 < sigma_nsq) {
-        n = 1.0f - s2 * sigma_max_inv;
-        d = 1.0f;
-    }
-    *num = n;
-    *den = d;
+    *num = fv_log2((float)(1.0 + (double)gg / ((double)sv + sigma_nsq)));
 }
 
+// 1 / x where dividing by x is multiplying by it, exactly: x a positive normal power of two
+// (no mantissa bits, an exponent neither 0 nor all ones); else 0.
+VX_DEVICE double fv_exact_inverse(double x)
+{
+    const u32 hi = vx_double_high(x), exponent = (hi >> 20) & 0x7FFu;
+    const bool pow2 = x > 0.0 && (hi & 0xFFFFFu) == 0 && vx_double_low(x) == 0 && exponent != 0 && exponent != 0x7FFu;
+    return pow2 ? 1.0 / x : 0.0;
+}
 
 // ---- the statistics and their row sums: vx_fvif_stat_<type>_<taps> ----------------------
 // Block (0, y, f) computes a band of FV_RV rows of frame f from y * FV_RV, across the whole
@@ -117,7 +139,9 @@ VX_DEVICE void fv_stat(float mu1, float mu2, float xx, float yy, float xy, float
 //      go to shared memory (vs).
 //   B. horizontal pass: a thread a strip of FV_RH outputs of one row, read from vs the same
 //      way (each value loaded once for the strip), then vif_statistic_s per output, into the
-//      num and den maps.
+//      num and den maps (a whole strip in 16-byte stores).  Strips of 4 outputs rather than
+//      8: 20 sums a thread in registers instead of 40 and a smaller kernel, 15-25 % faster
+//      on the H200 (scripts/bench_float_vif.sh).
 //   C. row sums: one thread per (map, row), in a warp of their own (the block's last, with
 //      no work in A, and in B only FvDown's horizontal pass), adds the segment's values to
 //      the row's running float, left to right (libvmaf's order: the segments come left to
@@ -129,21 +153,24 @@ VX_DEVICE void fv_stat(float mu1, float mu2, float xx, float yy, float xy, float
 // vs read).  C and the next segment's A need none between them: A writes vs, which C does
 // not read, and B, the next writer of the maps (other columns), comes after the next
 // barrier.  So while the adding warp adds, the others run the next segment's vertical pass.
-// Shared memory: 5 planes x FV_RV rows x FV_VPITCH floats = 41,120 bytes (+ the taps and the
-// running sums), under the 48 KiB of static shared memory.  FV_VPITCH = 257 = 1 mod 32: the
-// horizontal pass's warp reads 8 rows (lane % 8) x 4 strips (8 columns apart) at one offset:
-// banks row + 8 strip + offset mod 32, all 32 different.
+// Shared memory: 5 planes x FV_RV rows x FV_VPITCH floats = 41,120 bytes (+ the taps of an
+// any-width filter and the running sums), under the 48 KiB of static shared memory.
+// FV_VPITCH = 257 = 1 mod 32: the horizontal pass's warp reads FV_RH rows x FV_WSTRIPS strips
+// (FV_RH columns apart) at one offset: banks row + FV_RH strip + offset mod 32, all 32 different.
 #define FV_THREADS 256  // the threads of A and B
 #define FV_BLOCK (FV_THREADS + 32)  // and a warp of its own for C
 #define FV_RV 8
-#define FV_RH 8
+#define FV_RH 4
+#define FV_WSTRIPS (32 / FV_RH)  // the strips of a warp's items in the horizontal pass
+static_assert(FV_RV % FV_RH == 0 && 32 % FV_RH == 0, "a warp's items: FV_RH rows of the band");
 #define FV_VCOLS FV_THREADS
 #define FV_VPITCH (FV_VCOLS + 1)
 #define FV_CHAINS (2 * FV_RV)  // the row sums of a band: (map, row)
 
 // A segment's output columns for a filter of fw taps: its columns and their halo fill at most
-// FV_VCOLS, in whole horizontal strips (fw = 17: 240; 9: 248; 65: 192; the kernels that also
-// decimate take FV_DOWN_TW, FvDown).  The host's twin: vmafxd.lanes.gpu.float_vif.tile_width.
+// FV_VCOLS, in whole horizontal strips (fw = 17: 240; 9: 248; 5 and 3: 252; 65: 192; the
+// kernels that also decimate take FV_DOWN_TW, FvDown).  The host's twin:
+// vmafxd.lanes.gpu.float_vif.tile_width.
 VX_DEVICE int fv_tile_width(int fw) { return (FV_VCOLS - (fw - 1)) / FV_RH * FV_RH; }
 
 // The first thread of C: the last FV_CHAINS threads of the block (in the warp past the
@@ -159,17 +186,23 @@ VX_DEVICE int fv_chain_first() { return (int)blockDim.x > FV_CHAINS ? (int)block
 #define FV_MEMBER __device__ __forceinline__
 #endif
 
-// The tap k of a filter: from registers when the width is known at compile time (FW > 0,
-// every loop over the taps unrolled), else from shared memory.
+// The tap k of a filter of FW taps.  The kernels compiled for vif_kernelscale 1's widths (17,
+// 9, 5, 3) read the declaration's tables fv_gauss* (generated from the twin's filters: a
+// width's Gaussian has sigma width / 5, so the width alone decides every tap); once the loops
+// are unrolled each tap is a constant operand of its multiplication, neither a load nor a
+// register.  FW = 0 (any width): the block's copy in shared memory.
 template <int FW>
-struct FvTaps {
-    float t[FW];
-    FV_MEMBER void load(const float* s) {
-#pragma unroll
-        for (int k = 0; k < FW; ++k) t[k] = s[k];
-    }
-    FV_MEMBER float operator[](int k) const { return t[k]; }
-};
+struct FvTaps;
+#define FV_GAUSS(N)                                                                     \
+    template <>                                                                         \
+    struct FvTaps<N> {                                                                  \
+        FV_MEMBER void load(const float*) {}                                            \
+        FV_MEMBER float operator[](int k) const { return fv_gauss##N[k]; }              \
+    };
+FV_GAUSS(17)
+FV_GAUSS(9)
+FV_GAUSS(5)
+FV_GAUSS(3)
 template <>
 struct FvTaps<0> {
     const float* t;
@@ -224,15 +257,14 @@ VX_DEVICE float fv_add_run(float s, const float* p, int n)
 // x0 + 2 q, q < TW / 2 (x0 is even), those with ox = x0 / 2 + q < w2 = w / 2: dv column
 // 2 q + k is picture column 2 ox - FWD/2 + k, tap k, k ascending.  dv is read in B only,
 // written in A only: the barriers after A and after B order them.  Segments of TW =
-// FV_DOWN_TW = 240 columns whatever FW (fv_tile_width(17); 9 or 5 taps would give 248, and
+// FV_DOWN_TW = 240 columns whatever FW (fv_tile_width(17); 9 or 5 taps would give 248 or 252, and
 // their dv would not fit; each row's running float takes the segments left to right, so
 // its additions do not depend on the width).  Shared memory: 41,120 (vs) + 2 x 4 x COLS x 4
-// (dv: COLS = 238 + FWD, 7,904 bytes at most) + 64 (run) + 4 FWD (the decimation's taps):
-// 49,124 bytes at most, under the 49,152 of static shared memory -- hence the statistics'
-// taps from global memory there (FvTaps<FW> registers).
+// (dv: COLS = 238 + FWD, 7,904 bytes at most) + 64 (run) + 4 (tap_s, unused: both filters'
+// taps are constants, FvTaps): 49,092 bytes at most, under the 49,152 of static shared memory.
 #define FV_DOWN_TW 240
 struct FvDownArgs {
-    const float* taps;  // the next scale's filter, FWD taps
+    const float* taps;  // the next scale's filter, FWD taps (the kernels read fv_gauss<FWD>: the same)
     float* out_r;       // the next scale's pictures, w2 x h2, frame f at f * fstride
     float* out_d;
     i64 fstride, pitch;
@@ -247,7 +279,7 @@ struct FvDown {
         COLS = FWD > 0 ? TW - 2 + FWD : 1,
     };
     static_assert(FWD == 0 || TW + FW - 1 <= FV_VCOLS, "a segment's columns and halo: a thread each");
-    static_assert(4 * (5 * FV_RV * FV_VPITCH + 2 * ROWS * COLS + FV_CHAINS + (FWD > 0 ? FWD : 0)) <= 49152,
+    static_assert(4 * (5 * FV_RV * FV_VPITCH + 2 * ROWS * COLS + FV_CHAINS + 1) <= 49152,
                   "static shared memory");
     static FV_MEMBER void horizontal(float (*dv)[ROWS][COLS], const FvTaps<FWD>& dt, const FvDownArgs& dn,
                                      int f, int x0, int yc)
@@ -259,7 +291,7 @@ struct FvDown {
         // outputs x0 / 2 + q of kept row jj of picture p: a warp's lanes along a row (dv read 2
         // apart, the outputs written side by side).  Taken by the adding warp, which has nothing
         // to do in B (its threads past FV_THREADS: 2 x 4 rows of 120 outputs of 9 taps at most,
-        // beside the other warps' 240 strips of 8 outputs, 5 planes and 17 taps); where the block
+        // beside the other warps' 480 strips of 4 outputs, 5 planes and 17 taps); where the block
         // has no threads past FV_THREADS (the emulator's one), by every thread.
         const int first = (int)blockDim.x > FV_THREADS ? FV_THREADS : 0;
         if ((int)threadIdx.x < first) return;
@@ -289,9 +321,8 @@ VX_DEVICE void fv_stat_band(const T* ref, const T* dis, i64 fstride, int w, int 
     static_assert(FWD == 0 || (FW > 0 && FWD <= FW && FWD % 2 == 1), "the fold needs fixed widths, FWD <= FW");
     typedef FvDown<FW, FWD> Down;
     __shared__ float vs[5][FV_RV][FV_VPITCH];
-    // the filter's taps (FWD > 0: the decimation's; the statistics' then go from global
-    // memory straight to registers, FW being fixed)
-    __shared__ float tap_s[FWD > 0 ? FWD : FV_MAXTAPS];
+    // the filter's taps where its width is not fixed (FvTaps<0>)
+    __shared__ float tap_s[FW > 0 ? 1 : FV_MAXTAPS];
     __shared__ float run[FV_CHAINS];
     __shared__ float dv[2][Down::ROWS][Down::COLS];  // FvDown: the vertical pass at the even rows
     const int fw = FW > 0 ? FW : fw_arg, r = fw / 2;
@@ -300,16 +331,19 @@ VX_DEVICE void fv_stat_band(const T* ref, const T* dis, i64 fstride, int w, int 
     const int rows = h - yc < FV_RV ? h - yc : FV_RV;
     const T* a_pic = ref + f * fstride;
     const T* b_pic = dis + f * fstride;
-    const float* tap_src = FWD > 0 ? dn.taps : taps;
-    for (int k = threadIdx.x; k < (FWD > 0 ? FWD : fw); k += blockDim.x)
-        tap_s[k] = tap_src[k];
+    for (int k = threadIdx.x; FW == 0 && k < fw; k += blockDim.x)
+        tap_s[k] = taps[k];
     for (int q = (int)threadIdx.x - fv_chain_first(); q < FV_CHAINS; q += blockDim.x)
         if (q >= 0) run[q] = 0.0f;
     __syncthreads();
     FvTaps<FW> tp;
-    tp.load(FWD > 0 ? taps : tap_s);
+    tp.load(tap_s);
     FvTaps<FWD> dt;  // (FWD = 0: never read)
     dt.load(tap_s);
+    const double nsq_inv = fv_exact_inverse(sigma_nsq);
+    // the maps' rows start 16-byte aligned (the lane's 256-byte pitches; a strip's first column
+    // is a multiple of FV_RH = 4 from a segment's, a multiple of 4 too: fv_tile_width, FV_DOWN_TW)
+    const bool vec_rows = ((u64)num % 16 == 0) && ((u64)den % 16 == 0) && mfstride % 4 == 0 && mpitch % 4 == 0;
     for (int x0 = 0; x0 < w; x0 += tw) {
         // A. vertical pass: column c of the segment is picture column vx_mirror(x0 - r + c)
         for (int c = threadIdx.x; c < vcols; c += blockDim.x) {
@@ -336,7 +370,7 @@ VX_DEVICE void fv_stat_band(const T* ref, const T* dis, i64 fstride, int w, int 
                 for (int j = 0; j < FV_RV; ++j) {
                     const int tk = k - j;  // row k is output j's tap k - j
                     if (tk < 0 || tk >= fw) continue;
-                    const float t = FWD > 0 ? taps[tk] : tp[tk];
+                    const float t = tp[tk];
                     m1[j] = m1[j] + t * a;
                     m2[j] = m2[j] + t * b;
                     xx[j] = xx[j] + t * aa;
@@ -371,10 +405,18 @@ VX_DEVICE void fv_stat_band(const T* ref, const T* dis, i64 fstride, int w, int 
             }
         }
         __syncthreads();  // vs written; the previous segment's C done
-        // B. horizontal pass and the statistic: item i is row i % FV_RV, strip i / FV_RV
-        for (int i = threadIdx.x; i < FV_RV * (tw / FV_RH); i += blockDim.x) {
-            const int j = i % FV_RV, c0 = (i / FV_RV) * FV_RH;  // output x0 + c0 + q reads columns c0 + q + tk
-            if (j >= rows || x0 + c0 >= w) continue;
+        // B. horizontal pass and the statistic: a strip of FV_RH outputs an item, on the threads
+        // of A (the adding warp's part of B is FvDown's); a warp's items are FV_RH rows by
+        // FV_WSTRIPS strips, so that its lanes read banks j + c0 + k mod 32 (FV_VPITCH = 1 mod
+        // 32), all 32 different; the strips padded to whole warps
+        const int strips = tw / FV_RH, spad = (strips + FV_WSTRIPS - 1) / FV_WSTRIPS * FV_WSTRIPS;
+        const int b_threads = (int)blockDim.x > FV_THREADS ? FV_THREADS : (int)blockDim.x;
+        for (int i = threadIdx.x; i < FV_RV * spad && (int)threadIdx.x < b_threads; i += b_threads) {
+            const int lane = i % 32, wi = i / 32;
+            const int j = lane % FV_RH + FV_RH * (wi % (FV_RV / FV_RH));
+            const int st = lane / FV_RH + FV_WSTRIPS * (wi / (FV_RV / FV_RH));
+            const int c0 = st * FV_RH;  // output x0 + c0 + q reads columns c0 + q + tk
+            if (st >= strips || j >= rows || x0 + c0 >= w) continue;
             float acc[5][FV_RH];
 #pragma unroll
             for (int p = 0; p < 5; ++p)
@@ -396,11 +438,24 @@ VX_DEVICE void fv_stat_band(const T* ref, const T* dis, i64 fstride, int w, int 
                 }
             }
             const i64 row = f * mfstride + (i64)(yc + j) * mpitch + x0 + c0;
+            if (vec_rows && x0 + c0 + FV_RH <= w) {  // a whole strip: its values in 16-byte stores
+                float nums[FV_RH], dens[FV_RH];
+#pragma unroll
+                for (int q = 0; q < FV_RH; ++q)
+                    fv_stat(acc[0][q], acc[1][q], acc[2][q], acc[3][q], acc[4][q], gain_limit, sigma_nsq, nsq_inv,
+                            sigma_max_inv, nums + q, dens + q);
+#pragma unroll
+                for (int q = 0; q < FV_RH; q += 4) {
+                    vx_st_vec<FvF32x4>(num + row + q, FvF32x4{nums[q], nums[q + 1], nums[q + 2], nums[q + 3]});
+                    vx_st_vec<FvF32x4>(den + row + q, FvF32x4{dens[q], dens[q + 1], dens[q + 2], dens[q + 3]});
+                }
+                continue;
+            }
 #pragma unroll
             for (int q = 0; q < FV_RH; ++q) {
                 if (x0 + c0 + q >= w) break;
-                fv_stat(acc[0][q], acc[1][q], acc[2][q], acc[3][q], acc[4][q], gain_limit, sigma_nsq, sigma_max_inv,
-                        num + row + q, den + row + q);
+                fv_stat(acc[0][q], acc[1][q], acc[2][q], acc[3][q], acc[4][q], gain_limit, sigma_nsq, nsq_inv,
+                        sigma_max_inv, num + row + q, den + row + q);
             }
         }
         if (FWD > 0) Down::horizontal(dv, dt, dn, f, x0, yc);  // FvDown: the even columns
