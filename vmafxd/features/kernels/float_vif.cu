@@ -438,24 +438,29 @@ VX_DEVICE void fv_stat_band(const T* ref, const T* dis, i64 fstride, int w, int 
                 }
             }
             const i64 row = f * mfstride + (i64)(yc + j) * mpitch + x0 + c0;
-            if (vec_rows && x0 + c0 + FV_RH <= w) {  // a whole strip: its values in 16-byte stores
-                float nums[FV_RH], dens[FV_RH];
+            // the strip's outputs inside the picture (1 .. FV_RH; one statistic code a column)
+            const int nv = w - x0 - c0 < FV_RH ? w - x0 - c0 : FV_RH;
+            float nums[FV_RH], dens[FV_RH];
 #pragma unroll
-                for (int q = 0; q < FV_RH; ++q)
+            for (int q = 0; q < FV_RH; ++q) {
+                nums[q] = dens[q] = 0.0f;
+                if (q < nv)
                     fv_stat(acc[0][q], acc[1][q], acc[2][q], acc[3][q], acc[4][q], gain_limit, sigma_nsq, nsq_inv,
                             sigma_max_inv, nums + q, dens + q);
+            }
+            if (vec_rows && nv == FV_RH) {  // a whole strip: 16-byte stores
 #pragma unroll
                 for (int q = 0; q < FV_RH; q += 4) {
                     vx_st_vec<FvF32x4>(num + row + q, FvF32x4{nums[q], nums[q + 1], nums[q + 2], nums[q + 3]});
                     vx_st_vec<FvF32x4>(den + row + q, FvF32x4{dens[q], dens[q + 1], dens[q + 2], dens[q + 3]});
                 }
-                continue;
-            }
+            } else {
 #pragma unroll
-            for (int q = 0; q < FV_RH; ++q) {
-                if (x0 + c0 + q >= w) break;
-                fv_stat(acc[0][q], acc[1][q], acc[2][q], acc[3][q], acc[4][q], gain_limit, sigma_nsq, nsq_inv,
-                        sigma_max_inv, num + row + q, den + row + q);
+                for (int q = 0; q < FV_RH; ++q)
+                    if (q < nv) {
+                        num[row + q] = nums[q];
+                        den[row + q] = dens[q];
+                    }
             }
         }
         if (FWD > 0) Down::horizontal(dv, dt, dn, f, x0, yc);  // FvDown: the even columns
