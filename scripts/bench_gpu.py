@@ -438,6 +438,14 @@ def _engine_fps(sc, frames_list: list, frames: int, batch: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
+def plan_lag(models, features) -> int:
+    """Frames after frame i that must arrive before frame i is answered (motion2: 1)."""
+    from vmafxd.core.scoring import ScoringPlan, parse_feature_spec
+    from vmafxd.model import load_model
+
+    return ScoringPlan.build([load_model(m) for m in models], [parse_feature_spec(f) for f in features]).max_lag
+
+
 def bench_engine(w: int, h: int, frames: int, batch: int, models=("version=vmaf_v0.6.1",), features=(),
                  lane: str = "cuda"):
     from vmafx.formats import Subsampling
@@ -515,6 +523,10 @@ def main() -> int:
     models = [m for m in args.models.split(",") if m]
     features = [f for f in args.features.split(",") if f]
     what = "+".join(x for x in (args.models, args.features) if x)
+    lag = plan_lag(models, features)
+    if args.inflight <= lag:  # frame i is answered once frame i + lag has come: never, with lag in flight
+        ap.error(f"--inflight {args.inflight}: {what} answers frame i once frame i + {lag} has come; "
+                 f"keep at least {lag + 1} in flight")
     ring = max(2, min(args.inflight, 96) // 2 * 2)
     tmp = tempfile.mkdtemp(prefix="vxb", dir="/tmp")
     sock = os.path.join(tmp, "d.sock")
