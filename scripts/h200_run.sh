@@ -9,7 +9,7 @@
 # Expects carried: .whl (trio, pytest-trio, PyOpenGL wheels), .gl (GL loader debs), and
 # optionally .h200ref (a copy of reference pairs in ../shared/reference's layout).
 # Logs go to $OUT; each step is bounded so one slow step cannot eat the run.
-# Knobs: LANES_K (pytest -k for tests/lanes), *_S (each step's bound in seconds),
+# Knobs: LANES_K (pytest -k for tests/lanes), LANES_N (its processes), *_S (each step's bound in seconds),
 # DAEMON_ONLY=1 (bench: skip the engine-only and GL scoring steps).
 set -u
 phase="${1:-tests}"
@@ -35,7 +35,10 @@ step() {  # step NAME SECONDS CMD...
 }
 case "$phase" in
     tests)
-        step lanes ${LANES_S:-330} python3 -m pytest -p no:cacheprovider -q -rs tests/lanes -k "${LANES_K:-not emu}" --durations=12
+        # the suite takes longer than one call serially (1,460 tests, over 440 s with .h200ref):
+        # LANES_N processes (pytest-xdist, in the device's image), a test file each at a time
+        step lanes ${LANES_S:-420} python3 -m pytest -p no:cacheprovider -q -rs tests/lanes -k "${LANES_K:-not emu}" \
+            -n "${LANES_N:-8}" --dist loadfile --durations=12
         TAIL=60 step gl ${GL_S:-150} python3 -m pytest -p no:cacheprovider -s -v -rs tests/gl
         ;;
     bench)
