@@ -67,6 +67,8 @@ def test_float_features_and_model_equal_the_cpu_lane(gpu, pair):
     [
         ("float_vif", {"vif_skip_scale0": "true", "vif_enhn_gain_limit": "1", "vif_kernelscale": "0.5"}),
         ("float_vif", {"vif_sigma_nsq": "1.5", "vif_scale2_min_val": "0.8"}),
+        # a power of two other than the default: the kernels multiply by its inverse, exactly
+        ("float_vif", {"vif_sigma_nsq": "0.5"}),
         # libvmaf's widest filter (65 taps at scale 0): the statistics kernel's whole halo
         ("float_vif", {"vif_kernelscale": "3.7113401889801025"}),
         ("float_adm", {"adm_skip_scale0": "true", "adm_enhn_gain_limit": "1", "adm_csf_mode": "1"}),
