@@ -24,11 +24,10 @@ build)
     cmp -s "$tmp/fvif_old.cu" "$tmp/fvif_new.cu" && echo "note: this tree's float_vif.cu is ${OLD_REV:-HEAD}'s" >&2
     "$PY" - "$tmp/taps.h" <<'PY'
 import sys
-from vmafxd.features._float_vif_core import gaussian_kernel
-import numpy as np
+from vmafxd.features._float_vif_core import gaussian_of_width
 with open(sys.argv[1], "w") as f:
     for n in (17, 9, 5, 3):
-        t = gaussian_kernel(n, np.float32(n) / np.float32(5.0))
+        t = gaussian_of_width(n)
         f.write(f"static const float fv_bench_taps{n}[{n}] = {{{', '.join(float(v).hex() for v in t)}}};\n")
 PY
     one() {  # NAME SOURCE [-D...]
