@@ -174,9 +174,10 @@ static_assert(FV_RV % FV_RH == 0 && 32 % FV_RH == 0, "a warp's items: FV_RH rows
 VX_DEVICE int fv_tile_width(int fw) { return (FV_VCOLS - (fw - 1)) / FV_RH * FV_RH; }
 
 // The first thread of C: the last FV_CHAINS threads of the block (in the warp past the
-// FV_THREADS of A and B, which have no columns or strips there: a segment's columns and its
-// strips' items are at most FV_VCOLS = FV_THREADS); with fewer threads than chains (the
-// emulator's one), thread 0, each thread taking every blockDim-th chain.
+// FV_THREADS of A and B, which has no columns there, a segment's being at most FV_VCOLS =
+// FV_THREADS, and no strips, B's items going to the first FV_THREADS threads only); with
+// fewer threads than chains (the emulator's one), thread 0, each thread taking every
+// blockDim-th chain.
 VX_DEVICE int fv_chain_first() { return (int)blockDim.x > FV_CHAINS ? (int)blockDim.x - FV_CHAINS : 0; }
 
 // (member functions: VX_DEVICE is static)
