@@ -438,20 +438,18 @@ def _engine_fps(sc, frames_list: list, frames: int, batch: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def plan_lag(models, features) -> int:
-    """Frames after frame i that must arrive before frame i is answered (motion2: 1)."""
+def build_plan(models, features):
+    """The scoring plan of these model and feature specs."""
     from vmafxd.core.scoring import ScoringPlan, parse_feature_spec
     from vmafxd.model import load_model
 
-    return ScoringPlan.build([load_model(m) for m in models], [parse_feature_spec(f) for f in features]).max_lag
+    return ScoringPlan.build([load_model(m) for m in models], [parse_feature_spec(f) for f in features])
 
 
 def bench_engine(w: int, h: int, frames: int, batch: int, models=("version=vmaf_v0.6.1",), features=(),
                  lane: str = "cuda"):
     from vmafx.formats import Subsampling
     from vmafxd.lanes.gpu.engine import GpuFrame, GpuScorer, KernelSet
-    from vmafxd.model import load_model
-    from vmafxd.core.scoring import ScoringPlan, parse_feature_spec
 
     # the lane's own binding (on "emu" a smoke test of this mode: the emulator's times mean nothing)
     bindings = {"cuda": "cuda", "hip": "hip", "emu": "emulated"}
@@ -463,7 +461,7 @@ def bench_engine(w: int, h: int, frames: int, batch: int, models=("version=vmaf_
     dev.make_current()
     stream = dev.create_stream()
     ks = KernelSet(rt, dev, rt.compile_options)
-    plan = ScoringPlan.build([load_model(m) for m in models], [parse_feature_spec(f) for f in features])
+    plan = build_plan(models, features)
     sc = GpuScorer(dev, ks, stream, plan, w, h, 8, Subsampling.S420, max_batch=batch)
     srcs = device_frames(dev, stream, w, h)
     try:
@@ -523,7 +521,7 @@ def main() -> int:
     models = [m for m in args.models.split(",") if m]
     features = [f for f in args.features.split(",") if f]
     what = "+".join(x for x in (args.models, args.features) if x)
-    lag = plan_lag(models, features)
+    lag = build_plan(models, features).max_lag  # frame i is final once frame i + lag has come
     if args.inflight <= lag:  # frame i is answered once frame i + lag has come: never, with lag in flight
         ap.error(f"--inflight {args.inflight}: {what} answers frame i once frame i + {lag} has come; "
                  f"keep at least {lag + 1} in flight")
