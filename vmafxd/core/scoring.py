@@ -21,7 +21,7 @@ from vmafx.field_error import FieldError
 
 from .. import features as feature_registry
 from ..features.declaration import FeatureDeclaration, OptionError
-from ..model import ModelSet, ModelSpec, pool, predict_set
+from ..model import ModelSet, ModelSpec, RunningPool, predict_set
 from ..model.predict import correction_inputs
 
 __all__ = [
@@ -213,12 +213,17 @@ class FrameAssembler:
     float64 column holds it as it is.)
     """
 
-    def __init__(self, plan: ScoringPlan):
+    def __init__(self, plan: ScoringPlan, *, keep_frames: bool = True):
         self.plan = plan
         self._next_final = 0
         self._last_pushed = -1
         self._max_lag = plan.max_lag
+        #: every final frame (index, metrics), in order, while ``keep_frames``: what offline scoring
+        #: reports at the end.  A daemon's session, a stream of any length, keeps none (its frames
+        #: went to the client as they became final); :meth:`pooled` needs none either way.
         self.frames: list[tuple[int, dict[str, float]]] = []
+        self.keep_frames = keep_frames
+        self._pool = RunningPool()
         self._names: list[str] = []
         self._col: dict[str, int] = {}
         self._vals = np.zeros((64, 16))
@@ -317,7 +322,9 @@ class FrameAssembler:
         else:
             dicts = [{n: v for n, v, h in zip(names, row, hrow) if h} for row, hrow in zip(vals, have.tolist())]
         ready = list(zip(range(first, last + 1), dicts))
-        self.frames.extend(ready)
+        self._pool.add(self._vals[a:b, :len(names)], have)
+        if self.keep_frames:
+            self.frames.extend(ready)
         return ready
 
     def _predict(self, a: int, b: int) -> None:
@@ -336,26 +343,21 @@ class FrameAssembler:
                 self._have[a:b, j] = True
 
     def pooled(self) -> dict[str, dict[str, float]]:
-        names: list[str] = []
-        for _, m in self.frames:
-            for n in m:
-                if n not in names:
-                    names.append(n)
-        out = {}
-        for n in names:
-            vals = [m[n] for _, m in self.frames if n in m]
-            out[n] = pool(vals)
-        return out
+        """Each metric's min, max, mean and harmonic mean over the final frames that have it (names
+        in the order they first came): ``pool`` of its values in index order, from running sums."""
+        return self._pool.pooled(self._names)
 
 
 class CpuScorer:
     """The CPU lane's scorer: runs each instance's CPU twin frame by frame."""
 
-    def __init__(self, plan: ScoringPlan, width: int, height: int, bitdepth: int, alternative=None):
+    def __init__(self, plan: ScoringPlan, width: int, height: int, bitdepth: int, alternative=None, *,
+                 keep_frames: bool = True):
         """``alternative(decl, options, width, height, bitdepth)``: another extractor with the twin's
-        interface for an instance (the CPU lane's native kernels), or None for the twin."""
+        interface for an instance (the CPU lane's native kernels), or None for the twin.
+        ``keep_frames``: the assembler's (False for a daemon's session)."""
         self.plan = plan
-        self.assembler = FrameAssembler(plan)
+        self.assembler = FrameAssembler(plan, keep_frames=keep_frames)
         #: whole-run metrics (libvmaf's aggregate_metrics), filled by finish()
         self.aggregate: dict[str, float] = {}
         self._extractors = []

@@ -100,13 +100,15 @@ def resolve_engine(engine: str) -> str:
     return "numpy"
 
 
-def make_cpu_scorer(plan, width: int, height: int, bitdepth: int, subsampling: Subsampling, engine: str = "auto"):
+def make_cpu_scorer(plan, width: int, height: int, bitdepth: int, subsampling: Subsampling, engine: str = "auto",
+                    keep_frames: bool = True):
     """The CPU lane's scorer of ``plan`` for ``engine`` (see ENGINES): a :class:`CompiledScorer`,
     or the twins' ``CpuScorer`` when nothing of the plan is to run compiled.  With ``auto``, the
     features with a native kernel (:mod:`.native`) run it, those in AUTO_FEATURES the compiled
     GPU kernels, the rest their twins; a build that fails is said once in the log and the twins
     score instead.  A plan the kernels do not take (GpuUnsupported: e.g. CAMBI's heatmaps) is
-    the twins' with either (with ``auto``, a native kernel still runs its feature)."""
+    the twins' with either (with ``auto``, a native kernel still runs its feature).  ``keep_frames``:
+    the scorer's assembler's (False for a daemon's session, which keeps no frames)."""
     from ..core.scoring import CpuScorer
     from .errors import CompileError
     from .gpu.engine import GpuUnsupported
@@ -125,19 +127,20 @@ def make_cpu_scorer(plan, width: int, height: int, bitdepth: int, subsampling: S
         alternative = native.extractor
         features = AUTO_FEATURES - native.NATIVE_FEATURES.keys()
     if chosen == "numpy" or not any(features is None or i.decl.name in features for i in plan.instances):
-        return CpuScorer(plan, width, height, bitdepth, alternative)
+        return CpuScorer(plan, width, height, bitdepth, alternative, keep_frames=keep_frames)
     try:
-        return CompiledScorer(plan, width, height, bitdepth, subsampling, features=features, alternative=alternative)
+        return CompiledScorer(plan, width, height, bitdepth, subsampling, features=features, alternative=alternative,
+                              keep_frames=keep_frames)
     except GpuUnsupported as e:
         log.info("cpu engine: %s (%s): this session on the numpy twins", e.field, e)
-        return CpuScorer(plan, width, height, bitdepth, alternative)
+        return CpuScorer(plan, width, height, bitdepth, alternative, keep_frames=keep_frames)
     except (CompileError, RuntimeUnavailable, OSError) as e:  # OSError: a library that cannot be loaded
         if engine == "compiled":
             raise
         if not _fallback_said:
             _fallback_said = True
             log.warning("cpu engine: the compiled kernels cannot be built (%s); scoring with the numpy twins", e)
-        return CpuScorer(plan, width, height, bitdepth, alternative)
+        return CpuScorer(plan, width, height, bitdepth, alternative, keep_frames=keep_frames)
 
 
 class CompiledScorer:
@@ -152,16 +155,17 @@ class CompiledScorer:
     this assembler finalises it)."""
 
     def __init__(self, plan, width: int, height: int, bitdepth: int, subsampling: Subsampling = Subsampling.S420,
-                 features=None, alternative=None):
+                 features=None, alternative=None, keep_frames: bool = True):
         from ..core.scoring import CpuScorer, FrameAssembler, ScoringPlan
         from .gpu.engine import GpuScorer
 
         self.plan = plan
-        self.assembler = FrameAssembler(plan)
+        self.assembler = FrameAssembler(plan, keep_frames=keep_frames)
         self.aggregate: dict[str, float] = {}
         compiled = [i for i in plan.instances if i.decl.gpu is not None and (features is None or i.decl.name in features)]
         rest = [i for i in plan.instances if i not in compiled]
-        self._numpy = CpuScorer(ScoringPlan(rest, [], {}), width, height, bitdepth, alternative) if rest else None
+        self._numpy = (CpuScorer(ScoringPlan(rest, [], {}), width, height, bitdepth, alternative, keep_frames=False)
+                       if rest else None)  # (the parts' frames go to this assembler)
         self._scorer = None
         self._frame: int | None = None  # device memory of one frame pair (host memory here)
         self._host: np.ndarray | None = None
@@ -171,7 +175,7 @@ class CompiledScorer:
             self._format = _PLANAR[subsampling]
             self._stream = dev.create_stream()
             self._scorer = GpuScorer(dev, kernels, self._stream, ScoringPlan(compiled, [], {}), width, height,
-                                     bitdepth, subsampling, max_batch=1, slots=1)
+                                     bitdepth, subsampling, max_batch=1, slots=1, keep_frames=False)
         self._layout: tuple[tuple[int, int], ...] = ()
         self._frame_bytes = 0
 

@@ -34,6 +34,7 @@ frame.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from typing import Any, Mapping, Sequence
@@ -121,8 +122,10 @@ class CpuLane(Lane):
         geo = spec.geometry
         # Builds every feature's CPU twin: a size a feature cannot take raises ValueError here.
         # In a thread: the compiled engine's first session in a fresh cache builds its kernels.
-        scorer = await _building(make_cpu_scorer, spec.plan, geo.width, geo.height, geo.bitdepth,
-                                 geo.pixel_format.subsampling, self.engine)
+        # keep_frames False: a session's frames go to the client as they become final (a stream
+        # of any length); its pooled summary comes from running sums
+        scorer = await _building(functools.partial(make_cpu_scorer, keep_frames=False), spec.plan, geo.width,
+                                 geo.height, geo.bitdepth, geo.pixel_format.subsampling, self.engine)
         worker.sessions += 1
         return CpuLaneSession(self, worker, scorer, sink, self._token)
 

@@ -482,7 +482,8 @@ class GpuScorer:
     """Scores one session's frames on one device, batch by batch."""
 
     def __init__(self, device, kernels: KernelSet, stream, plan: ScoringPlan, width: int, height: int,
-                 bitdepth: int, subsampling: Subsampling, *, max_batch: int = 32, slots: int = 3):
+                 bitdepth: int, subsampling: Subsampling, *, max_batch: int = 32, slots: int = 3,
+                 keep_frames: bool = True):
         install_soon()  # the SVM's exp and ADM's powf loops compiled (the same bits), once a process
         self.device = device
         self.kernels = kernels
@@ -492,7 +493,7 @@ class GpuScorer:
         # less of a 4:2:0 frame (two thirds of a 4:4:4 one) and nothing reads the chroma
         self.staging = Staging.build(width, height, bitdepth, Subsampling.S400 if plan.luma_only else subsampling)
         self.max_batch = max_batch
-        self.assembler = FrameAssembler(plan)
+        self.assembler = FrameAssembler(plan, keep_frames=keep_frames)  # (a daemon session keeps none)
         self.aggregate: dict[str, float] = {}
         self.twins = []
         offset = 0

@@ -69,7 +69,7 @@ class GpuLaneSession(WorkerLaneSession):
         geo = self.spec.geometry
         w = self.worker
         self.scorer = GpuScorer(w.device, w.kernels, w.stream, self.spec.plan, geo.width, geo.height,
-                                geo.bitdepth, geo.pixel_format.subsampling, max_batch=self.lane.batch)
+                                geo.bitdepth, geo.pixel_format.subsampling, max_batch=self.lane.batch, keep_frames=False)
         w.scorer_opened()
 
     def _fail_frames(self, jobs, error: LaneError) -> None:
