@@ -47,9 +47,9 @@ from typing import Any, Callable
 
 import trio
 
-from .core.release import ReleaseEvent
+from .core.release import ReleaseEvent, release_in_order
 
-__all__ = ["PendingRelease", "PendingReleases", "ReleaseReaper", "complete_pass"]
+__all__ = ["PendingRelease", "PendingReleases", "ReleaseReaper", "RunReleased", "complete_pass"]
 
 log = logging.getLogger("vmafxd.reaper")
 
@@ -70,11 +70,41 @@ class PendingRelease:
     batch: Callable[[list[Any]], None] | None = None
 
 
+@dataclass(eq=False, slots=True)
+class _Run:
+    """Frames handed over together (:meth:`PendingReleases.add_many`): released in their order."""
+
+    events: list[ReleaseEvent]
+    labels: list[Any]
+    batch: Callable[[list[Any]], None]
+    #: the first frame not released yet
+    start: int = 0
+
+
+@dataclass(eq=False, slots=True)
+class RunReleased:
+    """What a pass took of a run: ``batch(labels)`` is due for these labels (:func:`complete_pass`)."""
+
+    batch: Callable[[list[Any]], None]
+    labels: list[Any]
+
+
 class PendingReleases:
-    """The table of frames whose release events have not completed yet."""
+    """The table of frames whose release events have not completed yet.
+
+    A frame added on its own is an entry, asked on every pass.  Frames added together
+    (:meth:`add_many`: a submit's frames) are a run, taken in their order up to the first frame
+    not complete (:func:`~vmafxd.core.release.release_in_order`; a batch's frames in one step
+    where the lane's events can): a lane reads a session's frames in order, so a pass costs a
+    few steps a run, not a query a frame in flight.  A frame a lane completed out of order (one
+    it refused, say) is released with the frames before it.
+    """
 
     def __init__(self) -> None:
         self._entries: dict[int, PendingRelease] = {}
+        self._runs: list[_Run] = []
+        #: frames pending in runs
+        self._in_runs = 0
         self._wake: Callable[[], None] = lambda: None
         #: entries whose events do not announce their completion (kept as a count: the
         #: reaper asks after every pass, and a scan of the table each time costs O(frames))
@@ -106,14 +136,15 @@ class PendingReleases:
         return entry
 
     def add_many(self, events: list[ReleaseEvent], labels: list[Any], batch: Callable[[list[Any]], None]) -> None:
-        """An entry of ``batch`` for each event and its label (a group of frames handed over at
-        once): what :meth:`add` does for each, one wake-up of the reaper at most."""
-        entries = self._entries
+        """A run of ``batch``'s frames, each an event and its label (a group handed over at once,
+        released in this order): what :meth:`add` does for each, one wake-up of the reaper at most."""
+        if not events:
+            return
+        self._runs.append(_Run(list(events), list(labels), batch))
+        self._in_runs += len(events)
         wake = False
         polled = 0
-        for event, label in zip(events, labels):
-            entry = PendingRelease(event, None, label, batch)
-            entries[id(entry)] = entry
+        for event in events:
             if not event.signals_completion:
                 polled += 1
             elif event.recorded and event.query():  # R5: an event not recorded is not asked
@@ -125,15 +156,18 @@ class PendingReleases:
             self._wake()
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._entries) + self._in_runs
 
     def needs_polling(self) -> bool:
         """True when some pending event will not announce its completion."""
         return self._polled > 0
 
-    def take_completed(self) -> list[PendingRelease]:
-        """Remove and return the entries whose events completed; each event is destroyed once."""
-        done = []
+    def take_completed(self) -> list[PendingRelease | RunReleased]:
+        """Remove and return the entries whose events completed, and what each run released (a
+        :class:`RunReleased`); each event is destroyed once."""
+        done: list[PendingRelease | RunReleased] = []
+        if self._runs:
+            self._take_runs(done)
         for key, entry in list(self._entries.items()):
             ev = entry.event
             # R5: a never-recorded event is not queried -- HIP and CUDA both
@@ -155,6 +189,21 @@ class PendingReleases:
                     log.exception("release event %s: destroy failed", entry.label)
                 done.append(entry)
         return done
+
+    def _take_runs(self, done: list) -> None:
+        left = []
+        for run in self._runs:
+            k = run.start
+            n = release_in_order(run.events, k, log)
+            if n > k:
+                released = run.events[k:n]
+                self._polled -= sum(1 for ev in released if not ev.signals_completion)
+                self._in_runs -= n - k
+                done.append(RunReleased(run.batch, run.labels[k:n]))
+            if n < len(run.events):
+                run.start = n
+                left.append(run)
+        self._runs = left
 
 
 @dataclass(eq=False)
@@ -243,7 +292,7 @@ class ReleaseReaper:
     async def reap_once(self) -> None:
         """Complete what has completed, then run the frees that became due."""
         completed = self.table.take_completed()
-        self.completed += len(completed)
+        self.completed += sum(len(e.labels) if isinstance(e, RunReleased) else 1 for e in completed)  # frames
         complete_pass(completed)
         if self._frees:
             batch, self._frees = self._frees, []
@@ -291,12 +340,19 @@ class ReleaseReaper:
         return self.idle
 
 
-def complete_pass(completed: list[PendingRelease]) -> None:
+def complete_pass(completed: list[PendingRelease | RunReleased]) -> None:
     """Run the completions of one pass: each entry's ``on_complete``, or, for entries with a
-    ``batch``, one ``batch(labels)`` call per batch after the others (one write of a session's
-    ``released`` for the pass)."""
+    ``batch`` and the runs' releases, one ``batch(labels)`` call per batch after the others (one
+    write of a session's ``released`` for the pass)."""
     groups: dict[Callable[[list[Any]], None], list[Any]] = {}
     for entry in completed:
+        if isinstance(entry, RunReleased):
+            labels = groups.get(entry.batch)
+            if labels is None:
+                groups[entry.batch] = list(entry.labels)
+            else:
+                labels.extend(entry.labels)
+            continue
         if entry.batch is not None:
             labels = groups.get(entry.batch)
             if labels is None:

@@ -158,3 +158,52 @@ def test_add_many_wakes_the_reaper_once_when_polling_starts_and_never_asks_an_un
     done = HostReleaseEvent.completed()
     table.add_many([HostReleaseEvent(), done], [4, 5], lambda labels: None)
     assert wakes == [1, 1]  # one of them completed already
+
+
+def test_a_run_is_taken_in_order_and_its_later_frames_are_not_asked_before_it():
+    """add_many's frames are a run: a pass stops at the first not complete (a lane reads a session's
+    frames in order), so a table of many frames in flight costs a few queries a pass, not one a
+    frame; a frame complete out of order goes with the frames before it."""
+    from vmafxd.reaper import complete_pass
+
+    table = PendingReleases()
+    calls = []
+    events = [DeviceLikeEvent() for _ in range(5)]
+    table.add_many(events, list("abcde"), calls.append)
+    for ev in events:
+        ev.recorded = True
+    events[2].done = True  # out of order
+    complete_pass(table.take_completed())
+    assert calls == [] and len(table) == 5
+    assert [ev.queries for ev in events] == [1, 0, 0, 0, 0]
+    events[0].done = events[1].done = True
+    complete_pass(table.take_completed())
+    assert calls == [["a", "b", "c"]] and len(table) == 2 and events[3].queries == 1 and events[4].queries == 0
+    events[3].done = events[4].done = True
+    complete_pass(table.take_completed())
+    assert calls == [["a", "b", "c"], ["d", "e"]] and len(table) == 0 and not table.needs_polling()
+    assert [ev.destroyed for ev in events] == [1] * 5
+
+
+def test_a_run_whose_query_raises_waits_and_goes_on_next_pass():
+    class Flaky(DeviceLikeEvent):
+        fail = True
+
+        def query(self) -> bool:
+            if Flaky.fail:
+                Flaky.fail = False
+                raise RuntimeError("driver said no")
+            return super().query()
+
+    from vmafxd.reaper import complete_pass
+
+    table = PendingReleases()
+    calls = []
+    events = [DeviceLikeEvent(), Flaky(), DeviceLikeEvent()]
+    for ev in events:
+        ev.recorded = ev.done = True
+    table.add_many(events, [0, 1, 2], calls.append)
+    complete_pass(table.take_completed())
+    assert calls == [[0]] and len(table) == 2  # the query raised: the run stops there, nothing lost
+    complete_pass(table.take_completed())
+    assert calls == [[0], [1, 2]] and len(table) == 0 and [ev.destroyed for ev in events] == [1, 1, 1]

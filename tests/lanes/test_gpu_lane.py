@@ -420,3 +420,37 @@ def test_a_dmabuf_is_refused_naming_the_runtime_and_field(gpu_daemon, runtime):
     c.close()
     vb.close()
     producer.close()
+
+
+def test_batch_handles_taken_again_after_a_raise_are_destroyed_once():
+    """release_in_order takes a run again from its start when the lane's step raised: handles it
+    destroyed on the way read complete and keep their single destroy (shares dropped once)."""
+    from vmafxd.core.release import release_in_order
+    from vmafxd.lanes.gpu.release_events import BatchReleaseHandle, SharedEvent
+
+    class Dev:
+        def make_current(self):
+            pass
+
+    class Ev:
+        def __init__(self, fail=False):
+            self.fail, self.closed = fail, 0
+
+        def query(self):
+            if self.fail:
+                self.fail = False
+                raise RuntimeError("query failed")
+            return True
+
+        def close(self):
+            self.closed += 1
+
+    first, second = Ev(), Ev(fail=True)
+    handles = [BatchReleaseHandle() for _ in range(4)]
+    BatchReleaseHandle.bind_all(handles[:2], SharedEvent(Dev(), first))
+    BatchReleaseHandle.bind_all(handles[2:], SharedEvent(Dev(), second))
+    import logging
+    assert release_in_order(handles, 0, logging.getLogger("test")) == 0  # the second batch's query raised
+    assert first.closed == 1 and all(h.query() for h in handles[:2])
+    assert release_in_order(handles, 0, logging.getLogger("test")) == 4
+    assert first.closed == 1 and second.closed == 1

@@ -28,10 +28,11 @@ frames a lane drops unread.
 
 from __future__ import annotations
 
+import logging
 import threading
-from typing import Callable, Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
-__all__ = ["ReleaseEvent", "HostReleaseEvent"]
+__all__ = ["ReleaseEvent", "HostReleaseEvent", "release_in_order"]
 
 
 @runtime_checkable
@@ -93,3 +94,45 @@ class HostReleaseEvent:
 
     def destroy(self) -> None:
         self._notify = None
+
+
+def release_in_order(events: Sequence[Any], start: int, log: logging.Logger | None = None) -> int:
+    """Destroy ``events[start:]`` in order up to the first one not recorded and complete (R5: one
+    not recorded is not asked); returns that one's position (``len(events)`` when all were).
+
+    For a run of frames handed over together (one submit): a lane reads a session's frames in
+    their order, so once one is not complete, neither are those after it, and asking each of them
+    would find nothing.  A lane's event type may do it for a batch's frames at once
+    (``destroy_completed(events, start)``, the same contract, safe to call again after it
+    raised: one query and one step a batch); any other event is asked and destroyed one by one.
+
+    With ``log``, what raises is logged instead: a query that raises stops the run there (asked
+    again next time), a destroy that raises still counts its event as released (it completed);
+    where the lane's step raised, the run is taken again from ``start`` next time."""
+    fast = getattr(type(events[start]), "destroy_completed", None) if start < len(events) else None
+    if fast is not None:
+        try:
+            return fast(events, start)
+        except Exception:
+            if log is None:
+                raise
+            log.exception("release events %d.. of a run: taking them failed; asked again on the next pass", start)
+            return start
+    i = start
+    for ev in events[start:]:
+        try:
+            if not (ev.recorded and ev.query()):
+                break
+        except Exception:
+            if log is None:
+                raise
+            log.exception("release event %d of a run: query failed; keeping it pending", i)
+            break
+        try:
+            ev.destroy()
+        except Exception:
+            if log is None:
+                raise
+            log.exception("release event %d of a run: destroy failed", i)
+        i += 1
+    return i

@@ -84,7 +84,7 @@ class BatchReleaseHandle:
         self.recorded = True
 
     def query(self) -> bool:
-        if self._host_done:
+        if self._host_done or self._destroyed:  # (destroyed only once complete: asked again, still so)
             return True
         return self._shared is not None and self._shared.query()
 

@@ -51,6 +51,7 @@ import trio
 
 from vmafx.transport import TransportClosed, TrioPacketChannel
 
+from ...core.release import release_in_order
 from ..device import LaneFrame, LaneServices, SessionSpec
 from ..errors import LaneError, LaneFailure
 from . import wire
@@ -62,23 +63,6 @@ POLL_INTERVAL = 0.002
 #: a frame naming a session or buffer this worker does not have (cannot happen with a daemon that
 #: keeps its side of the wire): its failure, as it crosses
 _NO_SUCH = ["LaneFailure", "", "the worker has no such session or buffer"]
-
-
-def _release_in_order(events: Sequence[Any], start: int) -> int:
-    """Destroy ``events[start:]`` in order up to the first one not recorded and complete (R5: one
-    not recorded is not asked); returns that one's position.  The lane's handles do it for a
-    batch's frames at once where they can (``destroy_completed``: one query and one share count
-    per batch); any other release event is asked and destroyed one by one, as the same loop."""
-    fast = getattr(type(events[start]), "destroy_completed", None) if start < len(events) else None
-    if fast is not None:
-        return fast(events, start)
-    i = start
-    for ev in events[start:]:
-        if not (ev.recorded and ev.query()):
-            break
-        ev.destroy()
-        i += 1
-    return i
 
 
 class _Sink:
@@ -185,7 +169,7 @@ class Child:
         left = []
         for run in self._pending:
             tokens, events, k = run
-            n = _release_in_order(events, k)
+            n = release_in_order(events, k)
             if n > k:
                 done.extend(tokens[k:n])
             if n < len(events):
