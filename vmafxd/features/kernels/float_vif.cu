@@ -16,8 +16,9 @@
 // Launches per scale s: vx_fvif_down_* (s > 0: the scale-s pictures from the
 // scale-(s-1) ones, filtered at even rows and columns only), vx_fvif_stat_*
 // (both passes, the statistic into num and den maps, and each row's sums,
-// left to right, by the block that owns the row) and vx_fvif_total (the rows
-// top to bottom: the prelude's vx_float_map_totals_staged).  At
+// left to right, by the block that owns the row); after the last scale,
+// vx_fvif_totals adds every scale's rows top to bottom (the prelude's
+// vx_staged_row_sums).  At
 // vif_kernelscale 1, the statistics kernels of scales 0 to 2 write the next
 // scale's pictures as well (vx_fvif_stat_down_*, FvDown) and scales 1 to 3
 // have no decimation launch (scale 1 has one below a skipped scale 0).
@@ -148,7 +149,7 @@ VX_DEVICE double fv_exact_inverse(double x)
 //      right and each is added in order),
 //      reading back the maps the block has just written (after the barrier every thread's
 //      writes are visible to the block).  The running floats end in rows[f][m][y];
-//      vx_fvif_total adds them top to bottom.
+//      vx_fvif_totals adds them top to bottom.
 // Barriers: after A (vs written; the previous segment's C done) and after B (maps written;
 // vs read).  C and the next segment's A need none between them: A writes vs, which C does
 // not read, and B, the next writer of the maps (other columns), comes after the next
@@ -602,8 +603,19 @@ FV_DOWN_KERNEL(vx_fvif_down_u8, u8)
 FV_DOWN_KERNEL(vx_fvif_down_u16, u16)
 FV_DOWN_KERNEL(vx_fvif_down_f32, float)
 
-// Each map's rows added top to bottom into one float, at out[frame][index + m].
-VX_KERNEL void vx_fvif_total(const float* rows, i64 rows_fstride, int h, float* out, int out_stride, int out_index)
+// Every scale's two map totals in one launch, after the last statistics: block (0, 2 (s -
+// first) + m, f) adds the rows of scale s's map m (s >= first) top to bottom into one float,
+// out[f][2 s + m].  Scale s's pictures are h0 >> s rows high (each scale halves, rounding
+// down), and its row sums lie after the lower scales', frames * 2 * (h0 + ... + (h0 >> (s -
+// 1))) floats into `rows`, frame f's map m at f * 2 h + m h.  One launch instead of one a
+// scale: each was a few microseconds of in-order adds on a mostly idle device.
+VX_KERNEL void vx_fvif_totals(const float* rows, int h0, int first, float* out, int out_stride)
 {
-    vx_float_map_totals_staged(rows, rows_fstride, h, out, out_stride, out_index);
+    const int f = blockIdx.z, s = first + (int)blockIdx.y / 2, m = (int)blockIdx.y % 2;
+    i64 off = 0;
+    for (int t = 0; t < s; ++t)
+        off += (i64)gridDim.z * 2 * (h0 >> t);
+    const int h = h0 >> s;
+    const float* r = rows + off + (i64)f * 2 * h + (i64)m * h;
+    vx_staged_row_sums(0, 1, h, [&](int, int x) { return r[x]; }, out + (i64)f * out_stride + 2 * s + m, 1);
 }

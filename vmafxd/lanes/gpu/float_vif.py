@@ -101,13 +101,15 @@ class GpuFloatVif(GpuFloatFeature):
                  for s in range(3)]
         self._stat_down = [ks.launcher("float_vif.cu", k, [*stat_types, U64, U64, U64, I64, I64, I32, I32])
                            if k else None for k in folds] + [None]
-        self._total = ks.launcher("float_vif.cu", "vx_fvif_total", [U64, I64, I32, U64, I32, I32])
+        self._totals = ks.launcher("float_vif.cu", "vx_fvif_totals", [U64, I32, I32, U64, I32])
 
     def enqueue(self, staging: int, n: int, first_seq: int, stats: int, record_bytes: int) -> None:
         st, dev, stg = self.scorer.stream, self.scorer.device, self.scorer.staging
         w0, h0 = self.sizes[0]
         maps = dev.alloc_async(Planes(w0, h0, 2).nbytes(n), st)
-        rows = dev.alloc_async(max(256, n * 2 * h0 * 4), st)
+        # every scale's row sums, scale after scale (vx_fvif_totals adds them all at the end)
+        rows = dev.alloc_async(max(256, n * 2 * sum(sh for _, sh in self.sizes) * 4), st)
+        rows_at = [rows + 4 * n * 2 * sum(sh for _, sh in self.sizes[:s]) for s in range(4)]
         pics = [Planes(sw, sh, 2) for sw, sh in self.sizes]
         pic_bufs = [0] + [dev.alloc_async(p.nbytes(n), st) for p in pics[1:]]
         # a scale's pictures: (ref, dist, frame stride, pitch) in elements; scale 0: the staged samples
@@ -132,7 +134,7 @@ class GpuFloatVif(GpuFloatFeature):
             m2 = Planes(sw, sh, 2)
             # both passes, the statistic and the row sums in one kernel (a block a band of rows)
             args = (r, d, fstride, sw, sh, pitch, self.div if s == 0 else 0.0, taps, fw, self.gain, self.nsq,
-                    self.max_inv, m2.ptr(maps, 0, 0), m2.ptr(maps, 0, 1), m2.frame, m2.pitch, rows, 2 * sh)
+                    self.max_inv, m2.ptr(maps, 0, 0), m2.ptr(maps, 0, 1), m2.frame, m2.pitch, rows_at[s], 2 * sh)
             grid = (1, (sh + _BAND_ROWS - 1) // _BAND_ROWS, n)
             if self._stat_down[s] is not None:  # and the scale-(s + 1) pictures
                 (w1, h1), nxt = self.sizes[s + 1], pics[s + 1]
@@ -141,7 +143,8 @@ class GpuFloatVif(GpuFloatFeature):
                                    nxt.pitch, w1, h1)
             else:
                 self._stat[s](grid, (_STAT_THREADS,), st, *args)
-            self._total((1, 2, n), (SUM_THREADS,), st, rows, 2 * sh, sh, out, record_bytes // 4, 2 * s)
+        first = 1 if self.skip0 else 0
+        self._totals((1, 2 * (4 - first), n), (SUM_THREADS,), st, rows, h0, first, out, record_bytes // 4)
         for p in (*pic_bufs[1:], rows, maps):
             dev.free_async(p, st)
 
