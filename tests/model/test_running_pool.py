@@ -70,14 +70,20 @@ def _tables(draw):
 
 
 @settings(max_examples=400, deadline=None)
-@given(_tables())
-def test_running_pool_is_pool_over_the_rows_in_order(table):
+@given(_tables(), st.integers(1, 30), st.data())
+def test_running_pool_is_pool_over_the_rows_in_order(table, fold_rows, data):
+    """Any blocks, folded after any number of rows, and blocks that gain columns as they come
+    (an assembler's models add theirs): the loop over the whole table, absent cells left out."""
     values, present, cuts = table
     names = [f"m{j}" for j in range(values.shape[1])]
     rp = RunningPool()
-    start = 0
+    rp.FOLD_ROWS = fold_rows
+    present = present.copy()
+    start, width = 0, 1
     for end in [*cuts, len(values)]:
-        rp.add(values[start:end], present[start:end])
+        width = data.draw(st.integers(width, values.shape[1]))
+        present[start:end, width:] = False  # the block has no such columns yet
+        rp.add(values[start:end, :width], present[start:end, :width])
         start = end
     _same(rp.pooled(names), _loop(values, present, names))
 

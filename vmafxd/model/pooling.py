@@ -58,7 +58,14 @@ class RunningPool:
     by IEEE division (C's, where the loop's Python would raise on ``x + 1 == 0``), and min and max
     as the loop's ``v < lo`` keeps them: the first value of a column while it is NaN, else the
     first occurrence of the smallest value below it (which tells only the signs of zeros apart).
+
+    Blocks are kept (copied) until :attr:`FOLD_ROWS` rows have come, then folded in at once: the
+    dozen numpy calls of a fold cost more than a batch's values, so a stream folds every
+    thousand frames or so (a few hundred kilobytes at most held), whatever its batch size.
     """
+
+    #: rows kept before they are folded into the sums
+    FOLD_ROWS = 1024
 
     def __init__(self) -> None:
         self._n = np.zeros(0, dtype=np.int64)
@@ -68,6 +75,8 @@ class RunningPool:
         self._hi = np.zeros(0)
         #: the columns in the order a value first came for each (a row's columns left to right)
         self.order: list[int] = []
+        self._kept: list[tuple[np.ndarray, np.ndarray]] = []
+        self._kept_rows = 0
 
     def _grow(self, cols: int) -> None:
         have = len(self._n)
@@ -79,10 +88,32 @@ class RunningPool:
 
     def add(self, values: np.ndarray, present: np.ndarray) -> None:
         """Rows of ``values`` (float64[rows, columns]); ``present`` (bool, the same shape) says which
-        cells hold a value (a cell without one is not pooled)."""
-        rows, cols = values.shape
-        if rows == 0:
+        cells hold a value (a cell without one is not pooled).  Both are copied: the caller may
+        reuse them."""
+        if values.shape[0] == 0:
             return
+        self._kept.append((values.copy(), present.copy()))
+        self._kept_rows += values.shape[0]
+        if self._kept_rows >= self.FOLD_ROWS:
+            self._fold()
+
+    def _fold(self) -> None:
+        """The kept blocks into the sums: runs of blocks of one width at once, in order."""
+        kept, self._kept, self._kept_rows = self._kept, [], 0
+        start = 0
+        while start < len(kept):
+            end = start + 1
+            while end < len(kept) and kept[end][0].shape[1] == kept[start][0].shape[1]:
+                end += 1
+            run = kept[start:end]
+            if len(run) == 1:
+                self._add(*run[0])
+            else:
+                self._add(np.concatenate([v for v, _ in run]), np.concatenate([p for _, p in run]))
+            start = end
+
+    def _add(self, values: np.ndarray, present: np.ndarray) -> None:
+        rows, cols = values.shape
         self._grow(cols)
         if present.all():
             self._block(np.arange(cols), values)
@@ -114,6 +145,8 @@ class RunningPool:
 
     def pooled(self, names: list[str]) -> dict[str, dict[str, float]]:
         """``{names[j]: pool(column j)}`` for every column that has had a value, in :attr:`order`."""
+        if self._kept:
+            self._fold()
         out = {}
         for j in self.order:
             n = int(self._n[j])
