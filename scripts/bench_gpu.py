@@ -107,6 +107,17 @@ def _profiler() -> list[str]:
 
 #: more daemon flags (--lane-process)
 DAEMON_ARGS: list[str] = []
+#: the CPUs the daemon runs on (--daemon-cpus; None: wherever the scheduler puts it)
+DAEMON_CPUS: set[int] | None = None
+
+
+def cpu_list(text: str) -> set[int]:
+    """``0,2-3`` -> {0, 2, 3} (taskset's list form)."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
 
 
 def start_daemon(lane: str, batch: int, sock: str, limits: dict[str, int] | None = None) -> subprocess.Popen:
@@ -115,7 +126,8 @@ def start_daemon(lane: str, batch: int, sock: str, limits: dict[str, int] | None
     proc = subprocess.Popen([sys.executable] + _profiler() + ["-m", "vmafxd", "--socket", sock, "--lane", lane, "--gpu-batch",
                              str(batch), "--ready-fd", str(wfd), "--log-level", "warning"]
                             + [a for k, v in lim.items() for a in ("--limit", f"{k}={v}")] + DAEMON_ARGS,
-                            pass_fds=(wfd,), cwd=str(ROOT))
+                            pass_fds=(wfd,), cwd=str(ROOT),
+                            preexec_fn=(lambda: os.sched_setaffinity(0, DAEMON_CPUS)) if DAEMON_CPUS else None)
     os.close(wfd)
     if os.read(r, 16) != b"READY\n":
         proc.kill()
@@ -499,8 +511,16 @@ def main() -> int:
                     help="one submit packet per frame (as older clients), not submit_many: the A/B of the two")
     ap.add_argument("--lane-process", action="store_true",
                     help="the daemon runs the GPU lane in a worker process per device (vmafxd --lane-process)")
+    ap.add_argument("--daemon-cpus", type=cpu_list, default=None, metavar="LIST",
+                    help="pin the daemon (its threads and lane workers) to these CPUs (taskset's form: 2 or 2-3,6)")
+    ap.add_argument("--producer-cpus", type=cpu_list, default=None, metavar="LIST",
+                    help="pin this process and its producer processes to these CPUs")
     args = ap.parse_args()
     DAEMON_ARGS.extend(["--lane-process"] if args.lane_process else [])
+    global DAEMON_CPUS
+    DAEMON_CPUS = args.daemon_cpus
+    if args.producer_cpus:
+        os.sched_setaffinity(0, args.producer_cpus)
     if args.producers < 1 or args.inflight < 1 or args.frames < 1:
         ap.error("--producers, --inflight and --frames must be at least 1")
     sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes.split(",")]
