@@ -124,6 +124,8 @@ def test_a_batch_completing_with_no_new_job_is_noticed(monkeypatch, lagging, fra
                 while len(sink.scored) < len(imports) - 1 or not all(h.recorded and h.query() for h in handles):
                     await trio.sleep(0.005)
             assert reaper.wakes >= 1  # the gathers' completions were announced to the reaper
+            # three frames final and sent: a daemon session keeps none of them (memory flat)
+            assert sess.scorer.assembler.frames == [] and len(sink.scored) >= 3
             await sess.finish()
             for h in handles:
                 h.destroy()
