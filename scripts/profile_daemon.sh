@@ -4,6 +4,8 @@
 # Writes $OUT/spy_TAG.log (the benchmark's line) and $OUT/spy_TAG_{daemon,prod}.raw
 # (py-spy's collapsed stacks, every thread).  Needs py-spy (pip install py-spy);
 # FRAMES must keep the run going for the 6 s warm-up plus the 4 s sampled.
+# scripts/spy_summary.py sums such a file: each thread's samples, its share waiting, its
+# functions (``--process ''`` for a file recorded with -p, which has no process frames).
 set -u
 size=$1 frames=$2 tag=$3
 OUT="${OUT:-/tmp/out}"
