@@ -69,6 +69,9 @@ class GpuFloatVif(GpuFloatFeature):
             self.sizes.append((pw // 2, ph // 2))
         ks_ = float(self.values["vif_kernelscale"])
         self.taps = [gaussian_filter(s, ks_) for s in range(4)]
+        #: rows above each scale's row sums (and in all), a frame's map: the scales side by side
+        #: in one buffer, in vx_fvif_totals' layout (times 2 maps and the batch's frames)
+        self._rows_before = [sum(sh for _, sh in self.sizes[:s]) for s in range(5)]
         if max(len(t) for t in self.taps) > _MAX_TAPS:  # never with libvmaf's kernel scales
             raise ValueError(f"float_vif: filters wider than {_MAX_TAPS} taps")
         for s, (sw, sh) in enumerate(self.sizes):
@@ -108,8 +111,7 @@ class GpuFloatVif(GpuFloatFeature):
         w0, h0 = self.sizes[0]
         maps = dev.alloc_async(Planes(w0, h0, 2).nbytes(n), st)
         # every scale's row sums, scale after scale (vx_fvif_totals adds them all at the end)
-        rows = dev.alloc_async(max(256, n * 2 * sum(sh for _, sh in self.sizes) * 4), st)
-        rows_at = [rows + 4 * n * 2 * sum(sh for _, sh in self.sizes[:s]) for s in range(4)]
+        rows = dev.alloc_async(max(256, 4 * n * 2 * self._rows_before[4]), st)
         pics = [Planes(sw, sh, 2) for sw, sh in self.sizes]
         pic_bufs = [0] + [dev.alloc_async(p.nbytes(n), st) for p in pics[1:]]
         # a scale's pictures: (ref, dist, frame stride, pitch) in elements; scale 0: the staged samples
@@ -134,7 +136,8 @@ class GpuFloatVif(GpuFloatFeature):
             m2 = Planes(sw, sh, 2)
             # both passes, the statistic and the row sums in one kernel (a block a band of rows)
             args = (r, d, fstride, sw, sh, pitch, self.div if s == 0 else 0.0, taps, fw, self.gain, self.nsq,
-                    self.max_inv, m2.ptr(maps, 0, 0), m2.ptr(maps, 0, 1), m2.frame, m2.pitch, rows_at[s], 2 * sh)
+                    self.max_inv, m2.ptr(maps, 0, 0), m2.ptr(maps, 0, 1), m2.frame, m2.pitch,
+                    rows + 4 * n * 2 * self._rows_before[s], 2 * sh)
             grid = (1, (sh + _BAND_ROWS - 1) // _BAND_ROWS, n)
             if self._stat_down[s] is not None:  # and the scale-(s + 1) pictures
                 (w1, h1), nxt = self.sizes[s + 1], pics[s + 1]
