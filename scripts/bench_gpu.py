@@ -69,6 +69,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "client")]
 
 import numpy as np  # noqa: E402
 
+from vmafxd.lanes.gpu.lane import batch_for, check_batch_setting  # noqa: E402
+
 
 def make_frames(w: int, h: int, count: int = 2):
     """(ref planes, dist planes) pairs at w x h from the bundled sample (nearest scaling + noise)."""
@@ -120,7 +122,7 @@ def cpu_list(text: str) -> set[int]:
     return cpus
 
 
-def start_daemon(lane: str, batch: int, sock: str, limits: dict[str, int] | None = None) -> subprocess.Popen:
+def start_daemon(lane: str, batch: int | str, sock: str, limits: dict[str, int] | None = None) -> subprocess.Popen:
     r, wfd = os.pipe()
     lim = {"max_frames_in_flight": 256, **(limits or {})}
     proc = subprocess.Popen([sys.executable] + _profiler() + ["-m", "vmafxd", "--socket", sock, "--lane", lane, "--gpu-batch",
@@ -496,7 +498,9 @@ def main() -> int:
     ap.add_argument("--frames", type=int, default=600)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--lane", default="cuda")
-    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--batch", default="auto",
+                    help="the daemon's --gpu-batch (a number, or auto: 32 at 1080p, up to 128 below; the engine "
+                         "alone takes the same number)")
     ap.add_argument("--inflight", type=int, default=128)
     ap.add_argument("--engine-only", action="store_true")
     ap.add_argument("--models", default="version=vmaf_v0.6.1",
@@ -516,6 +520,10 @@ def main() -> int:
     ap.add_argument("--producer-cpus", type=cpu_list, default=None, metavar="LIST",
                     help="pin this process and its producer processes to these CPUs")
     args = ap.parse_args()
+    try:
+        args.batch = check_batch_setting(int(args.batch) if args.batch.strip().isdigit() else args.batch)
+    except ValueError as e:
+        ap.error(f"--batch: {e}")
     DAEMON_ARGS.extend(["--lane-process"] if args.lane_process else [])
     global DAEMON_CPUS
     DAEMON_CPUS = args.daemon_cpus
@@ -529,13 +537,14 @@ def main() -> int:
         for w, h in sizes:
             models = [m for m in args.models.split(",") if m]
             features = [f for f in args.features.split(",") if f]
-            fps = [bench_engine(w, h, args.frames, args.batch, models, features, args.lane)
+            batch = batch_for(args.batch, w, h)
+            fps = [bench_engine(w, h, args.frames, batch, models, features, args.lane)
                    for _ in range(args.repeats)]
             rows.append((f"{w}x{h}", "engine", statistics.median(fps), min(fps), max(fps), None, None))
             what = "+".join(x for x in (args.models, args.features) if x)
             graphs = GRAPH_COUNTS[-1] if GRAPH_COUNTS else (0, 0)
             print(f"engine {what} {w}x{h}: {statistics.median(fps):.0f} fps (min {min(fps):.0f}, "
-                  f"max {max(fps):.0f}; {1e6 / statistics.median(fps):.0f} us/frame; batch {args.batch}, "
+                  f"max {max(fps):.0f}; {1e6 / statistics.median(fps):.0f} us/frame; batch {batch}, "
                   f"graphs captured {graphs[0]}, launched {graphs[1]})", flush=True)
         return 0
     models = [m for m in args.models.split(",") if m]
@@ -553,7 +562,7 @@ def main() -> int:
     try:
         for w, h in sizes:
             frames = args.frames if w * h <= 2_100_000 else max(64, args.frames // 3)
-            tail = (f"({frames} frames, batch {args.batch}, {args.inflight} in flight, "
+            tail = (f"({frames} frames, batch {batch_for(args.batch, w, h)}, {args.inflight} in flight, "
                     f"{'one submit per frame' if args.single_submits else 'submit_many'})")
             if args.producers > 1:
                 print(producers_line(args, proc.pid, sock, w, h, frames, ring, models, features, what), flush=True)
@@ -611,7 +620,7 @@ def producers_line(args, daemon_pid: int, sock: str, w: int, h: int, frames: int
             f"{max(each):.0f} fps; share of the common window over the fair 1/{n}: min {share_lo:.2f}, max "
             f"{share_hi:.2f}; {latency_text([x for r in mid for x in r.latencies])}; daemon CPU "
             f"{statistics.median(m[1] for m in many):.2f} s per 1,000 frames (one producer: "
-            f"{statistics.median(a[1] for a in alone):.2f}) ({frames} frames each, batch {args.batch}, "
+            f"{statistics.median(a[1] for a in alone):.2f}) ({frames} frames each, batch {batch_for(args.batch, w, h)}, "
             f"{args.inflight} in flight each)")
 
 

@@ -68,7 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cpu-engine", choices=("auto", "compiled", "numpy"),
                    help="the CPU lane's scorer (default auto: the compiled kernels where they are faster, "
                         "when a host C++ compiler is found; numpy: the twins only)")
-    p.add_argument("--gpu-batch", type=int, help="most frames a GPU lane scores in one batch (default 32)")
+    p.add_argument("--gpu-batch", type=_batch_arg, metavar="N|auto",
+                   help="most frames a GPU lane scores in one batch (default auto: 32 at 1080p and above, "
+                        "up to 128 for smaller pictures)")
     p.add_argument("--gpu-devices", help="GPU ordinals to use, e.g. 0,1 (default all)")
     p.add_argument("--lane-process", action=argparse.BooleanOptionalAction, default=None,
                    help="run a GPU lane's device work in one worker process per device (default off; "
@@ -227,6 +229,16 @@ async def _run(config: Config, lane, sock: socket.socket, notifier: Notifier, re
                     nursery.cancel_scope.cancel()
                     break
     return EXIT_FAILURE if forced else EXIT_OK
+
+
+def _batch_arg(text: str) -> int | str:
+    """``--gpu-batch``: a number of frames, or ``auto``; the range is the config's to check."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of frames or auto, got {text!r}") from None
 
 
 def gil_switch_interval() -> None:

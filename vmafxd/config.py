@@ -4,7 +4,7 @@ The file (``--config FILE``, else ``/etc/vmafx/vmafxd.toml`` when it exists)::
 
     socket = "/run/vmafx/vmafxd.sock"
     lane = "auto"                 # auto | cpu | cuda | hip  (emu: the GPU lane on the CPU emulator, tests)
-    gpu_batch = 32                # most frames a GPU lane scores in one batch
+    gpu_batch = "auto"            # most frames a GPU lane scores in one batch (auto: by picture size)
     gpu_devices = [0, 1]          # GPU ordinals to use (default: all)
     lane_process = false          # a GPU lane's device work in one worker process per device
     cpu_workers = 8
@@ -70,7 +70,8 @@ class Config:
     cpu_engine: str = "auto"
     #: the CPU lane's allocator keeps freed memory (mallopt; vmafxd/lanes/cpu_alloc.py)
     cpu_keep_heap: bool = True
-    gpu_batch: int = 32
+    #: an int, or "auto": 32 at 1080p and above, more for smaller pictures (vmafxd/lanes/gpu/lane.py)
+    gpu_batch: int | str = "auto"
     gpu_devices: tuple[int, ...] | None = None
     #: run a GPU lane's device work in one worker process per device (vmafxd/lanes/process/)
     lane_process: bool = False
@@ -155,7 +156,12 @@ def apply_mapping(cfg: Config, doc: Mapping[str, Any], source: str) -> Config:
         elif key == "cpu_engine":
             kw[key] = _choice(key, v, CPU_ENGINES)
         elif key == "gpu_batch":
-            kw[key] = _int(key, v, minimum=1)
+            if isinstance(v, str) and v.lower() == "auto":
+                kw[key] = "auto"
+            elif isinstance(v, bool) or not isinstance(v, int):
+                raise ConfigError(key, f'expected a number of frames or "auto", got {v!r}')
+            else:
+                kw[key] = _int(key, v, minimum=1)
         elif key == "gpu_devices":
             if isinstance(v, str):
                 try:

@@ -37,6 +37,9 @@ def test_file_then_flags(tmp_path):
     ("cpu_keep_heap = 1", "cpu_keep_heap"),
     ("files_keep_s = -1", "files_keep_s"),
     ("files_keep_s = 'long'", "files_keep_s"),
+    ("gpu_batch = 0", "gpu_batch"),
+    ("gpu_batch = 'big'", "gpu_batch"),
+    ("gpu_batch = 32.0", "gpu_batch"),
 ])
 def test_errors_name_the_key(tmp_path, text, field):
     with pytest.raises(ConfigError) as e:
@@ -65,6 +68,19 @@ def test_files_keep_from_the_file_and_the_flag(tmp_path):
     path = _write(tmp_path, "files_keep_s = 5\n")
     assert load_config(path, {}).files_keep_s == 5.0
     assert load_config(path, {"files_keep_s": 0.0}).files_keep_s == 0.0  # --files-keep 0
+
+
+def test_gpu_batch_is_auto_unless_the_file_or_the_flag_says(tmp_path):
+    from vmafxd.__main__ import build_parser
+
+    assert Config().gpu_batch == "auto"
+    assert load_config(_write(tmp_path, "gpu_batch = 64\n"), {}).gpu_batch == 64
+    assert load_config(_write(tmp_path, 'gpu_batch = "AUTO"\n'), {}).gpu_batch == "auto"
+    flags = build_parser().parse_args(["--gpu-batch", "48"])
+    assert load_config(_write(tmp_path, 'gpu_batch = "auto"\n'), {"gpu_batch": flags.gpu_batch}).gpu_batch == 48
+    assert build_parser().parse_args(["--gpu-batch", "auto"]).gpu_batch == "auto"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--gpu-batch", "many"])
 
 
 def test_cpu_keep_heap_can_be_turned_off(tmp_path):

@@ -23,7 +23,7 @@ class _Session:
 
     def __init__(self, worker: GpuWorker, batch: int):
         self.worker = worker
-        self.lane = SimpleNamespace(batch=batch)
+        self.batch = batch
         self.chunks: list[list[int]] = []
         self.completed = 0
 
@@ -121,3 +121,73 @@ def test_with_the_device_busy_a_session_gathers_behind_its_own_batch_only():
     assert a.chunks == [[0], [1]] and b.chunks == [[0]]
     _finish_oldest(w)  # a's second ends: what both gathered goes, a batch each
     assert a.chunks == [[0], [1], [2]] and b.chunks == [[0], [1, 2]] and not w._waiting
+
+
+def test_auto_batch_holds_about_as_many_pixels_as_32_frames_of_1080p():
+    from vmafxd.lanes.gpu.lane import batch_for, check_batch_setting
+
+    assert [batch_for("auto", w, h) for w, h in ((1920, 1080), (3840, 2160), (1280, 720), (576, 324), (64, 64))] == [
+        32, 32, 72, 128, 128]
+    assert batch_for(8, 64, 64) == 8 and batch_for(200, 3840, 2160) == 200  # a number is taken as it is
+    assert check_batch_setting("Auto") == "auto" and check_batch_setting(5) == 5
+    for bad in (0, -3, True, "8", 2.0):
+        try:
+            check_batch_setting(bad)
+        except ValueError as e:
+            assert "gpu_batch" in str(e)
+        else:
+            raise AssertionError(f"{bad!r} accepted")
+
+
+def test_an_auto_session_on_the_emulated_lane_batches_by_picture_size(monkeypatch):
+    """``gpu_batch = "auto"`` on a real (emulated) lane: a session of small pictures gets batches
+    of up to 128 frames, the scorer sized for them, and every frame scored once; a number stays."""
+    import trio
+
+    from vmafx.formats import PixelFormat
+    from vmafxd.core.layout import Geometry
+    from vmafxd.core.scoring import FeatureRequest, ScoringPlan
+    from vmafxd.lanes import create_lane
+    from vmafxd.lanes.device import LaneFrame, LaneServices, SessionSpec
+    from vmafxd.lanes.gpu.engine import GpuScorer
+    from vmafxd.offline import resolve_models
+
+    from ..reference import vendored_pairs
+    from .conftest import RecordingSink, import_picture
+
+    refs, dists = vendored_pairs()[0].pictures()
+    geo = Geometry(refs[0].width, refs[0].height, PixelFormat.YUV420P, 8)
+    sizes: list[int] = []
+    enqueue = GpuScorer.enqueue
+    monkeypatch.setattr(GpuScorer, "enqueue", lambda self, frames: sizes.append(len(frames)) or enqueue(self, frames))
+    plan = ScoringPlan.build(resolve_models([]), [FeatureRequest("psnr")])
+
+    def run(setting, count):
+        lane = create_lane("emu", type("C", (), {"gpu_batch": setting})(), LaneServices())
+        ref, dist = import_picture(lane, refs[0]), import_picture(lane, dists[0])
+        sink = RecordingSink()
+        got = {}
+
+        async def main():
+            async with trio.open_nursery() as nursery:
+                await nursery.start(lane.run)
+                sess = await lane.open_session(SessionSpec(plan, geo), sink)
+                got["batch"], got["max_batch"] = sess.batch, sess.scorer.max_batch
+                handles = sess.submit_many([LaneFrame(i, ref, dist) for i in range(count)])
+                await sess.finish()
+                for h in handles:
+                    h.destroy()
+                nursery.cancel_scope.cancel()
+
+        sizes.clear()
+        trio.run(main)
+        ref.close()
+        dist.close()
+        assert sorted(i for i, _ in sink.scored) == list(range(count)) and not sink.failed
+        return got, list(sizes)
+
+    got, batches = run("auto", 130)
+    assert geo.width * geo.height <= 1920 * 1080 // 4  # (a picture a quarter of 1080p's or less: 128)
+    assert got == {"batch": 128, "max_batch": 128} and batches == [128, 2]
+    got, batches = run(16, 40)
+    assert got == {"batch": 16, "max_batch": 16} and batches == [16, 16, 8]

@@ -61,12 +61,13 @@ class BatchGraphs:
     launches the key's graph, capturing ``enqueue(stream)`` first when there is none.
     """
 
-    #: graphs kept (a session sees its batch sizes times its slots; the keys past this are
-    #: captured again when they come back)
+    #: graphs kept at least (a session sees its batch sizes times its slots, ``keys`` below;
+    #: the keys past the bound are captured again when they come back)
     LIMIT = 128
 
-    def __init__(self, device):
+    def __init__(self, device, keys: int = 0):
         self.device = device
+        self.limit = max(self.LIMIT, keys)
         self.on = graphs_enabled(device)
         self._graphs: dict[Hashable, Any] = {}
         self._capture_stream = None
@@ -106,7 +107,7 @@ class BatchGraphs:
             graph = self._capture(enqueue)
             if graph is None:
                 return False
-            if len(self._graphs) >= self.LIMIT:
+            if len(self._graphs) >= self.limit:
                 self._drop_graphs()
             self._graphs[key] = graph
         graph.launch(stream)

@@ -527,7 +527,7 @@ class GpuScorer:
         #: per twin: whether it takes a share of the batch's scratch (``scratch_bytes``)
         self._scratch = [hasattr(twin, "scratch_bytes") for twin in self.twins]
         #: the batches' feature work as graphs, where the device and every twin allow it
-        self.graphs = BatchGraphs(device)
+        self.graphs = BatchGraphs(device, keys=slots * max_batch + 16)  # (+ motion's leading batches)
 
     # -- submission --------------------------------------------------------------
     def can_enqueue(self) -> bool:

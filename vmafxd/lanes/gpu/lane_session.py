@@ -41,6 +41,8 @@ class GpuLaneSession(WorkerLaneSession):
         self.scorer: GpuScorer | None = None
         self._seq_to_index: dict[int, int] = {}
         self._finishing = None  # deliver callback once in-flight batches complete
+        #: the most frames a batch of this session holds (``gpu_batch``, by picture size when "auto")
+        self.batch = lane.batch_for(spec.geometry)
 
     # -- trio thread --------------------------------------------------------------------
     def submit(self, frame: LaneFrame) -> BatchReleaseHandle:
@@ -69,7 +71,7 @@ class GpuLaneSession(WorkerLaneSession):
         geo = self.spec.geometry
         w = self.worker
         self.scorer = GpuScorer(w.device, w.kernels, w.stream, self.spec.plan, geo.width, geo.height,
-                                geo.bitdepth, geo.pixel_format.subsampling, max_batch=self.lane.batch, keep_frames=False)
+                                geo.bitdepth, geo.pixel_format.subsampling, max_batch=self.batch, keep_frames=False)
         w.scorer_opened()
 
     def _fail_frames(self, jobs, error: LaneError) -> None:

@@ -142,8 +142,9 @@ class PreparedBatches:
     *key)`` launches them for a batch whose memory starts at ``base``.
     """
 
-    #: keys kept (a session sees its batch sizes, 1 .. its largest)
-    LIMIT = 64
+    #: keys kept (a session sees its batch sizes, 1 .. its largest: up to 128 with
+    #: ``gpu_batch = "auto"``, and motion's leading batches besides)
+    LIMIT = 256
 
     def __init__(self, make):
         self._make = make

@@ -189,7 +189,7 @@ class GpuWorker(DeviceWorker):
         try:
             for sess in list(self._waiting):
                 frames = self._waiting[sess]
-                full = sess.lane.batch
+                full = sess.batch
                 while frames and (everything or len(frames) >= full or len(self.inflight) < self.AHEAD
                                   or not any(s is sess for s, _ in self.inflight)):
                     chunk, frames[:] = frames[:full], frames[full:]

@@ -49,7 +49,7 @@ from vmafx.transport import OwnedFd
 from ...core.layout import BufferLayout
 from ..device import FrameSink, Lane, LaneFrame, LaneImport, LaneServices, LaneSession, LaneSummary, SessionSpec
 from ..errors import InvalidInput, LaneError, LaneFailure, Unsupported
-from ..gpu.lane import GpuLane
+from ..gpu.lane import GpuLane, check_batch_setting
 from ..gpu.release_events import BatchReleaseHandle
 from ..runtime import RuntimeUnavailable
 from . import wire
@@ -259,7 +259,7 @@ class ProcessLane(Lane):
         self.name = name
         self.services = services
         self.config_values = {
-            "gpu_batch": int(getattr(config, "gpu_batch", 32)),
+            "gpu_batch": check_batch_setting(getattr(config, "gpu_batch", "auto")),
             "log_level": str(getattr(config, "log_level", "info")),
         }
         self.stopping = False
