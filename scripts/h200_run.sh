@@ -37,14 +37,18 @@ step() {  # step NAME SECONDS CMD...
 case "$phase" in
     tests)
         # the suite takes longer than one call (1,460 tests with .h200ref; the first 31 files alone
-        # 137 s on 14 processes, the other 16 more than 540 s): LANES_PART=1 or 2 runs one half,
-        # unset both in one call. LANES_N processes (pytest-xdist, in the device's image), a test
-        # file each at a time; -v, so a call cut by its bound still shows which tests finished
-        # (the ones missing from lanes.log were running: the slow file).
-        files=$(ls tests/lanes/test_*.py | awk -v part="${LANES_PART:-0}" \
+        # 137-144 s on 14 processes): LANES_PART=1 or 2 runs one half, unset both in one call.
+        # LANES_N processes (pytest-xdist, in the device's image), a test file each at a time; -v,
+        # so a call cut by its bound still shows which tests finished.  test_vif_motion_kernels.py
+        # goes test by test instead (--dist load): its nine compile variants of vif.cu take 80-100 s
+        # each on a loaded machine, 800 s in one process (gpu-runs.md, twenty-second session).
+        slow=tests/lanes/test_vif_motion_kernels.py
+        files=$(ls tests/lanes/test_*.py | grep -vx "$slow" | awk -v part="${LANES_PART:-0}" \
             '{n = split($0, a, "/"); f = a[n]; first = f < "test_lane_process_x"; if (part == 0 || (part == 1) == first) print}')
         step lanes ${LANES_S:-540} python3 -m pytest -p no:cacheprovider -v -rfEs $files -k "${LANES_K:-not emu}" \
             -n "${LANES_N:-14}" --dist loadfile --durations=20
+        [ "${LANES_PART:-0}" != 1 ] && step lanes_vif ${LANES_VIF_S:-240} python3 -m pytest -p no:cacheprovider -v -rfEs \
+            "$slow" -k "${LANES_K:-not emu}" -n "${LANES_N:-14}" --dist load --durations=10
         [ "${LANES_PART:-0}" != 1 ] && TAIL=60 step gl ${GL_S:-150} python3 -m pytest -p no:cacheprovider -s -v -rs tests/gl
         ;;
     bench)
