@@ -502,6 +502,10 @@ def main() -> int:
                     help="the daemon's --gpu-batch (a number, or auto: 32 at 1080p, up to 128 below; the engine "
                          "alone takes the same number)")
     ap.add_argument("--inflight", type=int, default=128)
+    ap.add_argument("--ring", type=int, default=0,
+                    help="frame buffer pairs a producer registers and reuses (default: --inflight, at most 96): a "
+                         "frame in flight holds its pair until it is released, so fewer pairs than --inflight bound "
+                         "the frames not yet released")
     ap.add_argument("--engine-only", action="store_true")
     ap.add_argument("--models", default="version=vmaf_v0.6.1",
                     help="comma-separated model specs ('' for none: with --features psnr at a tiny size this "
@@ -531,6 +535,8 @@ def main() -> int:
         os.sched_setaffinity(0, args.producer_cpus)
     if args.producers < 1 or args.inflight < 1 or args.frames < 1:
         ap.error("--producers, --inflight and --frames must be at least 1")
+    if args.ring and not 2 <= args.ring <= 1000:
+        ap.error("--ring: from 2 to 1000 buffer pairs")
     sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes.split(",")]
     rows = []
     if args.engine_only:
@@ -554,11 +560,14 @@ def main() -> int:
     if args.inflight <= lag:  # frame i is answered once frame i + lag has come: never, with lag in flight
         ap.error(f"--inflight {args.inflight}: {what} answers frame i once frame i + {lag} has come; "
                  f"keep at least {lag + 1} in flight")
-    ring = max(2, min(args.inflight, 96) // 2 * 2)
+    ring = args.ring or max(2, min(args.inflight, 96) // 2 * 2)
     tmp = tempfile.mkdtemp(prefix="vxb", dir="/tmp")
     sock = os.path.join(tmp, "d.sock")
-    proc = start_daemon(args.lane, args.batch, sock,
-                        producer_limits(args.producers, args.inflight, ring) if args.producers > 1 else None)
+    limits = producer_limits(args.producers, args.inflight, ring) if args.producers > 1 else {}
+    if 2 * ring + 16 > 256:  # a ring beyond the default max_buffers_per_client (256)
+        limits = {**producer_limits(args.producers, args.inflight, ring), **limits,
+                  "max_buffers_per_client": 2 * ring + 16}
+    proc = start_daemon(args.lane, args.batch, sock, limits or None)
     try:
         for w, h in sizes:
             frames = args.frames if w * h <= 2_100_000 else max(64, args.frames // 3)
@@ -588,6 +597,19 @@ def main() -> int:
                   f"{statistics.median(r.frames / r.packets for r in runs):.1f} frames per packet read; "
                   f"{statistics.median(r.frames / r.sent for r in runs):.1f} frames per packet sent {tail}",
                   flush=True)
+    except Exception as e:
+        # a run that failed says, on its last line, whether the daemon was still running then
+        # (a crashed daemon's status: negative for the signal that ended it)
+        import traceback
+
+        traceback.print_exc()
+        try:  # a daemon that died closed its socket before it could be waited for: give it a moment
+            status = proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            status = None
+        print(f"bench_gpu.py: the run failed ({type(e).__name__}: {e}); the daemon "
+              + ("was still running" if status is None else f"had exited with status {status}"), flush=True)
+        return 1
     finally:
         proc.terminate()
         proc.wait(timeout=60)

@@ -40,7 +40,7 @@ case "$phase" in
         # 137-144 s on 14 processes): LANES_PART=1 or 2 runs one half, unset both in one call.
         # LANES_N processes (pytest-xdist, in the device's image), a test file each at a time; -v,
         # so a call cut by its bound still shows which tests finished.  test_vif_motion_kernels.py
-        # goes test by test instead (--dist load): its nine compile variants of vif.cu take 80-100 s
+        # goes test by test instead (--dist load): its nine compile variants of vif.cu take about 100 s
         # each on a loaded machine, 800 s in one process (gpu-runs.md, twenty-second session).
         slow=tests/lanes/test_vif_motion_kernels.py
         files=$(ls tests/lanes/test_*.py | grep -vx "$slow" | awk -v part="${LANES_PART:-0}" \
