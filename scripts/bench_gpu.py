@@ -563,10 +563,10 @@ def main() -> int:
     ring = args.ring or max(2, min(args.inflight, 96) // 2 * 2)
     tmp = tempfile.mkdtemp(prefix="vxb", dir="/tmp")
     sock = os.path.join(tmp, "d.sock")
-    limits = producer_limits(args.producers, args.inflight, ring) if args.producers > 1 else {}
-    if 2 * ring + 16 > 256:  # a ring beyond the default max_buffers_per_client (256)
-        limits = {**producer_limits(args.producers, args.inflight, ring), **limits,
-                  "max_buffers_per_client": 2 * ring + 16}
+    limits = {}
+    if args.producers > 1 or args.inflight > 256 or 2 * ring + 16 > 256:  # beyond one client's defaults
+        limits = {**producer_limits(args.producers, args.inflight, ring),
+                  "max_frames_in_flight": max(256, args.inflight), "max_buffers_per_client": max(256, 2 * ring + 16)}
     proc = start_daemon(args.lane, args.batch, sock, limits or None)
     try:
         for w, h in sizes:
