@@ -5,6 +5,7 @@
 #   scripts/h200_run.sh engine   the engine alone per feature at 1080p, each kernel's time (ncu), VIF tile shapes
 #   scripts/h200_run.sh kernels  chosen features alone at 1080p (ENGINE_FEATURES), then each one's kernels (ncu)
 #   scripts/h200_run.sh libvmaf  libvmaf's own µs a 1080p frame per feature (CPU 1 thread, every core, CUDA): carry .libvmaf
+#   scripts/h200_run.sh host     the daemon's host path: the producer's ring, --lane-process, pinning (ROUNDS rounds)
 #   scripts/h200_run.sh sanitize compute-sanitizer memcheck (ciede, float kernels) and racecheck (staged float sums)
 # Expects carried: .whl (trio, pytest-trio, PyOpenGL wheels), .gl (GL loader debs), and
 # optionally .h200ref (a copy of reference pairs in ../shared/reference's layout).
@@ -79,6 +80,26 @@ case "$phase" in
     libvmaf)
         # the column beside `engine`'s: libvmaf f85a8536's tools (.libvmaf/{cpu,cuda}/vmaf) on the same machine
         TAIL=40 step libvmaf_features ${LIBVMAF_S:-300} python3 scripts/bench_libvmaf_features.py --repeats 3
+        ;;
+    host)
+        # small pictures through the daemon, where its host path sets the pace: the producer's ring
+        # (frames not yet released), the worker process, the daemon pinned to one core; latency at 4
+        # in flight pinned, and pinned with the driver spinning (docs/performance.md, twenty-second session)
+        B="python3 scripts/bench_gpu.py ${BENCH_ARGS:-}"; PIN="--daemon-cpus 2 --producer-cpus 0"
+        for r in $(seq "${ROUNDS:-2}"); do
+            for what in "--sizes 576x324 --frames 5760" "--sizes 64x64 --models '' --features psnr --frames 20000"; do
+                tag=$(echo "$what" | cut -d' ' -f2)
+                for mode in "" "--inflight 512 --ring 256" "--lane-process --inflight 512 --ring 256" \
+                            "--lane-process --inflight 512 --ring 480"; do
+                    name="host_${tag}_$(echo "$mode" | tr -d ' -' | cut -c1-40)_$r"
+                    TAIL=1 step "$name" ${HOST_S:-40} bash -c "$B $what --repeats 3 $mode"
+                done
+            done
+            TAIL=1 step "latency_$r" 40 $B --sizes 1920x1080 --inflight 4 --frames 1200 --repeats 3
+            TAIL=1 step "latency_pinned_$r" 40 $B --sizes 1920x1080 --inflight 4 --frames 1200 --repeats 3 $PIN
+            TAIL=1 step "latency_pinned_spin_$r" 40 env VMAFXD_GPU_BLOCKING_SYNC=0 $B --sizes 1920x1080 --inflight 4 \
+                --frames 1200 --repeats 3 $PIN
+        done
         ;;
     sanitize)
         # out-of-bounds reads/writes on odd sizes and every chroma layout; races in the shared-memory sums
