@@ -64,7 +64,8 @@ from .engine import FrameSource, twin_modules
 from .lane_session import GpuLaneSession, OpenJob
 from .worker import GpuWorker
 
-__all__ = ["GpuLane", "GpuImport", "batch_for", "check_batch_setting", "create_cuda_lane", "create_hip_lane", "create_emu_lane"]
+__all__ = ["GpuLane", "GpuImport", "batch_for", "check_batch_setting", "create_cuda_lane", "create_hip_lane",
+           "create_emu_lane"]
 
 log = logging.getLogger("vmafxd.lanes.gpu")
 
@@ -135,8 +136,8 @@ class _MappedMemory:
 #: ``gpu_batch = "auto"``: a batch holds about as many pixels as 32 frames of 1080p, within
 #: AUTO_BATCH_RANGE.  Part of the daemon's host work goes with each batch whatever it holds
 #: (about 380 µs of its CPU, docs/performance.md), so small pictures want more frames a batch:
-#: on the H200, vmaf_v0.6.1 at 576x324 scores 16,401-17,216 frames/s at 128 against
-#: 11,325-11,760 at 32.  A batch takes only the frames that have come (the worker's launch
+#: on the H200, vmaf_v0.6.1 at 576x324 with 128 frames in flight scores 15,091-17,348 frames/s
+#: at 128 against 12,642-12,700 at 32.  A batch takes only the frames that have come (the worker's launch
 #: rule), so a larger bound adds no wait when few frames are in flight.  The device memory a
 #: session holds grows with its batch; the pixel bound keeps it at 1080p's.
 AUTO_BATCH_PIXELS = 32 * 1920 * 1080
