@@ -2,7 +2,7 @@
 """GPU-lane throughput through the daemon: frames/s and per-frame latency, vmaf_v0.6.1.
 
     python3 scripts/bench_gpu.py [--sizes 576x324,1920x1080,3840x2160] [--frames N] [--repeats R]
-                                 [--lane cuda] [--batch B] [--inflight K] [--engine-only]
+                                 [--lane cuda] [--batch B|auto] [--inflight K] [--ring P] [--engine-only]
                                  [--models SPEC,...] [--features SPEC,...] [--memfd] [--producers N]
                                  [--single-submits] [--lane-process]
 
@@ -10,7 +10,8 @@ A daemon process runs the GPU lane; this process is the producer: it keeps a
 ring of VMM frame buffers in device memory (content: the bundled sample,
 scaled to the size, with noise as the distortion), registers them once as
 VMM fds and submits frames reusing each buffer only after its ``released``,
-with up to K frames in flight.  Frames/s is wall-clock from the first submit
+with up to K frames in flight (and at most P buffer pairs not yet released: ``--ring``,
+by default K up to 96).  Frames/s is wall-clock from the first submit
 to the last result; latency is submit -> result per frame (p50/p90/p95/p99 at
 the K in flight asked for).  Medians over R runs (the min and max too: the
 machine is shared).  The daemon's CPU time (user + sys of all its threads, from
