@@ -70,7 +70,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "client")]
 
 import numpy as np  # noqa: E402
 
-from vmafxd.lanes.gpu.lane import batch_for, check_batch_setting  # noqa: E402
+from vmafxd.core.batch_size import batch_for, check_batch_setting  # noqa: E402
 
 
 def make_frames(w: int, h: int, count: int = 2):

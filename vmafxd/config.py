@@ -43,6 +43,8 @@ from vmafx.field_error import FieldError
 from vmafx.protocol import Limits
 from vmafx.protocol.limits import MAX_FDS_PER_PACKET, MAX_FRAMES_PER_SUBMIT
 
+from .core.batch_size import check_batch_setting
+
 __all__ = ["Config", "ConfigError", "DEFAULT_CONFIG_PATH", "DEFAULT_SOCKET", "load_config", "LOG_LEVELS"]
 
 DEFAULT_CONFIG_PATH = "/etc/vmafx/vmafxd.toml"
@@ -156,12 +158,10 @@ def apply_mapping(cfg: Config, doc: Mapping[str, Any], source: str) -> Config:
         elif key == "cpu_engine":
             kw[key] = _choice(key, v, CPU_ENGINES)
         elif key == "gpu_batch":
-            if isinstance(v, str) and v.lower() == "auto":
-                kw[key] = "auto"
-            elif isinstance(v, bool) or not isinstance(v, int):
-                raise ConfigError(key, f'expected a number of frames or "auto", got {v!r}')
-            else:
-                kw[key] = _int(key, v, minimum=1)
+            try:
+                kw[key] = check_batch_setting(v)
+            except ValueError:
+                raise ConfigError(key, f'expected a number of frames (at least 1) or "auto", got {v!r}') from None
         elif key == "gpu_devices":
             if isinstance(v, str):
                 try:

@@ -124,7 +124,7 @@ def test_with_the_device_busy_a_session_gathers_behind_its_own_batch_only():
 
 
 def test_auto_batch_holds_about_as_many_pixels_as_32_frames_of_1080p():
-    from vmafxd.lanes.gpu.lane import batch_for, check_batch_setting
+    from vmafxd.core.batch_size import batch_for, check_batch_setting
 
     assert [batch_for("auto", w, h) for w, h in ((1920, 1080), (3840, 2160), (1280, 720), (576, 324), (64, 64))] == [
         32, 32, 72, 128, 128]

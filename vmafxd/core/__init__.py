@@ -8,6 +8,8 @@
 * :mod:`.fdkinds` -- what a received file descriptor really is;
 * :mod:`.release` -- the release event a lane hands back for every frame,
   the contract of the daemon's pending-release table.
+* :mod:`.batch_size` -- how many frames a GPU lane's session scores in one
+  batch (``gpu_batch``).
 
 ``core`` imports only itself, :mod:`vmafxd.features`, :mod:`vmafxd.model`
 and the foundation shared with the client (``vmafx.formats``,

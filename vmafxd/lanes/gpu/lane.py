@@ -55,6 +55,7 @@ from vmafx.formats import PixelFormat
 from vmafx.transport import OwnedFd
 
 from ...core import working_set
+from ...core.batch_size import batch_for, check_batch_setting
 from ...core.layout import BufferLayout
 from ...core.scoring import PlanError
 from ..device import FrameSink, Lane, LaneImport, LaneServices, SessionSpec, serve_workers
@@ -64,8 +65,7 @@ from .engine import FrameSource, twin_modules
 from .lane_session import GpuLaneSession, OpenJob
 from .worker import GpuWorker
 
-__all__ = ["GpuLane", "GpuImport", "batch_for", "check_batch_setting", "create_cuda_lane", "create_hip_lane",
-           "create_emu_lane"]
+__all__ = ["GpuLane", "GpuImport", "create_cuda_lane", "create_hip_lane", "create_emu_lane"]
 
 log = logging.getLogger("vmafxd.lanes.gpu")
 
@@ -131,36 +131,6 @@ class _MappedMemory:
         self.host.close()
 
 
-# --------------------------------------------------------------------------- batch size
-
-#: ``gpu_batch = "auto"``: a batch holds about as many pixels as 32 frames of 1080p, within
-#: AUTO_BATCH_RANGE.  Part of the daemon's host work goes with each batch whatever it holds
-#: (about 380 µs of its CPU, docs/performance.md), so small pictures want more frames a batch:
-#: on the H200, vmaf_v0.6.1 at 576x324 with 128 frames in flight scores 15,091-17,348 frames/s
-#: at 128 against 12,642-12,700 at 32.  A batch takes only the frames that have come (the worker's launch
-#: rule), so a larger bound adds no wait when few frames are in flight.  The device memory a
-#: session holds grows with its batch; the pixel bound keeps it at 1080p's.
-AUTO_BATCH_PIXELS = 32 * 1920 * 1080
-AUTO_BATCH_RANGE = (32, 128)
-
-
-def check_batch_setting(value) -> int | str:
-    """``gpu_batch`` as a lane takes it: "auto" or a number of frames (at least 1)."""
-    if isinstance(value, str) and value.lower() == "auto":
-        return "auto"
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f'gpu_batch: expected a number of frames or "auto", got {value!r}')
-    return value
-
-
-def batch_for(setting: int | str, width: int, height: int) -> int:
-    """The most frames a session of ``width`` x ``height`` pictures scores in one batch."""
-    if setting != "auto":
-        return int(setting)
-    low, high = AUTO_BATCH_RANGE
-    return max(low, min(high, AUTO_BATCH_PIXELS // max(1, width * height)))
-
-
 # --------------------------------------------------------------------------- the lane
 
 
@@ -169,7 +139,7 @@ class GpuLane(Lane):
         self.name = name
         self.runtime = runtime
         self.services = services
-        #: ``gpu_batch``: a number of frames, or "auto" (:func:`batch_for`, per session)
+        #: ``gpu_batch``: a number of frames, or "auto" (vmafxd/core/batch_size.py, per session)
         self.batch_setting = check_batch_setting(getattr(config, "gpu_batch", "auto"))
         ordinals = getattr(config, "gpu_devices", None) or range(runtime.device_count())
         self.devices = [runtime.device(i) for i in ordinals]

@@ -46,10 +46,11 @@ import trio
 
 from vmafx.transport import OwnedFd
 
+from ...core.batch_size import check_batch_setting
 from ...core.layout import BufferLayout
 from ..device import FrameSink, Lane, LaneFrame, LaneImport, LaneServices, LaneSession, LaneSummary, SessionSpec
 from ..errors import InvalidInput, LaneError, LaneFailure, Unsupported
-from ..gpu.lane import GpuLane, check_batch_setting
+from ..gpu.lane import GpuLane
 from ..gpu.release_events import BatchReleaseHandle
 from ..runtime import RuntimeUnavailable
 from . import wire
