@@ -346,17 +346,12 @@ def complete_pass(completed: list[PendingRelease | RunReleased]) -> None:
     write of a session's ``released`` for the pass)."""
     groups: dict[Callable[[list[Any]], None], list[Any]] = {}
     for entry in completed:
-        if isinstance(entry, RunReleased):
-            labels = groups.get(entry.batch)
-            if labels is None:
-                groups[entry.batch] = list(entry.labels)
-            else:
-                labels.extend(entry.labels)
-            continue
         if entry.batch is not None:
             labels = groups.get(entry.batch)
             if labels is None:
-                groups[entry.batch] = [entry.label]
+                labels = groups[entry.batch] = []
+            if isinstance(entry, RunReleased):
+                labels.extend(entry.labels)
             else:
                 labels.append(entry.label)
             continue
