@@ -26,6 +26,8 @@ import numpy as np
 from OpenGL import GL
 
 from vmafx import gl as vg
+from vmafx.gl import entry_points as gle
+from vmafx.gl.producer_state import _KeepProducerState
 from vmafx.frames import FrameBuffer, memfd_buffer_from_planes
 from vmafx.protocol import Status
 
@@ -206,8 +208,8 @@ class HostReadbackExporter:
         vg.check_sync_acquire(sync)
         if self.in_flight:
             raise vg.GlBusy("buffer", "not released")
-        g = vg._gl()
-        with vg._KeepProducerState(g, vg._gl_context_info(g)):
+        g = gle._gl()
+        with _KeepProducerState(g, gle._gl_context_info(g)):
             planes = self.producer.read_back(textures, self.formats)
         self.buf.write_frame(planes)
         new, self.new = self.new, False

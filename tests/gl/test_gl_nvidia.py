@@ -14,7 +14,7 @@ What must hold (R11's NVIDIA alternative, R13):
   (memfds) through the same daemon -- for R8, GR88 (NV12), R16 (10-bit) and
   GR1616 (P010) planes and an odd size;
 * the daemon's host-copy counter does not move during the GL session;
-* the producer's GL state after every export equals before (gl.py's reading
+* the producer's GL state after every export equals before (vmafx.gl's reading
   and PyOpenGL's);
 * CUDA reads back from the VMM buffer exactly the planes GL holds.
 
@@ -40,6 +40,8 @@ except Exception as e:  # noqa: BLE001
                 allow_module_level=True)
 
 from vmafx import gl as vg  # noqa: E402
+from vmafx.gl import constants as glc  # noqa: E402
+from vmafx.gl import entry_points as gle  # noqa: E402
 from vmafx.frames import ALLOW_COPY  # noqa: E402
 from vmafx.protocol.errors import ErrorCode  # noqa: E402
 
@@ -57,7 +59,7 @@ def nvidia(egl_session):
     egl_session.make_current()
     info = egl_session.info()
     print("\n" + info.describe())
-    gl_info = vg._gl_context_info(vg._gl())
+    gl_info = gle._gl_context_info(gle._gl())
     print(f"GL: {gl_info.version_string} | {gl_info.renderer} | {gl_info.vendor} | platform {egl_session.platform}")
     for ext in ("GL_EXT_memory_object", "GL_EXT_memory_object_fd", "GL_EXT_semaphore_fd", "GL_OES_EGL_image",
                 "GL_ARB_direct_state_access"):
@@ -267,7 +269,7 @@ def test_the_egl_dmabuf_export_is_refused_on_the_h200(cuda_daemon, nvidia):
         else:
             print(f"raw EGL export of texture {tex[0]} succeeded: fourcc {exp.fourcc:#x} modifier {exp.modifier:#x} "
                   f"stride {exp.stride} offset {exp.offset} (the DRM-device check still refuses the path)")
-            assert exp.fourcc == vg.DRM_FORMAT_R8
+            assert exp.fourcc == glc.DRM_FORMAT_R8
             exp.fd.close()
         finally:
             x.close()

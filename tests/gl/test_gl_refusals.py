@@ -31,6 +31,10 @@ except Exception as e:  # noqa: BLE001 -- any failure to load PyOpenGL/GL is a s
                 "libegl1 libgl1 libegl-mesa0 (scripts/bootstrap.sh test)", allow_module_level=True)
 
 from vmafx import gl as vg  # noqa: E402
+from vmafx.gl import constants as glc  # noqa: E402
+from vmafx.gl import dmabuf_path as gldma  # noqa: E402
+from vmafx.gl import entry_points as gle  # noqa: E402
+from vmafx.gl.producer_state import _KeepProducerState  # noqa: E402
 from vmafx.exceptions import LayoutError  # noqa: E402
 from vmafx.frames import ALLOW_COPY  # noqa: E402
 from vmafx.protocol.errors import ErrorCode  # noqa: E402
@@ -132,8 +136,8 @@ def test_the_state_guard_puts_back_everything_it_changed(gl):
     gl.ctx.make_current()
     gl.busy.apply()
     before = vg.gl_state_snapshot()
-    g = vg._gl()
-    with vg._KeepProducerState(g, vg._gl_context_info(g)):
+    g = gle._gl()
+    with _KeepProducerState(g, gle._gl_context_info(g)):
         BusyState.reset()
         GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, gl.producer.fbo)
         GL.glPixelStorei(GL.GL_PACK_ALIGNMENT, 8)
@@ -167,7 +171,7 @@ def test_a_texture_of_the_wrong_format_is_einval_naming_the_plane(gl, monkeypatc
     """R11: the texture's internal format (and size) must be the plane's; checked before any path work,
     with DSA queries or (``bind``) by binding on the producer's active unit and putting it back."""
     if not dsa:
-        monkeypatch.setattr(vg._GlContextInfo, "dsa", property(lambda self: False))
+        monkeypatch.setattr(gle._GlContextInfo, "dsa", property(lambda self: False))
     textures = list(getattr(gl.tex, fmt))
     textures[plane] = wrong if isinstance(wrong, int) else getattr(gl.tex, wrong)
     err = refused(gl, _export(gl, textures, fmt, bitdepth, path=path, flags=flags, device=CUDA if path ==
@@ -401,7 +405,7 @@ def test_the_memory_object_path_without_cuda_is_refused(gl):
         pass
     else:
         pytest.skip("CUDA works here: the memory-object path runs (tests/gl/test_gl_nvidia.py)")
-    info = vg._gl_context_info(vg._gl())
+    info = gle._gl_context_info(gle._gl())
     want = "producer" if "GL_EXT_memory_object_fd" in info.extensions else "GL_EXT_memory_object_fd"
     err = refused(gl, _export(gl, gl.tex.yuv420p, path="memory_object", flags=ALLOW_COPY, device=CUDA),
                   ErrorCode.E_NOTSUP, want)
@@ -470,7 +474,7 @@ class _FakeDriver:
         self.calls = 0
 
     def eglCreateImageKHR(self, dpy, ctx, target, buffer, attrs):
-        assert target == vg.EGL_GL_TEXTURE_2D_KHR
+        assert target == glc.EGL_GL_TEXTURE_2D_KHR
         self.calls += 1
         self.images[self.calls] = buffer.value
         return self.calls
@@ -501,7 +505,7 @@ def _fake_export(monkeypatch, gl, driver, fmt="yuv420p"):
     planes = vg.plane_formats(fmt, W, H, 8)
     by_tex = {t: pf.drm_fourcc for t, (_, pf) in zip(getattr(gl.tex, fmt), planes)}
     driver.fourccs = driver.fourccs or by_tex
-    monkeypatch.setattr(vg, "_egl", lambda: driver)
+    monkeypatch.setattr(gldma, "_egl", lambda: driver)
     monkeypatch.setattr(vg.GlFrameExporter, "_setup_dmabuf", lambda self: setattr(self, "render_node", "/nonexistent"))
 
 
@@ -550,7 +554,7 @@ def test_stand_in_driver_a_texture_exported_in_another_format_is_einval(gl, monk
     """ADR-2132 item 2: the format is checked from the export too."""
     driver = _FakeDriver(0)
     t = gl.tex.yuv420p
-    driver.fourccs = {t[0]: vg.DRM_FORMAT_R8, t[1]: vg.DRM_FORMAT_GR88, t[2]: vg.DRM_FORMAT_R8}
+    driver.fourccs = {t[0]: glc.DRM_FORMAT_R8, t[1]: glc.DRM_FORMAT_GR88, t[2]: glc.DRM_FORMAT_R8}
     _fake_export(monkeypatch, gl, driver)
     err = refused(gl, _export(gl, t, path="dmabuf"), ErrorCode.E_INVAL, "planes[1]")
     assert "GR88" in err.message and "R8" in err.message
