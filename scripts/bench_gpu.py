@@ -324,8 +324,27 @@ def bench_daemon(sock: str, w: int, h: int, frames: int, inflight: int, ring: in
     p = Producer(sock, w, h, ring, memfd, models, features, submit_many=submit_many)
     try:
         return p.run(frames, inflight, daemon_pid)
+    except Exception as e:  # a connection the daemon closed: say what it sent last (its error says why)
+        raise RuntimeError(f"{type(e).__name__}: {e}; the daemon's last words: {last_words(p.c)}") from e
     finally:
         p.close()
+
+
+def last_words(c, wait_s: float = 0.5) -> str:
+    """After a failed run: the errors and goodbye the daemon sent that were not read yet (a daemon
+    closes a connection after a fatal error, and the producer's next send fails with EPIPE first)."""
+    from vmafx.protocol import Error, Goodbye
+
+    said = []
+    end = time.monotonic() + wait_s
+    while time.monotonic() < end and len(said) < 8:
+        try:
+            msg = c.recv(timeout=max(0.01, end - time.monotonic()))
+        except Exception:
+            break  # the end of the stream, or nothing more within the wait
+        if isinstance(msg, (Error, Goodbye)):
+            said.append(repr(msg)[:400])
+    return "; ".join(said) or "none unread"
 
 
 def _producer_process(k: int, sock: str, w: int, h: int, frames: int, inflight: int, ring: int, memfd: bool,

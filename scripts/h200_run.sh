@@ -87,6 +87,9 @@ case "$phase" in
         # in flight pinned, and pinned with the driver spinning (docs/performance.md, twenty-second session)
         B="python3 scripts/bench_gpu.py ${BENCH_ARGS:-}"; PIN="--daemon-cpus 2 --producer-cpus 0"
         for r in $(seq "${ROUNDS:-2}"); do
+            # the configuration whose first run once ended in the producer's EPIPE (gpu-runs.md, twenty-second
+            # session): a fresh daemon, batches of 32; a failure's line now quotes the daemon's last error
+            TAIL=1 step "host_576x324_batch32_$r" ${HOST_S:-40} bash -c "$B --sizes 576x324 --frames 5760 --repeats 3 --batch 32"
             for what in "--sizes 576x324 --frames 5760" "--sizes 64x64 --models '' --features psnr --frames 20000"; do
                 tag=$(echo "$what" | cut -d' ' -f2)
                 for mode in "" "--inflight 512 --ring 256" "--lane-process --inflight 512 --ring 256" \

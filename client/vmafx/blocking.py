@@ -35,8 +35,8 @@ import select
 import time
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
-from .defaults import SEND_TIMEOUT_S, default_socket_path
-from .exceptions import DaemonUnavailable
+from .defaults import REASON_WAIT_S, SEND_TIMEOUT_S, default_socket_path
+from .exceptions import DaemonUnavailable, VmafxError
 from .protocol import messages as m
 from .protocol.errors import RemoteProtocolError
 from .tracking import BufferView, ClientTracker, ClientView, FrameResult, SessionView, Summary
@@ -242,7 +242,19 @@ class BlockingClient(ClosedOnExit, ClientView):
             self._chan.close()
             raise self._tracker.lost(f"the daemon took no packet for {SEND_TIMEOUT_S:.0f} s") from None
         except (TransportClosed, OSError) as e:
+            self._read_the_reason()
             raise self._tracker.lost(f"sending failed: {e}") from None
+
+    def _read_the_reason(self) -> None:
+        """A send failed: the daemon closed the connection, perhaps after saying why (a fatal
+        error, its goodbye).  What it sent is read and applied -- to the end of the stream, for at
+        most REASON_WAIT_S -- so the caller gets that reason, not the socket's EPIPE."""
+        deadline = _Deadline(REASON_WAIT_S)
+        try:
+            while self._tracker.failure is None and self._tracker.goodbye is None:
+                self._pump(deadline)
+        except (TimeoutError, VmafxError):
+            pass  # the deadline, or the end of the stream (the tracker keeps the first reason)
 
     def _pump(self, deadline: _Deadline) -> None:
         """Read and apply one packet; TimeoutError when the deadline passes first."""

@@ -45,7 +45,7 @@ from typing import AsyncIterator, Callable, Sequence
 
 import trio
 
-from .defaults import DEFAULT_SOCKET, SEND_TIMEOUT_S, default_socket_path
+from .defaults import DEFAULT_SOCKET, REASON_WAIT_S, SEND_TIMEOUT_S, default_socket_path
 from .exceptions import DaemonUnavailable
 from .frames import FrameBuffer
 from .protocol import messages as m
@@ -297,6 +297,7 @@ class Client(ClientView):
             try:
                 await self._chan.send(data, fds)
             except (TransportClosed, trio.ClosedResourceError, OSError) as e:
+                await self._read_the_reason()
                 exc = self._tracker.lost(f"sending failed: {e}")
                 self._lot.unpark_all()
                 raise exc from None
@@ -305,6 +306,15 @@ class Client(ClientView):
             self._chan.close()
             self._lot.unpark_all()
             raise exc
+
+    async def _read_the_reason(self) -> None:
+        """A send failed: the daemon closed the connection, perhaps after saying why (a fatal
+        error, its goodbye).  The receive task reads on to the end of the stream; wait for it, at
+        most REASON_WAIT_S, so the caller gets that reason rather than the socket's EPIPE."""
+        tracker = self._tracker
+        with trio.move_on_after(REASON_WAIT_S):
+            while self._receiving and tracker.failure is None and tracker.goodbye is None:
+                await self._lot.park()
 
     async def _request(self, encode) -> m.Message:
         """Encode (under the send lock, so seqs leave in order), send, wait for the reply."""
@@ -358,6 +368,7 @@ class Client(ClientView):
                     self._lot.unpark_all()
         finally:
             self._receiving = False
+            self._lot.unpark_all()  # a send that failed waits for the reason (_read_the_reason)
             self._lot.unpark_all()
 
 

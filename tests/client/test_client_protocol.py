@@ -12,7 +12,9 @@ import trio
 
 from vmafx.blocking import BlockingClient
 from vmafx.client import Client, open_client
-from vmafx.exceptions import ConnectionClosed, DaemonUnavailable, FenceTimeout, InvalidArgument, NotFound, ProtocolViolation
+from vmafx.exceptions import (
+    ConnectionClosed, DaemonLost, DaemonUnavailable, FenceTimeout, InvalidArgument, NotFound, ProtocolViolation,
+)
 from vmafx.frames import EventFdFence, memfd_buffer
 from vmafx.protocol import messages as m
 from vmafx.protocol.errors import ErrorCode, LocalProtocolError
@@ -348,3 +350,61 @@ async def test_the_goodbye_reason_survives_a_connection_reset(nursery, tmp_path,
         e = await trio.to_thread.run_sync(run)
     assert e.value.reason == "maintenance"
     assert not isinstance(e.value, ProtocolViolation)
+
+
+async def _fatal_error_then_stop_reading(path, error_first, *, task_status=trio.TASK_STATUS_IGNORED):
+    """A daemon that answers the hello, then closes the connection as vmafxd does after a fatal
+    error: its ``error`` (E_PROTO), ``shutdown(SHUT_RD)`` (the client's next send fails with
+    EPIPE), a moment of draining, then the close.  ``error_first=False`` stops reading before the
+    error goes out: a client whose send fails before the error arrived."""
+    import socket as _socket
+
+    from vmafx.protocol.state import ServerConnection
+    from vmafx.transport import TrioPacketChannel
+
+    listener = trio.socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+    await listener.bind(path)
+    listener.listen(1)
+    task_status.started()
+    conn, _ = await listener.accept()
+    chan = TrioPacketChannel(conn)
+    sc = ServerConnection(Limits(), "strict")
+    hello = sc.receive((await chan.receive()).data)
+    await chan.send(sc.send(m.HelloReply(re=hello.seq, version=1, server="strict", limits=Limits().to_wire()))[0])
+    error = m.Error(re=None, code=ErrorCode.E_PROTO.value, field="message", message="not a message of the protocol")
+    if error_first:
+        await chan.send(sc.send(error)[0])
+        conn.shutdown(_socket.SHUT_RD)
+    else:
+        conn.shutdown(_socket.SHUT_RD)
+        await trio.sleep(0.3)  # the client's send has failed by now
+        await chan.send(sc.send(error)[0])
+    await trio.sleep(0.5)
+    chan.close()
+    listener.close()
+
+
+@pytest.mark.parametrize("error_first", [True, False], ids=["error_queued", "error_after_the_failed_send"])
+@pytest.mark.parametrize("api", ["async", "blocking"])
+async def test_a_send_refused_after_a_fatal_error_raises_the_daemons_reason(nursery, tmp_path, api, error_first):
+    """The caller gets the daemon's error, not the socket's EPIPE (which read as a daemon that
+    crashed: DaemonLost), also when its send failed before the error was read."""
+    path = str(tmp_path / "strict.sock")
+    await nursery.start(_fatal_error_then_stop_reading, path, error_first)
+    if api == "async":
+        async with open_client(path) as client:
+            if not error_first:
+                await trio.sleep(0.1)  # the daemon has stopped reading; its error is not out yet
+            with pytest.raises(ConnectionClosed) as e:
+                await client.status()
+    else:
+        def run():
+            with BlockingClient.connect(path) as client:
+                import time
+                time.sleep(0.1)  # the error (if first) is queued unread; the daemon stopped reading
+                with pytest.raises(ConnectionClosed) as e:
+                    client.status(timeout=5)
+                return e
+        e = await trio.to_thread.run_sync(run)
+    assert not isinstance(e.value, DaemonLost), e.value
+    assert e.value.code is ErrorCode.E_PROTO and "not a message of the protocol" in str(e.value)

@@ -35,3 +35,27 @@ def test_the_daemon_benchmark_runs_on_the_emulated_lane_with_a_large_ring():
 def test_a_bad_batch_is_refused_on_one_line():
     p = _run("--batch", "lots")
     assert p.returncode == 2 and "--batch" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_run_the_daemon_ended_reports_the_daemons_error(tmp_path):
+    """A producer whose connection the daemon closed after a fatal error gets EPIPE on its next send;
+    the benchmark's failure line then quotes the error the daemon had sent (last_words)."""
+    pytest.importorskip("trio")
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import bench_gpu
+        from tests.daemon.rawclient import RawClient
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    sock = str(tmp_path / "d.sock")
+    proc = bench_gpu.start_daemon("emu", "auto", sock)
+    try:
+        c = RawClient(sock, "bench")
+        c.hello()
+        c.send_raw(b"\xc1")  # not msgpack: a fatal E_PROTO, then the daemon stops reading and closes
+        words = bench_gpu.last_words(c)
+        assert "E_PROTO" in words and "Error(" in words, words
+        c.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
