@@ -4,7 +4,7 @@
     python3 scripts/bench_gpu.py [--sizes 576x324,1920x1080,3840x2160] [--frames N] [--repeats R]
                                  [--lane cuda] [--batch B|auto] [--inflight K] [--ring P] [--engine-only]
                                  [--models SPEC,...] [--features SPEC,...] [--memfd] [--producers N]
-                                 [--single-submits] [--lane-process]
+                                 [--single-submits] [--single-outcomes] [--lane-process]
 
 A daemon process runs the GPU lane; this process is the producer: it keeps a
 ring of VMM frame buffers in device memory (content: the bundled sample,
@@ -49,7 +49,9 @@ releases; the rest is the device worker thread's), besides the whole run's with 
 
 The producer sends the frames it may send at once in one ``submit_many`` packet
 (up to the daemon's ``max_frames_per_submit``); ``--single-submits`` sends one
-``submit`` per frame, as older clients do, for the A/B.
+``submit`` per frame, as older clients do, for the A/B.  It asks for runs of outcomes
+(``result_many``, ``released_many``: a batch's results and releases as columns, docs/protocol.md);
+``--single-outcomes`` asks for a message a result and a release, as older clients do.
 """
 
 from __future__ import annotations
@@ -166,7 +168,13 @@ def workers_cpu(pid: int, main_thread: bool = False) -> float:
                 kids.extend(int(k) for k in f.read().split())
         except FileNotFoundError:  # a thread that ended meanwhile (trio's idle worker threads do)
             pass
-    return sum(cpu_seconds(k, main_thread) for k in kids)
+    total = 0.0
+    for k in kids:
+        try:
+            total += cpu_seconds(k, main_thread)
+        except (FileNotFoundError, ProcessLookupError):  # a short-lived child (a compiler) that ended meanwhile
+            pass
+    return total
 
 
 @dataclass
@@ -195,11 +203,12 @@ class Producer:
     """A connection, a ring of registered frame buffers and one open session: one producer."""
 
     def __init__(self, sock: str, w: int, h: int, ring: int, memfd: bool = False,
-                 models=("version=vmaf_v0.6.1",), features=(), name: str = "bench", submit_many: bool = True):
+                 models=("version=vmaf_v0.6.1",), features=(), name: str = "bench", submit_many: bool = True,
+                 outcome_runs: bool = True):
         from tests.daemon.rawclient import RawClient
 
         content = make_frames(w, h)
-        self.c = c = RawClient(sock, name, submit_many=submit_many)
+        self.c = c = RawClient(sock, name, submit_many=submit_many, outcome_runs=outcome_runs, expand_runs=False)
         hello = c.hello()
         #: frames per submit_many packet (1: one submit per frame, as older clients send)
         self.per_packet = hello.limits["max_frames_per_submit"] if hello.submit_many else 1
@@ -233,7 +242,7 @@ class Producer:
 
     def run(self, frames: int, inflight: int, daemon_pid: int | None = None) -> RunStats:
         """Submit ``frames`` frames with up to ``inflight`` unanswered, close the session, time it."""
-        from vmafx.protocol import CloseSession, FrameError, Released, Result, SessionClosed
+        from vmafx.protocol import CloseSession, FrameError, Released, ReleasedMany, Result, ResultMany, SessionClosed
 
         c, s = self.c, self.session
         ring = len(self.bufs)
@@ -249,17 +258,28 @@ class Producer:
 
         def handle(msg) -> None:
             nonlocal done
-            if isinstance(msg, Released):
+            cls = type(msg)
+            if cls is ReleasedMany:  # both roles of each frame: its ring slot is free
+                for index in msg.indices:
+                    del roles[index]
+                    free.append(held.pop(index))
+            elif cls is ResultMany:
+                now = clock()
+                for index in msg.indices:
+                    latency.append(now - submitted.pop(index))
+                    done_at.append(now)
+                done += len(msg.indices)
+            elif cls is Released:
                 roles[msg.index] -= 1
                 if roles[msg.index] == 0:
                     free.append(held.pop(msg.index))
-            elif isinstance(msg, Result):
+            elif cls is Result:
                 now = clock()
                 latency.append(now - submitted.pop(msg.index))
                 done_at.append(now)
                 done += 1
                 c.outcomes.pop((msg.session, msg.index), None)
-            elif isinstance(msg, FrameError):
+            elif cls is FrameError:
                 raise RuntimeError(f"frame {msg.index} failed: {msg}")
 
         cpu0 = cpu_seconds(daemon_pid) if daemon_pid else None
@@ -319,9 +339,9 @@ class Producer:
 
 def bench_daemon(sock: str, w: int, h: int, frames: int, inflight: int, ring: int, memfd: bool = False,
                  models=("version=vmaf_v0.6.1",), features=(), daemon_pid: int | None = None,
-                 submit_many: bool = True) -> RunStats:
+                 submit_many: bool = True, outcome_runs: bool = True) -> RunStats:
     """One producer in this process: one timed run of ``frames`` frames."""
-    p = Producer(sock, w, h, ring, memfd, models, features, submit_many=submit_many)
+    p = Producer(sock, w, h, ring, memfd, models, features, submit_many=submit_many, outcome_runs=outcome_runs)
     try:
         return p.run(frames, inflight, daemon_pid)
     except Exception as e:  # a connection the daemon closed: say what it sent last (its error says why)
@@ -348,11 +368,13 @@ def last_words(c, wait_s: float = 0.5) -> str:
 
 
 def _producer_process(k: int, sock: str, w: int, h: int, frames: int, inflight: int, ring: int, memfd: bool,
-                      models, features, barrier, results, submit_many: bool = True) -> None:
+                      models, features, barrier, results, submit_many: bool = True,
+                      outcome_runs: bool = True) -> None:
     """A producer process of --producers: set up, wait for the others, run, report (or report the error)."""
     p = None
     try:
-        p = Producer(sock, w, h, ring, memfd, models, features, name=f"bench{k}", submit_many=submit_many)
+        p = Producer(sock, w, h, ring, memfd, models, features, name=f"bench{k}", submit_many=submit_many,
+                     outcome_runs=outcome_runs)
         barrier.wait(timeout=300)
         results.put((k, p.run(frames, inflight)))
     except BaseException as e:  # reported to the parent, which says which producer failed and how
@@ -367,7 +389,8 @@ def _producer_process(k: int, sock: str, w: int, h: int, frames: int, inflight: 
 
 
 def bench_producers(n: int, daemon_pid: int, sock: str, w: int, h: int, frames: int, inflight: int, ring: int,
-                    memfd: bool, models, features, submit_many: bool = True) -> tuple[list[RunStats], float]:
+                    memfd: bool, models, features, submit_many: bool = True,
+                    outcome_runs: bool = True) -> tuple[list[RunStats], float]:
     """``n`` producer processes at once, each its own connection and session; started together once all
     are set up (buffers registered, session open). Returns their runs and the daemon's CPU seconds."""
     import multiprocessing as mp
@@ -377,7 +400,7 @@ def bench_producers(n: int, daemon_pid: int, sock: str, w: int, h: int, frames: 
     results = ctx.Queue()
     procs = [ctx.Process(target=_producer_process, args=(k, sock, w, h, frames, inflight, ring, memfd,
                                                          list(models), list(features), barrier, results,
-                                                         submit_many))
+                                                         submit_many, outcome_runs))
              for k in range(n)]
     for pr in procs:
         pr.start()
@@ -537,6 +560,9 @@ def main() -> int:
                          "--frames and --inflight each): aggregate frames/s against one producer, each one's share")
     ap.add_argument("--single-submits", action="store_true",
                     help="one submit packet per frame (as older clients), not submit_many: the A/B of the two")
+    ap.add_argument("--single-outcomes", action="store_true",
+                    help="a message a result and a release (as older clients), not runs of them (result_many, "
+                         "released_many): the A/B of the two")
     ap.add_argument("--lane-process", action="store_true",
                     help="the daemon runs the GPU lane in a worker process per device (vmafxd --lane-process)")
     ap.add_argument("--daemon-cpus", type=cpu_list, default=None, metavar="LIST",
@@ -592,13 +618,14 @@ def main() -> int:
         for w, h in sizes:
             frames = args.frames if w * h <= 2_100_000 else max(64, args.frames // 3)
             tail = (f"({frames} frames, batch {batch_for(args.batch, w, h)}, {args.inflight} in flight, "
-                    f"{'one submit per frame' if args.single_submits else 'submit_many'})")
+                    f"{'one submit per frame' if args.single_submits else 'submit_many'}, "
+                    f"{'single outcomes' if args.single_outcomes else 'outcome runs'})")
             if args.producers > 1:
                 print(producers_line(args, proc.pid, sock, w, h, frames, ring, models, features, what), flush=True)
                 continue
             workers0 = workers_cpu(proc.pid)
             runs = [bench_daemon(sock, w, h, frames, args.inflight, ring, args.memfd, models, features, proc.pid,
-                                 submit_many=not args.single_submits)
+                                 submit_many=not args.single_submits, outcome_runs=not args.single_outcomes)
                     for _ in range(args.repeats)]
             if args.lane_process:  # the daemon's CPU below is its own process's; its lane workers' here
                 print(f"lane workers' CPU {(workers_cpu(proc.pid) - workers0) / (frames * args.repeats) * 1000:.3f}"
@@ -644,10 +671,10 @@ def producers_line(args, daemon_pid: int, sock: str, w: int, h: int, frames: int
     for _ in range(args.repeats):
         many_ok = not args.single_submits
         runs, cpu = bench_producers(1, daemon_pid, sock, w, h, frames, args.inflight, ring, args.memfd, models, features,
-                                    many_ok)
+                                    many_ok, not args.single_outcomes)
         alone.append((runs[0].fps, cpu / frames * 1000))
         runs, cpu = bench_producers(n, daemon_pid, sock, w, h, frames, args.inflight, ring, args.memfd, models, features,
-                                    many_ok)
+                                    many_ok, not args.single_outcomes)
         agg = sum(r.frames for r in runs) / (max(r.end for r in runs) - min(r.start for r in runs))
         many.append((agg, cpu / (n * frames) * 1000, runs))
     one = statistics.median(a[0] for a in alone)

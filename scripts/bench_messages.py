@@ -10,8 +10,13 @@ and decoding a frame's submit -- one ``submit`` packet per frame against one
 ``submit_many`` of N frames, per frame.  Medians over R repeats (min and max
 too: the machine is shared).
 
+The daemon's side, per frame: a frame's result and two ``released`` packed as single
+messages (``FramePackets``, what the ledger sends a client) against runs of ``--frames``
+frames (``result_run``, ``released_many``: a client whose hello asked for outcome runs).
+
 The client's receive path, per frame: a bundle of ``--frames`` frames' messages as the daemon
-sends them (each frame's two ``released``, then the results), read by
+sends them (each frame's two ``released``, then the results), or the two runs that stand for
+them (``--frames`` frames a run), read by
 ``ClientConnection.receive_packet`` (what a raw protocol client, the benchmarks' producer,
 runs) and by ``ClientTracker.receive`` (the client library's, under ``vmafx.Client`` and
 ``BlockingClient``): decoding, the frame ledger's checks, and the tracker's own.
@@ -30,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "client")]
 
 from vmafx.protocol import Released, Result, Submit, SubmitFrame, SubmitMany  # noqa: E402
+from vmafxd.frame_packets import FramePackets  # noqa: E402
 from vmafx.protocol.messages import BufferRegistered, SessionOpened  # noqa: E402
 from vmafx.protocol.codec import bundle, decode, encode  # noqa: E402
 from vmafx.protocol.state import State  # noqa: E402
@@ -50,21 +56,28 @@ def frames_bundle(session: int, first: int, n: int) -> bytes:
     return bundle(msgs)
 
 
-def receive_path_us(n: int, rounds: int, repeats: int, library: bool) -> list[float]:
-    """µs a frame for a bundle of ``n`` frames through ClientConnection.receive_packet, or (``library``)
-    ClientTracker.receive; the frames are submitted (untimed) before each bundle."""
+def frames_runs(session: int, first: int, n: int) -> bytes:
+    """The same frames as two runs, in one bundle: their releases (released_many), then their results."""
+    fp, indices = FramePackets(), list(range(first, first + n))
+    return bundle(fp.released_many(session, indices, [1] * n, [2] * n)
+                  + fp.result_run(session, [(i, METRICS) for i in indices], 65536))
+
+
+def receive_path_us(n: int, rounds: int, repeats: int, library: bool, runs: bool = False) -> list[float]:
+    """µs a frame for a bundle of ``n`` frames (``runs``: as runs) through ClientConnection.receive_packet,
+    or (``library``) ClientTracker.receive; the frames are submitted (untimed) before each bundle."""
     out = []
     for _ in range(repeats):
         tracker = ClientTracker("bench")
         conn = tracker.conn
-        conn.state, conn.bundles, conn.submit_many = State.OPEN, True, True
+        conn.state, conn.bundles, conn.submit_many, conn.outcome_runs = State.OPEN, True, True, runs
         st = tracker.opened(SessionOpened(re=0, session=3, lane="emu", metrics=tuple(METRICS)),
                             width=64, height=64, pixel_format="yuv420p", bitdepth=8)
         ref, dist = (tracker.registered(BufferRegistered(re=0, buffer=b)) for b in (1, 2))
         spent = 0.0
         for r in range(rounds):
             indices = range(r * n, (r + 1) * n)
-            data = frames_bundle(3, r * n, n)
+            data = (frames_runs if runs else frames_bundle)(3, r * n, n)
             if library:
                 tracker.submit_packet(st, [(i, ref, dist) for i in indices])
                 t0 = time.perf_counter()
@@ -100,11 +113,34 @@ def main() -> int:
          per_call_us(lambda: decode(many_wire), 20000 // args.frames, args.repeats, args.frames)),
     ]
     rounds = max(1, 20000 // args.frames)
+    fp, n = FramePackets(), args.frames
+    run = [(i, METRICS) for i in range(n)]
+    idx, ones, twos = list(range(n)), [1] * n, [2] * n
+
+    def singles():
+        for i, m in run:
+            fp.result(3, i, m)
+            fp.released_pair(3, i, 1, 2)
+
+    def runs():
+        fp.result_run(3, run, 65536)
+        fp.released_many(3, idx, ones, twos)
+
+    rows += [
+        ("daemon: a frame's result and two released, single packets (FramePackets), per frame",
+         per_call_us(singles, rounds, args.repeats, n)),
+        (f"daemon: the same as runs of {n} (result_run, released_many), per frame",
+         per_call_us(runs, rounds, args.repeats, n)),
+    ]
     rows += [
         (f"receive a bundle of {args.frames} frames (ClientConnection.receive_packet), per frame",
          receive_path_us(args.frames, rounds, args.repeats, library=False)),
         (f"receive a bundle of {args.frames} frames (ClientTracker.receive, the library), per frame",
          receive_path_us(args.frames, rounds, args.repeats, library=True)),
+        (f"receive runs of {args.frames} frames (ClientConnection.receive_packet), per frame",
+         receive_path_us(args.frames, rounds, args.repeats, library=False, runs=True)),
+        (f"receive runs of {args.frames} frames (ClientTracker.receive, the library), per frame",
+         receive_path_us(args.frames, rounds, args.repeats, library=True, runs=True)),
     ]
     for name, us in rows:
         print(f"{name}: {statistics.median(us):.2f} us (min {min(us):.2f}, max {max(us):.2f})")

@@ -150,6 +150,10 @@ class ClientHandler:
         self._frame_cost: dict[int, int] = {}
         #: the hello asked for session_opened's max_frames_in_flight (see _open_session)
         self.session_budgets = False
+        #: the client reads runs of outcomes (result_many, released_many): its hello asked
+        self.outcome_runs = False
+        #: the largest packet the client takes (the ledger cuts runs of outcomes to it)
+        self.max_message_bytes = self.limits.max_message_bytes
         #: this client's log lines about its own errors, rate-limited (the rest are counted)
         self.log = RateLimitedLog(log, f"#{client_id}")
         self.closed = False
@@ -560,11 +564,12 @@ class ClientHandler:
             limits=self.limits.to_wire(), lanes=(self.lane.describe(),),
             features=tuple(self.lane.features()), models=tuple(BUILTIN_VERSIONS),
             bundles=True if msg.bundles else None, submit_many=True if msg.submit_many else None,
-            score_files=True if msg.score_files else None,
+            score_files=True if msg.score_files else None, outcome_runs=True if msg.outcome_runs else None,
         ))
         if msg.bundles:
             self.outgoing.bundle_bytes = self.limits.max_message_bytes
         self.session_budgets = bool(msg.session_budgets)
+        self.outcome_runs = bool(msg.outcome_runs)
 
     def _register_buffer(self, msg: RegisterBuffer, pkt: Packet) -> None:
         self.buffers.check_room()

@@ -1,6 +1,7 @@
-"""A frame's ``result`` and ``released`` packets, built straight from their values.
+"""A frame's ``result`` and ``released`` packets, built straight from their values; and runs of
+them, ``result_many`` and ``released_many``, for a client whose hello asked for outcome runs.
 
-Three messages leave the daemon for every frame.  Built as message objects, each was
+Three messages leave the daemon for every frame (or a share of two runs).  Built as message objects, each was
 checked, turned into its wire map and packed: several Python calls per message on the
 trio thread.  The ledger (vmafxd/ledger.py) builds their bytes here instead, with the
 protocol's own fast-path checks for the values a daemon makes (``plain_u32s``,
@@ -14,6 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 import msgpack
+
+from vmafx.protocol.messages import MAX_FRAMES_PER_RUN
 
 #: the largest u32 (vmafx.protocol.messages' bound for the fields below)
 _U32 = (1 << 32) - 1
@@ -55,3 +58,64 @@ class FramePackets:
                     return None
             return self._pack({"t": "result", "session": session, "index": index, "metrics": metrics})
         return None
+
+    def released_many(self, session: int, indices: list[int], refs: list[Any], dists: list[Any]) -> list[bytes]:
+        """Runs of frames' two ``released`` each (``released_many``, at most MAX_FRAMES_PER_RUN frames a
+        packet), for values released_pair takes: the caller checked each frame with :meth:`pair_ok`."""
+        pack = self._pack
+        out = []
+        for a in range(0, len(indices), MAX_FRAMES_PER_RUN):
+            b = a + MAX_FRAMES_PER_RUN
+            out.append(pack({"t": "released_many", "session": session, "indices": indices[a:b], "ref": refs[a:b],
+                             "dist": dists[a:b]}))
+        return out
+
+    @staticmethod
+    def pair_ok(session: Any, index: Any, ref: Any, dist: Any) -> bool:
+        """released_pair's check: every value plainly a u32."""
+        return (type(session) is int and type(index) is int and type(ref) is int and type(dist) is int
+                and 0 <= session <= _U32 and 0 <= index <= _U32 and 0 <= ref <= _U32 and 0 <= dist <= _U32)
+
+    def result_run(self, session: int, frames: list[tuple[int, dict]], max_bytes: int) -> list[bytes] | None:
+        """Frames' results of one session, in order, as ``result_many`` packets: a packet a run of
+        frames whose metrics have the same names (in the same order), cut where a packet would pass
+        MAX_FRAMES_PER_RUN frames or about ``max_bytes``.  None when a value is not plainly what a
+        result takes (then each frame goes its own way, which names the field)."""
+        if not (type(session) is int and 0 <= session <= _U32):
+            return None
+        out: list[bytes] = []
+        names: tuple | None = None
+        indices: list[int] = []
+        rows: list[tuple] = []
+        cap = MAX_FRAMES_PER_RUN
+        for index, metrics in frames:
+            if type(index) is not int or not 0 <= index <= _U32 or type(metrics) is not dict:
+                return None
+            keys = tuple(metrics)
+            if keys != names or len(indices) >= cap:
+                if indices:
+                    out.append(self._result_many(session, names, indices, rows))
+                    indices, rows = [], []
+                if keys != names:
+                    for k in keys:
+                        if type(k) is not str:
+                            return None
+                    names = keys
+                    # a frame's share of a packet: its index and a number or nil a name (9 bytes
+                    # each at most), the names once
+                    cap = max(1, min(MAX_FRAMES_PER_RUN, (max_bytes - 64 - sum(len(k) + 8 for k in keys))
+                                     // (5 + 9 * len(keys))))
+            row = tuple(metrics.values())
+            for v in row:
+                if type(v) is not float and v is not None:
+                    return None
+            indices.append(index)
+            rows.append(row)
+        if indices:
+            out.append(self._result_many(session, names, indices, rows))
+        return out
+
+    def _result_many(self, session: int, names, indices: list[int], rows: list[tuple]) -> bytes:
+        columns = zip(*rows) if names else ()
+        return self._pack({"t": "result_many", "session": session, "indices": indices,
+                           "metrics": dict(zip(names, columns))})

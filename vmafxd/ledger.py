@@ -52,7 +52,8 @@ from collections import deque
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from vmafx.protocol import (
-    ErrorCode, FrameError, LocalProtocolError, Message, Released, RemoteProtocolError, Result,
+    ErrorCode, FrameError, LocalProtocolError, Message, Released, ReleasedMany, RemoteProtocolError, Result,
+    ResultMany,
 )
 from vmafx.protocol.state import FramePromise, IdentityEnum
 
@@ -274,6 +275,10 @@ class LedgerHost(Protocol):
 
     #: the daemon's pending-release table (one per daemon, drained by the reaper)
     pending: PendingReleases
+    #: the client reads runs of outcomes (result_many, released_many: its hello asked)
+    outcome_runs: bool
+    #: the largest packet the client takes
+    max_message_bytes: int
 
     def emit(self, msg: Message) -> None: ...
 
@@ -523,18 +528,21 @@ class FrameLedger:
         """The reaper saw these frames' release events complete (one pass's frames of this ledger,
         or frames never read): their ``released`` leave in one write, then what became ready.  A frame that fails (a bug, logged) does not stop the others."""
         packets: list[bytes] = []
+        run: _ReleaseRun | None = _ReleaseRun() if self.host.outcome_runs else None
         for frame in frames:
             try:
-                self._complete_one(frame, packets)
+                self._complete_one(frame, packets, run)
             except Exception:
                 log.exception("completing release %s failed", frame)
+        if run is not None and run.indices:
+            packets += _PACKETS.released_many(self.session_id, run.indices, run.refs, run.dists)
         if packets:
-            self.host.emit_packet(Released, tuple(packets))
+            self.host.emit_packet(ReleasedMany if run is not None else Released, tuple(packets))
         self._flush()
 
-    def _complete_one(self, frame: FrameRecord, packets: list[bytes]) -> None:
-        """A frame's release completed: its two ``released`` added to ``packets`` (or, the general
-        way, sent after what ``packets`` holds), its references dropped."""
+    def _complete_one(self, frame: FrameRecord, packets: list[bytes], run: "_ReleaseRun | None" = None) -> None:
+        """A frame's release completed: its two ``released`` added to ``packets`` (or to ``run``, for a
+        client that reads runs; or, the general way, sent after what both hold), its references dropped."""
         self._pending.pop(id(frame), None)
         nxt = _COMPLETE_MOVES.get(frame.release)
         if nxt is None:
@@ -542,17 +550,28 @@ class FrameLedger:
         frame.release = nxt
         unreleased = frame.promise.unreleased
         # both roles at once, the common case: neither was released (the promise's own check)
-        pair = (_PACKETS.released_pair(frame.session, frame.index, frame.ref_id, frame.dist_id)
-                if len(unreleased) == 2 else None)
-        if pair is not None:
+        if run is not None and len(unreleased) == 2 and _PACKETS.pair_ok(frame.session, frame.index, frame.ref_id,
+                                                                         frame.dist_id):
             unreleased.clear()
-            packets += pair
-        else:  # the general way (the R15 plant released early; a value it must name)
-            host = self.host
-            if packets:
-                host.emit_packet(Released, tuple(packets))
-                packets.clear()
-            frame.send_released(host.emit, host.emit_packet)
+            run.indices.append(frame.index)
+            run.refs.append(frame.ref_id)
+            run.dists.append(frame.dist_id)
+            pair = None
+        else:
+            pair = (_PACKETS.released_pair(frame.session, frame.index, frame.ref_id, frame.dist_id)
+                    if run is None and len(unreleased) == 2 else None)
+            if pair is not None:
+                unreleased.clear()
+                packets += pair
+            else:  # the general way (the R15 plant released early; a value it must name)
+                host = self.host
+                if run is not None and run.indices:
+                    packets += _PACKETS.released_many(self.session_id, run.indices, run.refs, run.dists)
+                    run.indices, run.refs, run.dists = [], [], []
+                if packets:
+                    host.emit_packet(ReleasedMany if run is not None else Released, tuple(packets))
+                    packets.clear()
+                frame.send_released(host.emit, host.emit_packet)
         for rec in (frame.ref, frame.dist):
             if rec is not None:
                 rec.unref()
@@ -574,6 +593,8 @@ class FrameLedger:
         which goes the general way, first sends those before it, keeping the order)."""
         host, order = self.host, self._order
         packets: list[bytes] = []
+        #: a client that reads runs: the scored frames not sent yet, (index, metrics) in order
+        run: list[tuple[int, dict]] | None = [] if host.outcome_runs else None
         scored = failed = accepted = 0
         try:
             while order and order[0].state in _SENDABLE:
@@ -584,6 +605,12 @@ class FrameLedger:
                         frame.promise.answer(LocalProtocolError)
                     except LocalProtocolError as e:
                         raise LedgerError(e.message) from None
+                    if run is not None:
+                        run.append((frame.index, frame.outcome))
+                        scored += 1
+                        if frame.accepted:
+                            accepted += 1
+                        continue
                     data = _PACKETS.result(frame.session, frame.index, frame.outcome)
                     if data is not None:
                         packets.append(data)
@@ -594,6 +621,9 @@ class FrameLedger:
                         host.emit(Result(session=frame.session, index=frame.index, metrics=frame.outcome))
                     scored += 1
                 else:
+                    if run:
+                        self._send_run(run)
+                        run = []
                     if packets:
                         host.emit_packet(Result, tuple(packets))
                         packets = []
@@ -602,6 +632,8 @@ class FrameLedger:
                 if frame.accepted:
                     accepted += 1
         finally:
+            if run:
+                self._send_run(run)
             if packets:
                 host.emit_packet(Result, tuple(packets))
             if scored or failed:
@@ -609,6 +641,21 @@ class FrameLedger:
                 self.scored += scored
                 self.failed += failed
                 host.outcomes_sent(self.session_id, scored, failed, accepted)
+
+    def _send_run(self, run: list[tuple[int, dict]]) -> None:
+        """Scored frames' results, in order, to a client that reads runs: result_many packets, or
+        (a value one of them cannot carry) each frame's own result, the general way where needed."""
+        host = self.host
+        packets = _PACKETS.result_run(self.session_id, run, host.max_message_bytes)
+        if packets is not None:
+            host.emit_packet(ResultMany, tuple(packets))
+            return
+        for index, metrics in run:
+            data = _PACKETS.result(self.session_id, index, metrics)
+            if data is not None:
+                host.emit_packet(Result, (data,))
+            else:  # the general way names what is wrong
+                host.emit(Result(session=self.session_id, index=index, metrics=metrics))
 
     def _flush(self) -> None:
         if self._order and self._order[0].state in _SENDABLE:
@@ -619,6 +666,17 @@ class FrameLedger:
             msg = final()
             self.host.emit(msg)
             self._on_final(msg)
+
+
+class _ReleaseRun:
+    """Frames whose two ``released`` leave in one ``released_many`` (a client that reads runs)."""
+
+    __slots__ = ("indices", "refs", "dists")
+
+    def __init__(self) -> None:
+        self.indices: list[int] = []
+        self.refs: list[int] = []
+        self.dists: list[int] = []
 
 
 def answer_without_session(emit: Callable[[Message], None], frame: FrameRecord, err: RemoteProtocolError) -> None:

@@ -194,7 +194,8 @@ class ClientTracker:
     def hello(self) -> tuple[int, bytes]:
         seq = self._hello_seq = self.conn.next_seq()
         data, _ = self.conn.send(m.Hello(seq=seq, version=PROTOCOL_VERSION, client=self.client_name[:128], bundles=True,
-                                             session_budgets=True, submit_many=True, score_files=True))
+                                             session_budgets=True, submit_many=True, score_files=True,
+                                             outcome_runs=True))
         self._waiting.add(seq)
         return seq, data
 
@@ -449,19 +450,41 @@ class ClientTracker:
                                        "error": None})
         self._outcome(msg.session, msg.index, result)
 
+    def _on_result_many(self, msg: m.ResultMany) -> None:
+        # each frame's result as _on_result makes it, its metrics a dict of the run's columns
+        session, outcome = msg.session, self._outcome
+        names, columns = tuple(msg.metrics), msg.metrics.values()
+        rows = zip(*columns) if names else ((),) * len(msg.indices)
+        for index, row in zip(msg.indices, rows):
+            result = _new_object(FrameResult)
+            _set_attr(result, "__dict__", {"session": session, "index": index, "metrics": dict(zip(names, row)),
+                                           "error": None})
+            outcome(session, index, result)
+
     def _on_frame_error(self, msg: m.FrameError) -> None:
         err = daemon_error(msg.code, msg.field, msg.message, session=msg.session, index=msg.index)
         self._outcome(msg.session, msg.index, FrameResult(msg.session, msg.index, {}, err))
 
     def _on_released(self, msg: m.Released) -> None:
-        key = (msg.session, msg.index, msg.role)
-        st = self.buffers.get(msg.buffer)
+        self._release(msg.buffer, msg.session, msg.index, msg.role, "buffer")
+
+    def _on_released_many(self, msg: m.ReleasedMany) -> None:
+        # each frame's two released, in order
+        release, session = self._release, msg.session
+        for index, ref, dist in zip(msg.indices, msg.ref, msg.dist):
+            release(ref, session, index, "ref", "ref")
+            release(dist, session, index, "dist", "dist")
+
+    def _release(self, buffer: int, session: int, index: int, role: str, field: str) -> None:
+        """One ``released``: the buffer's reference by the frame dropped; not busy any more, its callbacks."""
+        key = (session, index, role)
+        st = self.buffers.get(buffer)
         refs = st.references if st is not None else None
         n = refs.get(key) if refs is not None else None
         if not n:
-            raise RemoteProtocolError(ErrorCode.E_PROTO, "buffer",
-                                      f"released buffer {msg.buffer}, which frame {msg.index} of session "
-                                      f"{msg.session} did not reference as {msg.role}")
+            raise RemoteProtocolError(ErrorCode.E_PROTO, field,
+                                      f"released buffer {buffer}, which frame {index} of session "
+                                      f"{session} did not reference as {role}")
         if n > 1:
             refs[key] = n - 1
             return
@@ -499,8 +522,10 @@ class ClientTracker:
         m.HelloReply: _on_hello,
         m.Error: _on_error,
         m.Result: _on_result,
+        m.ResultMany: _on_result_many,
         m.FrameError: _on_frame_error,
         m.Released: _on_released,
+        m.ReleasedMany: _on_released_many,
         m.SessionClosed: _on_session_closed,
         m.BufferUnregistered: _on_buffer_unregistered,
         m.FilesFrames: _on_files_frames,

@@ -20,8 +20,8 @@ import numpy as np
 from vmafx.formats import PixelFormat, storage_planes
 from vmafx.protocol import (
     BufferRegistered, ClientConnection, CloseSession, Error, Fence, FrameError, Hello, Message, OpenSession,
-    Plane, RegisterBuffer, Released, Result, SessionClosed, SessionOpened, Submit, SubmitFrame, SubmitMany,
-    UnregisterBuffer,
+    Plane, RegisterBuffer, Released, ReleasedMany, Result, ResultMany, SessionClosed, SessionOpened, Submit,
+    SubmitFrame, SubmitMany, UnregisterBuffer,
 )
 from vmafx.transport import BlockingPacketChannel
 
@@ -110,13 +110,19 @@ def frame_memfd(picture, fmt: PixelFormat | str = PixelFormat.YUV420P, *, pitch_
 
 class RawClient:
     def __init__(self, path: str, name: str = "test", *, max_bytes: int = 65536, bundles: bool = True,
-                 submit_many: bool = False):
+                 submit_many: bool = False, outcome_runs: bool = False, expand_runs: bool = True):
         self.chan = BlockingPacketChannel.connect(str(path), max_bytes=max_bytes)
         self.conn = ClientConnection(name)
         #: ask for bundles in the hello (the daemon may then pack several messages in a packet)
         self.bundles = bundles
         #: ask to send submit_many in the hello
         self.ask_submit_many = submit_many
+        #: ask for runs of outcomes (result_many, released_many) in the hello; ``expand_runs``: hand a
+        #: run out as the result and released messages it stands for (else as it came)
+        self.ask_outcome_runs = outcome_runs
+        self.expand_runs = expand_runs
+        #: runs of outcomes read (result_many and released_many messages)
+        self.runs = 0
         #: packets read, and messages of the last bundle not yet handed out
         self.packets = 0
         self.messages = 0
@@ -154,9 +160,15 @@ class RawClient:
             pkt = self.chan.receive(timeout=timeout)
             pkt.close_fds()
             msgs = self.conn.receive_packet(pkt.data)
-            self._unread.extend(msgs)
             self.packets += 1
             self.messages += len(msgs)
+            for msg in msgs:
+                if type(msg) is ResultMany or type(msg) is ReleasedMany:
+                    self.runs += 1
+                    if self.expand_runs:
+                        self._unread.extend(msg.results() if type(msg) is ResultMany else msg.released())
+                        continue
+                self._unread.append(msg)
         msg = self._unread.popleft()
         if isinstance(msg, Released):
             self.released.append(msg)
@@ -203,7 +215,8 @@ class RawClient:
 
     def hello(self):
         return self.request(Hello(seq=self.conn.next_seq(), version=1, client=self.conn.client_name,
-                                  bundles=self.bundles or None, submit_many=self.ask_submit_many or None))
+                                  bundles=self.bundles or None, submit_many=self.ask_submit_many or None,
+                                  outcome_runs=self.ask_outcome_runs or None))
 
     def register(self, buf: FrameBuffer, **over) -> Message:
         kw = dict(seq=self.conn.next_seq(), kind="memfd", width=buf.width, height=buf.height,

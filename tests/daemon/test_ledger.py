@@ -4,7 +4,9 @@ import pytest
 import trio
 
 from vmafx.formats import PixelFormat
-from vmafx.protocol import ErrorCode, FrameError, Limits, Released, RemoteProtocolError, Result, SessionClosed
+from vmafx.protocol import (
+    ErrorCode, FrameError, Limits, Released, ReleasedMany, RemoteProtocolError, Result, ResultMany, SessionClosed,
+)
 from vmafx.protocol.codec import decode, encode
 from vmafxd.buffers import BufferRecord
 from vmafxd.core.layout import Geometry
@@ -32,6 +34,10 @@ def _buffer(bid):
 
 
 class Host:
+    #: the client reads single result and released messages (no outcome runs)
+    outcome_runs = False
+    max_message_bytes = 65536
+
     def __init__(self):
         self.pending = PendingReleases()
         self.sent = []
@@ -295,18 +301,24 @@ def test_docs_frame_life_names_every_state_and_event_and_its_straight_edges_are_
 # -- groups: accepted, tracked, completed and answered in one step each ------------------------------
 
 
-def test_a_group_is_answered_in_order_one_write_per_run_and_its_releases_in_one_write():
-    host = Host()
-    finals = []
-    ledger = FrameLedger(1, host, finals.append)
+def _group(host, n, finals=None):
+    """A ledger with frames 0..n-1 on buffers 10 and 11, accepted as one group and handed over."""
+    ledger = FrameLedger(1, host, finals.append if finals is not None else lambda msg: None)
     ref, dist = _buffer(10), _buffer(11)
-    frames = [FrameRecord(1, i, 10, 11) for i in range(6)]
+    frames = [FrameRecord(1, i, 10, 11) for i in range(n)]
     for f in frames:
         f.ref, f.dist = ref, dist
     ledger.receive_many(frames)
     ledger.accept_many(frames)
-    assert ledger.in_flight == 6 and (ref.refs, dist.refs) == (7, 7)
+    assert ledger.in_flight == n and (ref.refs, dist.refs) == (n + 1, n + 1)
     assert ledger.hand_over_many(frames) == frames
+    return ledger, frames, ref, dist
+
+
+def test_a_group_is_answered_in_order_one_write_per_run_and_its_releases_in_one_write():
+    host = Host()
+    finals = []
+    ledger, frames, ref, dist = _group(host, 6, finals)
     ledger.track_many(frames, [HostReleaseEvent.completed() for _ in frames])
     ledger.lane_failed(3, "E_INTERNAL", "", "the lane failed")
     # 1..5 scored before 0: nothing leaves; then 0: 0-2 in one write, the error, 4-5 in one write
@@ -340,3 +352,39 @@ def test_a_group_with_a_frame_already_tracked_tracks_the_others_and_says_so():
     assert ledger.releasing == 3 and len(host.pending) == 3  # a and c tracked, b once
     host.complete_all()
     assert sorted(_kinds(host.sent)) == sorted(("Released", i, r) for i in range(3) for r in ("ref", "dist"))
+
+
+def test_a_client_that_reads_runs_gets_a_group_as_runs_the_error_between_them():
+    """The same group as above, to a client whose hello asked for outcome runs: the results before
+    and after the frame error each one result_many, the releases one released_many (the protocol's
+    bytes: the host checks each write decodes to its message and encodes back the same)."""
+    host = Host()
+    host.outcome_runs = True
+    finals = []
+    ledger, frames, ref, dist = _group(host, 6, finals)
+    ledger.track_many(frames, [HostReleaseEvent.completed() for _ in frames])
+    ledger.lane_failed(3, "E_INTERNAL", "", "the lane failed")
+    ledger.lane_scored_many([(i, {"x": float(i), "bad": float("inf")}) for i in (1, 2, 4, 5)])
+    ledger.lane_scored_many([(0, {"x": 0.0, "bad": float("nan")})])
+    outcomes = [m for m in host.sent if isinstance(m, (ResultMany, FrameError))]
+    assert [(type(m).__name__, m.indices if isinstance(m, ResultMany) else m.index) for m in outcomes] == [
+        ("ResultMany", (0, 1, 2)), ("FrameError", 3), ("ResultMany", (4, 5))]
+    assert outcomes[0].metrics == {"x": [0.0, 1.0, 2.0], "bad": [None, None, None]}
+    assert [sum(c[k] for c in host.counted) for k in (1, 2, 3)] == [5, 1, 6] and ledger.in_flight == 0
+    ledger.close(lambda: SessionClosed(session=1, frames=ledger.scored, failed=ledger.failed))
+    host.complete_all()
+    assert host.writes[-1] == ("ReleasedMany", 1)  # every frame's two released in one message
+    run = host.sent[-2]
+    assert isinstance(run, ReleasedMany) and run.indices == tuple(range(6)) and run.ref == (10,) * 6 \
+        and run.dist == (11,) * 6
+    assert isinstance(host.sent[-1], SessionClosed) and (host.sent[-1].frames, host.sent[-1].failed) == (5, 1)
+    assert (ref.refs, dist.refs) == (1, 1) and finals == [host.sent[-1]]
+
+
+def test_a_run_of_results_is_cut_where_the_metrics_names_change():
+    host = Host()
+    host.outcome_runs = True
+    ledger, _, _, _ = _group(host, 4)
+    ledger.lane_scored_many([(0, {"a": 0.0}), (1, {"a": 1.0}), (2, {"a": 2.0, "b": 5.0}), (3, {"b": 1.0, "a": 3.0})])
+    runs = [(m.indices, m.metrics) for m in host.sent if isinstance(m, ResultMany)]
+    assert runs == [((0, 1), {"a": [0.0, 1.0]}), ((2,), {"a": [2.0], "b": [5.0]}), ((3,), {"b": [1.0], "a": [3.0]})]

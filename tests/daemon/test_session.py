@@ -73,6 +73,10 @@ class RecordingTable(PendingReleases):
 class Host:
     """What a session needs from its client connection (as ClientHandler gives it)."""
 
+    #: the client reads single result and released messages (no outcome runs)
+    outcome_runs = False
+    max_message_bytes = 65536
+
     def __init__(self, table=None):
         self.limits = Limits(implicit_fence_timeout_ms=50)
         self.pending = table if table is not None else RecordingTable()

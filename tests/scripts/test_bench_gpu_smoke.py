@@ -29,7 +29,7 @@ def test_the_daemon_benchmark_runs_on_the_emulated_lane_with_a_large_ring():
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
     line = p.stdout.strip().splitlines()[-1]
     assert line.startswith("daemon emu psnr 32x32: ") and " fps " in line
-    assert "(400 frames, batch 128, 300 in flight, submit_many)" in line  # auto: 128 for small pictures
+    assert "(400 frames, batch 128, 300 in flight, submit_many, outcome runs)" in line  # auto: 128 for small pictures
 
 
 def test_a_bad_batch_is_refused_on_one_line():

@@ -27,7 +27,8 @@ __all__ = [
     "Message", "Request", "Reply", "MESSAGE_TYPES",
     "Hello", "HelloReply", "OpenSession", "SessionOpened", "CloseSession", "SessionClosed",
     "RegisterBuffer", "BufferRegistered", "UnregisterBuffer", "BufferUnregistered",
-    "Submit", "SubmitMany", "SubmitFrame", "BadFrame", "Result", "FrameError", "Released", "Status", "StatusReply",
+    "Submit", "SubmitMany", "SubmitFrame", "BadFrame", "Result", "ResultMany", "FrameError", "Released",
+    "ReleasedMany", "Status", "StatusReply",
     "ListSessions", "SessionsReply", "ScoreFiles", "FilesFrames", "FilesScored", "Error", "Goodbye",
     "Plane", "Fence", "BUFFER_KINDS", "FENCE_KINDS", "FLAG_ALLOW_COPY",
 ]
@@ -336,6 +337,8 @@ class Hello(Request):
     submit_many: bool | None = _wire(_optional(_boolean), None)
     #: the client would send score_files (two open files, scored by the daemon) if the daemon takes it
     score_files: bool | None = _wire(_optional(_boolean), None)
+    #: the client reads result_many and released_many (a run of frames' outcomes in one message)
+    outcome_runs: bool | None = _wire(_optional(_boolean), None)
 
 
 @_message("hello_reply")
@@ -352,6 +355,8 @@ class HelloReply(Reply):
     submit_many: bool | None = _wire(_optional(_boolean), None)
     #: the daemon takes score_files from this client (only ever when the hello asked for it)
     score_files: bool | None = _wire(_optional(_boolean), None)
+    #: the daemon sends runs of outcomes, result_many and released_many (only ever when the hello asked)
+    outcome_runs: bool | None = _wire(_optional(_boolean), None)
 
 
 #: the most characters of model JSON one open_session carries (all models together must also
@@ -672,6 +677,78 @@ class Result(Message):
     metrics: dict = _wire(_metrics, {}, required=True)
 
 
+#: the most frames one ``result_many`` or ``released_many`` names (a run is also bounded by
+#: max_message_bytes: the daemon splits longer runs)
+MAX_FRAMES_PER_RUN = 1024
+
+
+def _run_indices(v, path):
+    """A run's frame indices: a non-empty list of u32."""
+    if type(v) is not list or not v or len(v) > MAX_FRAMES_PER_RUN:
+        raise _Bad(path, f"expected a list of 1..{MAX_FRAMES_PER_RUN} frame indices")
+    for x in v:
+        if type(x) is not int or not 0 <= x <= _U32:
+            raise _Bad(path, f"{x!r} is not a frame index (an unsigned 32-bit integer)")
+    return tuple(v)
+
+
+def _u32_column(v, path):
+    """A list of u32 (buffer ids), one a frame of the run."""
+    if type(v) is not list or len(v) > MAX_FRAMES_PER_RUN:
+        raise _Bad(path, "expected a list of buffer ids")
+    for x in v:
+        if type(x) is not int or not 0 <= x <= _U32:
+            raise _Bad(path, f"{x!r} is not a buffer id (an unsigned 32-bit integer)")
+    return tuple(v)
+
+
+def _metric_columns(v, path):
+    """Metric name -> one value a frame of the run (a number or nil)."""
+    if type(v) is not dict or len(v) > 4096:
+        raise _Bad(path, "expected a map of metric names to lists of numbers")
+    out = {}
+    for k, col in v.items():
+        if type(k) is not str:
+            raise _Bad(path, "metric names must be strings")
+        if type(col) is not list:
+            raise _Bad(f"{path}.{k}", "expected a list of numbers or nil, one a frame")
+        for x in col:
+            if type(x) is not float and x is not None:
+                if isinstance(x, bool) or not isinstance(x, int):
+                    raise _Bad(f"{path}.{k}", "expected numbers or nil")
+                col = [None if y is None else float(y) for y in col]
+                break
+        out[k] = col
+    return out
+
+
+@_message("result_many")
+class ResultMany(Message):
+    """The results of a run of frames of one session, in order: for each ``k`` what a ``result`` of
+    frame ``indices[k]`` says, its metrics each name's ``k``-th value.  The daemon sends it only to
+    a client whose hello asked for ``outcome_runs``."""
+
+    session: int = _wire(_uint(), 0, required=True)
+    indices: tuple = _wire(_run_indices, (), required=True)
+    metrics: dict = _wire(_metric_columns, {}, required=True)
+
+    def validate(self):
+        n = len(self.indices)
+        for k, col in self.metrics.items():
+            if len(col) != n:
+                raise _Bad(f"metrics.{k}", f"{len(col)} values for {n} frames")
+
+    def frames(self) -> list[tuple[int, dict[str, float | None]]]:
+        """Each frame's (index, metrics), in order."""
+        names = tuple(self.metrics)
+        rows = zip(*self.metrics.values()) if names else ((),) * len(self.indices)
+        return [(i, dict(zip(names, row))) for i, row in zip(self.indices, rows)]
+
+    def results(self) -> list["Result"]:
+        """The run as the ``result`` messages it stands for."""
+        return [Result(session=self.session, index=i, metrics=mt) for i, mt in self.frames()]
+
+
 @_message("frame_error")
 class FrameError(_Failure):
     session: int = _wire(_uint(), 0, required=True)
@@ -686,6 +763,33 @@ class Released(Message):
     session: int = _wire(_uint(), 0, required=True)
     index: int = _wire(_uint(), 0, required=True)
     role: str = _wire(_choice(("ref", "dist")), "ref", required=True)
+
+
+@_message("released_many")
+class ReleasedMany(Message):
+    """Both buffers of a run of frames of one session released: for each ``k``, a ``released`` of
+    buffer ``ref[k]`` (role ref), then of ``dist[k]`` (role dist), for frame ``indices[k]``.  The
+    daemon sends it only to a client whose hello asked for ``outcome_runs``."""
+
+    session: int = _wire(_uint(), 0, required=True)
+    indices: tuple = _wire(_run_indices, (), required=True)
+    ref: tuple = _wire(_u32_column, (), required=True)
+    dist: tuple = _wire(_u32_column, (), required=True)
+
+    def validate(self):
+        n = len(self.indices)
+        for name in ("ref", "dist"):
+            if len(getattr(self, name)) != n:
+                raise _Bad(name, f"{len(getattr(self, name))} buffers for {n} frames")
+
+    def released(self) -> list[Released]:
+        """The run as the ``released`` messages it stands for, in order."""
+        s = self.session
+        out = []
+        for i, r, d in zip(self.indices, self.ref, self.dist):
+            out += [Released(buffer=r, session=s, index=i, role="ref"),
+                    Released(buffer=d, session=s, index=i, role="dist")]
+        return out
 
 
 @_message("status")

@@ -119,9 +119,10 @@ CLIENT_SENDS: dict[State, frozenset[type[m.Message]]] = {
 SERVER_SENDS: dict[State, frozenset[type[m.Message]]] = {
     _S.AWAIT_HELLO: frozenset({m.HelloReply, m.Error, m.Goodbye}),
     _S.OPEN: frozenset({m.HelloReply, m.SessionOpened, m.SessionClosed, m.BufferRegistered,
-                        m.BufferUnregistered, m.StatusReply, m.SessionsReply, m.Result, m.FrameError,
-                        m.Released, m.FilesFrames, m.FilesScored, m.Error, m.Goodbye}),
-    _S.CLOSED: frozenset({m.Error, m.Goodbye, m.FrameError, m.Released}),
+                        m.BufferUnregistered, m.StatusReply, m.SessionsReply, m.Result, m.ResultMany,
+                        m.FrameError, m.Released, m.ReleasedMany, m.FilesFrames, m.FilesScored, m.Error,
+                        m.Goodbye}),
+    _S.CLOSED: frozenset({m.Error, m.Goodbye, m.FrameError, m.Released, m.ReleasedMany}),
     _S.ERROR: frozenset({m.Error, m.Goodbye}),
 }
 REPLY_TO = {
@@ -135,7 +136,8 @@ REPLY_TO = {
     m.ScoreFiles: {m.FilesScored},
 }
 #: messages the daemon sends without a request
-UNSOLICITED = {m.Result, m.FrameError, m.Released, m.Goodbye, m.Error, m.SessionClosed}
+UNSOLICITED = {m.Result, m.ResultMany, m.FrameError, m.Released, m.ReleasedMany, m.Goodbye, m.Error,
+               m.SessionClosed}
 
 
 def next_state(role: Role, state: State, event: Event) -> State:
@@ -237,7 +239,8 @@ def check_packet(data_len: int, nfds: int, truncated: bool, ctrunc: bool, limits
 
 _FINISHED = frozenset({State.CLOSED, State.ERROR})
 _RELEASED, _RESULT = m.Released, m.Result
-assert {_RELEASED, _RESULT} <= SERVER_SENDS[State.OPEN]
+_RUNS = frozenset({m.ResultMany, m.ReleasedMany})
+assert {_RELEASED, _RESULT} | _RUNS <= SERVER_SENDS[State.OPEN]
 
 
 class _Connection:
@@ -270,6 +273,8 @@ class ServerConnection(_Connection):
         self.submit_many = False
         #: the hello asked to send score_files (this daemon always takes it then)
         self.score_files = False
+        #: the hello asked for runs of outcomes (result_many, released_many: this daemon sends them then)
+        self.outcome_runs = False
 
     def receive(self, data: bytes, fds: tuple[int, ...] = (), *, truncated: bool = False,
                 ctrunc: bool = False) -> m.Message:
@@ -310,6 +315,7 @@ class ServerConnection(_Connection):
             self.client_name = msg.client
             self.submit_many = bool(msg.submit_many)
             self.score_files = bool(msg.score_files)
+            self.outcome_runs = bool(msg.outcome_runs)
             self._to(Event.HELLO)
         return msg
 
@@ -320,6 +326,8 @@ class ServerConnection(_Connection):
             if self.state in _FINISHED:
                 raise LocalProtocolError(ErrorCode.E_STATE, "message", "the connection is closed")
             check_send(Role.SERVER, self.state, msg, LocalProtocolError)
+        if type(msg) in _RUNS and not self.outcome_runs:
+            raise LocalProtocolError(ErrorCode.E_STATE, "t", f"{msg.TYPE}, but the hello did not ask for outcome runs")
         data = codec.encode(msg, max_bytes=self.limits.max_message_bytes)
         if isinstance(msg, m.Goodbye):
             self._to(Event.GOODBYE)
@@ -398,6 +406,10 @@ class ClientConnection(_Connection):
         #: the hello sent asked to send score_files, and (once true) the daemon said yes
         self._asked_score_files = False
         self.score_files = False
+        #: the hello sent asked for runs of outcomes (result_many, released_many), and (once true)
+        #: the daemon said it sends them
+        self._asked_outcome_runs = False
+        self.outcome_runs = False
 
     def next_seq(self) -> int:
         self._seq = (self._seq + 1) & 0xFFFFFFFF
@@ -430,6 +442,7 @@ class ClientConnection(_Connection):
             self.bundles = bool(msg.bundles)
             self._asked_submit_many = bool(msg.submit_many)
             self._asked_score_files = bool(msg.score_files)
+            self._asked_outcome_runs = bool(msg.outcome_runs)
         return data, fds
 
     def receive(self, data: bytes) -> m.Message:
@@ -457,9 +470,26 @@ class ClientConnection(_Connection):
                 except RemoteProtocolError:
                     self._to(Event.PROTOCOL_ERROR)
                     raise
+            elif cls in _RUNS and self.state is State.OPEN and self.outcome_runs:
+                try:
+                    self._apply_run(msg)
+                except RemoteProtocolError:
+                    self._to(Event.PROTOCOL_ERROR)
+                    raise
             else:
                 self._apply(msg)
         return msgs
+
+    def _apply_run(self, msg: m.ResultMany | m.ReleasedMany) -> None:
+        """A run of outcomes: the frame ledger's checks of each message it stands for, in order."""
+        ledger, session = self.ledger, msg.session
+        if type(msg) is m.ResultMany:
+            for index in msg.indices:
+                ledger.outcome(session, index)
+        else:
+            for index in msg.indices:
+                ledger.released(session, index, "ref")
+                ledger.released(session, index, "dist")
 
     def _decode(self, data: bytes) -> list[m.Message]:
         if self.state is State.ERROR:
@@ -498,6 +528,12 @@ class ClientConnection(_Connection):
         if isinstance(msg, m.Released):
             self.ledger.released(msg.session, msg.index, msg.role)
             return msg
+        if type(msg) in _RUNS:
+            if not self.outcome_runs:
+                raise RemoteProtocolError(ErrorCode.E_PROTO, "t", f"{msg.TYPE}, but the daemon did not say it "
+                                                                  f"sends outcome runs (or the hello did not ask)")
+            self._apply_run(msg)
+            return msg
         if isinstance(msg, m.Goodbye):
             self._to(Event.GOODBYE)
             return msg
@@ -525,5 +561,6 @@ class ClientConnection(_Connection):
             self.limits = Limits.from_wire(msg.limits)
             self.submit_many = self._asked_submit_many and bool(msg.submit_many)
             self.score_files = self._asked_score_files and bool(msg.score_files)
+            self.outcome_runs = self._asked_outcome_runs and bool(msg.outcome_runs)
             self._to(Event.HELLO)
         return msg
