@@ -92,8 +92,11 @@ case "$phase" in
             TAIL=1 step "host_576x324_batch32_$r" ${HOST_S:-40} bash -c "$B --sizes 576x324 --frames 5760 --repeats 3 --batch 32"
             for what in "--sizes 576x324 --frames 5760" "--sizes 64x64 --models '' --features psnr --frames 20000"; do
                 tag=$(echo "$what" | cut -d' ' -f2)
+                # the last mode: the same with a message a result and a release (the producer's A/B of
+                # outcome runs, docs/performance.md "Runs of outcomes")
                 for mode in "" "--inflight 512 --ring 256" "--lane-process --inflight 512 --ring 256" \
-                            "--lane-process --inflight 512 --ring 480"; do
+                            "--lane-process --inflight 512 --ring 480" \
+                            "--lane-process --inflight 512 --ring 256 --single-outcomes"; do
                     name="host_${tag}_$(echo "$mode" | tr -d ' -' | cut -c1-40)_$r"
                     TAIL=1 step "$name" ${HOST_S:-40} bash -c "$B $what --repeats 3 $mode"
                 done
