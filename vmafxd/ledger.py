@@ -534,8 +534,8 @@ class FrameLedger:
                 self._complete_one(frame, packets, run)
             except Exception:
                 log.exception("completing release %s failed", frame)
-        if run is not None and run.indices:
-            packets += _PACKETS.released_many(self.session_id, run.indices, run.refs, run.dists)
+        if run is not None:
+            packets += run.take(self.session_id)
         if packets:
             self.host.emit_packet(ReleasedMany if run is not None else Released, tuple(packets))
         self._flush()
@@ -550,28 +550,22 @@ class FrameLedger:
         frame.release = nxt
         unreleased = frame.promise.unreleased
         # both roles at once, the common case: neither was released (the promise's own check)
-        if run is not None and len(unreleased) == 2 and _PACKETS.pair_ok(frame.session, frame.index, frame.ref_id,
-                                                                         frame.dist_id):
+        both = len(unreleased) == 2
+        if both and run is not None and _PACKETS.pair_ok(frame.session, frame.index, frame.ref_id, frame.dist_id):
             unreleased.clear()
-            run.indices.append(frame.index)
-            run.refs.append(frame.ref_id)
-            run.dists.append(frame.dist_id)
-            pair = None
-        else:
-            pair = (_PACKETS.released_pair(frame.session, frame.index, frame.ref_id, frame.dist_id)
-                    if run is None and len(unreleased) == 2 else None)
-            if pair is not None:
-                unreleased.clear()
-                packets += pair
-            else:  # the general way (the R15 plant released early; a value it must name)
-                host = self.host
-                if run is not None and run.indices:
-                    packets += _PACKETS.released_many(self.session_id, run.indices, run.refs, run.dists)
-                    run.indices, run.refs, run.dists = [], [], []
-                if packets:
-                    host.emit_packet(ReleasedMany if run is not None else Released, tuple(packets))
-                    packets.clear()
-                frame.send_released(host.emit, host.emit_packet)
+            run.add(frame.index, frame.ref_id, frame.dist_id)
+        elif both and run is None and (pair := _PACKETS.released_pair(frame.session, frame.index, frame.ref_id,
+                                                                      frame.dist_id)) is not None:
+            unreleased.clear()
+            packets += pair
+        else:  # the general way (the R15 plant released early; a value it must name), after what is held
+            host = self.host
+            if run is not None:
+                packets += run.take(self.session_id)
+            if packets:
+                host.emit_packet(ReleasedMany if run is not None else Released, tuple(packets))
+                packets.clear()
+            frame.send_released(host.emit, host.emit_packet)
         for rec in (frame.ref, frame.dist):
             if rec is not None:
                 rec.unref()
@@ -677,6 +671,19 @@ class _ReleaseRun:
         self.indices: list[int] = []
         self.refs: list[int] = []
         self.dists: list[int] = []
+
+    def add(self, index: int, ref: int, dist: int) -> None:
+        self.indices.append(index)
+        self.refs.append(ref)
+        self.dists.append(dist)
+
+    def take(self, session: int) -> list[bytes]:
+        """The run so far as ``released_many`` packets (none when it is empty); the run starts over."""
+        if not self.indices:
+            return []
+        out = _PACKETS.released_many(session, self.indices, self.refs, self.dists)
+        self.indices, self.refs, self.dists = [], [], []
+        return out
 
 
 def answer_without_session(emit: Callable[[Message], None], frame: FrameRecord, err: RemoteProtocolError) -> None:

@@ -388,3 +388,19 @@ def test_a_run_of_results_is_cut_where_the_metrics_names_change():
     ledger.lane_scored_many([(0, {"a": 0.0}), (1, {"a": 1.0}), (2, {"a": 2.0, "b": 5.0}), (3, {"b": 1.0, "a": 3.0})])
     runs = [(m.indices, m.metrics) for m in host.sent if isinstance(m, ResultMany)]
     assert runs == [((0, 1), {"a": [0.0, 1.0]}), ((2,), {"a": [2.0], "b": [5.0]}), ((3,), {"b": [1.0], "a": [3.0]})]
+
+
+def test_a_run_of_releases_is_cut_around_a_frame_that_goes_the_general_way():
+    """Frame 2 released early (the R15 plant: both its released already out) completes amid a run:
+    the run before it leaves first, in order, then the rest as a run of its own."""
+    host = Host()
+    host.outcome_runs = True
+    ledger, frames, ref, dist = _group(host, 4)
+    ledger.release_early(frames[2])
+    ledger.track_many(frames, [HostReleaseEvent.completed() for _ in frames])
+    host.complete_all()
+    runs = [(type(m).__name__, m.indices if isinstance(m, ReleasedMany) else (m.index, m.role))
+            for m in host.sent if isinstance(m, (Released, ReleasedMany))]
+    assert runs == [("Released", (2, "ref")), ("Released", (2, "dist")), ("ReleasedMany", (0, 1)),
+                    ("ReleasedMany", (3,))]
+    assert (ref.refs, dist.refs) == (1, 1)
