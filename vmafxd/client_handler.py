@@ -152,8 +152,6 @@ class ClientHandler:
         self.session_budgets = False
         #: the client reads runs of outcomes (result_many, released_many): its hello asked
         self.outcome_runs = False
-        #: the largest packet the client takes (the ledger cuts runs of outcomes to it)
-        self.max_message_bytes = self.limits.max_message_bytes
         #: this client's log lines about its own errors, rate-limited (the rest are counted)
         self.log = RateLimitedLog(log, f"#{client_id}")
         self.closed = False
@@ -201,6 +199,11 @@ class ClientHandler:
         now = Holdings(len(self.sessions), len(self.buffers), frames, nbytes)
         self.admission.sync(self.uid, held, now)
         self.held = now
+
+    @property
+    def max_message_bytes(self) -> int:
+        """The largest packet the client takes (the ledger cuts runs of outcomes to it)."""
+        return self.limits.max_message_bytes
 
     @property
     def label(self) -> str:

@@ -42,8 +42,7 @@ class FramePackets:
 
     def released_pair(self, session: int, index: int, ref: Any, dist: Any) -> tuple[bytes, bytes] | None:
         """A frame's two ``released`` (ref, then dist)."""
-        if (type(session) is int and type(index) is int and type(ref) is int and type(dist) is int
-                and 0 <= session <= _U32 and 0 <= index <= _U32 and 0 <= ref <= _U32 and 0 <= dist <= _U32):
+        if self.pair_ok(session, index, ref, dist):
             pack = self._pack
             return (pack({"t": "released", "buffer": ref, "session": session, "index": index, "role": "ref"}),
                     pack({"t": "released", "buffer": dist, "session": session, "index": index, "role": "dist"}))
@@ -72,7 +71,8 @@ class FramePackets:
 
     @staticmethod
     def pair_ok(session: Any, index: Any, ref: Any, dist: Any) -> bool:
-        """released_pair's check: every value plainly a u32."""
+        """A frame's two ``released`` can be built here (released_pair, released_many): every value
+        plainly a u32."""
         return (type(session) is int and type(index) is int and type(ref) is int and type(dist) is int
                 and 0 <= session <= _U32 and 0 <= index <= _U32 and 0 <= ref <= _U32 and 0 <= dist <= _U32)
 

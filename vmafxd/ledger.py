@@ -601,12 +601,7 @@ class FrameLedger:
                         raise LedgerError(e.message) from None
                     if run is not None:
                         run.append((frame.index, frame.outcome))
-                        scored += 1
-                        if frame.accepted:
-                            accepted += 1
-                        continue
-                    data = _PACKETS.result(frame.session, frame.index, frame.outcome)
-                    if data is not None:
+                    elif (data := _PACKETS.result(frame.session, frame.index, frame.outcome)) is not None:
                         packets.append(data)
                     else:  # the general way (it names what is wrong, should a metric be)
                         if packets:

@@ -451,14 +451,11 @@ class ClientTracker:
         self._outcome(msg.session, msg.index, result)
 
     def _on_result_many(self, msg: m.ResultMany) -> None:
-        # each frame's result as _on_result makes it, its metrics a dict of the run's columns
+        # each frame's result as _on_result makes it, its metrics the run's row for it
         session, outcome = msg.session, self._outcome
-        names, columns = tuple(msg.metrics), msg.metrics.values()
-        rows = zip(*columns) if names else ((),) * len(msg.indices)
-        for index, row in zip(msg.indices, rows):
+        for index, metrics in msg.frames():
             result = _new_object(FrameResult)
-            _set_attr(result, "__dict__", {"session": session, "index": index, "metrics": dict(zip(names, row)),
-                                           "error": None})
+            _set_attr(result, "__dict__", {"session": session, "index": index, "metrics": metrics, "error": None})
             outcome(session, index, result)
 
     def _on_frame_error(self, msg: m.FrameError) -> None:

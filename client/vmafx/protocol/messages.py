@@ -682,24 +682,20 @@ class Result(Message):
 MAX_FRAMES_PER_RUN = 1024
 
 
-def _run_indices(v, path):
-    """A run's frame indices: a non-empty list of u32."""
-    if type(v) is not list or not v or len(v) > MAX_FRAMES_PER_RUN:
-        raise _Bad(path, f"expected a list of 1..{MAX_FRAMES_PER_RUN} frame indices")
-    for x in v:
-        if type(x) is not int or not 0 <= x <= _U32:
-            raise _Bad(path, f"{x!r} is not a frame index (an unsigned 32-bit integer)")
-    return tuple(v)
+def _u32_run(what: str, whats: str, least: int) -> Callable[[Any, str], tuple[int, ...]]:
+    """A run's column of u32 (frame indices, buffer ids), at least ``least`` of them."""
+    def check(v, path):
+        if type(v) is not list or not least <= len(v) <= MAX_FRAMES_PER_RUN:
+            raise _Bad(path, f"expected a list of {least}..{MAX_FRAMES_PER_RUN} {whats}")
+        for x in v:
+            if type(x) is not int or not 0 <= x <= _U32:
+                raise _Bad(path, f"{x!r} is not a {what} (an unsigned 32-bit integer)")
+        return tuple(v)
+    return check
 
 
-def _u32_column(v, path):
-    """A list of u32 (buffer ids), one a frame of the run."""
-    if type(v) is not list or len(v) > MAX_FRAMES_PER_RUN:
-        raise _Bad(path, "expected a list of buffer ids")
-    for x in v:
-        if type(x) is not int or not 0 <= x <= _U32:
-            raise _Bad(path, f"{x!r} is not a buffer id (an unsigned 32-bit integer)")
-    return tuple(v)
+_run_indices = _u32_run("frame index", "frame indices", 1)
+_u32_column = _u32_run("buffer id", "buffer ids", 0)
 
 
 def _metric_columns(v, path):

@@ -470,12 +470,6 @@ class ClientConnection(_Connection):
                 except RemoteProtocolError:
                     self._to(Event.PROTOCOL_ERROR)
                     raise
-            elif cls in _RUNS and self.state is State.OPEN and self.outcome_runs:
-                try:
-                    self._apply_run(msg)
-                except RemoteProtocolError:
-                    self._to(Event.PROTOCOL_ERROR)
-                    raise
             else:
                 self._apply(msg)
         return msgs
